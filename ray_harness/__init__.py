@@ -1,0 +1,47 @@
+"""ray_harness: a model-driven agent harness that stays under control and scales on Ray.
+
+Importing this package never imports Ray; the Ray runtime lives in
+:mod:`ray_harness.runtime` and is imported on demand.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ray_harness._version import __version__
+from ray_harness.agent.agent import Agent
+from ray_harness.agent.limits import Limits
+from ray_harness.agent.result import AgentResult
+from ray_harness.hooks.registry import HookOrder, HookProvider, HookRegistry
+from ray_harness.interrupts import Interrupt
+from ray_harness.tools.base import ToolContext
+from ray_harness.tools.decorator import tool
+
+__all__ = [
+    "Agent",
+    "AgentResult",
+    "Graph",
+    "GraphBuilder",
+    "HookOrder",
+    "HookProvider",
+    "HookRegistry",
+    "Interrupt",
+    "Limits",
+    "MultiAgentResult",
+    "NodeResult",
+    "Status",
+    "Swarm",
+    "ToolContext",
+    "__version__",
+    "tool",
+]
+
+_MULTIAGENT = {"Graph", "GraphBuilder", "MultiAgentResult", "NodeResult", "Status", "Swarm"}
+
+
+def __getattr__(name: str) -> Any:
+    # Multi-agent classes load on first use: they are heavier and most scripts use one agent.
+    if name in _MULTIAGENT:
+        return getattr(importlib.import_module("ray_harness.multiagent"), name)
+    raise AttributeError(f"module 'ray_harness' has no attribute {name!r}")

@@ -1,0 +1,172 @@
+"""One model call: hooks, the ``InvokeModelStage`` middleware chain, retries, overflow recovery, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.agent.streaming import process_stream
+from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
+from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, ModelStopReason
+from ray_harness.types.exceptions import (
+    ContextWindowOverflowException,
+    EventLoopException,
+    ModelThrottledException,
+)
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+    from ray_harness.agent.loop import Invocation
+
+__all__ = ("call_model",)
+
+CANCELLED_TEXT = "Cancelled by user"
+
+
+async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
+    """Yield stream events; the last event is the ``ModelStopReason``."""
+    attempt = 0
+    while True:
+        attempt += 1
+        before, _ = await agent.hooks.invoke_callbacks_async(
+            BeforeModelCallEvent(agent=agent, invocation_state=inv.state)
+        )
+        stop: ModelStopReason | None = None
+        error: Exception | None = None
+        if before.cancel:
+            text = before.cancel if isinstance(before.cancel, str) else "model call denied by hook"
+            stop = ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]})
+        else:
+            agent.conversation_manager.before_model_call(agent)
+            try:
+                async for event in _invoke_chain(agent, inv):
+                    if isinstance(event, ModelStopReason):
+                        stop = event
+                    else:
+                        yield event
+                if stop is None:
+                    raise EventLoopException(RuntimeError("the InvokeModelStage middleware chain yielded no result "
+                                                          "(a Wrap handler must yield a ModelStopReason)"))
+            except ContextWindowOverflowException as overflow:
+                agent.conversation_manager.reduce_context(agent, overflow)  # raises when it cannot reduce
+                attempt -= 1
+                continue
+            except EventLoopException:
+                raise
+            except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
+                error = caught
+        if stop is not None and stop.stop_reason == "cancelled":
+            yield stop  # cancelled: no AfterModelCallEvent retry can undo a user's cancel
+            return
+        response = ModelStopResponse(message=stop.message, stop_reason=stop.stop_reason) if stop else None
+        after, _ = await agent.hooks.invoke_callbacks_async(
+            AfterModelCallEvent(agent=agent, invocation_state=inv.state, stop_response=response, exception=error)
+        )
+        if after.retry:
+            continue
+        if error is not None:
+            delay = _retry_delay(agent, error, attempt)
+            if delay is None:
+                raise error
+            await _sleep_unless_cancelled(agent, inv, delay)
+            if inv.cancelled:
+                yield _cancelled_stop()
+                return
+            continue
+        assert stop is not None
+        _account(agent, stop)
+        yield stop
+        return
+
+
+def _retry_delay(agent: Agent, error: Exception, attempt: int) -> float | None:
+    strategy = agent.retry_strategy
+    if strategy is None or not isinstance(error, ModelThrottledException):
+        return None
+    return strategy.delay(attempt, error.retry_after)
+
+
+async def _sleep_unless_cancelled(agent: Agent, inv: Invocation, delay: float) -> None:
+    assert agent.retry_strategy is not None
+    inv.model_streaming = True
+    try:
+        await agent.retry_strategy.clock.sleep(delay)
+    except asyncio.CancelledError:
+        if not inv.model_interrupted:
+            raise
+        _uncancel(inv)
+    finally:
+        inv.model_streaming = False
+
+
+def _account(agent: Agent, stop: ModelStopReason) -> None:
+    prices = getattr(agent.model, "prices", None)
+    cost = prices.cost(stop.usage) if prices is not None else 0.0
+    agent.event_loop_metrics.add_usage(stop.usage, int(stop.metrics.get("latencyMs", 0)), cost)
+
+
+def _cancelled_stop() -> ModelStopReason:
+    return ModelStopReason(stop_reason="cancelled",
+                           message={"role": "assistant", "content": [{"text": CANCELLED_TEXT}]})
+
+
+def _invoke_chain(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
+    specs = list(agent.tool_registry.get_all_specs())
+    tool_choice = None
+    if inv.structured is not None and inv.structured.value is None:
+        specs.append(inv.structured.spec)
+        tool_choice = inv.structured.tool_choice()
+    middleware = agent._middleware
+    terminal = _terminal(agent, inv)
+    if not middleware.has(InvokeModelStage):
+        # Fast path: no middleware, no defensive copies (the terminal does not mutate its inputs).
+        ctx = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, tool_choice, inv.state)
+        return terminal(ctx)
+    ctx = InvokeModelContext(agent, copy.deepcopy(agent.messages), agent.system_prompt, copy.deepcopy(specs),
+                             copy.deepcopy(tool_choice), inv.state)
+    return middleware.compose(InvokeModelStage, terminal)(ctx)
+
+
+def _terminal(agent: Agent, inv: Invocation) -> Any:
+    async def terminal(ctx: InvokeModelContext) -> AsyncGenerator[Any, None]:
+        if inv.cancelled:
+            yield _cancelled_stop()
+            return
+        stream = agent.model.stream(ctx.messages, ctx.tool_specs or None, ctx.system_prompt,
+                                    tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
+        events = process_stream(stream)
+        try:
+            while not inv.cancelled:
+                # The flag is up only while parked on the provider, never across our own yields: a cancel
+                # then interrupts the wait itself instead of whatever the consumer awaits.
+                inv.model_streaming = True
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    if not inv.model_interrupted:
+                        raise
+                    _uncancel(inv)
+                    break
+                finally:
+                    inv.model_streaming = False
+                yield event
+        finally:
+            with contextlib.suppress(Exception):
+                await events.aclose()
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        if inv.cancelled:
+            yield _cancelled_stop()
+
+    return terminal
+
+
+def _uncancel(inv: Invocation) -> None:
+    task = inv.task
+    if task is not None:
+        task.uncancel()

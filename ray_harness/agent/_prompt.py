@@ -1,0 +1,63 @@
+"""Normalize what an invocation was given into the messages it appends."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.checkpoint import Checkpoint
+from ray_harness.types.content import Message
+from ray_harness.types.validation import CONTENT_BLOCKS, MESSAGES, validate
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+    from ray_harness.agent.loop import Invocation
+
+__all__ = ("prepare_prompt",)
+
+_FORMS = ("a string, a list of content blocks, a list of messages, a list of interruptResponse blocks, "
+          "{'checkpointResume': {...}}, or None")
+
+
+def prepare_prompt(agent: Agent, prompt: Any, inv: Invocation) -> list[Message]:
+    """Messages to append for ``prompt``; resumes interrupts and checkpoints as a side effect."""
+    state = agent._interrupt_state
+    if state.activated:
+        state.resume(prompt)  # TypeError / KeyError for bad responses
+        return []
+    state.resume(prompt)  # ValueError when responses arrive at an agent that is not interrupted
+    checkpoint = _checkpoint_payload(prompt)
+    if checkpoint is not None:
+        _resume_checkpoint(agent, inv, checkpoint)
+        return []
+    if prompt is None:
+        return []
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": [{"text": prompt}]}]
+    if isinstance(prompt, list):
+        if not prompt:
+            return []
+        if all(isinstance(item, dict) and "role" in item for item in prompt):
+            return validate(MESSAGES, prompt, "prompt")  # type: ignore[no-any-return]
+        if all(isinstance(item, dict) and "role" not in item for item in prompt):
+            blocks = validate(CONTENT_BLOCKS, prompt, "prompt")
+            return [{"role": "user", "content": blocks}]
+        raise ValueError(f"prompt list mixes messages and content blocks; expected {_FORMS}")
+    raise ValueError(f"unsupported prompt of type {type(prompt).__name__}; expected {_FORMS}")
+
+
+def _checkpoint_payload(prompt: Any) -> Any:
+    if isinstance(prompt, dict) and "checkpointResume" in prompt:
+        payload = prompt["checkpointResume"]
+    elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], dict) and "checkpointResume" in prompt[0]:
+        payload = prompt[0]["checkpointResume"]
+    else:
+        return None
+    if isinstance(payload, dict) and "checkpoint" in payload:
+        return payload["checkpoint"]
+    return payload
+
+
+def _resume_checkpoint(agent: Agent, inv: Invocation, data: Any) -> None:
+    checkpoint = data if isinstance(data, Checkpoint) else Checkpoint.from_dict(data)
+    inv.resumed_position = checkpoint.position
+    inv.cycle_index = checkpoint.cycle_index + (1 if checkpoint.position == "after_tools" else 0)

@@ -1,0 +1,200 @@
+"""The tool half of a cycle: ``BeforeToolsEvent``, each tool (hooks + ``ExecuteToolStage``), ``AfterToolsEvent``.
+
+Interrupts raised anywhere in the batch are collected; the batch then stops
+with the completed results stored in the interrupt state, so a resume runs only
+the tools that have no result yet and keeps the others in their place.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.hooks.events import AfterToolCallEvent, AfterToolsEvent, BeforeToolCallEvent, BeforeToolsEvent
+from ray_harness.interrupts import Interrupt, InterruptException
+from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, ToolResultEvent
+from ray_harness.tools.base import ToolContext, error_result
+from ray_harness.types.content import Message, ToolResult, ToolUse
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+    from ray_harness.agent.loop import Invocation
+    from ray_harness.tools.base import AgentTool
+
+__all__ = ("ToolsOutcome", "execute_tool", "run_tools")
+
+CANCELLED_TOOL_TEXT = "Tool execution cancelled"
+
+
+@dataclass
+class ToolsOutcome:
+    interrupts: list[Interrupt] = field(default_factory=list)
+    end_turn: Any = False
+
+
+@dataclass
+class _ToolDone:
+    tool_use: ToolUse
+    result: ToolResult
+
+
+@dataclass
+class _ToolInterrupted:
+    tool_use: ToolUse
+    interrupts: list[Interrupt]
+
+
+async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGenerator[Any, None]:
+    """Yield tool events; the last event is a ``ToolsOutcome``."""
+    state = agent._interrupt_state
+    tool_uses = [block["toolUse"] for block in message["content"] if "toolUse" in block]
+    results: dict[str, ToolResult] = {}
+    if state.activated:
+        results = {r["toolUseId"]: r for r in state.context.get("tool_results", [])}
+    before, interrupts = await agent.hooks.invoke_callbacks_async(
+        BeforeToolsEvent(agent=agent, message=message, invocation_state=inv.state)
+    )
+    if interrupts:
+        _suspend(agent, message, results, interrupts)
+        yield ToolsOutcome(interrupts=interrupts)
+        return
+    cancel_text = None
+    if before.cancel:
+        cancel_text = before.cancel if isinstance(before.cancel, str) else "Tool cancelled by hook"
+    elif inv.cancelled:
+        cancel_text = CANCELLED_TOOL_TEXT
+    pending = [use for use in tool_uses if use["toolUseId"] not in results]
+    interrupts = []
+    if cancel_text is not None:
+        for use in pending:
+            results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
+            yield {"type": "tool_result", "tool_result": results[use["toolUseId"]]}
+    else:
+        async for event in agent.tool_executor.execute(
+            pending, lambda use: execute_tool(agent, inv, use), inv.cancel_signal, _skipped
+        ):
+            if isinstance(event, _ToolDone):
+                results[event.tool_use["toolUseId"]] = event.result
+                yield {"type": "tool_result", "tool_result": event.result}
+            elif isinstance(event, _ToolInterrupted):
+                interrupts.extend(event.interrupts)
+            else:
+                yield event
+    if interrupts:
+        _suspend(agent, message, results, interrupts)
+        yield {"type": "interrupt", "interrupts": interrupts}
+        yield ToolsOutcome(interrupts=interrupts)
+        return
+    state.deactivate()
+    ordered = [results[use["toolUseId"]] for use in tool_uses]
+    result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
+    await agent._append_message(result_message, inv.state)
+    yield {"type": "message", "message": result_message}
+    after, _ = await agent.hooks.invoke_callbacks_async(
+        AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
+    )
+    yield ToolsOutcome(end_turn=after.end_turn)
+
+
+def _suspend(agent: Agent, message: Message, results: dict[str, ToolResult], interrupts: list[Interrupt]) -> None:
+    state = agent._interrupt_state
+    for item in interrupts:
+        state.interrupts.setdefault(item.id, item)
+    state.context = {"tool_use_message": message, "tool_results": list(results.values())}
+    state.activate()
+
+
+async def _skipped(tool_use: ToolUse) -> AsyncGenerator[Any, None]:
+    yield _ToolDone(tool_use, error_result(tool_use["toolUseId"], CANCELLED_TOOL_TEXT))
+
+
+async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> AsyncGenerator[Any, None]:
+    """One tool call with its hooks; yields stream events then ``_ToolDone`` or ``_ToolInterrupted``."""
+    while True:
+        name = tool_use.get("name", "")
+        selected = agent.tool_registry.get(name)
+        before, interrupts = await agent.hooks.invoke_callbacks_async(
+            BeforeToolCallEvent(agent=agent, selected_tool=selected, tool_use=copy.deepcopy(tool_use),
+                                invocation_state=inv.state)
+        )
+        if interrupts:
+            yield _ToolInterrupted(tool_use, interrupts)
+            return
+        yield {"type": "tool_start", "tool_use": before.tool_use}
+        exception: BaseException | None = None
+        cancel_message: str | None = None
+        started = time.perf_counter()
+        use_id = tool_use["toolUseId"]
+        if before.cancel_tool:
+            cancel_message = before.cancel_tool if isinstance(before.cancel_tool, str) else "tool cancelled by user"
+            result = error_result(use_id, cancel_message)
+        elif inv.structured is not None and name == inv.structured.name and selected is None:
+            result = inv.structured.handle(before.tool_use)
+        elif before.selected_tool is None:
+            result = error_result(use_id, f"Unknown tool: {name}")
+        else:
+            outcome: ToolResultEvent | None = None
+            try:
+                async for event in _tool_chain(agent, inv, before.selected_tool, before.tool_use):
+                    if isinstance(event, ToolResultEvent):
+                        outcome = event
+                    else:
+                        yield event
+            except InterruptException as signal:
+                yield _ToolInterrupted(tool_use, [signal.interrupt])
+                return
+            except Exception as error:
+                exception = error
+                outcome = ToolResultEvent(error_result(use_id, f"Error: {error}"), exception=error)
+            if outcome is None:
+                outcome = ToolResultEvent(error_result(
+                    use_id, "Error: tool middleware yielded no result (a Wrap handler must yield a ToolResultEvent)"))
+            exception = exception or outcome.exception
+            result = outcome.tool_result
+        result = _normalize(use_id, result)
+        after, _ = await agent.hooks.invoke_callbacks_async(
+            AfterToolCallEvent(agent=agent, selected_tool=before.selected_tool, tool_use=before.tool_use,
+                               result=result, invocation_state=inv.state, exception=exception,
+                               cancel_message=cancel_message)
+        )
+        if after.retry:
+            continue
+        final = _normalize(use_id, after.result)
+        agent.event_loop_metrics.add_tool(name, final["status"] == "success", time.perf_counter() - started)
+        yield _ToolDone(tool_use, final)
+        return
+
+
+def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: ToolUse) -> AsyncGenerator[Any, None]:
+    async def terminal(ctx: ExecuteToolContext) -> AsyncGenerator[Any, None]:
+        tool = ctx.tool
+        if tool is None:
+            yield ToolResultEvent(error_result(ctx.tool_use["toolUseId"], f"Unknown tool: {ctx.tool_use['name']}"))
+            return
+        context = ToolContext(tool_use=ctx.tool_use, agent=agent, invocation_state=ctx.invocation_state,
+                              cancel_signal=ctx.cancel_signal)
+        try:
+            async for event in tool.stream(ctx.tool_use, context):
+                yield event
+        except (InterruptException, GeneratorExit):
+            raise
+        except Exception as error:
+            yield ToolResultEvent(error_result(ctx.tool_use["toolUseId"], f"Error: {error}"), exception=error)
+
+    ctx = ExecuteToolContext(agent=agent, tool=selected, tool_use=tool_use, invocation_state=inv.state,
+                             cancel_signal=inv.cancel_signal)
+    if not agent._middleware.has(ExecuteToolStage):
+        return terminal(ctx)
+    return agent._middleware.compose(ExecuteToolStage, terminal)(ctx)
+
+
+def _normalize(tool_use_id: str, result: Any) -> ToolResult:
+    if not isinstance(result, dict) or "content" not in result:
+        return error_result(tool_use_id, f"Error: invalid tool result {result!r}")
+    status = result.get("status", "success")
+    fixed: ToolResult = {"toolUseId": tool_use_id, "status": status if status in ("success", "error") else "error",
+                         "content": list(result["content"])}
+    return fixed

@@ -1,0 +1,300 @@
+"""``Agent``: configuration and entry points. The loop itself lives in :mod:`ray_harness.agent.loop`."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import os
+import threading
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+from ray_harness.agent.conversation_manager.base import ConversationManager
+from ray_harness.agent.limits import Limits, validate_limits
+from ray_harness.agent.result import AgentResult, EventLoopMetrics
+from ray_harness.agent.retry import ModelRetryStrategy
+from ray_harness.agent.state import AgentState
+from ray_harness.agent.tool_caller import ToolCaller
+from ray_harness.hooks.events import AgentInitializedEvent, MessageAddedEvent
+from ray_harness.hooks.registry import BaseHookEvent, HookOrder, HookProvider, HookRegistry, infer_event_type
+from ray_harness.interrupts import InterruptState
+from ray_harness.middleware.registry import MiddlewareRegistry
+from ray_harness.models.base import Model
+from ray_harness.tools.executors import ConcurrentToolExecutor, ToolExecutor
+from ray_harness.tools.registry import ToolRegistry
+from ray_harness.types.content import Message
+from ray_harness.types.exceptions import ConcurrencyException, ModelConfigurationError
+from ray_harness.types.validation import MESSAGES, validate
+
+__all__ = ("Agent",)
+
+_DEFAULT_RETRY = object()
+_NO_MODEL_HELP = (
+    "Agent needs a model and none is configured (ray_harness never calls a cloud API by default). "
+    "Pass model= one of: a Model instance (ray_harness.models.AnthropicModel, OpenAIModel, BedrockModel), "
+    "a string 'anthropic:<model id>', 'openai:<model id>', 'bedrock:<model id>' or "
+    "'openai-compatible:<base_url>#<model id>', or set the RAY_HARNESS_MODEL environment variable to such a "
+    "string. For tests and offline runs use ray_harness.testing.ScriptedModel."
+)
+
+
+class Agent:
+    """A model-driven agent loop with tools, hooks, middleware, interventions and interrupts."""
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        messages: list[Message] | None = None,
+        tools: list[Any] | None = None,
+        system_prompt: str | None = None,
+        *,
+        name: str = "agent",
+        agent_id: str = "default",
+        description: str | None = None,
+        state: AgentState | dict[str, Any] | None = None,
+        hooks: list[HookProvider | Callable[..., Any]] | None = None,
+        interventions: list[Any] | None = None,
+        conversation_manager: ConversationManager | None = None,
+        session_manager: Any = None,
+        sandbox: Any = None,
+        tool_executor: ToolExecutor | None = None,
+        retry_strategy: ModelRetryStrategy | None | Any = _DEFAULT_RETRY,
+        checkpointing: bool = False,
+        trace_attributes: dict[str, Any] | None = None,
+        record_direct_tool_call: bool = True,
+        max_guide_retries: int = 3,
+    ) -> None:
+        self.model: Model = _resolve_model(model)
+        self.messages: list[Message] = validate(MESSAGES, copy.deepcopy(messages or []), "messages")
+        self.system_prompt = system_prompt
+        if not isinstance(name, str) or not name:
+            raise ValueError("name must be a non-empty string")
+        self.name = name
+        self.agent_id = agent_id
+        self.description = description
+        self.state = state if isinstance(state, AgentState) else AgentState(state)
+        self.trace_attributes = dict(trace_attributes or {})
+        self.record_direct_tool_call = record_direct_tool_call
+        self.checkpointing = checkpointing
+        self.max_guide_retries = max_guide_retries
+        self.retry_strategy: ModelRetryStrategy | None = (
+            ModelRetryStrategy() if retry_strategy is _DEFAULT_RETRY else retry_strategy
+        )
+        self.tool_executor: ToolExecutor = tool_executor or ConcurrentToolExecutor()
+        self.hooks = HookRegistry()
+        self._middleware = MiddlewareRegistry()
+        self._interrupt_state = InterruptState()
+        self.event_loop_metrics = EventLoopMetrics()
+        self.tool_registry = ToolRegistry()
+        self.tool_registry.process_tools(tools)
+        self.conversation_manager = conversation_manager or _default_conversation_manager()
+        self.session_manager = session_manager
+        self.sandbox = sandbox
+        self._checkpoint_resume: Any = None
+        self._init_runtime_fields()
+        from ray_harness.interventions.registry import InterventionRegistry
+
+        self._interventions = InterventionRegistry(self, interventions or [])
+        if sandbox is not None and hasattr(sandbox, "get_tools"):
+            for vended in sandbox.get_tools():
+                self.tool_registry.add_default(vended)
+        for hook in hooks or []:
+            self._register_hook(hook)
+        for provider in (self.conversation_manager, session_manager):
+            if provider is not None and isinstance(provider, HookProvider):
+                provider.register_hooks(self.hooks, agent=self)
+        self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
+
+    def _init_runtime_fields(self) -> None:
+        self._lock = threading.Lock()
+        self._cancel_signal = threading.Event()
+        self._cancel_message: str | None = None
+        self._cancel_after_tools = False
+        self._invocation: Any = None
+
+    # -- pickling (agents ship into Ray actors) -------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in ("_lock", "_cancel_signal", "_invocation"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime_fields()
+
+    # -- configuration ----------------------------------------------------------------------------------
+
+    def _register_hook(self, hook: HookProvider | Callable[..., Any]) -> None:
+        if isinstance(hook, HookProvider):
+            hook.register_hooks(self.hooks)
+        elif callable(hook):
+            self.add_hook(hook)
+        else:
+            raise TypeError(f"hooks entries must be HookProviders or callbacks, got {hook!r}")
+
+    def add_hook(self, callback: Callable[..., Any], event_type: type[BaseHookEvent] | None = None,
+                 order: int = HookOrder.DEFAULT) -> None:
+        """Register ``callback``; its event type is inferred from the annotation when not given."""
+        if isinstance(callback, HookProvider) and event_type is None:
+            callback.register_hooks(self.hooks)
+            return
+        self.hooks.add_callback(event_type or infer_event_type(callback), callback, order)
+
+    def add_middleware(self, stage_or_phase: Any, handler: Callable[..., Any]) -> None:
+        """Register middleware for ``InvokeModelStage``/``ExecuteToolStage`` (or their ``.Input``/``.Output``)."""
+        self._middleware.add_middleware(stage_or_phase, handler)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return self.tool_registry.names
+
+    @property
+    def tool(self) -> ToolCaller:
+        """Direct tool calls: ``agent.tool.name(**kwargs)``."""
+        return ToolCaller(self)
+
+    # -- cancel -----------------------------------------------------------------------------------------
+
+    def cancel(self, *, message: str | None = None, after_current_tools: bool = False) -> None:
+        """Stop the running invocation at the next safe point (thread-safe, idempotent).
+
+        On an idle agent this does nothing: the next invocation starts clean (differs from Strands).
+        ``message`` ends the history with that assistant text; ``after_current_tools`` lets the
+        running tool batch finish first.
+        """
+        invocation = self._invocation
+        if invocation is None:
+            return
+        self._cancel_message = message
+        self._cancel_after_tools = after_current_tools
+        invocation.request_cancel(model_too=not after_current_tools)
+
+    # -- entry points -------------------------------------------------------------------------------------
+
+    def __call__(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
+                 limits: Limits | None = None, structured_output_model: type | None = None,
+                 cancel_signal: threading.Event | None = None, **kwargs: Any) -> AgentResult:
+        """Invoke synchronously (from a thread with no running event loop, or from any thread)."""
+        coroutine = self.invoke_async(prompt, invocation_state=invocation_state, limits=limits,
+                                      structured_output_model=structured_output_model,
+                                      cancel_signal=cancel_signal, **kwargs)
+        return run_sync(coroutine)
+
+    async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
+                           limits: Limits | None = None, structured_output_model: type | None = None,
+                           cancel_signal: threading.Event | None = None, **kwargs: Any) -> AgentResult:
+        result: AgentResult | None = None
+        async for event in self.stream_async(prompt, invocation_state=invocation_state, limits=limits,
+                                             structured_output_model=structured_output_model,
+                                             cancel_signal=cancel_signal, **kwargs):
+            if event.get("type") == "result":
+                result = event["result"]
+        if result is None:  # pragma: no cover - the loop always ends with a result event
+            raise RuntimeError("agent loop ended without a result")
+        return result
+
+    async def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
+                           limits: Limits | None = None, structured_output_model: type | None = None,
+                           cancel_signal: threading.Event | None = None, **kwargs: Any
+                           ) -> AsyncGenerator[dict[str, Any], None]:
+        """Run one invocation, yielding typed events; the last is ``{"type": "result", "result": AgentResult}``."""
+        from ray_harness.agent.loop import Invocation, run_invocation
+
+        checked_limits = validate_limits(limits)
+        if not self._lock.acquire(blocking=False):
+            raise ConcurrencyException(
+                f"agent {self.name!r} is already running an invocation; wait for it or use another Agent"
+            )
+        try:
+            state = invocation_state if invocation_state is not None else {}
+            state.update(kwargs)
+            invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits,
+                                    structured_output_model)
+            self._cancel_message = None
+            self._cancel_after_tools = False
+            self._invocation = invocation
+            try:
+                generator = run_invocation(self, prompt, invocation)
+                try:
+                    async for event in generator:
+                        yield event
+                finally:
+                    await generator.aclose()
+            finally:
+                self._invocation = None
+        finally:
+            self._lock.release()
+
+    def structured_output(self, output_model: type, prompt: Any = None) -> Any:
+        """Run the agent and return an instance of ``output_model`` (a pydantic model)."""
+        return self(prompt, structured_output_model=output_model).structured_output
+
+    async def structured_output_async(self, output_model: type, prompt: Any = None) -> Any:
+        return (await self.invoke_async(prompt, structured_output_model=output_model)).structured_output
+
+    # -- history ----------------------------------------------------------------------------------------
+
+    async def _append_message(self, message: Message, invocation_state: dict[str, Any] | None = None) -> None:
+        self.messages.append(message)
+        if self.hooks.has_callbacks(MessageAddedEvent):
+            await self.hooks.invoke_callbacks_async(
+                MessageAddedEvent(agent=self, message=message, invocation_state=invocation_state or {})
+            )
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, agent_id={self.agent_id!r}, tools={self.tool_names})"
+
+
+def _resolve_model(model: Model | str | None) -> Model:
+    if model is None:
+        configured = os.environ.get("RAY_HARNESS_MODEL")
+        if not configured:
+            raise ModelConfigurationError(_NO_MODEL_HELP)
+        model = configured
+    if isinstance(model, str):
+        from ray_harness.models import from_string
+
+        return from_string(model)  # type: ignore[no-any-return]
+    if not isinstance(model, Model):
+        raise ModelConfigurationError(f"model must be a ray_harness Model or a model string, got {model!r}. "
+                                      + _NO_MODEL_HELP)
+    return model
+
+
+def _default_conversation_manager() -> ConversationManager:
+    try:
+        from ray_harness.agent.conversation_manager import SlidingWindowConversationManager  # type: ignore[attr-defined]
+    except ImportError:
+        from ray_harness.agent.conversation_manager import NullConversationManager
+
+        return NullConversationManager()
+    return SlidingWindowConversationManager()  # type: ignore[no-any-return]
+
+
+def run_sync(coroutine: Any) -> Any:
+    """Run ``coroutine`` to completion from sync code, even when this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="ray_harness-sync-call")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def is_async_callable(func: Any) -> bool:
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))

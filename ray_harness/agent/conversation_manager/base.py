@@ -1,0 +1,41 @@
+"""``ConversationManager``: keeps an agent's history within its context window."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+
+__all__ = ("ConversationManager",)
+
+
+class ConversationManager(ABC):
+    """Trims or summarizes ``agent.messages``.
+
+    ``apply_management`` runs after every invocation; ``reduce_context`` runs when the model
+    reports a context-window overflow (the loop then retries the cycle) and must raise the given
+    error when it cannot reduce further.
+    """
+
+    def __init__(self) -> None:
+        self.removed_message_count = 0
+
+    @abstractmethod
+    def apply_management(self, agent: Agent, **kwargs: Any) -> None: ...
+
+    @abstractmethod
+    def reduce_context(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None: ...
+
+    def before_model_call(self, agent: Agent, **kwargs: Any) -> None:  # noqa: B027 - optional hook
+        """Proactive management before a model call (default: nothing)."""
+
+    def get_state(self) -> dict[str, Any]:
+        return {"__name__": type(self).__name__, "removed_message_count": self.removed_message_count}
+
+    def restore_from_session(self, state: dict[str, Any]) -> list[Any] | None:
+        if state.get("__name__") not in (None, type(self).__name__):
+            raise ValueError(f"conversation manager state is for {state.get('__name__')}, not {type(self).__name__}")
+        self.removed_message_count = int(state.get("removed_message_count", 0))
+        return None

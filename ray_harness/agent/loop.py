@@ -1,0 +1,268 @@
+"""The agent loop: a ``for`` over cycles (model → tools → repeat) with small helpers.
+
+One invocation: normalize the prompt (or resume interrupts / a checkpoint),
+``BeforeInvocationEvent``, the cycles, conversation management,
+``AfterInvocationEvent`` (which may ``resume`` with a new prompt), then the
+final ``{"type": "result"}`` event. Each cycle checks cancel and limits at its
+top, calls the model (:mod:`ray_harness.agent._model_call`) unless an
+interrupted tool batch is being resumed, then runs the tools
+(:mod:`ray_harness.agent._tool_phase`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.agent._model_call import call_model
+from ray_harness.agent._prompt import prepare_prompt
+from ray_harness.agent._structured import StructuredOutput
+from ray_harness.agent._tool_phase import ToolsOutcome, run_tools
+from ray_harness.agent.limits import Limits, check_limits
+from ray_harness.agent.result import AgentResult
+from ray_harness.checkpoint import Checkpoint
+from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
+from ray_harness.types.content import Message
+from ray_harness.types.exceptions import MaxTokensReachedException, StructuredOutputException
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+
+__all__ = ("Invocation", "run_invocation")
+
+
+class Invocation:
+    """Per-invocation control state: cancel signal, limits, structured output, the model-wait interrupter."""
+
+    def __init__(self, agent: Agent, cancel_signal: threading.Event, state: dict[str, Any],
+                 limits: Limits | None, structured_output_model: type | None) -> None:
+        self.agent = agent
+        self.cancel_signal = cancel_signal
+        self.state = state
+        self.limits = limits
+        self.structured = StructuredOutput(structured_output_model) if structured_output_model else None
+        self.deferred_cancel = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.model_streaming = False
+        self.model_interrupted = False
+        self.cycle_index = 0
+        self.resumed_position: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_signal.is_set()
+
+    def request_cancel(self, *, model_too: bool) -> None:
+        if not model_too:
+            self.deferred_cancel = True
+            return
+        self.cancel_signal.set()
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._interrupt_model_wait)
+            except RuntimeError:  # loop closed between the check and the call
+                pass
+
+    def _interrupt_model_wait(self) -> None:
+        # Runs on the loop thread, so model_streaming cannot change under us: the task is parked at an
+        # await inside the model call and the CancelledError lands there (see _model_call).
+        if self.model_streaming and self.task is not None and not self.model_interrupted:
+            self.model_interrupted = True
+            self.task.cancel()
+
+    def result(self, stop_reason: str, message: Message, **extra: Any) -> AgentResult:
+        return AgentResult(stop_reason=stop_reason, message=message, metrics=self.agent.event_loop_metrics,
+                           state=self.agent.state, **extra)
+
+
+async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
+    inv.loop = asyncio.get_running_loop()
+    inv.task = asyncio.current_task()
+    await agent.tool_registry.load_providers()
+    agent.event_loop_metrics.start_invocation()
+    current: Any = prompt
+    while True:
+        new_messages = prepare_prompt(agent, current, inv)
+        start_length = len(agent.messages)
+        result: AgentResult | None = None
+        resume: Any = None
+        try:
+            before, _ = await agent.hooks.invoke_callbacks_async(
+                BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=new_messages)
+            )
+            if before.cancel:
+                text = before.cancel if isinstance(before.cancel, str) else "invocation denied by hook"
+                # NOTE: not appended, so history keeps alternating roles (Strands appends it).
+                result = inv.result("end_turn", {"role": "assistant", "content": [{"text": text}]})
+            else:
+                for message in before.messages or []:
+                    await agent._append_message(message, inv.state)
+                async for event in _cycles(agent, inv):
+                    if isinstance(event, AgentResult):
+                        result = event
+                    else:
+                        yield event
+                agent.conversation_manager.apply_management(agent)
+        except BaseException:
+            _rollback(agent, start_length)
+            await agent.hooks.invoke_callbacks_async(AfterInvocationEvent(agent=agent, invocation_state=inv.state))
+            raise
+        after, _ = await agent.hooks.invoke_callbacks_async(
+            AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
+        )
+        resume = after.resume
+        if resume is not None and result is not None and result.stop_reason != "interrupt":
+            current = resume
+            continue
+        assert result is not None
+        yield {"type": "result", "result": result}
+        return
+
+
+def _rollback(agent: Agent, length: int) -> None:
+    """A failed invocation removes what it added, so the history stays valid for the next call."""
+    if agent._interrupt_state.activated:
+        return  # the interrupted turn must stay so that it can be resumed
+    if len(agent.messages) > length:
+        del agent.messages[length:]
+        truncate = getattr(agent.session_manager, "on_history_truncated", None)
+        if callable(truncate):
+            truncate(agent, length)
+
+
+async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
+    while True:
+        stop = _stop_at_cycle_top(agent, inv)
+        if stop is not None:
+            yield stop
+            return
+        resuming_tools = agent._interrupt_state.activated
+        message: Message
+        if resuming_tools:
+            message = agent._interrupt_state.context["tool_use_message"]
+        elif inv.resumed_position == "after_model" and _has_unanswered_tool_use(agent.messages):
+            message = agent.messages[-1]
+        else:
+            outcome = None
+            async for event in call_model(agent, inv):
+                if isinstance(event, _model_stop_type()):
+                    outcome = event
+                else:
+                    yield event
+            assert outcome is not None
+            agent.event_loop_metrics.add_cycle()
+            message = outcome.message
+            if outcome.stop_reason == "cancelled":
+                await agent._append_message(message, inv.state)
+                yield inv.result("cancelled", message)
+                return
+            await agent._append_message(message, inv.state)
+            yield {"type": "message", "message": message}
+            stop_reason = outcome.stop_reason
+            has_tools = any("toolUse" in block for block in message["content"])
+            if stop_reason == "max_tokens":
+                raise MaxTokensReachedException(
+                    "the model stopped at its max_tokens limit; the partial message is in the history. "
+                    "Raise the model's max_tokens or call the agent again to continue."
+                )
+            if not has_tools or stop_reason != "tool_use":
+                final = await _finish_turn(agent, inv, message, stop_reason)
+                if final is not None:
+                    yield final
+                    return
+                continue
+            if agent.checkpointing:
+                yield inv.result("checkpoint", message,
+                                 checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
+                return
+        inv.resumed_position = None
+        tools: ToolsOutcome | None = None
+        async for event in run_tools(agent, inv, message):
+            if isinstance(event, ToolsOutcome):
+                tools = event
+            else:
+                yield event
+        assert tools is not None
+        final_result = await _after_tools(agent, inv, message, tools)
+        if final_result is not None:
+            yield final_result
+            return
+        inv.cycle_index += 1
+
+
+def _model_stop_type() -> type:
+    from ray_harness.middleware.types import ModelStopReason
+
+    return ModelStopReason
+
+
+def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
+    if agent._interrupt_state.activated:
+        return None  # resuming an interrupted batch: its tools run before anything else is checked
+    if inv.cancelled or inv.deferred_cancel:
+        return inv.result("cancelled", _last_assistant(agent))
+    reason = check_limits(inv.limits, agent.event_loop_metrics.invocation_cycles,
+                          agent.event_loop_metrics.invocation_usage, agent.event_loop_metrics.invocation_cost_usd)
+    if reason is not None:
+        return inv.result(reason, agent.messages[-1] if agent.messages else _empty())
+    return None
+
+
+async def _finish_turn(agent: Agent, inv: Invocation, message: Message, stop_reason: str) -> AgentResult | None:
+    """The model ended its turn. With structured output pending, ask for it (once, forced) instead."""
+    if inv.structured is None or inv.structured.value is not None:
+        extra = {"structured_output": inv.structured.value} if inv.structured else {}
+        return inv.result(stop_reason, message, **extra)
+    if inv.structured.forced:
+        raise StructuredOutputException(
+            f"the model did not produce the structured output {inv.structured.name!r} even when forced"
+        )
+    inv.structured.forced = True
+    await agent._append_message({"role": "user", "content": [{"text": inv.structured.prompt}]}, inv.state)
+    return None
+
+
+async def _after_tools(agent: Agent, inv: Invocation, message: Message, tools: ToolsOutcome) -> AgentResult | None:
+    if tools.interrupts:
+        return inv.result("interrupt", message, interrupts=tools.interrupts)
+    if tools.end_turn:
+        value = tools.end_turn
+        content = list(value) if isinstance(value, list) else [
+            {"text": value if isinstance(value, str) else "Turn ended early by hook after tool execution"}
+        ]
+        end_message: Message = {"role": "assistant", "content": content}
+        await agent._append_message(end_message, inv.state)
+        return inv.result("end_turn", end_message)
+    if inv.cancelled or inv.deferred_cancel:
+        final = message
+        if agent._cancel_message is not None:
+            final = {"role": "assistant", "content": [{"text": agent._cancel_message}]}
+            await agent._append_message(final, inv.state)
+        return inv.result("cancelled", final)
+    if inv.structured is not None and inv.structured.value is not None:
+        return inv.result("end_turn", message, structured_output=inv.structured.value)
+    if agent.checkpointing:
+        return inv.result("checkpoint", message,
+                          checkpoint=Checkpoint(position="after_tools", cycle_index=inv.cycle_index))
+    return None
+
+
+def _has_unanswered_tool_use(messages: list[Message]) -> bool:
+    return bool(messages) and messages[-1]["role"] == "assistant" and any(
+        "toolUse" in block for block in messages[-1]["content"]
+    )
+
+
+def _last_assistant(agent: Agent) -> Message:
+    for message in reversed(agent.messages):
+        if message["role"] == "assistant":
+            return message
+    return _empty()
+
+
+def _empty() -> Message:
+    return {"role": "assistant", "content": []}

@@ -1,0 +1,46 @@
+"""``AgentState``: JSON-serializable key/value state that travels with the agent (and its session)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+__all__ = ("AgentState",)
+
+
+class AgentState:
+    def __init__(self, initial: dict[str, Any] | None = None) -> None:
+        self._state: dict[str, Any] = {}
+        for key, value in (initial or {}).items():
+            self.set(key, value)
+
+    def set(self, key: str, value: Any) -> None:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"state key must be a non-empty string, got {key!r}")
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"value for state key {key!r} is not JSON serializable: {error}") from None
+        self._state[key] = copy.deepcopy(value)
+
+    def get(self, key: str | None = None) -> Any:
+        if key is None:
+            return copy.deepcopy(self._state)
+        return copy.deepcopy(self._state.get(key))
+
+    def delete(self, key: str) -> None:
+        self._state.pop(key, None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self._state)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AgentState):
+            return self._state == other._state
+        if isinstance(other, dict):
+            return self._state == other
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"AgentState({self._state!r})"

@@ -1,0 +1,94 @@
+"""Direct tool calls: ``agent.tool.<name>(**kwargs)`` runs a tool outside the model loop."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.types.content import Message, ToolResult, ToolUse
+from ray_harness.types.exceptions import ConcurrencyException
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+
+__all__ = ("ToolCaller",)
+
+
+class ToolCaller:
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def __getattr__(self, name: str) -> Callable[..., ToolResult]:
+        registry = self._agent.tool_registry
+        tool_name = name if registry.get(name) is not None else name.replace("_", "-")
+        if registry.get(tool_name) is None:
+            raise AttributeError(f"agent {self._agent.name!r} has no tool {name!r}; tools: {registry.names}")
+
+        def call(*, record_direct_tool_call: bool | None = None, user_message_override: str | None = None,
+                 **kwargs: Any) -> ToolResult:
+            from ray_harness.agent.agent import run_sync
+
+            return run_sync(self.call_async(tool_name, kwargs, record=record_direct_tool_call,
+                                            user_message_override=user_message_override))  # type: ignore[no-any-return]
+
+        return call
+
+    async def call_async(self, tool_name: str, tool_input: dict[str, Any], *, record: bool | None = None,
+                         user_message_override: str | None = None) -> ToolResult:
+        agent = self._agent
+        if agent._interrupt_state.activated:
+            raise RuntimeError("cannot make a direct tool call while the agent is interrupted; resume it first")
+        record = agent.record_direct_tool_call if record is None else record
+        locked = agent._lock.acquire(blocking=False)
+        if not locked and record:
+            raise ConcurrencyException(
+                "direct tool call while the agent is running an invocation; pass record_direct_tool_call=False"
+            )
+        try:
+            tool_use: ToolUse = {"toolUseId": f"tooluse_{uuid.uuid4().hex[:24]}", "name": tool_name,
+                                 "input": tool_input}
+            result = await _run(agent, tool_use)
+            if record:
+                await _record(agent, tool_use, result, user_message_override)
+            return result
+        finally:
+            if locked:
+                agent._lock.release()
+
+
+async def _run(agent: Agent, tool_use: ToolUse) -> ToolResult:
+    from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted, execute_tool
+    from ray_harness.agent.loop import Invocation
+
+    inv = Invocation(agent, threading.Event(), {}, None, None)
+    result: ToolResult | None = None
+    async for event in execute_tool(agent, inv, tool_use):
+        if isinstance(event, _ToolInterrupted):
+            agent._interrupt_state.deactivate()
+            raise RuntimeError("cannot raise an interrupt in a direct tool call")
+        if isinstance(event, _ToolDone):
+            result = event.result
+    assert result is not None
+    return result
+
+
+async def _record(agent: Agent, tool_use: ToolUse, result: ToolResult, override: str | None) -> None:
+    spec = agent.tool_registry.get(tool_use["name"])
+    known = set(spec.tool_spec["inputSchema"]["json"].get("properties", {})) if spec else set()
+    filtered = {k: v for k, v in tool_use["input"].items() if not known or k in known}
+    parameters = json.dumps(filtered, default=lambda o: f"<<non-serializable: {type(o).__qualname__}>>")
+    user_content: list[Any] = [{"text": f"agent.tool.{tool_use['name']} direct tool call.\n"
+                                        f"Input parameters: {parameters}\n"}]
+    if override:
+        user_content.insert(0, {"text": f"{override}\n"})
+    messages: list[Message] = [
+        {"role": "user", "content": user_content},
+        {"role": "assistant", "content": [{"toolUse": {**tool_use, "input": filtered}}]},
+        {"role": "user", "content": [{"toolResult": result}]},
+        {"role": "assistant", "content": [{"text": f"agent.tool.{tool_use['name']} was called."}]},
+    ]
+    for message in messages:
+        await agent._append_message(message)

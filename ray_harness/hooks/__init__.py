@@ -1,0 +1,46 @@
+"""Typed lifecycle hooks."""
+
+from ray_harness.hooks.events import (
+    AfterInvocationEvent,
+    AfterModelCallEvent,
+    AfterMultiAgentInvocationEvent,
+    AfterNodeCallEvent,
+    AfterToolCallEvent,
+    AfterToolsEvent,
+    AgentInitializedEvent,
+    BeforeInvocationEvent,
+    BeforeModelCallEvent,
+    BeforeMultiAgentInvocationEvent,
+    BeforeNodeCallEvent,
+    BeforeToolCallEvent,
+    BeforeToolsEvent,
+    MessageAddedEvent,
+    ModelStopResponse,
+    MultiAgentInitializedEvent,
+)
+from ray_harness.hooks.registry import BaseHookEvent, HookCallback, HookEvent, HookOrder, HookProvider, HookRegistry
+
+__all__ = [
+    "AfterInvocationEvent",
+    "AfterModelCallEvent",
+    "AfterMultiAgentInvocationEvent",
+    "AfterNodeCallEvent",
+    "AfterToolCallEvent",
+    "AfterToolsEvent",
+    "AgentInitializedEvent",
+    "BaseHookEvent",
+    "BeforeInvocationEvent",
+    "BeforeModelCallEvent",
+    "BeforeMultiAgentInvocationEvent",
+    "BeforeNodeCallEvent",
+    "BeforeToolCallEvent",
+    "BeforeToolsEvent",
+    "HookCallback",
+    "HookEvent",
+    "HookOrder",
+    "HookProvider",
+    "HookRegistry",
+    "MessageAddedEvent",
+    "ModelStopResponse",
+    "MultiAgentInitializedEvent",
+]

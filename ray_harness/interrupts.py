@@ -1,0 +1,128 @@
+"""Human-in-the-loop interrupts.
+
+A hook, tool or middleware calls ``interrupt(name, reason)``. The first call
+raises :class:`InterruptException`; the loop collects every interrupt raised in
+one pass, stops with ``stop_reason="interrupt"`` and returns them in
+``result.interrupts``. The caller answers with a list of
+``{"interruptResponse": {"interruptId", "response"}}`` blocks; the second call
+of ``interrupt()`` with the same (deterministic) id returns the response.
+
+The state serializes (``to_dict``/``from_dict``), so a different process can
+resume hours later from a session.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ray_harness.types.exceptions import RayHarnessError
+
+__all__ = ("Interrupt", "InterruptException", "InterruptState", "interrupt_id")
+
+
+def interrupt_id(kind: str, key: str, name: str) -> str:
+    """Deterministic id ``v1:<kind>:<key>:<uuid5(name)>`` so a resumed run finds its answer."""
+    return f"v1:{kind}:{key}:{uuid.uuid5(uuid.NAMESPACE_OID, name)}"
+
+
+@dataclass
+class Interrupt:
+    """One request for human input."""
+
+    id: str
+    name: str
+    reason: Any = None
+    response: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class InterruptException(Exception):  # noqa: N818 - the Strands name
+    """Raised by ``interrupt()`` when no response is known yet; the loop turns it into a pause."""
+
+    def __init__(self, interrupt: Interrupt) -> None:
+        super().__init__(interrupt.name)
+        self.interrupt = interrupt
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InterruptException, (self.interrupt,))
+
+
+@dataclass
+class InterruptState:
+    """Interrupts of one agent (or graph/swarm) and the context needed to resume them."""
+
+    interrupts: dict[str, Interrupt] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
+    activated: bool = False
+
+    def activate(self) -> None:
+        self.activated = True
+
+    def deactivate(self) -> None:
+        self.interrupts = {}
+        self.context = {}
+        self.activated = False
+
+    def pending(self) -> list[Interrupt]:
+        return [item for item in self.interrupts.values() if item.response is None]
+
+    def resume(self, prompt: Any) -> None:
+        """Store the responses in ``prompt`` (a list of ``interruptResponse`` blocks)."""
+        if not self.activated:
+            if _is_response_list(prompt):
+                raise ValueError("received interrupt responses but the agent is not interrupted")
+            return
+        if not isinstance(prompt, list):
+            raise TypeError(
+                f"prompt_type=<{type(prompt).__name__}> | must resume from interrupt with a list of interruptResponse blocks"
+            )
+        invalid = [key for block in prompt for key in (block if isinstance(block, dict) else {"<non-dict>": 0})]
+        invalid = [key for key in invalid if key != "interruptResponse"]
+        if invalid or not prompt:
+            raise TypeError(
+                f"content_types=<{invalid}> | must resume from interrupt with a list of interruptResponse blocks"
+            )
+        for block in prompt:
+            response = block["interruptResponse"]
+            if not isinstance(response, dict) or "interruptId" not in response or "response" not in response:
+                raise TypeError("interruptResponse must be {'interruptId': str, 'response': value}")
+            key = response["interruptId"]
+            if key not in self.interrupts:
+                raise KeyError(f"interrupt_id=<{key}> | no interrupt found")
+            self.interrupts[key].response = response["response"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "interrupts": {key: item.to_dict() for key, item in self.interrupts.items()},
+            "context": copy.deepcopy(self.context),
+            "activated": self.activated,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InterruptState:
+        if not isinstance(data, dict):
+            raise RayHarnessError(f"interrupt state must be a dict, got {type(data).__name__}")
+        raw = data.get("interrupts", {})
+        if not isinstance(raw, dict):
+            raise RayHarnessError("interrupt state field 'interrupts' must be a dict")
+        interrupts = {}
+        for key, item in raw.items():
+            if not isinstance(item, dict) or "id" not in item or "name" not in item:
+                raise RayHarnessError(f"interrupt state field 'interrupts.{key}' must have 'id' and 'name'")
+            interrupts[key] = Interrupt(
+                id=item["id"], name=item["name"], reason=item.get("reason"), response=item.get("response")
+            )
+        return cls(interrupts=interrupts, context=dict(data.get("context") or {}), activated=bool(data.get("activated")))
+
+
+def _is_response_list(prompt: Any) -> bool:
+    return (
+        isinstance(prompt, list)
+        and bool(prompt)
+        and all(isinstance(block, dict) and "interruptResponse" in block for block in prompt)
+    )

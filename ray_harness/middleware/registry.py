@@ -1,0 +1,111 @@
+"""Composes middleware handlers into an onion around a terminal call.
+
+Layers, outermost first: every Input handler, then every Output handler, then
+every Wrap handler (so Input runs before the call, Wrap around it, Output on
+its result, whatever the registration order); within a phase the first
+registered handler is outermost. With nothing registered the terminal runs
+with zero layers. Inner generators are always closed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+from ray_harness.middleware.types import MiddlewareStage, _Phase
+
+__all__ = ("MiddlewareRegistry", "Next")
+
+Next = Callable[[Any], AsyncGenerator[Any, None]]
+_PHASE_RANK = {"input": 0, "output": 1, "wrap": 2}
+
+
+class MiddlewareRegistry:
+    def __init__(self) -> None:
+        self._handlers: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
+
+    def add_middleware(self, stage_or_phase: MiddlewareStage | _Phase, handler: Callable[..., Any]) -> None:
+        if isinstance(stage_or_phase, _Phase):
+            stage, phase = stage_or_phase.stage, stage_or_phase.phase
+        elif isinstance(stage_or_phase, MiddlewareStage):
+            stage, phase = stage_or_phase, "wrap"
+        else:
+            raise TypeError(f"expected a middleware stage or phase (e.g. InvokeModelStage.Input), got {stage_or_phase!r}")
+        if not callable(handler):
+            raise TypeError(f"middleware handler must be callable, got {handler!r}")
+        if phase == "wrap" and not inspect.isasyncgenfunction(handler) and not inspect.isasyncgenfunction(
+            getattr(handler, "__call__", None)
+        ):
+            raise TypeError("a Wrap middleware must be an async generator function (ctx, next_fn)")
+        handlers = self._handlers.setdefault(stage.name, [])
+        handlers.append((phase, _adapt(stage, phase, handler)))
+        handlers.sort(key=lambda item: _PHASE_RANK[item[0]])  # stable: registration order within a phase
+
+    def has(self, stage: MiddlewareStage) -> bool:
+        return bool(self._handlers.get(stage.name))
+
+    def compose(self, stage: MiddlewareStage, terminal: Next) -> Next:
+        handlers = self._handlers.get(stage.name)
+        if not handlers:
+            return terminal
+        call = terminal
+        for _, handler in reversed(handlers):
+            call = _bind(handler, call)
+        return call
+
+
+def _bind(handler: Callable[[Any, Next], AsyncGenerator[Any, None]], inner: Next) -> Next:
+    async def layer(ctx: Any) -> AsyncGenerator[Any, None]:
+        generator = handler(ctx, inner)
+        try:
+            async for event in generator:
+                yield event
+        finally:
+            await generator.aclose()
+
+    return layer
+
+
+def _adapt(stage: MiddlewareStage, phase: str, handler: Callable[..., Any]) -> Callable[[Any, Next], Any]:
+    if phase == "wrap":
+        return handler
+
+    if phase == "input":
+
+        async def input_layer(ctx: Any, next_fn: Next) -> AsyncGenerator[Any, None]:
+            changed = handler(ctx)
+            if inspect.isawaitable(changed):
+                changed = await changed
+            if changed is None:
+                changed = ctx
+            inner = next_fn(changed)
+            try:
+                async for event in inner:
+                    yield event
+            finally:
+                await inner.aclose()
+
+        return input_layer
+
+    async def output_layer(ctx: Any, next_fn: Next) -> AsyncGenerator[Any, None]:
+        result = None
+        inner = next_fn(ctx)
+        try:
+            async for event in inner:
+                if isinstance(event, stage.result_event):
+                    result = event  # held back: the Output handler sees the final result once
+                    continue
+                yield event
+        finally:
+            await inner.aclose()
+        if result is None:
+            return
+        wrapped = handler(stage.result_type(result=result))
+        if inspect.isawaitable(wrapped):
+            wrapped = await wrapped
+        if not isinstance(wrapped, stage.result_type):
+            raise TypeError(f"{stage.name}.Output handler must return {stage.result_type.__name__}, got {wrapped!r}")
+        yield wrapped.result
+
+    return output_layer

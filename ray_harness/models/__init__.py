@@ -1,0 +1,29 @@
+"""Model providers.
+
+``Model`` is the protocol; providers (``AnthropicModel``, ``OpenAIModel``,
+``BedrockModel``) import their client libraries lazily, so importing this
+package stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ray_harness.models.base import Model, ModelPrices, estimate_tokens
+
+__all__ = ["AnthropicModel", "BedrockModel", "Model", "ModelPrices", "OpenAIModel", "estimate_tokens", "from_string"]
+
+_LAZY = {
+    "AnthropicModel": "ray_harness.models.anthropic",
+    "OpenAIModel": "ray_harness.models.openai",
+    "BedrockModel": "ray_harness.models.bedrock",
+    "from_string": "ray_harness.models.selection",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ray_harness.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

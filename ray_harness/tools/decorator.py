@@ -1,0 +1,211 @@
+"""``@tool``: turn a Python function into a tool whose spec comes from hints and docstring."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import re
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, TypeVar, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ray_harness.middleware.types import ToolResultEvent
+from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, error_result
+from ray_harness.types.content import ToolResult, ToolUse
+from ray_harness.types.tools import ToolSpec
+from ray_harness.types.validation import describe_validation_error
+
+__all__ = ("DecoratedFunctionTool", "tool", "to_tool_result")
+
+F = TypeVar("F", bound=Callable[..., Any])
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class DecoratedFunctionTool(AgentTool):
+    """A function tool. Still callable as the original function."""
+
+    def __init__(self, func: Callable[..., Any], *, name: str | None, description: str | None,
+                 context: bool | str, inputSchema: dict[str, Any] | None = None) -> None:  # noqa: N803
+        self._func = func
+        self._name = name or func.__name__
+        if not _NAME.fullmatch(self._name):
+            raise ValueError(f"tool name {self._name!r} must match {_NAME.pattern}")
+        self._context_param = ("tool_context" if context is True else context) or None
+        summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
+        self._input_model = _input_model(func, self._name, arg_docs, self._context_param)
+        schema = inputSchema or _clean_schema(self._input_model.model_json_schema())
+        self._spec: ToolSpec = {
+            "name": self._name,
+            "description": description or summary or self._name,
+            "inputSchema": {"json": schema},
+        }
+        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+
+    @property
+    def tool_name(self) -> str:
+        return self._name
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        return self._spec
+
+    @property
+    def original_function(self) -> Callable[..., Any]:
+        return self._func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._func(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: Any) -> Any:
+        if instance is None:
+            return self
+        bound = DecoratedFunctionTool.__new__(DecoratedFunctionTool)
+        bound.__dict__.update(self.__dict__)
+        bound._func = self._func.__get__(instance, owner)
+        return bound
+
+    def __repr__(self) -> str:
+        return f"<tool {self._name}>"
+
+    def validate_input(self, tool_input: Any) -> dict[str, Any]:
+        """Validate against the schema; raise ``ValueError`` naming the offending field."""
+        if not isinstance(tool_input, dict):
+            raise ValueError(f"input must be a JSON object, got {type(tool_input).__name__}")
+        try:
+            validated = self._input_model.model_validate(tool_input)
+        except ValidationError as error:
+            raise ValueError(describe_validation_error(error, "input")) from None
+        return {name: getattr(validated, name) for name in type(validated).model_fields}
+
+    async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
+        use_id = tool_use["toolUseId"]
+        try:
+            kwargs = self.validate_input(tool_use.get("input") or {})
+        except ValueError as error:
+            yield ToolResultEvent(error_result(use_id, f"Error: invalid input for tool '{self._name}': {error}"))
+            return
+        if self._context_param:
+            kwargs[self._context_param] = context
+        func = self._func
+        if inspect.isasyncgenfunction(func):
+            last: Any = None
+            seen = False
+            async for item in func(**kwargs):
+                if seen:
+                    yield ToolStreamEvent(tool_use, last)
+                last, seen = item, True
+            yield ToolResultEvent(to_tool_result(use_id, last))
+            return
+        if inspect.iscoroutinefunction(func):
+            value = await func(**kwargs)
+        else:
+            # NOTE: sync tools run in a thread so they never block the loop (or other concurrent tools).
+            value = await asyncio.to_thread(func, **kwargs)
+        yield ToolResultEvent(to_tool_result(use_id, value))
+
+
+def to_tool_result(tool_use_id: str, value: Any) -> ToolResult:
+    """Convert a tool's return value into a ``ToolResult``."""
+    if isinstance(value, dict) and "status" in value and "content" in value:
+        result = dict(value)
+        result["toolUseId"] = tool_use_id
+        return result  # type: ignore[return-value]
+    if isinstance(value, str):
+        return {"toolUseId": tool_use_id, "status": "success", "content": [{"text": value}]}
+    if isinstance(value, BaseModel):
+        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value.model_dump(mode="json")}]}
+    if isinstance(value, dict | list):
+        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
+    return {"toolUseId": tool_use_id, "status": "success", "content": [{"text": str(value)}]}
+
+
+@overload
+def tool(func: F, /) -> DecoratedFunctionTool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, context: bool | str = False,
+    inputSchema: dict[str, Any] | None = None,  # noqa: N803
+) -> Callable[[F], DecoratedFunctionTool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    context: bool | str = False,
+    inputSchema: dict[str, Any] | None = None,  # noqa: N803 - the Converse field name
+) -> DecoratedFunctionTool | Callable[[Callable[..., Any]], DecoratedFunctionTool]:
+    """Declare a tool. ``context=True`` injects a ``ToolContext`` as parameter ``tool_context``."""
+
+    def decorate(target: Callable[..., Any]) -> DecoratedFunctionTool:
+        return DecoratedFunctionTool(target, name=name, description=description, context=context,
+                                     inputSchema=inputSchema)
+
+    if func is not None:
+        return decorate(func)
+    return decorate
+
+
+def _input_model(func: Callable[..., Any], name: str, docs: dict[str, str], context_param: str | None) -> type[BaseModel]:
+    try:
+        hints = get_type_hints(func)
+    except Exception:  # unresolvable annotations: fall back to raw ones
+        hints = dict(getattr(func, "__annotations__", {}))
+    fields: dict[str, Any] = {}
+    from pydantic import Field
+
+    for param in inspect.signature(func).parameters.values():
+        if param.name in ("self", "cls") or param.name == context_param:
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, Field(default, description=docs.get(param.name) or f"Parameter {param.name}"))
+    model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Input"
+    return create_model(model_name, __config__=ConfigDict(arbitrary_types_allowed=True), **fields)  # type: ignore[call-overload,no-any-return]
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = dict(schema)
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    schema.setdefault("properties", {})
+    schema.setdefault("required", [])
+    return schema
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Google-style: the text before ``Args:`` is the description; ``name: text`` lines document arguments."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section = "summary"
+    current: str | None = None
+    for raw in lines:
+        line = raw.strip()
+        header = line.rstrip(":").lower()
+        if line.endswith(":") and header in {"args", "arguments", "parameters", "params"}:
+            section, current = "args", None
+            continue
+        if line.endswith(":") and header in {"returns", "return", "raises", "yields", "examples", "example", "note"}:
+            section, current = "other", None
+            continue
+        if section == "summary":
+            summary.append(line)
+        elif section == "args" and line:
+            match = re.match(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", line)
+            if match and raw.startswith((" ", "\t")) and (current is None or not raw.startswith(" " * 8)):
+                current = match.group(1).lstrip("*")
+                args[current] = match.group(3).strip()
+            elif current:
+                args[current] = (args[current] + " " + line).strip()
+    return "\n".join(summary).strip(), args

@@ -1,0 +1,85 @@
+"""``ToolRegistry``: the tools of one agent, by name."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ray_harness.tools.base import AgentTool, ToolProvider
+from ray_harness.tools.decorator import DecoratedFunctionTool, tool
+from ray_harness.types.tools import ToolSpec
+
+__all__ = ("AgentTool", "DecoratedFunctionTool", "ToolRegistry")
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, AgentTool] = {}
+        self._providers: list[ToolProvider] = []
+        self._providers_loaded = False
+        self._specs: list[ToolSpec] | None = None
+
+    def process_tools(self, tools: list[Any] | None) -> None:
+        for item in tools or []:
+            self.register(item)
+
+    def register(self, item: Any) -> None:
+        """Register a tool, a plain function, an agent (as a tool) or a tool provider."""
+        if isinstance(item, AgentTool):
+            self._add(item)
+        elif hasattr(item, "as_tool") and callable(item.as_tool) and not isinstance(item, type):
+            self._add(item.as_tool())
+        elif isinstance(item, ToolProvider) and not inspect.isfunction(item):
+            self._providers.append(item)
+            self._providers_loaded = False
+        elif isinstance(item, list | tuple):
+            for inner in item:
+                self.register(inner)
+        elif inspect.isfunction(item) or inspect.ismethod(item):
+            self._add(tool(item))
+        else:
+            raise ValueError(f"cannot use {item!r} as a tool: expected @tool function, AgentTool, Agent or tool provider")
+
+    def _add(self, agent_tool: AgentTool, *, replace: bool = False) -> None:
+        name = agent_tool.tool_name
+        if name in self._tools and not replace:
+            raise ValueError(f"tool name {name!r} is already registered")
+        self._tools[name] = agent_tool
+        self._specs = None
+
+    def add_default(self, agent_tool: AgentTool) -> None:
+        """Add a vended tool unless a user tool of the same name exists (the user's wins)."""
+        if agent_tool.tool_name not in self._tools:
+            self._add(agent_tool)
+
+    async def load_providers(self) -> None:
+        if self._providers_loaded:
+            return
+        for provider in self._providers:
+            for agent_tool in await provider.load_tools():
+                self._add(agent_tool, replace=agent_tool.tool_name in self._tools
+                          and self._tools[agent_tool.tool_name] is agent_tool)
+        self._providers_loaded = True
+
+    @property
+    def providers(self) -> list[ToolProvider]:
+        return list(self._providers)
+
+    def get(self, name: str) -> AgentTool | None:
+        return self._tools.get(name)
+
+    @property
+    def registry(self) -> dict[str, AgentTool]:
+        return self._tools
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def get_all_specs(self) -> list[ToolSpec]:
+        if self._specs is None:
+            self._specs = [t.tool_spec for t in self._tools.values()]
+        return self._specs
+
+
+

@@ -1,0 +1,62 @@
+"""Converse-style types: messages, content blocks, tool specs, stream events, errors."""
+
+from ray_harness.types.content import (
+    ContentBlock,
+    InterruptResponse,
+    InterruptResponseContent,
+    Message,
+    Messages,
+    ReasoningContent,
+    Role,
+    SystemContentBlock,
+    ToolResult,
+    ToolResultContent,
+    ToolResultStatus,
+    ToolUse,
+)
+from ray_harness.types.exceptions import (
+    CheckpointException,
+    ConcurrencyException,
+    ContextWindowOverflowException,
+    EventLoopException,
+    MaxTokensReachedException,
+    ModelConfigurationError,
+    ModelThrottledException,
+    RayHarnessError,
+    RemoteActorError,
+    SessionException,
+    StructuredOutputException,
+)
+from ray_harness.types.streaming import StopReason, StreamEvent, Usage
+from ray_harness.types.tools import ToolChoice, ToolSpec
+
+__all__ = [
+    "CheckpointException",
+    "ConcurrencyException",
+    "ContentBlock",
+    "ContextWindowOverflowException",
+    "EventLoopException",
+    "InterruptResponse",
+    "InterruptResponseContent",
+    "MaxTokensReachedException",
+    "Message",
+    "Messages",
+    "ModelConfigurationError",
+    "ModelThrottledException",
+    "RayHarnessError",
+    "ReasoningContent",
+    "RemoteActorError",
+    "Role",
+    "SessionException",
+    "StopReason",
+    "StreamEvent",
+    "StructuredOutputException",
+    "SystemContentBlock",
+    "ToolChoice",
+    "ToolResult",
+    "ToolResultContent",
+    "ToolResultStatus",
+    "ToolSpec",
+    "ToolUse",
+    "Usage",
+]

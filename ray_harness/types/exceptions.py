@@ -1,0 +1,106 @@
+"""Exceptions raised by ray_harness.
+
+RayHarnessError
+├── ModelThrottledException        the provider rate-limited us (retryable)
+├── ContextWindowOverflowException the conversation no longer fits the model
+├── MaxTokensReachedException      the model hit its output limit mid-answer
+├── ConcurrencyException           a second concurrent invocation of one agent
+├── CheckpointException            a checkpoint dict failed validation
+├── StructuredOutputException      the model never produced the structured output
+├── SessionException               a session store is unreadable or inconsistent
+├── EventLoopException             the agent loop failed (wraps the cause)
+├── ModelConfigurationError        no model, or a model that cannot be built
+└── RemoteActorError               the Ray actor behind a handle died
+
+``InterruptException`` (in :mod:`ray_harness.interrupts`) is a control-flow
+signal, not an error, and is not part of this tree.
+
+Every class pickles with its attributes intact, because errors cross Ray
+actor boundaries (``BaseException.__reduce__`` replays only ``args``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = (
+    "CheckpointException",
+    "ConcurrencyException",
+    "ContextWindowOverflowException",
+    "EventLoopException",
+    "MaxTokensReachedException",
+    "ModelConfigurationError",
+    "ModelThrottledException",
+    "RayHarnessError",
+    "RemoteActorError",
+    "SessionException",
+    "StructuredOutputException",
+)
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class RayHarnessError(Exception):
+    """Base class of every error ray_harness raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+class ModelThrottledException(RayHarnessError):
+    """The model provider throttled the request; the retry strategy retries it."""
+
+    def __init__(self, message: str = "model throttled", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class ContextWindowOverflowException(RayHarnessError):
+    """The request exceeded the model's context window."""
+
+
+class MaxTokensReachedException(RayHarnessError):
+    """The model stopped at its output-token limit in a way the loop cannot continue."""
+
+
+class ConcurrencyException(RayHarnessError):
+    """An agent was invoked while another invocation of it was running."""
+
+
+class CheckpointException(RayHarnessError):
+    """A checkpoint could not be created, validated or resumed."""
+
+
+class StructuredOutputException(RayHarnessError):
+    """The model did not produce valid structured output."""
+
+
+class SessionException(RayHarnessError):
+    """A session could not be read or written consistently."""
+
+
+class EventLoopException(RayHarnessError):
+    """The agent loop failed; ``original_exception`` holds the cause."""
+
+    def __init__(self, original_exception: BaseException, request_state: dict[str, Any] | None = None) -> None:
+        super().__init__(str(original_exception))
+        self.original_exception = original_exception
+        self.request_state = request_state or {}
+
+
+class ModelConfigurationError(RayHarnessError, ValueError):
+    """No model was configured, or a model string could not be resolved."""
+
+
+class RemoteActorError(RayHarnessError):
+    """The Ray actor behind a remote handle died or became unreachable."""
+
+    def __init__(self, message: str, *, actor_name: str | None = None) -> None:
+        super().__init__(message)
+        self.actor_name = actor_name
