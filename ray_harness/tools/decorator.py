@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import inspect
 import re
+import sys
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar, get_type_hints, overload
 
@@ -29,6 +31,7 @@ class DecoratedFunctionTool(AgentTool):
     def __init__(self, func: Callable[..., Any], *, name: str | None, description: str | None,
                  context: bool | str, inputSchema: dict[str, Any] | None = None) -> None:  # noqa: N803
         self._func = func
+        self._options = (name, description, context, inputSchema)
         self._name = name or func.__name__
         if not _NAME.fullmatch(self._name):
             raise ValueError(f"tool name {self._name!r} must match {_NAME.pattern}")
@@ -69,6 +72,18 @@ class DecoratedFunctionTool(AgentTool):
     def __repr__(self) -> str:
         return f"<tool {self._name}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A module-level @tool shadows its function, so pickle by reference to the tool itself; anything
+        # else is rebuilt from the function (cloudpickle ships such functions by value).
+        module = sys.modules.get(getattr(self._func, "__module__", "") or "")
+        target: Any = module
+        for part in getattr(self._func, "__qualname__", "").split("."):
+            target = getattr(target, part, None)
+        if target is self:
+            return (_tool_by_reference, (self._func.__module__, self._func.__qualname__))
+        name, description, context, schema = self._options
+        return (_rebuild_tool, (self._func, name, description, context, schema))
+
     def validate_input(self, tool_input: Any) -> dict[str, Any]:
         """Validate against the schema; raise ``ValueError`` naming the offending field."""
         if not isinstance(tool_input, dict):
@@ -104,6 +119,18 @@ class DecoratedFunctionTool(AgentTool):
             # NOTE: sync tools run in a thread so they never block the loop (or other concurrent tools).
             value = await asyncio.to_thread(func, **kwargs)
         yield ToolResultEvent(to_tool_result(use_id, value))
+
+
+def _tool_by_reference(module: str, qualname: str) -> Any:
+    target: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _rebuild_tool(func: Callable[..., Any], name: str | None, description: str | None, context: bool | str,
+                  schema: dict[str, Any] | None) -> DecoratedFunctionTool:
+    return DecoratedFunctionTool(func, name=name, description=description, context=context, inputSchema=schema)
 
 
 def to_tool_result(tool_use_id: str, value: Any) -> ToolResult:

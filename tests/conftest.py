@@ -1,0 +1,40 @@
+"""Shared fixtures.
+
+``RAY_HARNESS_REQUIRE_SERVICES=1`` (set by ``.ci/run``) turns a missing real
+service (dockerd, sshd, moto server, Ray) into a test failure instead of a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from ray_harness.testing import ScriptedModel
+
+
+def services_required() -> bool:
+    return os.environ.get("RAY_HARNESS_REQUIRE_SERVICES") == "1"
+
+
+def missing_service(reason: str) -> None:
+    """Skip locally, fail in CI: a test that needs a real service must not silently pass."""
+    if services_required():
+        pytest.fail(f"required service unavailable: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def script() -> Iterator[Callable[..., ScriptedModel]]:
+    """Factory for ScriptedModels that are all checked for unused steps after the test."""
+    made: list[ScriptedModel] = []
+
+    def make(*steps: object, **kwargs: object) -> ScriptedModel:
+        model = ScriptedModel(*steps, **kwargs)  # type: ignore[arg-type]
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        model.assert_complete()

@@ -1,0 +1,89 @@
+"""A real MCP server for the tests, built with the mcp package's own server API (``MCPServer``).
+
+Run as ``python server_app.py stdio`` or ``python server_app.py http <port>``. When
+``MCP_TEST_MARKER_DIR`` is set, the ``slow`` tool writes ``cancelled-<tag>`` there when
+the client cancels it (so a test can see that ``notifications/cancelled`` arrived).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import Context, Image, MCPServer
+from pydantic import BaseModel
+
+# A 1x1 transparent PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+server = MCPServer("ray-harness-test-server", log_level="WARNING")
+
+
+class Sum(BaseModel):
+    total: int
+
+
+@server.tool(description="Echo the text back.")
+def echo(text: str) -> str:
+    return f"echo: {text}"
+
+
+@server.tool(description="Add two integers.")
+def add(a: int, b: int) -> Sum:
+    return Sum(total=a + b)
+
+
+@server.tool(description="Always fails.")
+def fail(message: str) -> str:
+    raise ValueError(message)
+
+
+@server.tool(description="Sleep, noticing cancellation.")
+async def slow(seconds: float, tag: str = "slow") -> str:
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        marker_dir = os.environ.get("MCP_TEST_MARKER_DIR")
+        if marker_dir:
+            Path(marker_dir, f"cancelled-{tag}").write_text("cancelled")
+        raise
+    return f"slept {seconds}"
+
+
+@server.tool(description="Return a tiny PNG.")
+def picture() -> Image:
+    return Image(data=PNG, format="png")
+
+
+@server.tool(description="Kill the server process in the middle of the call.")
+async def crash() -> str:
+    await anyio.sleep(0.2)
+    os._exit(3)
+
+
+@server.tool(description="Read one HTTP request header (empty over stdio).")
+def header(name: str, ctx: Context) -> str:
+    headers = ctx.headers or {}
+    return headers.get(name.lower(), "")
+
+
+@server.tool(description="Report the server's process id.")
+def pid() -> str:
+    return str(os.getpid())
+
+
+def main() -> None:
+    transport = sys.argv[1] if len(sys.argv) > 1 else "stdio"
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+import pytest
+from pydantic import BaseModel
+
+from ray_harness import Agent, AgentResult, tool
+from ray_harness.agent import ModelRetryStrategy
+from ray_harness.testing import FakeClock, ScriptedModel, ScriptError, reasoning, step, text, tool_call
+from ray_harness.types.exceptions import (
+    ConcurrencyException,
+    MaxTokensReachedException,
+    ModelConfigurationError,
+    ModelThrottledException,
+    StructuredOutputException,
+)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+def test_model_none_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_HARNESS_MODEL", raising=False)
+    with pytest.raises(ModelConfigurationError, match="anthropic:") as info:
+        Agent()
+    assert "ScriptedModel" in str(info.value)
+    with pytest.raises(ModelConfigurationError):
+        Agent(model=object())  # type: ignore[arg-type]
+
+
+def test_result_str_and_usage() -> None:
+    usage = {"inputTokens": 10, "outputTokens": 4, "totalTokens": 14}
+    agent = Agent(ScriptedModel(step({"text": "a"}, {"text": "b"}, usage=usage)))
+    result = agent("hi")
+    assert isinstance(result, AgentResult)
+    assert str(result) == "a\nb\n"
+    assert result.metrics.accumulated_usage == usage
+    assert result.stop_reason == "end_turn"
+    assert result.message == {"role": "assistant", "content": [{"text": "a"}, {"text": "b"}]}
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("hello", [{"role": "user", "content": [{"text": "hello"}]}]),
+        ([{"text": "a"}, {"text": "b"}], [{"role": "user", "content": [{"text": "a"}, {"text": "b"}]}]),
+        ([{"role": "user", "content": [{"text": "m"}]}], [{"role": "user", "content": [{"text": "m"}]}]),
+    ],
+)
+def test_prompt_forms(prompt: object, expected: list) -> None:
+    agent = Agent(ScriptedModel(text("ok")))
+    agent(prompt)
+    assert agent.messages[:-1] == expected
+
+
+def test_none_prompt_continues_history() -> None:
+    model = ScriptedModel(text("ok"))
+    agent = Agent(model, messages=[{"role": "user", "content": [{"text": "earlier"}]}])
+    agent()
+    assert model.calls[0].messages == ({"role": "user", "content": [{"text": "earlier"}]},)
+
+
+@pytest.mark.parametrize("prompt", [42, {"bogus": 1}, [{"text": "a"}, {"role": "user", "content": []}],
+                                    [{"text": 5}]])
+def test_bad_prompts_raise_value_error_and_leave_history_alone(prompt: object) -> None:
+    agent = Agent(ScriptedModel())
+    with pytest.raises(ValueError):  # noqa: PT011
+        agent(prompt)
+    assert agent.messages == []
+
+
+def test_interrupt_responses_to_idle_agent() -> None:
+    agent = Agent(ScriptedModel())
+    with pytest.raises(ValueError, match="not interrupted"):
+        agent([{"interruptResponse": {"interruptId": "x", "response": "y"}}])
+
+
+async def test_stream_async_event_order() -> None:
+    agent = Agent(ScriptedModel(tool_call("add", {"a": 1, "b": 1}, tool_use_id="t"), text("two", stop_reason=None)),
+                  tools=[add])
+    agent.model.update_config(chunk_size=1)  # type: ignore[attr-defined]
+    events = [e async for e in agent.stream_async("1+1")]
+    kinds = [e["type"] for e in events if e["type"] != "model_event"]
+    assert kinds == ["tool_use_delta", "message", "tool_start", "tool_result", "message",
+                     "text_delta", "text_delta", "text_delta", "message", "result"]
+    assert "".join(e["data"] for e in events if e["type"] == "text_delta") == "two"
+    assert events[-1]["result"].stop_reason == "end_turn"
+
+
+async def test_second_concurrent_invocation_raises() -> None:
+    agent = Agent(ScriptedModel(text("slow", delay=0.2), text("x")))
+    first = asyncio.create_task(agent.invoke_async("a"))
+    await asyncio.sleep(0.05)
+    with pytest.raises(ConcurrencyException):
+        await agent.invoke_async("b")
+    assert str(await first) == "slow\n"
+    assert str(await agent.invoke_async("c")) == "x\n"  # the lock is released
+
+
+def test_state_must_be_json() -> None:
+    agent = Agent(ScriptedModel(), state={"count": 1})
+    agent.state.set("items", [1, 2])
+    assert agent.state.get("count") == 1 and agent.state.get() == {"count": 1, "items": [1, 2]}
+    with pytest.raises(ValueError, match="not JSON serializable"):
+        agent.state.set("bad", object())
+
+
+def test_reasoning_blocks_are_kept() -> None:
+    agent = Agent(ScriptedModel(reasoning("think", "answer", signature="sig")))
+    result = agent("q")
+    assert result.message["content"][0] == {"reasoningContent": {"reasoningText": {"text": "think",
+                                                                                    "signature": "sig"}}}
+    assert str(result) == "answer\n"
+
+
+def test_throttling_is_retried_with_backoff() -> None:
+    clock = FakeClock()
+    model = ScriptedModel(ModelThrottledException("429"), ModelThrottledException("429", retry_after=30), text("ok"))
+    agent = Agent(model, retry_strategy=ModelRetryStrategy(max_attempts=4, initial_delay=2, max_delay=60, clock=clock))
+    assert str(agent("x")) == "ok\n"
+    assert clock.sleeps == [2, 30]
+
+
+def test_throttling_gives_up_after_max_attempts_and_rolls_back() -> None:
+    clock = FakeClock()
+    model = ScriptedModel(*[ModelThrottledException("429")] * 3)
+    agent = Agent(model, retry_strategy=ModelRetryStrategy(max_attempts=3, initial_delay=1, clock=clock))
+    with pytest.raises(ModelThrottledException):
+        agent("x")
+    assert clock.sleeps == [1, 2]
+    assert agent.messages == []  # a failed invocation leaves the history as it was
+
+
+def test_no_retry_strategy_means_no_retries() -> None:
+    agent = Agent(ScriptedModel(ModelThrottledException("429")), retry_strategy=None)
+    with pytest.raises(ModelThrottledException):
+        agent("x")
+
+
+def test_max_tokens_raises_and_keeps_nothing_broken() -> None:
+    agent = Agent(ScriptedModel(text("partial", stop_reason="max_tokens")))
+    with pytest.raises(MaxTokensReachedException):
+        agent("x")
+    assert agent.messages == []
+
+
+class Weather(BaseModel):
+    city: str
+    temperature: int
+
+
+def test_structured_output_when_model_calls_the_tool() -> None:
+    model = ScriptedModel(tool_call("Weather", {"city": "Oslo", "temperature": 3}))
+    agent = Agent(model)
+    result = agent("weather?", structured_output_model=Weather)
+    assert result.structured_output == Weather(city="Oslo", temperature=3)
+    assert "Weather" in model.calls[0].tool_names
+
+
+def test_structured_output_forced_then_fails() -> None:
+    model = ScriptedModel(text("plain"), text("still plain"))
+    with pytest.raises(StructuredOutputException):
+        Agent(model)("q", structured_output_model=Weather)
+    assert model.calls[1].tool_choice == {"tool": {"name": "Weather"}}
+
+
+def test_structured_output_forced_then_succeeds_after_validation_error() -> None:
+    model = ScriptedModel(text("plain"), tool_call("Weather", {"city": "Oslo"}),
+                          tool_call("Weather", {"city": "Oslo", "temperature": 5}))
+    result = Agent(model).structured_output(Weather, "q")
+    assert result == Weather(city="Oslo", temperature=5)
+
+
+def test_agent_pickles_with_its_tools_and_model() -> None:
+    agent = Agent(ScriptedModel(text("ok")), tools=[add], name="p")
+    clone = pickle.loads(pickle.dumps(agent))
+    assert clone.name == "p" and clone.tool_names == ["add"]
+    assert str(clone("x")) == "ok\n"
+
+
+def test_sync_call_from_inside_a_running_loop() -> None:
+    async def main() -> str:
+        return str(Agent(ScriptedModel(text("inner")))("x"))
+
+    assert asyncio.run(main()) == "inner\n"
+
+
+def test_scripted_model_is_loud() -> None:
+    model = ScriptedModel(text("only one"))
+    agent = Agent(model)
+    agent("a")
+    with pytest.raises(ScriptError, match="not scripted"):
+        agent("b")
+    leftover = ScriptedModel(text("a"), text("b"))
+    Agent(leftover)("x")
+    with pytest.raises(ScriptError, match="never used"):
+        leftover.assert_complete()
+
+
+def test_scripted_model_responder_and_records_calls() -> None:
+    model = ScriptedModel(lambda call: text(f"echo {call.last_text}"))
+    agent = Agent(model, system_prompt="be nice", tools=[add])
+    assert str(agent("ping")) == "echo ping\n"
+    (call,) = model.calls
+    assert call.system_prompt == "be nice" and call.tool_names == ("add",)
+    with pytest.raises(AttributeError):
+        call.system_prompt = "changed"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(ScriptedModel(text("x")))).remaining == 1

@@ -1,0 +1,239 @@
+from __future__ import annotations
+
+import pytest
+
+from ray_harness import Agent, HookOrder, HookRegistry
+from ray_harness.hooks import (
+    AfterInvocationEvent,
+    AfterModelCallEvent,
+    AfterToolCallEvent,
+    AfterToolsEvent,
+    AgentInitializedEvent,
+    BeforeInvocationEvent,
+    BeforeModelCallEvent,
+    BeforeToolCallEvent,
+    BeforeToolsEvent,
+    MessageAddedEvent,
+)
+from ray_harness.testing import RecordingHooks, ScriptedModel, text, tool_call
+from ray_harness.tools import tool
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def _agent(*steps, **kwargs) -> Agent:
+    return Agent(ScriptedModel(*steps), tools=[add], **kwargs)
+
+
+def test_event_fields_are_read_only_except_the_whitelist() -> None:
+    agent = _agent()
+    event = BeforeToolCallEvent(agent=agent, selected_tool=None, tool_use={"toolUseId": "t", "name": "x", "input": {}})
+    event.cancel_tool = "no"
+    event.tool_use = {"toolUseId": "t", "name": "y", "input": {}}
+    event.selected_tool = None
+    with pytest.raises(AttributeError, match="not writable"):
+        event.agent = None  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="not writable"):
+        AfterToolsEvent(agent=agent, message={"role": "user", "content": []}).message = {}  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="not writable"):
+        MessageAddedEvent(agent=agent, message={"role": "user", "content": []}).message = {}  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("event_type", "writable"),
+    [
+        (BeforeInvocationEvent, {"messages", "cancel"}),
+        (AfterInvocationEvent, {"resume"}),
+        (BeforeModelCallEvent, {"cancel"}),
+        (AfterModelCallEvent, {"retry"}),
+        (BeforeToolsEvent, {"cancel"}),
+        (AfterToolsEvent, {"end_turn"}),
+        (BeforeToolCallEvent, {"cancel_tool", "selected_tool", "tool_use"}),
+        (AfterToolCallEvent, {"result", "retry"}),
+    ],
+)
+def test_write_whitelists(event_type: type, writable: set[str]) -> None:
+    assert set(event_type._writable) == writable
+
+
+def test_order_values() -> None:
+    assert (HookOrder.SDK_FIRST, HookOrder.INTERVENTION_OUTPUT, HookOrder.DEFAULT, HookOrder.INTERVENTION_INPUT,
+            HookOrder.SDK_LAST) == (-100, -90, 0, 90, 100)
+
+
+def test_order_then_registration_and_after_events_reverse_within_an_order() -> None:
+    seen: list[str] = []
+    agent = _agent(text("hi"))
+    for label, order in [("d1", 0), ("first", -100), ("d2", 0), ("last", 100)]:
+        agent.hooks.add_callback(BeforeModelCallEvent, lambda e, label=label: seen.append(f"before:{label}"), order)
+        agent.hooks.add_callback(AfterModelCallEvent, lambda e, label=label: seen.append(f"after:{label}"), order)
+    agent("go")
+    assert seen == ["before:first", "before:d1", "before:d2", "before:last",
+                    "after:first", "after:d2", "after:d1", "after:last"]
+
+
+def test_full_event_sequence_of_a_tool_round_trip() -> None:
+    recorder = RecordingHooks()
+    agent = _agent(tool_call("add", {"a": 1, "b": 2}), text("3"), hooks=[recorder])
+    agent("1+2")
+    assert recorder.names() == [
+        "AgentInitializedEvent", "BeforeInvocationEvent", "MessageAddedEvent", "BeforeModelCallEvent",
+        "AfterModelCallEvent", "MessageAddedEvent", "BeforeToolsEvent", "BeforeToolCallEvent", "AfterToolCallEvent",
+        "MessageAddedEvent", "AfterToolsEvent", "BeforeModelCallEvent", "AfterModelCallEvent", "MessageAddedEvent",
+        "AfterInvocationEvent",
+    ]
+    (after,) = recorder.of(AfterInvocationEvent)
+    assert after.result is not None and after.result.stop_reason == "end_turn"
+
+
+async def test_async_and_sync_callbacks_and_inferred_type() -> None:
+    seen: list[str] = []
+
+    async def on_before(event: BeforeModelCallEvent) -> None:
+        seen.append("async")
+
+    def on_added(event: MessageAddedEvent) -> None:
+        seen.append(event.message["role"])
+
+    agent = _agent(text("hi"))
+    agent.add_hook(on_before)
+    agent.add_hook(on_added)
+    await agent.invoke_async("x")
+    assert seen == ["user", "async", "assistant"]
+
+
+def test_hook_type_inference_requires_annotation() -> None:
+    with pytest.raises(ValueError, match="annotate"):
+        HookRegistry().add_callback(None, lambda e: None)
+
+
+def test_hook_provider_and_agent_initialized() -> None:
+    calls: list[str] = []
+
+    class Provider:
+        def register_hooks(self, registry: HookRegistry, **kwargs: object) -> None:
+            registry.add_callback(AgentInitializedEvent, lambda e: calls.append(e.agent.name))
+
+    Agent(ScriptedModel(), name="named", hooks=[Provider()])
+    assert calls == ["named"]
+
+
+def test_before_invocation_can_rewrite_messages_and_cancel() -> None:
+    def rewrite(event: BeforeInvocationEvent) -> None:
+        event.messages = [{"role": "user", "content": [{"text": "rewritten"}]}]
+
+    model = ScriptedModel(text("ok"))
+    agent = Agent(model, hooks=[rewrite])
+    agent("original")
+    assert model.calls[0].messages[-1]["content"][0]["text"] == "rewritten"
+
+    def deny(event: BeforeInvocationEvent) -> None:
+        event.cancel = True
+
+    denied = Agent(ScriptedModel(), hooks=[deny])
+    result = denied("x")
+    assert (result.stop_reason, str(result)) == ("end_turn", "invocation denied by hook\n")
+    assert denied.messages == []
+
+
+def test_before_model_call_cancel_and_after_model_retry() -> None:
+    def veto(event: BeforeModelCallEvent) -> None:
+        event.cancel = True
+
+    result = Agent(ScriptedModel(), hooks=[veto])("x")
+    assert str(result) == "model call denied by hook\n"
+
+    retried: list[int] = []
+
+    def retry_once(event: AfterModelCallEvent) -> None:
+        if not retried:
+            retried.append(1)
+            event.retry = True
+
+    model = ScriptedModel(text("first"), text("second"))
+    agent = Agent(model, hooks=[retry_once])
+    assert str(agent("x")) == "second\n"
+    assert [m["role"] for m in agent.messages] == ["user", "assistant"]
+
+
+def test_before_tools_cancel_and_after_tools_end_turn() -> None:
+    def cancel(event: BeforeToolsEvent) -> None:
+        event.cancel = True
+
+    agent = _agent(tool_call("add", {"a": 1, "b": 2}), text("done"), hooks=[cancel])
+    agent("x")
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "Tool cancelled by hook"}]
+
+    def stop(event: AfterToolsEvent) -> None:
+        event.end_turn = "stopped here"
+
+    agent = _agent(tool_call("add", {"a": 1, "b": 2}), hooks=[stop])
+    result = agent("x")
+    assert (result.stop_reason, str(result)) == ("end_turn", "stopped here\n")
+
+
+def test_before_tool_call_rewrite_reaches_tool_but_history_keeps_original() -> None:
+    def rewrite(event: BeforeToolCallEvent) -> None:
+        event.tool_use = {**event.tool_use, "input": {"a": 10, "b": 20}}
+
+    agent = _agent(tool_call("add", {"a": 1, "b": 2}), text("done"), hooks=[rewrite])
+    agent("x")
+    assert agent.messages[1]["content"][0]["toolUse"]["input"] == {"a": 1, "b": 2}
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "30"}]
+
+
+def test_before_tool_call_cancel_and_selected_tool() -> None:
+    def cancel(event: BeforeToolCallEvent) -> None:
+        event.cancel_tool = True
+
+    agent = _agent(tool_call("add", {"a": 1, "b": 2}), text("done"), hooks=[cancel])
+    agent("x")
+    assert agent.messages[2]["content"][0]["toolResult"] == {
+        "toolUseId": agent.messages[1]["content"][0]["toolUse"]["toolUseId"],
+        "status": "error", "content": [{"text": "tool cancelled by user"}]}
+
+    @tool
+    def mul(a: int, b: int) -> int:
+        """Multiply."""
+        return a * b
+
+    def swap(event: BeforeToolCallEvent) -> None:
+        event.selected_tool = mul
+
+    agent = _agent(tool_call("add", {"a": 3, "b": 4}), text("done"), hooks=[swap])
+    agent("x")
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "12"}]
+
+
+def test_after_tool_call_rewrites_result_and_retries() -> None:
+    attempts: list[int] = []
+
+    def fix(event: AfterToolCallEvent) -> None:
+        attempts.append(1)
+        if len(attempts) == 1:
+            event.retry = True
+        else:
+            event.result = {**event.result, "content": [{"text": "patched"}]}
+
+    agent = _agent(tool_call("add", {"a": 1, "b": 2}), text("done"), hooks=[fix])
+    agent("x")
+    assert len(attempts) == 2
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "patched"}]
+
+
+def test_after_invocation_resume_runs_again() -> None:
+    count: list[int] = []
+
+    def again(event: AfterInvocationEvent) -> None:
+        if not count:
+            count.append(1)
+            event.resume = "follow-up"
+
+    model = ScriptedModel(text("one"), text("two"))
+    agent = Agent(model, hooks=[again])
+    assert str(agent("x")) == "two\n"
+    assert model.calls[1].messages[-1]["content"] == [{"text": "follow-up"}]

@@ -1,0 +1,194 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Literal
+
+import pytest
+
+from ray_harness import Agent, ToolContext, tool
+from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
+from ray_harness.tools import SequentialToolExecutor, ToolRegistry
+
+
+@tool
+def weather(city: str, unit: Literal["c", "f"] = "c") -> str:
+    """Get the weather.
+
+    Args:
+        city: The city name.
+        unit: Temperature unit.
+    """
+    return f"{city}: 20{unit}"
+
+
+def test_spec_from_hints_and_docstring() -> None:
+    spec = weather.tool_spec
+    assert spec["name"] == "weather"
+    assert spec["description"] == "Get the weather."
+    schema = spec["inputSchema"]["json"]
+    assert schema["required"] == ["city"]
+    assert schema["properties"]["city"] == {"description": "The city name.", "type": "string"}
+    assert schema["properties"]["unit"]["enum"] == ["c", "f"]
+    assert weather("Paris") == "Paris: 20c"  # still callable as a function
+
+
+def test_decorator_options_and_bad_names() -> None:
+    @tool(name="lookup-city", description="Find a city")
+    def find(q: str) -> str:
+        return q
+
+    assert (find.tool_name, find.tool_spec["description"]) == ("lookup-city", "Find a city")
+    with pytest.raises(ValueError, match="must match"):
+        tool(name="bad name!")(lambda: None)
+
+
+def _run(tools: list, *steps, **kwargs) -> Agent:
+    agent = Agent(ScriptedModel(*steps), tools=tools, **kwargs)
+    agent("go")
+    return agent
+
+
+def _results(agent: Agent) -> list[dict]:
+    return [b["toolResult"] for m in agent.messages for b in m["content"] if "toolResult" in b]
+
+
+def test_exceptions_unknown_tools_and_invalid_input_become_error_results() -> None:
+    @tool
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    agent = _run([broken, weather],
+                 tool_calls(("broken", {}, "t1"), ("nope", {}, "t2"), ("weather", {"unit": "k"}, "t3")),
+                 text("ok"))
+    r1, r2, r3 = _results(agent)
+    assert r1 == {"toolUseId": "t1", "status": "error", "content": [{"text": "Error: disk on fire"}]}
+    assert r2 == {"toolUseId": "t2", "status": "error", "content": [{"text": "Unknown tool: nope"}]}
+    assert r3["status"] == "error"
+    assert "input.city" in r3["content"][0]["text"] and "input.unit" in r3["content"][0]["text"]
+
+
+def test_return_values_are_converted() -> None:
+    @tool
+    def as_dict() -> dict:
+        """Dict."""
+        return {"a": 1}
+
+    @tool
+    def as_result() -> dict:
+        """Full result."""
+        return {"status": "error", "content": [{"text": "custom"}]}
+
+    agent = _run([as_dict, as_result], tool_calls(("as_dict", {}, "a"), ("as_result", {}, "b")), text("ok"))
+    assert _results(agent) == [
+        {"toolUseId": "a", "status": "success", "content": [{"json": {"a": 1}}]},
+        {"toolUseId": "b", "status": "error", "content": [{"text": "custom"}]},
+    ]
+
+
+async def test_async_and_streaming_tools() -> None:
+    @tool
+    async def slow(x: int) -> int:
+        """Async."""
+        await asyncio.sleep(0)
+        return x * 2
+
+    @tool
+    async def progress(n: int):  # type: ignore[no-untyped-def]
+        """Streams progress, the last yield is the result."""
+        for i in range(n):
+            yield f"step {i}"
+        yield "finished"
+
+    agent = Agent(ScriptedModel(tool_calls(("slow", {"x": 4}, "s"), ("progress", {"n": 2}, "p")), text("ok")),
+                  tools=[slow, progress])
+    streamed = [e async for e in agent.stream_async("go")]
+    tool_stream = [e["tool_stream_event"]["data"] for e in streamed if e["type"] == "tool_stream"]
+    assert tool_stream == ["step 0", "step 1"]
+    assert [r["content"] for r in _results(agent)] == [[{"text": "8"}], [{"text": "finished"}]]
+
+
+def test_concurrent_by_default_results_in_tool_use_order() -> None:
+    @tool
+    def sleepy(seconds: float, label: str) -> str:
+        """Sleeps in a thread."""
+        time.sleep(seconds)
+        return label
+
+    started = time.perf_counter()
+    agent = _run([sleepy], tool_calls(("sleepy", {"seconds": 0.3, "label": "A"}, "a"),
+                                      ("sleepy", {"seconds": 0.05, "label": "B"}, "b"),
+                                      ("sleepy", {"seconds": 0.3, "label": "C"}, "c")), text("ok"))
+    elapsed = time.perf_counter() - started
+    assert [r["content"][0]["text"] for r in _results(agent)] == ["A", "B", "C"]
+    assert elapsed < 0.55, elapsed  # sequential would take ≥ 0.65 s
+
+
+def test_sequential_executor_runs_in_order() -> None:
+    order: list[str] = []
+
+    @tool
+    async def mark(label: str) -> str:
+        """Record order."""
+        order.append(f"start {label}")
+        await asyncio.sleep(0.01)
+        order.append(f"end {label}")
+        return label
+
+    _run([mark], tool_calls(("mark", {"label": "1"}), ("mark", {"label": "2"})), text("ok"),
+         tool_executor=SequentialToolExecutor())
+    assert order == ["start 1", "end 1", "start 2", "end 2"]
+
+
+def test_tool_context_injection() -> None:
+    seen: dict = {}
+
+    @tool(context=True)
+    def ctx_tool(x: int, tool_context: ToolContext) -> str:
+        """Uses context."""
+        seen["id"] = tool_context.tool_use["toolUseId"]
+        seen["agent"] = tool_context.agent.name
+        seen["state"] = tool_context.invocation_state.get("user")
+        seen["signal"] = isinstance(tool_context.cancel_signal, threading.Event)
+        return "ok"
+
+    assert "tool_context" not in ctx_tool.tool_spec["inputSchema"]["json"]["properties"]
+    agent = Agent(ScriptedModel(tool_call("ctx_tool", {"x": 1}, tool_use_id="u1"), text("ok")), tools=[ctx_tool],
+                  name="ctx-agent")
+    agent("go", invocation_state={"user": "alice"})
+    assert seen == {"id": "u1", "agent": "ctx-agent", "state": "alice", "signal": True}
+
+
+def test_registry_rejects_duplicates_and_junk() -> None:
+    registry = ToolRegistry()
+    registry.register(weather)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(weather)
+    with pytest.raises(ValueError, match="cannot use"):
+        registry.register(42)
+
+
+def test_plain_functions_are_wrapped() -> None:
+    def shout(word: str) -> str:
+        """Upper-case a word."""
+        return word.upper()
+
+    agent = Agent(ScriptedModel(), tools=[shout])
+    assert agent.tool_names == ["shout"]
+
+
+def test_direct_tool_call_recorded_as_four_messages() -> None:
+    agent = Agent(ScriptedModel(), tools=[weather])
+    result = agent.tool.weather(city="Oslo")
+    assert result["status"] == "success" and result["content"] == [{"text": "Oslo: 20c"}]
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user", "assistant"]
+    assert agent.messages[0]["content"][0]["text"].startswith("agent.tool.weather direct tool call.")
+    assert agent.messages[3]["content"] == [{"text": "agent.tool.weather was called."}]
+
+    quiet = Agent(ScriptedModel(), tools=[weather], record_direct_tool_call=False)
+    quiet.tool.weather(city="Oslo")
+    assert quiet.messages == []
+    with pytest.raises(AttributeError, match="no tool"):
+        quiet.tool.missing()
