@@ -41,7 +41,7 @@ class Interrupt:
         return asdict(self)
 
 
-class InterruptException(Exception):  # noqa: N818 - the Strands name
+class InterruptException(Exception):
     """Raised by ``interrupt()`` when no response is known yet; the loop turns it into a pause."""
 
     def __init__(self, interrupt: Interrupt) -> None:

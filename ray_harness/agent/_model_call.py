@@ -40,7 +40,7 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
             text = before.cancel if isinstance(before.cancel, str) else "model call denied by hook"
             stop = ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]})
         else:
-            agent.conversation_manager.before_model_call(agent)
+            await agent.conversation_manager.before_model_call_async(agent)
             try:
                 async for event in _invoke_chain(agent, inv):
                     if isinstance(event, ModelStopReason):
@@ -51,7 +51,7 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
                     raise EventLoopException(RuntimeError("the InvokeModelStage middleware chain yielded no result "
                                                           "(a Wrap handler must yield a ModelStopReason)"))
             except ContextWindowOverflowException as overflow:
-                agent.conversation_manager.reduce_context(agent, overflow)  # raises when it cannot reduce
+                await agent.conversation_manager.reduce_context_async(agent, overflow)  # raises when it cannot reduce
                 attempt -= 1
                 continue
             except EventLoopException:
@@ -124,7 +124,7 @@ def _invoke_chain(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     if not middleware.has(InvokeModelStage):
         # Fast path: no middleware, no defensive copies (the terminal does not mutate its inputs).
         ctx = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, tool_choice, inv.state)
-        return terminal(ctx)
+        return terminal(ctx)  # type: ignore[no-any-return]
     ctx = InvokeModelContext(agent, copy.deepcopy(agent.messages), agent.system_prompt, copy.deepcopy(specs),
                              copy.deepcopy(tool_choice), inv.state)
     return middleware.compose(InvokeModelStage, terminal)(ctx)
@@ -137,7 +137,7 @@ def _terminal(agent: Agent, inv: Invocation) -> Any:
             return
         stream = agent.model.stream(ctx.messages, ctx.tool_specs or None, ctx.system_prompt,
                                     tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
-        events = process_stream(stream)
+        events = process_stream(stream)  # type: ignore[arg-type]
         try:
             while not inv.cancelled:
                 # The flag is up only while parked on the provider, never across our own yields: a cancel

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import os
 import threading
 from collections.abc import AsyncGenerator, Callable
@@ -59,7 +58,7 @@ class Agent:
         session_manager: Any = None,
         sandbox: Any = None,
         tool_executor: ToolExecutor | None = None,
-        retry_strategy: ModelRetryStrategy | None | Any = _DEFAULT_RETRY,
+        retry_strategy: ModelRetryStrategy | Any | None = _DEFAULT_RETRY,
         checkpointing: bool = False,
         trace_attributes: dict[str, Any] | None = None,
         record_direct_tool_call: bool = True,
@@ -181,7 +180,8 @@ class Agent:
         coroutine = self.invoke_async(prompt, invocation_state=invocation_state, limits=limits,
                                       structured_output_model=structured_output_model,
                                       cancel_signal=cancel_signal, **kwargs)
-        return run_sync(coroutine)
+        result: AgentResult = run_sync(coroutine)
+        return result
 
     async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None,
@@ -294,7 +294,3 @@ def run_sync(coroutine: Any) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def is_async_callable(func: Any) -> bool:
-    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))

@@ -24,6 +24,7 @@ from ray_harness.agent.limits import Limits, check_limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
+from ray_harness.middleware.types import ModelStopReason
 from ray_harness.types.content import Message
 from ray_harness.types.exceptions import MaxTokensReachedException, StructuredOutputException
 
@@ -147,9 +148,9 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         elif inv.resumed_position == "after_model" and _has_unanswered_tool_use(agent.messages):
             message = agent.messages[-1]
         else:
-            outcome = None
+            outcome: ModelStopReason | None = None
             async for event in call_model(agent, inv):
-                if isinstance(event, _model_stop_type()):
+                if isinstance(event, ModelStopReason):
                     outcome = event
                 else:
                     yield event
@@ -194,12 +195,6 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         inv.cycle_index += 1
 
 
-def _model_stop_type() -> type:
-    from ray_harness.middleware.types import ModelStopReason
-
-    return ModelStopReason
-
-
 def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
     if agent._interrupt_state.activated:
         return None  # resuming an interrupted batch: its tools run before anything else is checked
@@ -231,7 +226,7 @@ async def _after_tools(agent: Agent, inv: Invocation, message: Message, tools: T
         return inv.result("interrupt", message, interrupts=tools.interrupts)
     if tools.end_turn:
         value = tools.end_turn
-        content = list(value) if isinstance(value, list) else [
+        content: list[Any] = list(value) if isinstance(value, list) else [
             {"text": value if isinstance(value, str) else "Turn ended early by hook after tool execution"}
         ]
         end_message: Message = {"role": "assistant", "content": content}
@@ -258,7 +253,8 @@ def _has_unanswered_tool_use(messages: list[Message]) -> bool:
 
 
 def _last_assistant(agent: Agent) -> Message:
-    for message in reversed(agent.messages):
+    messages: list[Message] = agent.messages
+    for message in reversed(messages):
         if message["role"] == "assistant":
             return message
     return _empty()

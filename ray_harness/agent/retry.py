@@ -34,4 +34,4 @@ class ModelRetryStrategy:
         computed = min(self.initial_delay * (2 ** (attempt - 1)), self.max_delay)
         if retry_after is not None:
             computed = min(max(computed, retry_after), self.max_delay)
-        return computed
+        return float(computed)

@@ -22,105 +22,127 @@ from ray_harness.types.exceptions import EventLoopException
 
 __all__ = ("process_stream",)
 
-_STOP_REASONS = {
-    "end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered", "guardrail_intervened",
-}
+_STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered", "guardrail_intervened"}
+
+
+class _Assembler:
+    """Accumulates blocks; each ``on_*`` handles one Converse event kind and returns events to yield."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.first_byte: float | None = None
+        self.content: list[ContentBlock] = []
+        self.text: list[str] = []
+        self.tool: dict[str, Any] | None = None
+        self.tool_input: list[str] = []
+        self.reasoning: list[str] = []
+        self.signature: str | None = None
+        self.stop_reason = "end_turn"
+        self.saw_stop = False
+        self.role = "assistant"
+        self.usage: dict[str, int] = {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+        self.metrics: dict[str, int] = {"latencyMs": 0}
+
+    def close_block(self) -> None:
+        if self.tool is not None:
+            raw = "".join(self.tool_input)
+            try:
+                parsed = json.loads(raw) if raw else {}
+            except json.JSONDecodeError:
+                parsed = raw  # kept verbatim: the tool's schema validation reports it to the model
+            self.content.append({"toolUse": {"toolUseId": self.tool["toolUseId"], "name": self.tool["name"],
+                                             "input": parsed}})
+            self.tool = None
+            self.tool_input.clear()
+        elif self.reasoning or self.signature is not None:
+            block: dict[str, Any] = {"text": "".join(self.reasoning)}
+            if self.signature is not None:
+                block["signature"] = self.signature
+            self.content.append({"reasoningContent": {"reasoningText": block}})  # type: ignore[typeddict-item]
+            self.reasoning.clear()
+            self.signature = None
+        elif self.text:
+            self.content.append({"text": "".join(self.text)})
+            self.text.clear()
+
+    def on_delta(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        self._mark_first_byte()
+        delta = payload.get("delta", {})
+        if "text" in delta:
+            self.text.append(delta["text"])
+            return [{"type": "text_delta", "data": delta["text"], "delta": delta}]
+        if "toolUse" in delta:
+            if self.tool is None:
+                raise EventLoopException(ValueError("model stream: toolUse delta without contentBlockStart"))
+            self.tool_input.append(delta["toolUse"].get("input", ""))
+            return [{"type": "tool_use_delta", "current_tool_use": {**self.tool, "input": "".join(self.tool_input)},
+                     "delta": delta}]
+        if "reasoningContent" in delta:
+            part = delta["reasoningContent"]
+            if "signature" in part:
+                self.signature = (self.signature or "") + part["signature"]
+            if "text" in part:
+                self.reasoning.append(part["text"])
+                return [{"type": "reasoning_delta", "reasoningText": part["text"], "reasoning": True, "delta": delta}]
+        return []
+
+    def on_start(self, payload: dict[str, Any]) -> None:
+        self._mark_first_byte()
+        start = payload.get("start", {})
+        if "toolUse" in start:
+            self.close_block()
+            self.tool = {"toolUseId": start["toolUse"]["toolUseId"], "name": start["toolUse"]["name"]}
+
+    def on_stop(self, payload: dict[str, Any]) -> None:
+        self.close_block()
+        self.saw_stop = True
+        reason = payload.get("stopReason", "end_turn")
+        self.stop_reason = reason if reason in _STOP_REASONS else "end_turn"
+
+    def on_metadata(self, payload: dict[str, Any]) -> None:
+        if "usage" in payload:
+            self.usage = {k: int(v) for k, v in payload["usage"].items() if isinstance(v, int | float)}
+            self.usage.setdefault("totalTokens", self.usage.get("inputTokens", 0) + self.usage.get("outputTokens", 0))
+        if "metrics" in payload:
+            self.metrics = {k: int(v) for k, v in payload["metrics"].items() if isinstance(v, int | float)}
+
+    def _mark_first_byte(self) -> None:
+        if self.first_byte is None:
+            self.first_byte = time.perf_counter()
+
+    def finish(self) -> ModelStopReason:
+        self.close_block()
+        if not self.saw_stop and any("toolUse" in block for block in self.content):
+            self.stop_reason = "tool_use"
+        if not self.metrics.get("latencyMs"):
+            self.metrics["latencyMs"] = int((time.perf_counter() - self.started) * 1000)
+        if self.first_byte is not None:
+            self.metrics.setdefault("timeToFirstByteMs", int((self.first_byte - self.started) * 1000))
+        role = self.role if self.role in ("user", "assistant") else "assistant"
+        message: Message = {"role": role, "content": self.content}  # type: ignore[typeddict-item]
+        return ModelStopReason(stop_reason=self.stop_reason, message=message, usage=self.usage, metrics=self.metrics)
 
 
 async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: bool = True
                          ) -> AsyncGenerator[Any, None]:
     """Yield agent events for ``chunks``; the last event is a ``ModelStopReason``."""
-    started = time.perf_counter()
-    first_byte: float | None = None
-    content: list[ContentBlock] = []
-    text_parts: list[str] = []
-    tool: dict[str, Any] | None = None
-    tool_input: list[str] = []
-    reasoning: list[str] = []
-    signature: str | None = None
-    stop_reason = "end_turn"
-    usage: dict[str, int] = {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
-    metrics: dict[str, int] = {"latencyMs": 0}
-    role = "assistant"
-    saw_stop = False
-
-    def close_block() -> None:
-        nonlocal tool, signature
-        if tool is not None:
-            raw = "".join(tool_input)
-            try:
-                parsed = json.loads(raw) if raw else {}
-            except json.JSONDecodeError:
-                parsed = raw  # kept verbatim: the tool's schema validation reports it to the model
-            content.append({"toolUse": {"toolUseId": tool["toolUseId"], "name": tool["name"], "input": parsed}})
-            tool = None
-            tool_input.clear()
-        elif reasoning or signature is not None:
-            text_block: dict[str, Any] = {"text": "".join(reasoning)}
-            if signature is not None:
-                text_block["signature"] = signature
-            content.append({"reasoningContent": {"reasoningText": text_block}})  # type: ignore[typeddict-item]
-            reasoning.clear()
-            signature = None
-        elif text_parts:
-            content.append({"text": "".join(text_parts)})
-            text_parts.clear()
-
+    state = _Assembler()
     async for chunk in chunks:
         if not isinstance(chunk, dict):
             raise EventLoopException(TypeError(f"model stream event must be a dict, got {type(chunk).__name__}"))
         if raw_events:
             yield {"type": "model_event", "event": chunk}
         if "contentBlockDelta" in chunk:
-            if first_byte is None:
-                first_byte = time.perf_counter()
-            delta = chunk["contentBlockDelta"].get("delta", {})
-            if "text" in delta:
-                text_parts.append(delta["text"])
-                yield {"type": "text_delta", "data": delta["text"], "delta": delta}
-            elif "toolUse" in delta:
-                if tool is None:
-                    raise EventLoopException(ValueError("model stream: toolUse delta without contentBlockStart"))
-                tool_input.append(delta["toolUse"].get("input", ""))
-                yield {"type": "tool_use_delta", "current_tool_use": {**tool, "input": "".join(tool_input)},
-                       "delta": delta}
-            elif "reasoningContent" in delta:
-                part = delta["reasoningContent"]
-                if "text" in part:
-                    reasoning.append(part["text"])
-                    yield {"type": "reasoning_delta", "reasoningText": part["text"], "reasoning": True, "delta": delta}
-                if "signature" in part:
-                    signature = (signature or "") + part["signature"]
+            for event in state.on_delta(chunk["contentBlockDelta"]):
+                yield event
         elif "contentBlockStart" in chunk:
-            if first_byte is None:
-                first_byte = time.perf_counter()
-            start = chunk["contentBlockStart"].get("start", {})
-            if "toolUse" in start:
-                close_block()
-                tool = {"toolUseId": start["toolUse"]["toolUseId"], "name": start["toolUse"]["name"]}
+            state.on_start(chunk["contentBlockStart"])
         elif "contentBlockStop" in chunk:
-            close_block()
+            state.close_block()
         elif "messageStart" in chunk:
-            role = chunk["messageStart"].get("role", "assistant")
+            state.role = chunk["messageStart"].get("role", "assistant")
         elif "messageStop" in chunk:
-            close_block()
-            saw_stop = True
-            stop_reason = chunk["messageStop"].get("stopReason", "end_turn")
-            if stop_reason not in _STOP_REASONS:
-                stop_reason = "end_turn"
+            state.on_stop(chunk["messageStop"])
         elif "metadata" in chunk:
-            meta = chunk["metadata"]
-            if "usage" in meta:
-                usage = {k: int(v) for k, v in meta["usage"].items() if isinstance(v, int | float)}
-                usage.setdefault("totalTokens", usage.get("inputTokens", 0) + usage.get("outputTokens", 0))
-            if "metrics" in meta:
-                metrics = {k: int(v) for k, v in meta["metrics"].items() if isinstance(v, int | float)}
-    close_block()
-    if not saw_stop and any("toolUse" in block for block in content):
-        stop_reason = "tool_use"
-    if "latencyMs" not in metrics or not metrics["latencyMs"]:
-        metrics["latencyMs"] = int((time.perf_counter() - started) * 1000)
-    if first_byte is not None:
-        metrics.setdefault("timeToFirstByteMs", int((first_byte - started) * 1000))
-    message: Message = {"role": role if role in ("user", "assistant") else "assistant", "content": content}  # type: ignore[typeddict-item]
-    yield ModelStopReason(stop_reason=stop_reason, message=message, usage=usage, metrics=metrics)
+            state.on_metadata(chunk["metadata"])
+    yield state.finish()

@@ -31,8 +31,9 @@ class ToolCaller:
                  **kwargs: Any) -> ToolResult:
             from ray_harness.agent.agent import run_sync
 
-            return run_sync(self.call_async(tool_name, kwargs, record=record_direct_tool_call,
-                                            user_message_override=user_message_override))  # type: ignore[no-any-return]
+            result: ToolResult = run_sync(self.call_async(tool_name, kwargs, record=record_direct_tool_call,
+                                                          user_message_override=user_message_override))
+            return result
 
         return call
 

@@ -64,7 +64,7 @@ E_contra = TypeVar("E_contra", bound=BaseHookEvent, contravariant=True)
 
 
 class HookCallback(Protocol[E_contra]):
-    def __call__(self, event: E_contra, /) -> None | Awaitable[None]: ...
+    def __call__(self, event: E_contra, /) -> Awaitable[None] | None: ...
 
 
 @runtime_checkable
@@ -89,15 +89,14 @@ class HookRegistry:
         order: int = HookOrder.DEFAULT,
     ) -> None:
         """Register ``callback`` for ``event_type`` (inferred from its annotation when None)."""
-        if event_type is None:
-            event_type = infer_event_type(callback)
-        if not (isinstance(event_type, type) and issubclass(event_type, BaseHookEvent)):
-            raise TypeError(f"event_type must be a hook event class, got {event_type!r}")
+        resolved: type[BaseHookEvent] = infer_event_type(callback) if event_type is None else event_type
+        if not (isinstance(resolved, type) and issubclass(resolved, BaseHookEvent)):
+            raise TypeError(f"event_type must be a hook event class, got {resolved!r}")
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {callback!r}")
         if not isinstance(order, int):
             raise TypeError(f"order must be an int, got {order!r}")
-        self._entries.setdefault(event_type, []).append((order, next(self._seq), callback))
+        self._entries.setdefault(resolved, []).append((order, next(self._seq), callback))
         self._sorted = {}
 
     def add_hook(self, provider: HookProvider) -> None:
@@ -160,7 +159,7 @@ def _collect(interrupts: dict[str, Interrupt], interrupt: Interrupt) -> None:
 
 def infer_event_type(callback: Callable[..., Any]) -> type[BaseHookEvent]:
     """The event class named by the annotation of ``callback``'s first parameter."""
-    target = callback.__call__ if not inspect.isfunction(callback) and not inspect.ismethod(callback) else callback
+    target: Any = callback if inspect.isfunction(callback) or inspect.ismethod(callback) else type(callback).__call__
     try:
         hints = get_type_hints(target)
     except Exception as error:  # unresolvable forward references

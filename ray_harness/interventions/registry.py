@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
-from typing_extensions import assert_never
-
+from ray_harness.agent._history import append_user_text
 from ray_harness.hooks.events import (
     AfterModelCallEvent,
     AfterToolCallEvent,
@@ -148,7 +147,7 @@ class InterventionRegistry:
         if method in ("before_invocation", "before_tool_call"):
             _set_cancel(method, event, text)
         elif method == "before_model_call":
-            _inject(self._agent, text)
+            append_user_text(self._agent, text)
         elif method == "after_model_call":
             if event.exception is not None or event.stop_response is None:
                 return
@@ -157,7 +156,7 @@ class InterventionRegistry:
                                self._guide_retries)
                 return
             self._guide_retries += 1
-            _inject(self._agent, text)
+            append_user_text(self._agent, text)
             event.retry = True
 
 
@@ -170,16 +169,6 @@ def _set_cancel(method: str, event: Any, text: str) -> None:
         event.cancel_tool = text
     else:
         event.cancel = text
-
-
-def _inject(agent: Agent, text: str) -> None:
-    """Add guidance the model sees on this call, keeping user/assistant alternation."""
-    messages = agent.messages
-    if messages and messages[-1]["role"] == "user":
-        last = messages[-1]
-        messages[-1] = {"role": "user", "content": [*last["content"], {"text": text}]}
-    else:
-        messages.append({"role": "user", "content": [{"text": text}]})
 
 
 def _unsupported(action: InterventionAction, method: str) -> None:

@@ -34,9 +34,7 @@ class MiddlewareRegistry:
             raise TypeError(f"expected a middleware stage or phase (e.g. InvokeModelStage.Input), got {stage_or_phase!r}")
         if not callable(handler):
             raise TypeError(f"middleware handler must be callable, got {handler!r}")
-        if phase == "wrap" and not inspect.isasyncgenfunction(handler) and not inspect.isasyncgenfunction(
-            getattr(handler, "__call__", None)
-        ):
+        if phase == "wrap" and not _is_async_generator_function(handler):
             raise TypeError("a Wrap middleware must be an async generator function (ctx, next_fn)")
         handlers = self._handlers.setdefault(stage.name, [])
         handlers.append((phase, _adapt(stage, phase, handler)))
@@ -53,6 +51,11 @@ class MiddlewareRegistry:
         for _, handler in reversed(handlers):
             call = _bind(handler, call)
         return call
+
+
+def _is_async_generator_function(handler: Callable[..., Any]) -> bool:
+    # A callable object counts when its __call__ is an async generator method.
+    return inspect.isasyncgenfunction(handler) or inspect.isasyncgenfunction(type(handler).__call__)
 
 
 def _bind(handler: Callable[[Any, Next], AsyncGenerator[Any, None]], inner: Next) -> Next:
@@ -106,6 +109,6 @@ def _adapt(stage: MiddlewareStage, phase: str, handler: Callable[..., Any]) -> C
             wrapped = await wrapped
         if not isinstance(wrapped, stage.result_type):
             raise TypeError(f"{stage.name}.Output handler must return {stage.result_type.__name__}, got {wrapped!r}")
-        yield wrapped.result
+        yield wrapped.result  # type: ignore[attr-defined]
 
     return output_layer

@@ -15,11 +15,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.interrupts import InterruptException, InterruptState, Interrupt, interrupt_id
+from ray_harness.interrupts import Interrupt, InterruptException, InterruptState, interrupt_id
 
 if TYPE_CHECKING:
     from ray_harness.tools.registry import AgentTool
     from ray_harness.types.content import Message, ToolResult, ToolUse
+    from ray_harness.types.tools import ToolSpec
 
 __all__ = (
     "ExecuteToolContext",
@@ -103,7 +104,7 @@ class InvokeModelContext:
     agent: Any
     messages: list[Message]
     system_prompt: str | None
-    tool_specs: list[dict[str, Any]]
+    tool_specs: list[ToolSpec]
     tool_choice: dict[str, Any] | None
     invocation_state: dict[str, Any]
 

@@ -24,7 +24,7 @@ import itertools
 import json
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from ray_harness.models.base import Model, ModelPrices, estimate_tokens
@@ -107,7 +107,7 @@ def text(content: str, *, usage: Usage | None = None, delay: float = 0.0, stop_r
 
 def tool_call(
     name: str,
-    input: dict[str, Any] | None = None,  # noqa: A002 - the Converse field name
+    input: dict[str, Any] | None = None,
     *,
     tool_use_id: str | None = None,
     text: str | None = None,
@@ -126,7 +126,7 @@ def tool_calls(*calls: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], s
     blocks = []
     for call in calls:
         name, args = call[0], call[1]
-        use_id = call[2] if len(call) > 2 else _next_tool_use_id(name)  # type: ignore[misc]
+        use_id = call[2] if len(call) > 2 else _next_tool_use_id(name)
         blocks.append({"toolUse": {"toolUseId": use_id, "name": name, "input": args}})
     return Step(content=tuple(blocks), usage=usage, delay=delay)
 

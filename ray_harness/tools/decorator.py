@@ -44,7 +44,7 @@ class DecoratedFunctionTool(AgentTool):
             "description": description or summary or self._name,
             "inputSchema": {"json": schema},
         }
-        functools.update_wrapper(self, func)  # type: ignore[arg-type]
+        functools.update_wrapper(self, func)
 
     @property
     def tool_name(self) -> str:
@@ -196,7 +196,7 @@ def _input_model(func: Callable[..., Any], name: str, docs: dict[str, str], cont
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=docs.get(param.name) or f"Parameter {param.name}"))
     model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Input"
-    return create_model(model_name, __config__=ConfigDict(arbitrary_types_allowed=True), **fields)  # type: ignore[call-overload,no-any-return]
+    return create_model(model_name, __config__=ConfigDict(arbitrary_types_allowed=True), **fields)
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -9,9 +9,9 @@ exactly one of ``text``, ``toolUse``, ``toolResult``, ``reasoningContent``,
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = (
     "ContentBlock",

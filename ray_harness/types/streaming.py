@@ -8,9 +8,9 @@ A model's ``stream()`` yields dicts with exactly one of these keys:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 __all__ = (
     "ContentBlockDelta",

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 
 @pytest.fixture(autouse=True)
-def _no_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
-    yield

@@ -69,7 +69,7 @@ def test_none_prompt_continues_history() -> None:
                                     [{"text": 5}]])
 def test_bad_prompts_raise_value_error_and_leave_history_alone(prompt: object) -> None:
     agent = Agent(ScriptedModel())
-    with pytest.raises(ValueError):  # noqa: PT011
+    with pytest.raises(ValueError):
         agent(prompt)
     assert agent.messages == []
 

@@ -28,8 +28,16 @@ class ConversationManager(ABC):
     @abstractmethod
     def reduce_context(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None: ...
 
-    def before_model_call(self, agent: Agent, **kwargs: Any) -> None:  # noqa: B027 - optional hook
+    def before_model_call(self, agent: Agent, **kwargs: Any) -> None:
         """Proactive management before a model call (default: nothing)."""
+
+    # The loop awaits these two, so a manager that calls a model (summarizing) can do it without
+    # blocking the event loop; the defaults delegate to the synchronous methods.
+    async def reduce_context_async(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None:
+        self.reduce_context(agent, e, **kwargs)
+
+    async def before_model_call_async(self, agent: Agent, **kwargs: Any) -> None:
+        self.before_model_call(agent, **kwargs)
 
     def get_state(self) -> dict[str, Any]:
         return {"__name__": type(self).__name__, "removed_message_count": self.removed_message_count}

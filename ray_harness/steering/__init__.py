@@ -1,0 +1,131 @@
+"""Steering: runtime decisions from a handler's own local context (seed 003 §5).
+
+A :class:`SteeringHandler` is a hook provider. ``steer_before_tool(event)``
+returns ``Proceed()``, ``Guide(message)`` (the tool is cancelled and the model
+sees the message) or ``Interrupt(reason)`` (a human decides: an approving
+response — ``True``, "y", "yes" or "approve" — lets the tool run).
+``steer_after_model(event)`` returns ``Proceed()`` or ``Guide(message)`` (the
+reply is discarded and the model retries with the message; bounded by
+``max_guide_retries``). Each handler owns a JSON-serializable
+:class:`SteeringContext`, never shared between handlers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_harness.agent._history import append_user_text
+from ray_harness.hooks.events import AfterModelCallEvent, BeforeInvocationEvent, BeforeToolCallEvent
+from ray_harness.hooks.registry import HookOrder, HookRegistry
+
+__all__ = ("Guide", "Interrupt", "Proceed", "SteeringAction", "SteeringContext", "SteeringHandler")
+
+logger = logging.getLogger(__name__)
+_APPROVALS = {"y", "yes", "approve", "approved"}
+
+
+@dataclass(frozen=True)
+class Proceed:
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Guide:
+    message: str
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    reason: str
+
+
+SteeringAction = Proceed | Guide | Interrupt
+
+
+@dataclass
+class SteeringContext:
+    """Local, JSON-serializable memory of one handler."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        json.dumps(self.data)  # fail loudly on non-JSON values
+        return {"data": json.loads(json.dumps(self.data))}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> SteeringContext:
+        if not isinstance(raw, dict) or not isinstance(raw.get("data", {}), dict):
+            raise ValueError("steering context must be {'data': {...}}")
+        return cls(data=dict(raw.get("data", {})))
+
+
+class SteeringHandler:
+    """Subclass and override ``steer_before_tool`` and/or ``steer_after_model``."""
+
+    name: str = "steering"
+    max_guide_retries: int = 3
+
+    def __init__(self) -> None:
+        self.steering_context = SteeringContext()
+        self._guides = 0
+
+    def steer_before_tool(self, event: BeforeToolCallEvent) -> SteeringAction | Any:
+        return Proceed()
+
+    def steer_after_model(self, event: AfterModelCallEvent) -> SteeringAction | Any:
+        return Proceed()
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        cls = type(self)
+        if cls.steer_before_tool is not SteeringHandler.steer_before_tool:
+            registry.add_callback(BeforeToolCallEvent, self._before_tool, HookOrder.INTERVENTION_INPUT)
+        if cls.steer_after_model is not SteeringHandler.steer_after_model:
+            registry.add_callback(BeforeInvocationEvent, self._reset, HookOrder.SDK_FIRST)
+            registry.add_callback(AfterModelCallEvent, self._after_model, HookOrder.INTERVENTION_OUTPUT)
+
+    def _reset(self, event: BeforeInvocationEvent) -> None:
+        self._guides = 0
+
+    async def _before_tool(self, event: BeforeToolCallEvent) -> None:
+        action = await _call(self.steer_before_tool, event)
+        match action:
+            case Proceed() | None:
+                return
+            case Guide(message=message):
+                event.cancel_tool = message
+            case Interrupt(reason=reason):
+                answer = event.interrupt(f"steering:{self.name}", reason=reason)
+                if not (answer is True or (isinstance(answer, str) and answer.strip().lower() in _APPROVALS)):
+                    event.cancel_tool = f"Denied by human: {reason}"
+            case _:
+                raise TypeError(f"steer_before_tool returned {action!r}; expected Proceed, Guide or Interrupt")
+
+    async def _after_model(self, event: AfterModelCallEvent) -> None:
+        if event.stop_response is None:
+            return
+        action = await _call(self.steer_after_model, event)
+        match action:
+            case Proceed() | None:
+                return
+            case Guide(message=message):
+                if self._guides >= self.max_guide_retries:
+                    logger.warning("handler=<%s> | steering guidance ignored: retry bound reached", self.name)
+                    return
+                self._guides += 1
+                append_user_text(event.agent, message)
+                event.retry = True
+            case Interrupt():
+                logger.warning("handler=<%s> | Interrupt is only supported before a tool call", self.name)
+            case _:
+                raise TypeError(f"steer_after_model returned {action!r}; expected Proceed or Guide")
+
+
+async def _call(method: Any, event: Any) -> Any:
+    outcome = method(event)
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    return outcome

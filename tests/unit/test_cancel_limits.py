@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from ray_harness import Agent, ToolContext, tool
+from ray_harness.models import ModelPrices
+from ray_harness.testing import ScriptedModel, step, text, tool_call, tool_calls
+from ray_harness.tools import SequentialToolExecutor
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleep."""
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+async def _cancel_later(agent: Agent, delay: float, **kwargs: object) -> None:
+    await asyncio.sleep(delay)
+    agent.cancel(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_cancel_while_waiting_for_the_model_is_immediate() -> None:
+    agent = Agent(ScriptedModel(text("never", delay=5)))
+    started = time.perf_counter()
+    _, result = await asyncio.gather(_cancel_later(agent, 0.05), agent.invoke_async("x"))
+    assert time.perf_counter() - started < 1
+    assert result.stop_reason == "cancelled"
+    assert agent.messages[-1] == {"role": "assistant", "content": [{"text": "Cancelled by user"}]}
+
+
+async def test_cancel_during_streaming_stops_at_next_chunk() -> None:
+    agent = Agent(ScriptedModel(step({"text": "abcdefghij" * 10}, chunk_delay=0.01), chunk_size=1))
+    seen = 0
+    result = None
+    async for event in agent.stream_async("x"):
+        if event["type"] == "text_delta":
+            seen += 1
+            if seen == 3:
+                agent.cancel()
+        if event["type"] == "result":
+            result = event["result"]
+    assert result is not None and result.stop_reason == "cancelled"
+    assert seen == 3
+
+
+async def test_cancel_from_another_thread_before_tools_gives_cancelled_results() -> None:
+    agent = Agent(ScriptedModel(tool_calls(("nap", {"seconds": 0.01}, "a"), ("nap", {"seconds": 0.01}, "b"))),
+                  tools=[nap])
+
+    def stop_when_model_answered(event) -> None:  # type: ignore[no-untyped-def]
+        canceller = threading.Thread(target=agent.cancel)
+        canceller.start()
+        canceller.join()
+
+    from ray_harness.hooks import AfterModelCallEvent
+
+    agent.hooks.add_callback(AfterModelCallEvent, stop_when_model_answered)
+    result = await agent.invoke_async("x")
+    assert result.stop_reason == "cancelled"
+    contents = [b["toolResult"]["content"] for b in agent.messages[2]["content"]]
+    assert contents == [[{"text": "Tool execution cancelled"}]] * 2  # history stays valid
+
+
+async def test_cancel_before_each_sequential_tool() -> None:
+    calls: list[str] = []
+
+    @tool(context=True)
+    async def step_tool(label: str, tool_context: ToolContext) -> str:
+        """One step."""
+        calls.append(label)
+        tool_context.agent.cancel()
+        return label
+
+    agent = Agent(ScriptedModel(tool_calls(("step_tool", {"label": "1"}), ("step_tool", {"label": "2"}))),
+                  tools=[step_tool], tool_executor=SequentialToolExecutor())
+    result = await agent.invoke_async("x")
+    assert result.stop_reason == "cancelled" and calls == ["1"]
+    second = agent.messages[2]["content"][1]["toolResult"]
+    assert second["content"] == [{"text": "Tool execution cancelled"}]
+
+
+async def test_cancel_after_current_tools_with_message() -> None:
+    @tool(context=True)
+    async def work(tool_context: ToolContext) -> str:
+        """Work."""
+        tool_context.agent.cancel(after_current_tools=True, message="stopped by operator")
+        await asyncio.sleep(0.01)
+        return "done"
+
+    agent = Agent(ScriptedModel(tool_calls(("work", {}), ("work", {}))), tools=[work])
+    result = await agent.invoke_async("x")
+    assert result.stop_reason == "cancelled"
+    assert [b["toolResult"]["content"] for b in agent.messages[2]["content"]] == [[{"text": "done"}]] * 2
+    assert agent.messages[-1] == {"role": "assistant", "content": [{"text": "stopped by operator"}]}
+
+
+def test_cancel_on_idle_agent_does_not_poison_next_call() -> None:
+    agent = Agent(ScriptedModel(text("fine")))
+    agent.cancel()
+    agent.cancel()
+    assert agent("x").stop_reason == "end_turn"
+
+
+async def test_caller_owned_cancel_signal_and_tools_can_read_it() -> None:
+    signal = threading.Event()
+    seen: list[bool] = []
+
+    @tool(context=True)
+    async def watcher(tool_context: ToolContext) -> str:
+        """Watches the signal."""
+        signal.set()
+        seen.append(tool_context.cancel_signal.is_set())
+        return "saw it"
+
+    agent = Agent(ScriptedModel(tool_call("watcher", {}), text("unreached")), tools=[watcher])
+    result = await agent.invoke_async("x", cancel_signal=signal)
+    assert result.stop_reason == "cancelled" and seen == [True]
+    assert len(agent.model.calls) == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("limits", [{"turns": 0}, {"turns": -1}, {"turns": 1.5}, {"turns": True},
+                                    {"bogus": 1}, "turns=1", {"cost_usd": 0}])
+def test_bad_limits_raise_type_error_before_the_model(limits: object) -> None:
+    model = ScriptedModel()
+    with pytest.raises(TypeError):
+        Agent(model)("x", limits=limits)  # type: ignore[arg-type]
+    assert model.calls == []
+
+
+def _looping_model() -> ScriptedModel:
+    usage = {"inputTokens": 100, "outputTokens": 50, "totalTokens": 150}
+    return ScriptedModel(tool_call("nap", {"seconds": 0}, usage=usage), loop=True)
+
+
+@pytest.mark.parametrize(
+    ("limits", "reason", "model_calls"),
+    [
+        ({"turns": 2}, "limit_turns", 2),
+        ({"total_tokens": 300}, "limit_total_tokens", 2),
+        ({"output_tokens": 120}, "limit_output_tokens", 3),
+        ({"total_tokens": 150, "output_tokens": 50}, "limit_total_tokens", 1),
+        ({"cost_usd": 0.002}, "limit_cost_usd", 2),
+    ],
+)
+def test_limits_stop_at_the_top_of_a_cycle(limits: dict, reason: str, model_calls: int) -> None:
+    model = _looping_model()
+    model.prices = ModelPrices(input_per_million=5, output_per_million=10)  # 0.001 USD per call
+    agent = Agent(model, tools=[nap])
+    result = agent("x", limits=limits)  # type: ignore[arg-type]
+    assert result.stop_reason == reason
+    assert len(model.calls) == model_calls
+    assert agent.messages[-1]["role"] == "user"  # the last tool results are in; history is valid
+
+
+def test_limit_priority_turns_first_and_per_invocation() -> None:
+    model = _looping_model()
+    agent = Agent(model, tools=[nap])
+    assert agent("x", limits={"turns": 1, "total_tokens": 1, "output_tokens": 1}).stop_reason == "limit_turns"
+    assert agent("y", limits={"turns": 1}).stop_reason == "limit_turns"  # counters restart per invocation
+    assert len(model.calls) == 2
+
+
+def test_cost_reported_in_metrics() -> None:
+    model = ScriptedModel(text("x", usage={"inputTokens": 1_000_000, "outputTokens": 1_000_000,
+                                          "totalTokens": 2_000_000}),
+                          prices=ModelPrices(input_per_million=3, output_per_million=15))
+    result = Agent(model)("x")
+    assert result.metrics.accumulated_cost_usd == pytest.approx(18.0)
+    assert result.metrics.get_summary()["accumulated_cost_usd"] == pytest.approx(18.0)

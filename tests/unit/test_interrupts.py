@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import pytest
+
+from ray_harness import Agent, ToolContext, tool
+from ray_harness.hooks import BeforeToolCallEvent, BeforeToolsEvent
+from ray_harness.interrupts import Interrupt, InterruptState
+from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
+
+RAN: list[str] = []
+
+
+@tool
+def safe(x: str) -> str:
+    """Safe tool."""
+    RAN.append(f"safe:{x}")
+    return f"safe {x}"
+
+
+@tool
+def risky(x: str) -> str:
+    """Risky tool."""
+    RAN.append(f"risky:{x}")
+    return f"risky {x}"
+
+
+def approve_risky(event: BeforeToolCallEvent) -> None:
+    if event.tool_use["name"] == "risky":
+        answer = event.interrupt("approval", reason={"input": event.tool_use["input"]})
+        if answer != "approve":
+            event.cancel_tool = "not approved"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    RAN.clear()
+
+
+def _respond(*pairs: tuple[Interrupt, object]) -> list[dict]:
+    return [{"interruptResponse": {"interruptId": i.id, "response": r}} for i, r in pairs]
+
+
+def test_interrupt_then_resume_runs_only_interrupted_tool_without_calling_model() -> None:
+    model = ScriptedModel(tool_calls(("safe", {"x": "1"}, "s1"), ("risky", {"x": "2"}, "r1")), text("all done"))
+    agent = Agent(model, tools=[safe, risky], hooks=[approve_risky])
+    first = agent("go")
+    assert first.stop_reason == "interrupt"
+    (pending,) = first.interrupts
+    assert pending.name == "approval" and pending.reason == {"input": {"x": "2"}}
+    assert pending.id.startswith("v1:before_tool_call:r1:")
+    assert RAN == ["safe:1"]
+    assert [m["role"] for m in agent.messages] == ["user", "assistant"]
+
+    second = agent(_respond((pending, "approve")))
+    assert str(second) == "all done\n"
+    assert RAN == ["safe:1", "risky:2"]  # the completed tool did not run again
+    assert len(model.calls) == 2  # the interrupted turn was replayed, not re-asked
+    results = [b["toolResult"]["toolUseId"] for b in agent.messages[2]["content"]]
+    assert results == ["s1", "r1"]  # completed results keep their place
+
+
+def test_denied_response_cancels_the_tool() -> None:
+    agent = Agent(ScriptedModel(tool_call("risky", {"x": "2"}, tool_use_id="r"), text("ok")), tools=[risky],
+                  hooks=[approve_risky])
+    (pending,) = agent("go").interrupts
+    agent(_respond((pending, "deny")))
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "not approved"}]
+    assert RAN == []
+
+
+def test_several_interrupts_collected_and_partial_answers_reraise_the_rest() -> None:
+    agent = Agent(ScriptedModel(tool_calls(("risky", {"x": "a"}, "ra"), ("risky", {"x": "b"}, "rb")), text("ok")),
+                  tools=[risky], hooks=[approve_risky])
+    first = agent("go")
+    assert sorted(i.id.split(":")[2] for i in first.interrupts) == ["ra", "rb"]
+    by_use = {i.id.split(":")[2]: i for i in first.interrupts}
+    second = agent(_respond((by_use["ra"], "approve")))
+    assert second.stop_reason == "interrupt"
+    assert [i.id for i in second.interrupts] == [by_use["rb"].id]
+    assert RAN == ["risky:a"]
+    third = agent(_respond((by_use["rb"], "approve")))
+    assert third.stop_reason == "end_turn" and RAN == ["risky:a", "risky:b"]
+
+
+def test_tool_context_interrupt() -> None:
+    @tool(context=True)
+    def ask(question: str, tool_context: ToolContext) -> str:
+        """Ask the human."""
+        return f"human said {tool_context.interrupt('question', reason=question)}"
+
+    agent = Agent(ScriptedModel(tool_call("ask", {"question": "color?"}, tool_use_id="q"), text("ok")), tools=[ask])
+    (pending,) = agent("go").interrupts
+    assert pending.id.startswith("v1:tool_call:q:")
+    agent(_respond((pending, "blue")))
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "human said blue"}]
+
+
+def test_before_tools_interrupt() -> None:
+    def gate(event: BeforeToolsEvent) -> None:
+        if event.interrupt("batch", reason="run these tools?") != "yes":
+            event.cancel = "batch rejected"
+
+    agent = Agent(ScriptedModel(tool_call("safe", {"x": "1"}), text("ok")), tools=[safe], hooks=[gate])
+    (pending,) = agent("go").interrupts
+    assert pending.id.startswith("v1:before_tools:")
+    agent(_respond((pending, "no")))
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "batch rejected"}]
+
+
+def test_same_interrupt_name_twice_in_one_pass_is_an_error() -> None:
+    def twice(event: BeforeToolsEvent) -> None:
+        event.interrupt("dup")
+
+    def again(event: BeforeToolsEvent) -> None:
+        event.interrupt("dup")
+
+    agent = Agent(ScriptedModel(tool_call("safe", {"x": "1"})), tools=[safe], hooks=[twice, again])
+    with pytest.raises(ValueError, match="more than once"):
+        agent("go")
+
+
+def test_resume_errors() -> None:
+    agent = Agent(ScriptedModel(tool_call("risky", {"x": "2"}), text("ok")), tools=[risky], hooks=[approve_risky])
+    (pending,) = agent("go").interrupts
+    with pytest.raises(TypeError):
+        agent("a plain prompt")
+    with pytest.raises(TypeError):
+        agent([{"text": "hi"}])
+    with pytest.raises(KeyError):
+        agent([{"interruptResponse": {"interruptId": "v1:unknown", "response": 1}}])
+    agent(_respond((pending, "approve")))  # still resumable after bad attempts
+    assert RAN == ["risky:2"]
+
+
+def test_direct_tool_call_refused_while_interrupted() -> None:
+    agent = Agent(ScriptedModel(tool_call("risky", {"x": "2"})), tools=[risky, safe], hooks=[approve_risky])
+    agent("go")
+    with pytest.raises(RuntimeError, match="interrupted"):
+        agent.tool.safe(x="1")
+
+
+def test_interrupt_state_round_trips_and_resumes_in_a_new_agent() -> None:
+    model = ScriptedModel(tool_call("risky", {"x": "2"}, tool_use_id="r"), text("resumed"))
+    agent = Agent(model, tools=[risky], hooks=[approve_risky])
+    (pending,) = agent("go").interrupts
+    saved = agent._interrupt_state.to_dict()
+    messages = [dict(m) for m in agent.messages]
+
+    fresh = Agent(ScriptedModel(text("resumed")), messages=messages, tools=[risky], hooks=[approve_risky])
+    fresh._interrupt_state = InterruptState.from_dict(saved)
+    assert str(fresh(_respond((pending, "approve")))) == "resumed\n"
+    assert RAN == ["risky:2"]

@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import pytest
+
+from ray_harness import Agent, tool
+from ray_harness.hooks import AfterToolCallEvent
+from ray_harness.middleware import (
+    ExecuteToolResult,
+    ExecuteToolStage,
+    InvokeModelResult,
+    InvokeModelStage,
+    ModelStopReason,
+    ToolResultEvent,
+)
+from ray_harness.testing import ScriptedModel, text, tool_call
+from ray_harness.types.exceptions import EventLoopException
+
+
+@tool
+def echo(value: str) -> str:
+    """Echo."""
+    return value
+
+
+def test_phases_run_input_wrap_output_whatever_the_registration_order() -> None:
+    order: list[str] = []
+    agent = Agent(ScriptedModel(text("hi")))
+
+    def output(result: InvokeModelResult) -> InvokeModelResult:
+        order.append("output")
+        return result
+
+    async def wrap(ctx, next_fn):  # type: ignore[no-untyped-def]
+        order.append("wrap-in")
+        async for event in next_fn(ctx):
+            yield event
+        order.append("wrap-out")
+
+    def input_(ctx):  # type: ignore[no-untyped-def]
+        order.append("input")
+        return ctx
+
+    agent.add_middleware(InvokeModelStage.Output, output)
+    agent.add_middleware(InvokeModelStage, wrap)
+    agent.add_middleware(InvokeModelStage.Input, input_)
+    agent("x")
+    assert order == ["input", "wrap-in", "wrap-out", "output"]
+
+
+def test_first_registered_wrap_is_outermost_and_generators_are_closed() -> None:
+    order: list[str] = []
+    agent = Agent(ScriptedModel(text("hi")))
+
+    def layer(label: str):  # type: ignore[no-untyped-def]
+        async def wrap(ctx, next_fn):  # type: ignore[no-untyped-def]
+            order.append(f"{label}-in")
+            try:
+                async for event in next_fn(ctx):
+                    yield event
+            finally:
+                order.append(f"{label}-closed")
+
+        return wrap
+
+    agent.add_middleware(InvokeModelStage, layer("outer"))
+    agent.add_middleware(InvokeModelStage, layer("inner"))
+    agent("x")
+    assert order == ["outer-in", "inner-in", "inner-closed", "outer-closed"]
+
+
+def test_model_wrap_can_short_circuit_and_rewrite_system_prompt_defensively() -> None:
+    model = ScriptedModel(text("from model"))
+    agent = Agent(model, system_prompt="original")
+
+    async def cache(ctx, next_fn):  # type: ignore[no-untyped-def]
+        if ctx.messages[-1]["content"][0]["text"] == "cached?":
+            yield ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": "hit"}]})
+            return
+        ctx.messages.append({"role": "user", "content": [{"text": "mutated copy"}]})
+        async for event in next_fn(ctx.replace(system_prompt="rewritten")):
+            yield event
+
+    agent.add_middleware(InvokeModelStage, cache)
+    assert str(agent("cached?")) == "hit\n"
+    assert str(agent("real")) == "from model\n"
+    assert model.calls[0].system_prompt == "rewritten"
+    assert agent.system_prompt == "original"
+    assert all(m["content"][0].get("text") != "mutated copy" for m in agent.messages)
+
+
+def test_model_output_phase_rewrites_the_result() -> None:
+    agent = Agent(ScriptedModel(text("secret 4111-1111-1111-1111")))
+
+    def redact(result: InvokeModelResult) -> InvokeModelResult:
+        stop = result.result
+        message = {"role": "assistant", "content": [{"text": "[REDACTED]"}]}
+        return InvokeModelResult(result=ModelStopReason(stop.stop_reason, message, stop.usage, stop.metrics))
+
+    agent.add_middleware(InvokeModelStage.Output, redact)
+    assert str(agent("x")) == "[REDACTED]\n"
+    assert agent.messages[-1]["content"] == [{"text": "[REDACTED]"}]
+
+
+def test_model_wrap_without_result_is_a_clear_error() -> None:
+    agent = Agent(ScriptedModel())
+
+    async def swallow(ctx, next_fn):  # type: ignore[no-untyped-def]
+        if False:
+            yield None
+
+    agent.add_middleware(InvokeModelStage, swallow)
+    with pytest.raises(EventLoopException, match="yielded no result"):
+        agent("x")
+
+
+def test_tool_wrap_short_circuits_and_after_hook_sees_it() -> None:
+    seen: list[dict] = []
+
+    def after(event: AfterToolCallEvent) -> None:
+        seen.append(event.result)
+
+    agent = Agent(ScriptedModel(tool_call("echo", {"value": "v"}, tool_use_id="t1"), text("ok")), tools=[echo],
+                  hooks=[after])
+
+    async def block(ctx, next_fn):  # type: ignore[no-untyped-def]
+        yield ToolResultEvent({"toolUseId": ctx.tool_use["toolUseId"], "status": "error",
+                               "content": [{"text": "blocked by policy"}]})
+
+    agent.add_middleware(ExecuteToolStage, block)
+    agent("x")
+    assert seen == [{"toolUseId": "t1", "status": "error", "content": [{"text": "blocked by policy"}]}]
+
+
+def test_tool_input_rewrite_reaches_tool_history_keeps_original_and_output_phase() -> None:
+    agent = Agent(ScriptedModel(tool_call("echo", {"value": "model"}, tool_use_id="t1"), text("ok")), tools=[echo])
+
+    def rewrite(ctx):  # type: ignore[no-untyped-def]
+        return ctx.replace(tool_use={**ctx.tool_use, "input": {"value": "middleware"}})
+
+    def shout(result: ExecuteToolResult) -> ExecuteToolResult:
+        tool_result = result.result.tool_result
+        upper = [{"text": block["text"].upper()} for block in tool_result["content"]]
+        return ExecuteToolResult(result=ToolResultEvent({**tool_result, "content": upper}))
+
+    agent.add_middleware(ExecuteToolStage.Input, rewrite)
+    agent.add_middleware(ExecuteToolStage.Output, shout)
+    agent("x")
+    assert agent.messages[1]["content"][0]["toolUse"]["input"] == {"value": "model"}
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "MIDDLEWARE"}]
+
+
+def test_tool_wrap_without_result_is_an_error_result() -> None:
+    agent = Agent(ScriptedModel(tool_call("echo", {"value": "v"}), text("ok")), tools=[echo])
+
+    async def swallow(ctx, next_fn):  # type: ignore[no-untyped-def]
+        if False:
+            yield None
+
+    agent.add_middleware(ExecuteToolStage, swallow)
+    agent("x")
+    result = agent.messages[2]["content"][0]["toolResult"]
+    assert result["status"] == "error" and "yielded no result" in result["content"][0]["text"]
+
+
+def test_middleware_interrupt_in_tool_stage_then_resume() -> None:
+    calls: list[str] = []
+
+    @tool
+    def delete(path: str) -> str:
+        """Delete a file."""
+        calls.append(path)
+        return "deleted"
+
+    model = ScriptedModel(tool_call("delete", {"path": "/tmp/x"}, tool_use_id="d1"), text("done"))
+    agent = Agent(model, tools=[delete])
+
+    async def approval(ctx, next_fn):  # type: ignore[no-untyped-def]
+        answer = ctx.interrupt("approve", reason={"path": ctx.tool_use["input"]["path"]})
+        if answer.response != "yes":
+            yield ToolResultEvent({"toolUseId": ctx.tool_use["toolUseId"], "status": "error",
+                                   "content": [{"text": "rejected"}]})
+            return
+        async for event in next_fn(ctx):
+            yield event
+
+    agent.add_middleware(ExecuteToolStage, approval)
+    first = agent("delete it")
+    assert first.stop_reason == "interrupt"
+    (pending,) = first.interrupts
+    assert pending.id.startswith("v1:middleware_execute_tool:d1:")
+    assert pending.reason == {"path": "/tmp/x"}
+    second = agent([{"interruptResponse": {"interruptId": pending.id, "response": "yes"}}])
+    assert str(second) == "done\n" and calls == ["/tmp/x"]
+    assert len(model.calls) == 2
+
+
+def test_bad_registration() -> None:
+    agent = Agent(ScriptedModel())
+    with pytest.raises(TypeError, match="stage"):
+        agent.add_middleware("model", lambda c: c)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="async generator"):
+        agent.add_middleware(InvokeModelStage, lambda c, n: None)
