@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ray_harness.agent._model_call import call_model
 from ray_harness.agent._prompt import prepare_prompt
@@ -256,7 +256,7 @@ def _last_assistant(agent: Agent) -> Message:
     messages: list[Message] = agent.messages
     for message in reversed(messages):
         if message["role"] == "assistant":
-            return message
+            return cast(Message, message)
     return _empty()
 
 
