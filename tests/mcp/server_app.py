@@ -2,7 +2,9 @@
 
 Run as ``python server_app.py stdio`` or ``python server_app.py http <port>``. When
 ``MCP_TEST_MARKER_DIR`` is set, the ``slow`` tool writes ``cancelled-<tag>`` there when
-the client cancels it (so a test can see that ``notifications/cancelled`` arrived).
+the client cancels it (so a test can see that ``notifications/cancelled`` arrived), and
+``started-<tag>`` when it begins. When ``MCP_TEST_STARTED_FILE`` is set, the server writes
+its process id there on startup (so a test can see whether a server was started at all).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 # A 1x1 transparent PNG.
@@ -38,19 +41,18 @@ def add(a: int, b: int) -> Sum:
     return Sum(total=a + b)
 
 
-@server.tool(description="Always fails.")
+@server.tool(description="Always fails with the given message.")
 def fail(message: str) -> str:
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool(description="Sleep, noticing cancellation.")
 async def slow(seconds: float, tag: str = "slow") -> str:
+    _mark(f"started-{tag}")
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
-        marker_dir = os.environ.get("MCP_TEST_MARKER_DIR")
-        if marker_dir:
-            Path(marker_dir, f"cancelled-{tag}").write_text("cancelled")
+        _mark(f"cancelled-{tag}")
         raise
     return f"slept {seconds}"
 
@@ -77,7 +79,16 @@ def pid() -> str:
     return str(os.getpid())
 
 
+def _mark(name: str) -> None:
+    marker_dir = os.environ.get("MCP_TEST_MARKER_DIR")
+    if marker_dir:
+        Path(marker_dir, name).write_text(str(os.getpid()))
+
+
 def main() -> None:
+    started_file = os.environ.get("MCP_TEST_STARTED_FILE")
+    if started_file:
+        Path(started_file).write_text(str(os.getpid()))
     transport = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if transport == "stdio":
         server.run("stdio")

@@ -1,0 +1,363 @@
+"""``MCPClient``: the tools of a Model Context Protocol server, as a tool provider.
+
+```python
+from ray_harness import Agent
+from ray_harness.tools.mcp import MCPClient
+
+with MCPClient(command=["uvx", "mcp-server-fetch"], prefix="web") as fetch:
+    agent = Agent(model, tools=[fetch])      # nothing connects yet
+    agent("Summarize https://example.com")   # the first invocation starts the server
+```
+
+The client is lazy: creating it, or an ``Agent`` with it, connects to nothing;
+the agent's first invocation loads the tools (``load_tools()``) and a start
+failure raises there, before the model is called, naming the command or URL.
+The session lives on a thread of its own (see ``_mcp_session``), so the client
+works from any event loop and from sync code. The client pickles as its
+configuration, so in a Ray actor the connection opens in the actor's process.
+
+Errors: ``MCPClientInitializationError`` (the server could not be started or
+reached). Failures during a call (a tool error, the server dying, a lost
+connection) never raise into the agent: they become error tool results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import re
+import shlex
+import sys
+import threading
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TextIO, TypeVar
+
+import anyio
+import httpx2
+import mcp_types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ray_harness.middleware.types import ToolResultEvent
+from ray_harness.tools._mcp_convert import to_tool_result, to_tool_spec
+from ray_harness.tools._mcp_session import SessionRunner, describe_error
+from ray_harness.tools.base import AgentTool, ToolContext, error_result
+from ray_harness.types.content import ToolUse
+from ray_harness.types.tools import ToolSpec
+from ray_harness.types.validation import describe_validation_error
+
+__all__ = ("MCPAgentTool", "MCPClient", "MCPClientInitializationError")
+
+T = TypeVar("T")
+
+CANCELLED_TEXT = "Tool execution cancelled"
+_POLL_SECONDS = 0.05  # how often a waiting call looks at the cancel signal and the session's health
+_START_GRACE_SECONDS = 5.0  # beyond startup_timeout, for the session thread to report its own timeout
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
+
+
+class MCPClientInitializationError(RuntimeError):
+    """The MCP server could not be started or reached; the message names the command or URL."""
+
+
+class MCPCallCancelled(Exception):
+    """The agent was cancelled while an MCP call was running (the server was sent ``notifications/cancelled``)."""
+
+
+class MCPClientConfig(BaseModel):
+    """What an ``MCPClient`` is: everything needed to (re)connect, and nothing live."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    command: list[str] | None = Field(default=None, min_length=1)
+    """argv of a stdio server, e.g. ``["python", "server.py"]``."""
+    url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    """Endpoint of a streamable-HTTP server, e.g. ``http://127.0.0.1:8000/mcp``."""
+    headers: dict[str, str] | None = None
+    """HTTP headers sent with every request (``url`` only)."""
+    env: dict[str, str] | None = None
+    """Extra environment for a stdio server, on top of the mcp package's safe defaults (``command`` only)."""
+    cwd: str | None = None
+    """Working directory of a stdio server (``command`` only)."""
+    prefix: str | None = Field(default=None, pattern=_PREFIX.pattern)
+    """Tools are published as ``<prefix>_<name>``."""
+    tool_filter: Callable[[str], bool] | None = None
+    """Keeps the server tools (by the server's own name) for which it returns true."""
+    startup_timeout: float = Field(default=30.0, gt=0)
+    """Seconds allowed for starting the server and the ``initialize`` handshake."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPClientConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command=[argv...] (stdio) or url=... (streamable HTTP)")
+        if self.command is not None and any(not part for part in self.command[:1]):
+            raise ValueError("command[0] must name the program to run")
+        if self.url is not None and (self.env is not None or self.cwd is not None):
+            raise ValueError("env= and cwd= apply to stdio servers (command=...), not to url=...")
+        if self.command is not None and self.headers is not None:
+            raise ValueError("headers= applies to HTTP servers (url=...), not to command=...")
+        return self
+
+    @property
+    def label(self) -> str:
+        """How errors name the server: the command line or the URL."""
+        if self.command is not None:
+            return f"command {shlex.join(self.command)!r}"
+        return f"at URL {self.url}"
+
+
+class MCPClient:
+    """A tool provider backed by one MCP server (stdio subprocess or streamable HTTP)."""
+
+    def __init__(
+        self,
+        command: list[str] | None = None,
+        *,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        prefix: str | None = None,
+        tool_filter: Callable[[str], bool] | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        try:
+            config = MCPClientConfig(command=command, url=url, headers=headers, env=env, cwd=cwd, prefix=prefix,
+                                     tool_filter=tool_filter, startup_timeout=startup_timeout)
+        except ValidationError as error:
+            raise ValueError(f"invalid MCPClient: {describe_validation_error(error, 'MCPClient')}") from None
+        self._config = config
+        self._init_live_state()
+
+    def _init_live_state(self) -> None:
+        self._lock = threading.Lock()
+        self._runner: SessionRunner | None = None
+        self._tools: list[AgentTool] | None = None
+
+    # -- configuration and pickling ------------------------------------------------------------------
+
+    @property
+    def config(self) -> MCPClientConfig:
+        return self._config
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Only the configuration travels: the session, its thread and its server stay where they are.
+        return {"config": self._config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._config = state["config"]
+        self._init_live_state()
+
+    def __repr__(self) -> str:
+        return f"MCPClient({self._config.label})"
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def __enter__(self) -> MCPClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the session (a stdio server exits). Idempotent; a later call would start a new session."""
+        with self._lock:
+            runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.stop(wait=True)
+
+    # -- the ToolProvider protocol ----------------------------------------------------------------------
+
+    async def load_tools(self) -> list[AgentTool]:
+        """Connect (first time only) and list the server's tools as ``AgentTool``s, filtered and prefixed."""
+        if self._tools is None:
+            listed = await self._run(_list_all_tools)
+            keep = self._config.tool_filter
+            prefix = self._config.prefix
+            self._tools = [
+                MCPAgentTool(self, tool, f"{prefix}_{tool.name}" if prefix else tool.name)
+                for tool in listed
+                if keep is None or keep(tool.name)
+            ]
+        return list(self._tools)
+
+    async def call_tool_async(self, name: str, arguments: dict[str, Any], *,
+                              cancel_signal: threading.Event | None = None) -> mcp_types.CallToolResult:
+        """Call the server's tool ``name`` (its own, unprefixed name).
+
+        Raises ``MCPCallCancelled`` when ``cancel_signal`` is set meanwhile (the server is told to stop),
+        ``ConnectionError`` when the connection is lost, ``MCPError`` for a protocol-level error.
+        """
+
+        async def call(session: ClientSession) -> mcp_types.CallToolResult:
+            return await session.call_tool(name, arguments)
+
+        return await self._run(call, cancel_signal)
+
+    # -- plumbing ---------------------------------------------------------------------------------------
+
+    async def _run(self, work: Callable[[ClientSession], Awaitable[T]],
+                   cancel_signal: threading.Event | None = None) -> T:
+        runner = await self._session_runner()
+        future = runner.submit(work)
+        try:
+            return await _wait(future, runner, cancel_signal)
+        except ConnectionError:
+            raise
+        except MCPError as error:
+            if error.code == CONNECTION_CLOSED:
+                runner.mark_lost(error.message)
+            raise
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, httpx2.HTTPError) as error:
+            runner.mark_lost(describe_error(error))
+            raise ConnectionError(f"MCP server {runner.label}: {describe_error(error)}") from error
+
+    async def _session_runner(self) -> SessionRunner:
+        """The live session, started now if there is none (or the last one was lost)."""
+        with self._lock:
+            runner = self._runner
+            if runner is None or runner.lost is not None:
+                runner = SessionRunner(self._config.label, self._connect)
+                self._runner = runner
+                ready = runner.start()
+            else:
+                ready = runner.ready
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(ready), self._config.startup_timeout + _START_GRACE_SECONDS)
+        except asyncio.CancelledError:
+            if not ready.done():
+                self._discard(runner)
+            raise
+        except BaseException as error:
+            self._discard(runner)
+            raise MCPClientInitializationError(_start_failure(self._config, error)) from error
+        return runner
+
+    def _discard(self, runner: SessionRunner) -> None:
+        with self._lock:
+            if self._runner is runner:
+                self._runner = None
+        runner.stop(wait=False)
+
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> ClientSession:
+        """Runs on the session thread: open the transport and the session, then ``initialize``."""
+        config = self._config
+        if config.command is not None:
+            params = StdioServerParameters(command=config.command[0], args=config.command[1:], env=config.env,
+                                           cwd=config.cwd)
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=_server_errlog()))
+        else:
+            assert config.url is not None
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=config.headers, follow_redirects=True, timeout=httpx2.Timeout(30.0, read=300.0)))
+            read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        with anyio.fail_after(config.startup_timeout):
+            await session.initialize()
+        return session
+
+
+class MCPAgentTool(AgentTool):
+    """One tool of an MCP server, callable by the agent."""
+
+    def __init__(self, client: MCPClient, mcp_tool: mcp_types.Tool, name: str) -> None:
+        self._client = client
+        self._mcp_tool = mcp_tool
+        self._name = name
+        self._spec = to_tool_spec(mcp_tool, name)
+
+    @property
+    def tool_name(self) -> str:
+        return self._name
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        return self._spec
+
+    @property
+    def tool_type(self) -> str:
+        return "mcp"
+
+    @property
+    def mcp_tool(self) -> mcp_types.Tool:
+        """The tool as the server describes it (its own name, schemas, annotations)."""
+        return self._mcp_tool
+
+    def __repr__(self) -> str:
+        return f"<mcp tool {self._name} via {self._client!r}>"
+
+    async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
+        use_id = tool_use["toolUseId"]
+        arguments = tool_use.get("input") or {}
+        if not isinstance(arguments, dict):
+            yield ToolResultEvent(error_result(use_id, f"Error: input of MCP tool '{self._name}' must be a JSON "
+                                                       f"object, got {type(arguments).__name__}"))
+            return
+        try:
+            result = await self._client.call_tool_async(self._mcp_tool.name, arguments,
+                                                        cancel_signal=context.cancel_signal)
+        except MCPCallCancelled:
+            yield ToolResultEvent(error_result(use_id, CANCELLED_TEXT))
+            return
+        except Exception as error:
+            yield ToolResultEvent(error_result(use_id, f"Error: MCP tool '{self._name}' failed: {error}"),
+                                  exception=error)
+            return
+        yield ToolResultEvent(to_tool_result(use_id, result))
+
+
+async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+async def _wait(future: concurrent.futures.Future[T], runner: SessionRunner,
+                cancel_signal: threading.Event | None) -> T:
+    """Await a call on the session thread while watching the cancel signal and the session's health."""
+    waiter = asyncio.wrap_future(future)
+    try:
+        while not waiter.done():
+            if cancel_signal is not None and cancel_signal.is_set():
+                # Cancelling the session-side task makes the mcp dispatcher send notifications/cancelled.
+                future.cancel()
+                raise MCPCallCancelled("the agent was cancelled during the MCP call")
+            if runner.finished and not future.done():
+                raise ConnectionError(f"MCP server {runner.label} connection lost: {runner.lost}")
+            await asyncio.wait({waiter}, timeout=_POLL_SECONDS)
+    except BaseException:
+        future.cancel()
+        if waiter.done() and not waiter.cancelled():
+            waiter.exception()  # mark retrieved: the outcome is superseded by ours
+        raise
+    if waiter.cancelled():  # the session ended and cancelled its in-flight calls
+        raise ConnectionError(f"MCP server {runner.label} connection lost: {runner.lost}")
+    return waiter.result()
+
+
+def _start_failure(config: MCPClientConfig, error: BaseException) -> str:
+    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+        cause = f"no answer to initialize within {config.startup_timeout:g}s"
+    else:
+        cause = describe_error(error)
+    verb = "start" if config.command is not None else "connect to"
+    return f"could not {verb} MCP server {config.label}: {cause}"
+
+
+def _server_errlog() -> TextIO:
+    # The server's stderr goes to ours; under pytest's capture sys.stderr may have no file descriptor.
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ or sys.stderr
+    return sys.stderr

@@ -1,0 +1,208 @@
+"""MCPClient against a real MCP server spawned over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent
+from ray_harness.testing import ScriptedModel, text, tool_call
+from ray_harness.tools.mcp import MCPAgentTool, MCPClient, MCPClientInitializationError
+from tests.mcp.conftest import STDIO_COMMAND
+
+
+def _tool_results(agent: Agent) -> list[dict[str, Any]]:
+    return [block["toolResult"] for message in agent.messages for block in message["content"]
+            if "toolResult" in block]
+
+
+async def _wait_for(path: Path, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_tools_are_listed_with_prefix_filter_and_specs() -> None:
+    with MCPClient(command=STDIO_COMMAND, prefix="calc", tool_filter=lambda name: name in {"add", "echo"}) as client:
+        tools = await client.load_tools()
+        assert sorted(t.tool_name for t in tools) == ["calc_add", "calc_echo"]
+        add = next(t for t in tools if t.tool_name == "calc_add")
+        assert isinstance(add, MCPAgentTool)
+        assert add.tool_type == "mcp"
+        assert add.mcp_tool.name == "add"
+        spec = add.tool_spec
+        assert spec["name"] == "calc_add"
+        assert spec["description"] == "Add two integers."
+        assert spec["inputSchema"]["json"]["required"] == ["a", "b"]
+        assert spec["inputSchema"]["json"]["properties"]["a"]["type"] == "integer"
+        assert await client.load_tools() == tools  # loaded once, same tool objects
+
+
+def test_agent_calls_a_tool_with_arguments_from_the_model(shared_stdio: MCPClient) -> None:
+    model = ScriptedModel(tool_call("srv_add", {"a": 2, "b": 3}), text("5"))
+    agent = Agent(model, tools=[shared_stdio])
+
+    result = agent("2+3?")
+
+    assert str(result) == "5\n"
+    assert "srv_add" in model.calls[0].tool_names
+    (tool_result,) = _tool_results(agent)
+    assert tool_result["status"] == "success"
+    assert tool_result["content"] == [{"text": '{\n  "total": 5\n}'}, {"json": {"total": 5}}]
+
+
+async def test_image_results_reach_the_model_as_image_blocks(shared_stdio: MCPClient) -> None:
+    agent = Agent(ScriptedModel(tool_call("srv_picture", {}), text("a pixel")), tools=[shared_stdio])
+    await agent.invoke_async("draw")
+    (tool_result,) = _tool_results(agent)
+    (block,) = tool_result["content"]
+    assert block["image"]["format"] == "png"
+    assert block["image"]["source"]["bytes"].startswith(b"\x89PNG")
+
+
+async def test_a_tool_that_raises_gives_an_error_result(shared_stdio: MCPClient) -> None:
+    agent = Agent(ScriptedModel(tool_call("srv_fail", {"message": "disk on fire"}), text("sorry")),
+                  tools=[shared_stdio])
+    result = await agent.invoke_async("go")
+    assert str(result) == "sorry\n"
+    (tool_result,) = _tool_results(agent)
+    assert tool_result["status"] == "error"
+    (block,) = tool_result["content"]
+    assert "disk on fire" in block["text"]
+
+
+async def test_server_side_argument_validation_errors_are_error_results(shared_stdio: MCPClient) -> None:
+    agent = Agent(ScriptedModel(tool_call("srv_add", {"a": "not a number"}), text("ok")), tools=[shared_stdio])
+    await agent.invoke_async("go")
+    (tool_result,) = _tool_results(agent)
+    assert tool_result["status"] == "error"
+
+
+def test_cancel_from_another_thread_ends_a_running_call_at_once(tmp_path: Path) -> None:
+    client = MCPClient(command=STDIO_COMMAND, env={"MCP_TEST_MARKER_DIR": str(tmp_path)})
+    agent = Agent(ScriptedModel(tool_call("slow", {"seconds": 60, "tag": "thread"})), tools=[client])
+
+    def cancel_once_started() -> None:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "started-thread").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        agent.cancel()
+
+    canceller = threading.Thread(target=cancel_once_started)
+    canceller.start()
+    try:
+        result = agent("go")
+        cancelled_at = time.monotonic()
+        canceller.join()
+        assert result.stop_reason == "cancelled"
+        (tool_result,) = _tool_results(agent)
+        assert tool_result == {"toolUseId": tool_result["toolUseId"], "status": "error",
+                               "content": [{"text": "Tool execution cancelled"}]}
+        # The server was told: its handler saw the cancellation (notifications/cancelled).
+        asyncio.run(_wait_for(tmp_path / "cancelled-thread"))
+        assert time.monotonic() - cancelled_at < 10
+    finally:
+        client.close()
+
+
+async def test_cancel_from_another_task_returns_quickly(tmp_path: Path) -> None:
+    client = MCPClient(command=STDIO_COMMAND, env={"MCP_TEST_MARKER_DIR": str(tmp_path)})
+    agent = Agent(ScriptedModel(tool_call("slow", {"seconds": 60, "tag": "task"})), tools=[client])
+    try:
+        run = asyncio.create_task(agent.invoke_async("go"))
+        await _wait_for(tmp_path / "started-task", timeout=20)
+        started = time.monotonic()
+        agent.cancel()
+        result = await asyncio.wait_for(run, 5)
+        assert time.monotonic() - started < 2
+        assert result.stop_reason == "cancelled"
+        assert _tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
+        await _wait_for(tmp_path / "cancelled-task")
+    finally:
+        client.close()
+
+
+async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_working() -> None:
+    with MCPClient(command=STDIO_COMMAND) as client:
+        model = ScriptedModel(tool_call("crash", {}), tool_call("echo", {"text": "still here"}), text("recovered"))
+        agent = Agent(model, tools=[client])
+
+        started = time.monotonic()
+        result = await agent.invoke_async("go")
+
+        assert time.monotonic() - started < 15
+        assert str(result) == "recovered\n"
+        crashed, echoed = _tool_results(agent)
+        assert crashed["status"] == "error"
+        assert crashed["content"][0]["text"].startswith("Error: MCP tool 'crash' failed:")
+        # The next call starts a fresh server.
+        assert echoed["status"] == "success"
+        assert echoed["content"][0] == {"text": "echo: still here"}
+
+
+def test_start_failure_raises_before_the_model_is_called_naming_the_command() -> None:
+    missing = "/nonexistent/mcp-server-binary"
+    model = ScriptedModel(text("never"))
+    agent = Agent(model, tools=[MCPClient(command=[missing, "--flag"])])
+
+    with pytest.raises(MCPClientInitializationError, match=f"could not start MCP server command '{missing} --flag'"):
+        agent("hi")
+
+    assert model.calls == []
+    assert agent.messages == []
+
+
+def test_a_server_that_never_answers_fails_after_startup_timeout() -> None:
+    command = [sys.executable, "-c", "import time; time.sleep(30)"]
+    agent = Agent(ScriptedModel(text("never")), tools=[MCPClient(command=command, startup_timeout=0.5)])
+    started = time.monotonic()
+    with pytest.raises(MCPClientInitializationError, match=r"no answer to initialize within 0\.5s") as caught:
+        agent("hi")
+    assert "time.sleep(30)" in str(caught.value)
+    assert time.monotonic() - started < 5
+
+
+def test_nothing_connects_until_the_first_invocation(tmp_path: Path) -> None:
+    started_file = tmp_path / "started"
+    with MCPClient(command=STDIO_COMMAND, env={"MCP_TEST_STARTED_FILE": str(started_file)}) as client:
+        agent = Agent(ScriptedModel(tool_call("echo", {"text": "x"}), text("done")), tools=[client])
+        time.sleep(0.3)
+        assert not started_file.exists()
+        agent("go")
+        assert started_file.exists()
+
+
+def test_close_ends_the_server_and_is_idempotent() -> None:
+    client = MCPClient(command=STDIO_COMMAND)
+    agent = Agent(ScriptedModel(tool_call("pid", {}), text("done")), tools=[client])
+    agent("which pid?")
+    pid = int(_tool_results(agent)[0]["content"][0]["text"])
+    assert _alive(pid)
+
+    client.close()
+    client.close()
+
+    assert not _alive(pid)
+
+
+def test_the_same_client_serves_several_agents_and_event_loops(shared_stdio: MCPClient) -> None:
+    for word in ("one", "two"):
+        agent = Agent(ScriptedModel(tool_call("srv_echo", {"text": word}), text("ok")), tools=[shared_stdio])
+        agent(word)  # each synchronous call runs its own event loop
+        assert _tool_results(agent)[0]["content"][0] == {"text": f"echo: {word}"}
