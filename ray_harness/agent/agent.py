@@ -266,12 +266,12 @@ def _resolve_model(model: Model | str | None) -> Model:
 
 def _default_conversation_manager() -> ConversationManager:
     try:
-        from ray_harness.agent.conversation_manager import SlidingWindowConversationManager  # type: ignore[attr-defined]
+        from ray_harness.agent.conversation_manager import SlidingWindowConversationManager
     except ImportError:
         from ray_harness.agent.conversation_manager import NullConversationManager
 
         return NullConversationManager()
-    return SlidingWindowConversationManager()  # type: ignore[no-any-return]
+    return SlidingWindowConversationManager()
 
 
 def run_sync(coroutine: Any) -> Any:

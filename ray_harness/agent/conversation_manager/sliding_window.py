@@ -1,0 +1,310 @@
+"""``SlidingWindowConversationManager``: keep the most recent messages, never split a tool pair.
+
+Rules every trim follows (shared with the summarizing manager):
+
+* the history never starts on a ``toolResult`` whose ``toolUse`` was removed, and a kept ``toolUse``
+  always keeps the ``toolResult`` that answers it;
+* the first ``pin_first`` messages are never removed (when the last pinned message is a ``toolUse``,
+  its ``toolResult`` is pinned with it);
+* a trim prefers to start the kept tail on a plain user message (what most providers expect) and
+  falls back to a complete ``toolUse``/``toolResult`` boundary, so tool-heavy runs stay trimmable.
+
+Removal happens right after the pinned prefix, so the live history is always
+``stored[:pinned] + stored[pinned + removed_message_count:]`` — the layout a session manager
+uses to map live messages to stored ones (``pinned_message_count``, ``synthetic_message_count``).
+
+Proactive compression (``proactive_compression=True`` or ``{"compression_threshold": 0.85}``)
+runs before a model call once the context is at least that fraction (default 0.7) of
+``agent.model.context_window``. The size is the input tokens the provider reported for the
+previous call plus an estimate of what was added since, or
+:func:`ray_harness.models.base.estimate_tokens` when no report applies.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.agent.conversation_manager.base import ConversationManager
+from ray_harness.models.base import estimate_tokens
+from ray_harness.types.content import Message
+from ray_harness.types.exceptions import ContextWindowOverflowException
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+
+__all__ = (
+    "DEFAULT_COMPRESSION_THRESHOLD",
+    "ContextUsage",
+    "SlidingWindowConversationManager",
+    "find_trim_point",
+    "has_block",
+    "parse_proactive_compression",
+    "pinned_count",
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COMPRESSION_THRESHOLD = 0.7
+TRUNCATION_MARKER = "... [truncated:"
+_PRESERVE_CHARS = 200
+
+
+def has_block(message: Message, key: str) -> bool:
+    return any(key in block for block in message["content"])
+
+
+def _answers_previous(messages: list[Message], index: int) -> bool:
+    """``messages[index]`` holds the toolResults of a toolUse at ``index - 1``."""
+    return index > 0 and has_block(messages[index], "toolResult") and has_block(messages[index - 1], "toolUse")
+
+
+def pinned_count(messages: list[Message], pin_first: int | None) -> int:
+    """How many leading messages are protected: ``pin_first``, plus the result of a pinned toolUse."""
+    if not pin_first:
+        return 0
+    count = min(pin_first, len(messages))
+    if 0 < count < len(messages) and _answers_previous(messages, count):
+        count += 1
+    return count
+
+
+def _valid_start(messages: list[Message], index: int, *, plain_user_only: bool) -> bool:
+    message = messages[index]
+    if has_block(message, "toolResult"):
+        return False  # its toolUse would be gone: an orphan result
+    if has_block(message, "toolUse"):
+        answered = index + 1 < len(messages) and has_block(messages[index + 1], "toolResult")
+        if not answered:
+            return False
+    return message["role"] == "user" or not plain_user_only
+
+
+def find_trim_point(messages: list[Message], start: int, *, prefer_user: bool = True) -> int:
+    """First index ``>= start`` where the kept tail may begin, or ``len(messages)`` if there is none.
+
+    With ``prefer_user`` a plain user message is preferred (the history then starts the way providers
+    require); without it (a pinned prefix already starts the history) the earliest valid point wins.
+    """
+    for plain_user_only in ((True, False) if prefer_user else (False,)):
+        for index in range(start, len(messages)):
+            if _valid_start(messages, index, plain_user_only=plain_user_only):
+                return index
+    return len(messages)
+
+
+def parse_proactive_compression(value: Any) -> float | None:
+    """``None``/``False`` → off, ``True`` → 0.7, ``{"compression_threshold": x}`` with 0 < x <= 1."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return DEFAULT_COMPRESSION_THRESHOLD
+    if isinstance(value, dict):
+        unknown = set(value) - {"compression_threshold"}
+        if unknown:
+            raise ValueError(f"proactive_compression: unknown key(s) {sorted(unknown)}; "
+                             "expected only 'compression_threshold'")
+        threshold = value.get("compression_threshold", DEFAULT_COMPRESSION_THRESHOLD)
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
+            raise ValueError(f"proactive_compression.compression_threshold must be a number in (0, 1], got {threshold!r}")
+        return float(threshold)
+    raise TypeError(f"proactive_compression must be None, a bool or a dict, got {type(value).__name__}")
+
+
+def validate_pin_first(pin_first: Any) -> int | None:
+    if pin_first is None:
+        return None
+    if isinstance(pin_first, bool) or not isinstance(pin_first, int) or pin_first < 0:
+        raise ValueError(f"pin_first must be a non-negative int or None, got {pin_first!r}")
+    return pin_first or None
+
+
+@dataclass
+class _Mark:
+    model_calls: int
+    input_tokens: int
+    length: int
+    removed: int
+
+
+class ContextUsage:
+    """Estimates how many tokens the next model call will send (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._mark: _Mark | None = None
+
+    def measure(self, agent: Agent, removed: int) -> tuple[int, float]:
+        """``(tokens, scale)``: the size now, and reported/estimated for later re-estimates."""
+        metrics = agent.event_loop_metrics
+        messages = agent.messages
+        specs = list(agent.tool_registry.get_all_specs())
+        estimate = estimate_tokens(messages, agent.system_prompt, specs) if messages else 1
+        mark = self._mark
+        if (mark is not None and metrics.model_calls == mark.model_calls + 1 and removed == mark.removed
+                and len(messages) >= mark.length):
+            reported = metrics.accumulated_usage.get("inputTokens", 0) - mark.input_tokens
+            if reported > 0:
+                added = estimate_tokens(messages[mark.length:]) if len(messages) > mark.length else 0
+                tokens = reported + added
+                return tokens, tokens / estimate
+        return estimate, 1.0
+
+    def record(self, agent: Agent, removed: int) -> None:
+        """Remember the state the next model call will be sent with."""
+        metrics = agent.event_loop_metrics
+        self._mark = _Mark(metrics.model_calls, metrics.accumulated_usage.get("inputTokens", 0),
+                           len(agent.messages), removed)
+
+    def forget(self) -> None:
+        self._mark = None
+
+    def estimate(self, agent: Agent, scale: float) -> int:
+        specs = list(agent.tool_registry.get_all_specs())
+        return int(estimate_tokens(agent.messages, agent.system_prompt, specs) * scale)
+
+
+def threshold_tokens(agent: Agent, threshold: float | None) -> int | None:
+    window = getattr(agent.model, "context_window", None)
+    if threshold is None or not isinstance(window, int) or window <= 0:
+        return None
+    return int(window * threshold)
+
+
+class SlidingWindowConversationManager(ConversationManager):
+    """Keeps at most ``window_size`` messages, trimming the oldest unpinned ones.
+
+    Args:
+        window_size: Maximum number of messages kept after each invocation.
+        should_truncate_results: On overflow, shorten the largest tool results (keeping their
+            first and last characters) before removing messages.
+        pin_first: Number of leading messages that are never removed.
+        proactive_compression: ``True`` (threshold 0.7) or ``{"compression_threshold": x}``:
+            reduce before a model call once the context is that full.
+    """
+
+    def __init__(self, window_size: int = 40, should_truncate_results: bool = True, *,
+                 pin_first: int | None = None, proactive_compression: bool | dict[str, Any] | None = None) -> None:
+        super().__init__()
+        if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
+            raise ValueError(f"window_size must be a positive int, got {window_size!r}")
+        self.window_size = window_size
+        self.should_truncate_results = bool(should_truncate_results)
+        self.pin_first = validate_pin_first(pin_first)
+        if self.pin_first is not None and self.pin_first >= window_size:
+            raise ValueError(f"pin_first ({self.pin_first}) must be smaller than window_size ({window_size})")
+        self.compression_threshold = parse_proactive_compression(proactive_compression)
+        self.pinned_message_count = 0
+        self._usage = ContextUsage()
+
+    @property
+    def synthetic_message_count(self) -> int:
+        return 0
+
+    # -- ConversationManager --------------------------------------------------------------------------
+
+    def apply_management(self, agent: Agent, **kwargs: Any) -> None:
+        if len(agent.messages) > self.window_size:
+            self._trim(agent, overflow=False)
+
+    def reduce_context(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None:
+        if self._reduce_once(agent, overflow=True):
+            return
+        if e is not None:
+            raise e
+        raise ContextWindowOverflowException(
+            f"unable to reduce the conversation ({len(agent.messages)} messages, pin_first={self.pin_first}): "
+            "no valid trim point keeps tool pairs intact")
+
+    def before_model_call(self, agent: Agent, **kwargs: Any) -> None:
+        limit = threshold_tokens(agent, self.compression_threshold)
+        if limit is None:
+            return
+        tokens, scale = self._usage.measure(agent, self.removed_message_count)
+        steps = 0
+        while tokens >= limit and steps <= len(agent.messages):
+            if not self._reduce_once(agent, overflow=True):
+                logger.debug("proactive compression: %d tokens >= %d but nothing left to reduce", tokens, limit)
+                break
+            steps += 1
+            tokens = self._usage.estimate(agent, scale)
+        self._usage.record(agent, self.removed_message_count)
+
+    def get_state(self) -> dict[str, Any]:
+        state = super().get_state()
+        state["pinned_message_count"] = self.pinned_message_count
+        return state
+
+    def restore_from_session(self, state: dict[str, Any]) -> list[Any] | None:
+        super().restore_from_session(state)
+        self.pinned_message_count = int(state.get("pinned_message_count", 0))
+        self._usage.forget()
+        return None
+
+    # -- internals --------------------------------------------------------------------------------------
+
+    def _reduce_once(self, agent: Agent, *, overflow: bool) -> bool:
+        if overflow and self.should_truncate_results and self._truncate_largest_tool_result(agent.messages):
+            return True
+        return self._trim(agent, overflow=overflow)
+
+    def _trim(self, agent: Agent, *, overflow: bool) -> bool:
+        messages = agent.messages
+        pinned = pinned_count(messages, self.pin_first)
+        if len(messages) > self.window_size:
+            start = len(messages) - (self.window_size - pinned)
+        elif overflow:
+            start = pinned + 2  # already within the window: drop the oldest exchange
+        else:
+            return False
+        trim = find_trim_point(messages, max(start, pinned + 1), prefer_user=pinned == 0)
+        if trim >= len(messages):
+            return False
+        del messages[pinned:trim]
+        self.removed_message_count += trim - pinned
+        self.pinned_message_count = pinned
+        self._usage.forget()
+        return True
+
+    def _truncate_largest_tool_result(self, messages: list[Message]) -> bool:
+        """Shorten the tool results of the unpinned message holding the most truncatable text."""
+        first = pinned_count(messages, self.pin_first)
+        best, best_size = -1, 0
+        for index in range(first, len(messages)):
+            size = sum(len(item["text"]) for item in _tool_result_texts(messages[index]) if _truncatable(item["text"]))
+            if size > best_size:
+                best, best_size = index, size
+        if best < 0:
+            return False
+        messages[best] = _with_truncated_results(messages[best])  # a new dict: never mutate a shared message
+        return True
+
+
+def _tool_result_texts(message: Message) -> list[Any]:
+    return [item for block in message["content"] if "toolResult" in block
+            for item in block["toolResult"].get("content", []) if "text" in item]
+
+
+def _truncatable(text: str) -> bool:
+    return TRUNCATION_MARKER not in text and len(text) > 2 * _PRESERVE_CHARS + 100
+
+
+def _truncate_text(text: str) -> str:
+    removed = len(text) - 2 * _PRESERVE_CHARS
+    return (f"{text[:_PRESERVE_CHARS]}...\n\n{TRUNCATION_MARKER} {removed} chars removed] ...\n\n"
+            f"...{text[-_PRESERVE_CHARS:]}")
+
+
+def _with_truncated_results(message: Message) -> Message:
+    content: list[Any] = []
+    for block in message["content"]:
+        if "toolResult" not in block:
+            content.append(block)
+            continue
+        result: dict[str, Any] = dict(block["toolResult"])
+        result["content"] = [
+            {"text": _truncate_text(item["text"])} if "text" in item and _truncatable(item["text"]) else item
+            for item in result.get("content", [])
+        ]
+        content.append({"toolResult": result})
+    return {**message, "content": content}

@@ -1,0 +1,224 @@
+"""Where session records live: the ``SessionRepository`` interface and a key/value base for stores.
+
+Layout (the same keys for files and S3 objects)::
+
+    session_<session_id>/session.json
+    session_<session_id>/agents/agent_<agent_id>/agent.json
+    session_<session_id>/agents/agent_<agent_id>/messages/message_<n>.json     n = 0, 1, 2, ...
+    session_<session_id>/multi_agents/multi_agent_<id>/multi_agent.json
+
+Adding a store: implement :class:`SessionRepository` directly (e.g. over a database table), or, for
+anything that can get/put/list/delete blobs by key, subclass :class:`BlobSessionRepository` and
+implement its five primitives (``_read``, ``_write``, ``_list_dir``, ``_delete``, ``_delete_tree``)
+plus ``_location`` for error messages; record validation, the layout and the message numbering come
+for free. Then wrap it: ``RepositorySessionManager(session_id, MyRepository(...))``.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+
+from ray_harness.session.records import (
+    AgentRecord,
+    MessageRecord,
+    MultiAgentRecord,
+    SessionRecord,
+    dump_record,
+    parse_record,
+    validate_id,
+)
+from ray_harness.types.exceptions import SessionException
+
+__all__ = ("BlobSessionRepository", "SessionRepository")
+
+_MESSAGE_FILE = re.compile(r"message_(0|[1-9][0-9]*)\.json")
+
+
+class SessionRepository(ABC):
+    """Read/write/list/delete of session, agent, message and multi-agent records."""
+
+    @abstractmethod
+    def read_session(self, session_id: str) -> SessionRecord | None: ...
+
+    @abstractmethod
+    def write_session(self, record: SessionRecord) -> None: ...
+
+    @abstractmethod
+    def delete_session(self, session_id: str) -> None: ...
+
+    @abstractmethod
+    def read_agent(self, session_id: str, agent_id: str) -> AgentRecord | None: ...
+
+    @abstractmethod
+    def write_agent(self, session_id: str, record: AgentRecord) -> None: ...
+
+    @abstractmethod
+    def list_agents(self, session_id: str) -> list[str]: ...
+
+    @abstractmethod
+    def delete_agent(self, session_id: str, agent_id: str) -> None: ...
+
+    @abstractmethod
+    def read_message(self, session_id: str, agent_id: str, message_id: int) -> MessageRecord | None: ...
+
+    @abstractmethod
+    def write_message(self, session_id: str, agent_id: str, record: MessageRecord) -> None: ...
+
+    @abstractmethod
+    def list_messages(self, session_id: str, agent_id: str) -> list[MessageRecord]:
+        """All messages of an agent, ordered by ``message_id`` (which must run 0..n-1 without gaps)."""
+
+    @abstractmethod
+    def delete_messages(self, session_id: str, agent_id: str, from_id: int) -> None:
+        """Delete every message whose ``message_id >= from_id``."""
+
+    @abstractmethod
+    def read_multi_agent(self, session_id: str, multi_agent_id: str) -> MultiAgentRecord | None: ...
+
+    @abstractmethod
+    def write_multi_agent(self, session_id: str, record: MultiAgentRecord) -> None: ...
+
+
+def _session_dir(session_id: str) -> str:
+    return f"session_{validate_id(session_id, 'session_id')}"
+
+
+def _agent_dir(session_id: str, agent_id: str) -> str:
+    return f"{_session_dir(session_id)}/agents/agent_{validate_id(agent_id, 'agent_id')}"
+
+
+def _messages_dir(session_id: str, agent_id: str) -> str:
+    return f"{_agent_dir(session_id, agent_id)}/messages"
+
+
+def _multi_agent_key(session_id: str, multi_agent_id: str) -> str:
+    return (f"{_session_dir(session_id)}/multi_agents/multi_agent_{validate_id(multi_agent_id, 'multi_agent_id')}"
+            "/multi_agent.json")
+
+
+class BlobSessionRepository(SessionRepository):
+    """A repository over a key/value blob store (keys use ``/``); see the module docstring."""
+
+    @abstractmethod
+    def _read(self, key: str) -> bytes | None:
+        """The blob at ``key``, or None when absent."""
+
+    @abstractmethod
+    def _write(self, key: str, data: bytes) -> None:
+        """Store ``data`` at ``key`` atomically (readers see the old or the new blob, never a mix)."""
+
+    @abstractmethod
+    def _list_dir(self, key: str) -> list[str]:
+        """Names of the blobs and sub-directories directly under ``key``."""
+
+    @abstractmethod
+    def _delete(self, key: str) -> None:
+        """Remove one blob (no error when absent)."""
+
+    @abstractmethod
+    def _delete_tree(self, key: str) -> None:
+        """Remove everything under ``key``."""
+
+    @abstractmethod
+    def _location(self, key: str) -> str:
+        """Human-readable location of ``key`` (path or URL) for error messages."""
+
+    # -- sessions -------------------------------------------------------------------------------------
+
+    def read_session(self, session_id: str) -> SessionRecord | None:
+        key = f"{_session_dir(session_id)}/session.json"
+        raw = self._read(key)
+        return None if raw is None else parse_record(raw, SessionRecord, self._location(key))
+
+    def write_session(self, record: SessionRecord) -> None:
+        key = f"{_session_dir(record.session_id)}/session.json"
+        self._write(key, dump_record(record, self._location(key)))
+
+    def delete_session(self, session_id: str) -> None:
+        self._delete_tree(_session_dir(session_id))
+
+    # -- agents ---------------------------------------------------------------------------------------
+
+    def read_agent(self, session_id: str, agent_id: str) -> AgentRecord | None:
+        key = f"{_agent_dir(session_id, agent_id)}/agent.json"
+        raw = self._read(key)
+        if raw is None:
+            return None
+        record = parse_record(raw, AgentRecord, self._location(key))
+        if record.agent_id != agent_id:
+            raise SessionException(f"session file {self._location(key)} is for agent_id {record.agent_id!r}, "
+                                   f"not {agent_id!r}")
+        return record
+
+    def write_agent(self, session_id: str, record: AgentRecord) -> None:
+        key = f"{_agent_dir(session_id, record.agent_id)}/agent.json"
+        self._write(key, dump_record(record, self._location(key)))
+
+    def list_agents(self, session_id: str) -> list[str]:
+        names = self._list_dir(f"{_session_dir(session_id)}/agents")
+        return sorted(name.removeprefix("agent_") for name in names if name.startswith("agent_"))
+
+    def delete_agent(self, session_id: str, agent_id: str) -> None:
+        self._delete_tree(_agent_dir(session_id, agent_id))
+
+    # -- messages -------------------------------------------------------------------------------------
+
+    def _message_key(self, session_id: str, agent_id: str, message_id: int) -> str:
+        return f"{_messages_dir(session_id, agent_id)}/message_{message_id}.json"
+
+    def read_message(self, session_id: str, agent_id: str, message_id: int) -> MessageRecord | None:
+        key = self._message_key(session_id, agent_id, message_id)
+        raw = self._read(key)
+        if raw is None:
+            return None
+        record = parse_record(raw, MessageRecord, self._location(key))
+        if record.message_id != message_id:
+            raise SessionException(f"corrupted session file {self._location(key)}: it holds message_id "
+                                   f"{record.message_id}, expected {message_id}")
+        return record
+
+    def write_message(self, session_id: str, agent_id: str, record: MessageRecord) -> None:
+        key = self._message_key(session_id, agent_id, record.message_id)
+        self._write(key, dump_record(record, self._location(key)))
+
+    def _message_ids(self, session_id: str, agent_id: str) -> list[int]:
+        ids = []
+        for name in self._list_dir(_messages_dir(session_id, agent_id)):
+            match = _MESSAGE_FILE.fullmatch(name)
+            if match:  # anything else (a temp file left by a crash) is not a message
+                ids.append(int(match.group(1)))
+        return sorted(ids)
+
+    def list_messages(self, session_id: str, agent_id: str) -> list[MessageRecord]:
+        ids = self._message_ids(session_id, agent_id)
+        if ids != list(range(len(ids))):
+            missing = sorted(set(range(max(ids) + 1)) - set(ids))
+            raise SessionException(
+                f"inconsistent session {self._location(_messages_dir(session_id, agent_id))}: "
+                f"message file(s) {', '.join(f'message_{i}.json' for i in missing[:5])} missing")
+        records = []
+        for message_id in ids:
+            record = self.read_message(session_id, agent_id, message_id)
+            if record is None:  # deleted between the listing and the read
+                raise SessionException(f"session file {self._location(self._message_key(session_id, agent_id, message_id))} "
+                                       "disappeared while it was being read")
+            records.append(record)
+        return records
+
+    def delete_messages(self, session_id: str, agent_id: str, from_id: int) -> None:
+        # Highest first: a crash midway leaves a contiguous prefix, which still lists cleanly.
+        for message_id in reversed(self._message_ids(session_id, agent_id)):
+            if message_id >= from_id:
+                self._delete(self._message_key(session_id, agent_id, message_id))
+
+    # -- multi-agent ----------------------------------------------------------------------------------
+
+    def read_multi_agent(self, session_id: str, multi_agent_id: str) -> MultiAgentRecord | None:
+        key = _multi_agent_key(session_id, multi_agent_id)
+        raw = self._read(key)
+        return None if raw is None else parse_record(raw, MultiAgentRecord, self._location(key))
+
+    def write_multi_agent(self, session_id: str, record: MultiAgentRecord) -> None:
+        key = _multi_agent_key(session_id, record.multi_agent_id)
+        self._write(key, dump_record(record, self._location(key)))
