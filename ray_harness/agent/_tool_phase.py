@@ -7,7 +7,6 @@ the tools that have no result yet and keeps the others in their place.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from ray_harness.hooks.events import AfterToolCallEvent, AfterToolsEvent, Before
 from ray_harness.interrupts import Interrupt, InterruptException
 from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, ToolResultEvent
 from ray_harness.tools.base import ToolContext, error_result
+from ray_harness.types.validation import copy_json
 from ray_harness.types.content import Message, ToolResult, ToolUse
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         name = tool_use.get("name", "")
         selected = agent.tool_registry.get(name)
         before, interrupts = await agent.hooks.invoke_callbacks_async(
-            BeforeToolCallEvent(agent=agent, selected_tool=selected, tool_use=copy.deepcopy(tool_use),
+            BeforeToolCallEvent(agent=agent, selected_tool=selected, tool_use=copy_json(tool_use),
                                 invocation_state=inv.state)
         )
         if interrupts:

@@ -161,6 +161,7 @@ class ScriptedModel(Model):
         chunk_size: Split text into deltas of this many characters (``None``: one delta per block).
         context_window: Reported context window (for proactive compression).
         prices: Optional price table.
+        record_calls: Keep a frozen copy of every request in ``calls`` (turn off for benchmarks).
     """
 
     def __init__(
@@ -171,12 +172,14 @@ class ScriptedModel(Model):
         chunk_size: int | None = None,
         context_window: int | None = 200_000,
         prices: ModelPrices | None = None,
+        record_calls: bool = True,
     ) -> None:
         if len(steps) == 1 and isinstance(steps[0], list | tuple):
             steps = tuple(steps[0])
         self._steps: list[StepLike] = list(steps)  # type: ignore[arg-type]
         self._cursor = 0
         self._loop = loop
+        self._record = record_calls
         self.calls: list[ModelCall] = []
         self.config: dict[str, Any] = {"model_id": model_id, "chunk_size": chunk_size}
         self.context_window = context_window
@@ -199,14 +202,18 @@ class ScriptedModel(Model):
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
-        call = ModelCall(
-            messages=tuple(copy.deepcopy(list(messages))),  # type: ignore[arg-type]
-            system_prompt=system_prompt,
-            tool_specs=tuple(copy.deepcopy(list(tool_specs or []))),  # type: ignore[arg-type]
-            tool_choice=copy.deepcopy(tool_choice),  # type: ignore[arg-type]
-            index=len(self.calls),
-        )
-        self.calls.append(call)
+        if self._record:
+            call = ModelCall(
+                messages=tuple(copy.deepcopy(list(messages))),  # type: ignore[arg-type]
+                system_prompt=system_prompt,
+                tool_specs=tuple(copy.deepcopy(list(tool_specs or []))),  # type: ignore[arg-type]
+                tool_choice=copy.deepcopy(tool_choice),  # type: ignore[arg-type]
+                index=len(self.calls),
+            )
+            self.calls.append(call)
+        else:
+            call = ModelCall(messages=tuple(messages), system_prompt=system_prompt,  # type: ignore[arg-type]
+                             tool_specs=(), tool_choice=None, index=-1)
         answer = await self._resolve(self._next_step(call), call)
         if answer.delay:
             await asyncio.sleep(answer.delay)

@@ -9,12 +9,25 @@ from pydantic import TypeAdapter, ValidationError
 from ray_harness.types.content import ContentBlock, Message
 from ray_harness.types.tools import ToolSpec
 
-__all__ = ("CONTENT_BLOCKS", "MESSAGE", "MESSAGES", "TOOL_SPEC", "describe_validation_error", "validate")
+__all__ = ("CONTENT_BLOCKS", "copy_json", "MESSAGE", "MESSAGES", "TOOL_SPEC", "describe_validation_error", "validate")
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 CONTENT_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
 TOOL_SPEC: TypeAdapter[ToolSpec] = TypeAdapter(ToolSpec)
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars), several times faster than ``copy.deepcopy``."""
+    if isinstance(value, dict):
+        return {key: copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [copy_json(item) for item in value]
+    if isinstance(value, str | int | float | bool | bytes) or value is None:
+        return value
+    import copy
+
+    return copy.deepcopy(value)
 
 
 def describe_validation_error(error: ValidationError, what: str) -> str:

@@ -1,0 +1,67 @@
+"""Human in the loop: a Confirm intervention pauses a destructive tool until someone approves.
+
+    python examples/approval.py            # prompts on the terminal
+    python examples/approval.py --yes      # approves without asking
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from ray_harness import Agent, tool
+from ray_harness.interventions import Confirm, InterventionHandler, Proceed
+from ray_harness.testing import ScriptedModel, text, tool_call
+
+WORKDIR = Path(tempfile.mkdtemp(prefix="ray_harness_approval_"))
+(WORKDIR / "old.log").write_text("stale\n")
+
+
+@tool
+def delete_file(name: str) -> str:
+    """Delete a file in the work directory.
+
+    Args:
+        name: File name inside the work directory.
+    """
+    target = WORKDIR / name
+    target.unlink()
+    return f"deleted {target.name}"
+
+
+class ApproveDeletes(InterventionHandler):
+    name = "approve-deletes"
+
+    def before_tool_call(self, event):  # type: ignore[no-untyped-def]
+        if event.tool_use["name"] == "delete_file":
+            return Confirm(f"Delete {event.tool_use['input']['name']}?")
+        return Proceed()
+
+
+def main() -> None:
+    def answer(call):  # type: ignore[no-untyped-def]  # the scripted model reads the tool result
+        outcome = call.messages[-1]["content"][0]["toolResult"]["content"][0]["text"]
+        return text("Cleaned up old.log." if outcome.startswith("deleted") else "Left old.log alone: not approved.")
+
+    model = ScriptedModel(tool_call("delete_file", {"name": "old.log"}), answer)
+    agent = Agent(model, tools=[delete_file], interventions=[ApproveDeletes()])
+
+    result = agent("Clean up the logs.")
+    while result.stop_reason == "interrupt":
+        responses = []
+        for pending in result.interrupts:
+            if "--yes" in sys.argv:
+                answer = "yes"
+            else:
+                answer = input(f"{pending.reason} [y/N] ")
+            responses.append({"interruptResponse": {"interruptId": pending.id, "response": answer}})
+        result = agent(responses)
+
+    print(result.message["content"][0]["text"])
+    print("tool result:", agent.messages[2]["content"][0]["toolResult"]["content"][0]["text"])
+    print("old.log still exists:", (WORKDIR / "old.log").exists())
+
+
+if __name__ == "__main__":
+    main()
