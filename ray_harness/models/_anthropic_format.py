@@ -1,0 +1,235 @@
+"""Converse ⇄ Anthropic Messages API: request bodies out, stream events back."""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from typing import Any
+
+from ray_harness.types.content import ContentBlock, Messages
+from ray_harness.types.streaming import StreamEvent
+from ray_harness.types.tools import ToolChoice, ToolSpec
+
+__all__ = ("AnthropicStreamState", "format_messages", "format_tool_choice", "format_tools")
+
+_STOP_REASONS = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "refusal": "content_filtered",
+    # A server-tool turn the API paused; the answer so far is complete as far as the loop is concerned.
+    "pause_turn": "end_turn",
+    # The output was cut off by the context window, which for the loop is the same as hitting max_tokens.
+    "model_context_window_exceeded": "max_tokens",
+}
+
+_TEXT_DOCUMENT_FORMATS = {"txt": "text/plain", "md": "text/plain", "csv": "text/plain", "html": "text/plain"}
+
+
+def format_messages(messages: Messages) -> list[dict[str, Any]]:
+    """Converse messages as Anthropic ``messages`` (empty text dropped: the API rejects it)."""
+    formatted = []
+    for message in messages:
+        content = _format_blocks(message["content"])
+        if content:
+            formatted.append({"role": message["role"], "content": content})
+    return formatted
+
+
+def _format_blocks(blocks: list[ContentBlock]) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    for block in blocks:
+        if "cachePoint" in block:
+            # Converse marks a cache breakpoint with its own block; Anthropic puts it on the preceding block.
+            if content:
+                content[-1]["cache_control"] = {"type": "ephemeral"}
+            continue
+        converted = _format_block(block)
+        if converted is not None:
+            content.append(converted)
+    return content
+
+
+def _format_block(block: ContentBlock) -> dict[str, Any] | None:
+    if "text" in block:
+        return {"type": "text", "text": block["text"]} if block["text"] else None
+    if "toolUse" in block:
+        use = block["toolUse"]
+        return {"type": "tool_use", "id": use["toolUseId"], "name": use["name"], "input": use.get("input") or {}}
+    if "toolResult" in block:
+        result = block["toolResult"]
+        parts = [part for part in (_format_result_part(item) for item in result["content"]) if part is not None]
+        formatted: dict[str, Any] = {"type": "tool_result", "tool_use_id": result["toolUseId"], "content": parts}
+        if result.get("status") == "error":
+            formatted["is_error"] = True
+        return formatted
+    if "reasoningContent" in block:
+        return _format_reasoning(block["reasoningContent"])  # type: ignore[arg-type]
+    if "image" in block:
+        return _format_image(block["image"])  # type: ignore[arg-type]
+    if "document" in block:
+        return _format_document(block["document"])  # type: ignore[arg-type]
+    if "json" in block:
+        return {"type": "text", "text": json.dumps(block["json"])}
+    raise TypeError(f"content block with keys {sorted(block)} cannot be sent to Anthropic")
+
+
+def _format_result_part(part: dict[str, Any] | Any) -> dict[str, Any] | None:
+    if "text" in part:
+        return {"type": "text", "text": part["text"]} if part["text"] else None
+    if "json" in part:
+        return {"type": "text", "text": json.dumps(part["json"])}
+    if "image" in part:
+        return _format_image(part["image"])
+    if "document" in part:
+        return _format_document(part["document"])
+    raise TypeError(f"tool result content with keys {sorted(part)} cannot be sent to Anthropic")
+
+
+def _format_reasoning(reasoning: dict[str, Any]) -> dict[str, Any]:
+    if "redactedContent" in reasoning:
+        data = reasoning["redactedContent"]
+        return {"type": "redacted_thinking", "data": data.decode() if isinstance(data, bytes) else str(data)}
+    text = reasoning.get("reasoningText", {})
+    return {"type": "thinking", "thinking": text.get("text", ""), "signature": text.get("signature", "")}
+
+
+def _b64(data: bytes | str) -> str:
+    return data if isinstance(data, str) else base64.b64encode(data).decode()
+
+
+def _format_image(image: dict[str, Any]) -> dict[str, Any]:
+    fmt = image["format"].lower()
+    media_type = mimetypes.types_map.get(f".{fmt}", f"image/{fmt}")
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": _b64(image["source"]["bytes"])}}
+
+
+def _format_document(document: dict[str, Any]) -> dict[str, Any]:
+    fmt = document["format"].lower()
+    data = document["source"]["bytes"]
+    if fmt in _TEXT_DOCUMENT_FORMATS:
+        text = data.decode() if isinstance(data, bytes) else str(data)
+        source: dict[str, Any] = {"type": "text", "media_type": _TEXT_DOCUMENT_FORMATS[fmt], "data": text}
+    else:
+        media_type = mimetypes.types_map.get(f".{fmt}", "application/pdf")
+        source = {"type": "base64", "media_type": media_type, "data": _b64(data)}
+    formatted: dict[str, Any] = {"type": "document", "source": source}
+    if document.get("name"):
+        formatted["title"] = document["name"]
+    return formatted
+
+
+def format_tools(tool_specs: list[ToolSpec] | None) -> list[dict[str, Any]]:
+    return [{"name": spec["name"], "description": spec["description"], "input_schema": spec["inputSchema"]["json"]}
+            for spec in tool_specs or []]
+
+
+def format_tool_choice(tool_choice: ToolChoice | None, *, thinking: bool) -> dict[str, Any] | None:
+    """Converse ``{"auto": {}}`` / ``{"any": {}}`` / ``{"tool": {"name"}}`` as Anthropic's ``tool_choice``.
+
+    With extended thinking on, Anthropic accepts only ``auto``; a forced choice is relaxed to ``auto`` rather than
+    failing the call (the structured-output tool is still offered and the prompt asks for it).
+    """
+    if not tool_choice:
+        return None
+    if "tool" in tool_choice:
+        choice: dict[str, Any] = {"type": "tool", "name": tool_choice["tool"]["name"]}
+    elif "any" in tool_choice:
+        choice = {"type": "any"}
+    elif "auto" in tool_choice:
+        choice = {"type": "auto"}
+    else:
+        raise ValueError(f"unknown tool_choice {tool_choice!r}; expected one of auto, any, tool")
+    if thinking and choice["type"] != "auto":
+        return {"type": "auto"}
+    return choice
+
+
+class AnthropicStreamState:
+    """Turns raw Anthropic stream events into Converse stream events (one instance per response)."""
+
+    def __init__(self) -> None:
+        self.stop_reason = "end_turn"
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cache_read = 0
+        self.cache_write = 0
+        self.stopped = False
+
+    def convert(self, event: Any) -> list[StreamEvent]:
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            self._take_usage(event.message.usage)
+            return [{"messageStart": {"role": "assistant"}}]
+        if kind == "content_block_start":
+            return self._block_start(event.index, event.content_block)
+        if kind == "content_block_delta":
+            return self._block_delta(event.index, event.delta)
+        if kind == "content_block_stop":
+            return [{"contentBlockStop": {"contentBlockIndex": event.index}}]
+        if kind == "message_delta":
+            reason = getattr(event.delta, "stop_reason", None)
+            if reason:
+                self.stop_reason = _STOP_REASONS.get(reason, "end_turn")
+            if event.usage is not None:
+                self._take_usage(event.usage)
+            return []
+        if kind == "message_stop":
+            self.stopped = True
+            return [{"messageStop": {"stopReason": self.stop_reason}}]
+        return []
+
+    def usage(self) -> dict[str, int]:
+        """Usage with ``inputTokens`` counting every prompt token, cached or not (what ``ModelPrices`` expects)."""
+        input_tokens = self.input_tokens + self.cache_read + self.cache_write
+        usage = {"inputTokens": input_tokens, "outputTokens": self.output_tokens,
+                 "totalTokens": input_tokens + self.output_tokens}
+        if self.cache_read:
+            usage["cacheReadInputTokens"] = self.cache_read
+        if self.cache_write:
+            usage["cacheWriteInputTokens"] = self.cache_write
+        return usage
+
+    def _take_usage(self, usage: Any) -> None:
+        # message_delta usage is cumulative, so later values replace earlier ones.
+        if getattr(usage, "input_tokens", None) is not None:
+            self.input_tokens = usage.input_tokens
+        if getattr(usage, "output_tokens", None) is not None:
+            self.output_tokens = usage.output_tokens
+        if getattr(usage, "cache_read_input_tokens", None) is not None:
+            self.cache_read = usage.cache_read_input_tokens
+        if getattr(usage, "cache_creation_input_tokens", None) is not None:
+            self.cache_write = usage.cache_creation_input_tokens
+
+    @staticmethod
+    def _block_start(index: int, block: Any) -> list[StreamEvent]:
+        kind = getattr(block, "type", None)
+        if kind == "tool_use":
+            return [{"contentBlockStart": {"start": {"toolUse": {"toolUseId": block.id, "name": block.name}},
+                                           "contentBlockIndex": index}}]
+        events: list[StreamEvent] = [{"contentBlockStart": {"start": {}, "contentBlockIndex": index}}]
+        if kind == "redacted_thinking":
+            events.append({"contentBlockDelta": {
+                "delta": {"reasoningContent": {"redactedContent": str(block.data).encode()}},
+                "contentBlockIndex": index}})
+        return events
+
+    @staticmethod
+    def _block_delta(index: int, delta: Any) -> list[StreamEvent]:
+        kind = getattr(delta, "type", None)
+        if kind == "text_delta":
+            return [{"contentBlockDelta": {"delta": {"text": delta.text}, "contentBlockIndex": index}}]
+        if kind == "input_json_delta":
+            if not delta.partial_json:
+                return []
+            return [{"contentBlockDelta": {"delta": {"toolUse": {"input": delta.partial_json}},
+                                           "contentBlockIndex": index}}]
+        if kind == "thinking_delta":
+            return [{"contentBlockDelta": {"delta": {"reasoningContent": {"text": delta.thinking}},
+                                           "contentBlockIndex": index}}]
+        if kind == "signature_delta":
+            return [{"contentBlockDelta": {"delta": {"reasoningContent": {"signature": delta.signature}},
+                                           "contentBlockIndex": index}}]
+        return []  # citations and future delta kinds carry nothing the Converse message holds

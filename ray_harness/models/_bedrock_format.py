@@ -1,0 +1,91 @@
+"""Converse messages for the Bedrock Converse API (nearly as they are) and its stream events back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ray_harness.types.content import ContentBlock, Messages
+from ray_harness.types.streaming import StreamEvent
+from ray_harness.types.tools import ToolChoice, ToolSpec
+
+__all__ = ("convert_event", "format_messages", "format_tool_config")
+
+# Keys Bedrock accepts in a message's content block; anything else would be rejected by boto3's validation.
+_BLOCK_KEYS = {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "cachePoint", "video",
+               "guardContent", "citationsContent"}
+
+
+def format_messages(messages: Messages) -> list[dict[str, Any]]:
+    formatted = []
+    for message in messages:
+        content = [converted for converted in (_format_block(block) for block in message["content"])
+                   if converted is not None]
+        if content:
+            formatted.append({"role": message["role"], "content": content})
+    return formatted
+
+
+def _format_block(block: ContentBlock) -> dict[str, Any] | None:
+    if "text" in block:
+        return {"text": block["text"]} if block["text"] else None
+    if "json" in block:  # a harness-only block: Bedrock takes JSON inside tool results only
+        return {"text": json.dumps(block["json"])}
+    if "toolResult" in block:
+        result = block["toolResult"]
+        return {"toolResult": {"toolUseId": result["toolUseId"], "status": result.get("status", "success"),
+                               "content": [dict(part) for part in result["content"]] or [{"text": ""}]}}
+    if "toolUse" in block:
+        use = block["toolUse"]
+        return {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"], "input": use.get("input") or {}}}
+    keys = set(block) & _BLOCK_KEYS
+    if not keys:
+        raise TypeError(f"content block with keys {sorted(block)} cannot be sent to Bedrock")
+    return {key: block[key] for key in keys}  # type: ignore[literal-required]
+
+
+def format_tool_config(tool_specs: list[ToolSpec] | None, tool_choice: ToolChoice | None) -> dict[str, Any] | None:
+    """Bedrock ``toolConfig``; its ``toolChoice`` has exactly our Converse shape."""
+    if not tool_specs:
+        return None
+    config: dict[str, Any] = {"tools": [{"toolSpec": dict(spec)} for spec in tool_specs]}
+    if tool_choice:
+        if not set(tool_choice) <= {"auto", "any", "tool"} or len(tool_choice) != 1:
+            raise ValueError(f"unknown tool_choice {tool_choice!r}; expected one of auto, any, tool")
+        config["toolChoice"] = dict(tool_choice)
+    return config
+
+
+def convert_event(event: dict[str, Any], latency_ms: int) -> StreamEvent | None:
+    """One boto3 stream event as ours: the same Converse shape, with usage normalised and our latency filled in."""
+    if "metadata" in event:
+        metadata = dict(event["metadata"])
+        if "usage" in metadata:
+            metadata["usage"] = _usage(metadata["usage"])
+        metrics = dict(metadata.get("metrics") or {})
+        metrics.setdefault("latencyMs", latency_ms)
+        metadata["metrics"] = metrics
+        return {"metadata": metadata}  # type: ignore[return-value]
+    for key in ("messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop",
+                "redactContent"):
+        if key in event:
+            return {key: event[key]}  # type: ignore[return-value]
+    return None
+
+
+def _usage(usage: dict[str, Any]) -> dict[str, int]:
+    """``inputTokens`` counting cached prompt tokens too, as the other providers and ``ModelPrices`` count them.
+
+    Bedrock reports cache reads and writes apart from ``inputTokens`` (and adds them into ``totalTokens``).
+    """
+    cache_read = int(usage.get("cacheReadInputTokens", 0) or 0)
+    cache_write = int(usage.get("cacheWriteInputTokens", 0) or 0)
+    input_tokens = int(usage.get("inputTokens", 0) or 0) + cache_read + cache_write
+    output_tokens = int(usage.get("outputTokens", 0) or 0)
+    converted = {"inputTokens": input_tokens, "outputTokens": output_tokens,
+                 "totalTokens": input_tokens + output_tokens}
+    if cache_read:
+        converted["cacheReadInputTokens"] = cache_read
+    if cache_write:
+        converted["cacheWriteInputTokens"] = cache_write
+    return converted

@@ -1,0 +1,186 @@
+"""``AnthropicModel``: Claude through the official ``anthropic`` SDK (Messages API, streaming).
+
+The client (``anthropic.AsyncAnthropic(**client_args)``) is built on the first
+``stream()`` call, once per event loop, and is left out when the model is
+pickled, so the model ships into a Ray actor as configuration. The API key
+comes from ``client_args["api_key"]`` or the ``ANTHROPIC_API_KEY`` variable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ray_harness.models._anthropic_format import AnthropicStreamState, format_messages, format_tool_choice, format_tools
+from ray_harness.models._clients import LoopClientCache
+from ray_harness.models._config import ProviderConfig, split_params, validated
+from ray_harness.models._errors import is_overflow_message, retry_after_seconds
+from ray_harness.models.base import Model, ModelPrices
+from ray_harness.types.content import Messages
+from ray_harness.types.exceptions import (
+    ContextWindowOverflowException,
+    ModelConfigurationError,
+    ModelThrottledException,
+)
+from ray_harness.types.streaming import StreamEvent
+from ray_harness.types.tools import ToolChoice, ToolSpec
+
+__all__ = ("AnthropicModel",)
+
+_AUTH_HELP = "set the ANTHROPIC_API_KEY environment variable or pass client_args={'api_key': ...}"
+_THROTTLE_TYPES = {"rate_limit_error", "overloaded_error"}
+
+
+class AnthropicConfig(ProviderConfig):
+    max_tokens: int = 4096
+
+
+class AnthropicModel(Model):
+    """Claude models on the Anthropic Messages API.
+
+    Args:
+        model_id: The model, e.g. ``"claude-sonnet-4-5"``.
+        max_tokens: Output token cap for each call.
+        params: Further request fields (``temperature``, ``thinking``, ``stop_sequences``, ``metadata``, ...), sent
+            as given; ``extra_headers`` / ``extra_query`` / ``timeout`` are passed as SDK request options.
+        client_args: Passed unchanged to ``anthropic.AsyncAnthropic(...)`` (``api_key``, ``base_url``,
+            ``max_retries``, ``timeout``, ...).
+        context_window: The model's context window in tokens, if you want proactive compression.
+        prices: Optional price table for cost accounting.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        max_tokens: int = 4096,
+        params: dict[str, Any] | None = None,
+        client_args: dict[str, Any] | None = None,
+        context_window: int | None = None,
+        prices: ModelPrices | None = None,
+    ) -> None:
+        self.config = validated(AnthropicConfig, {"model_id": model_id, "max_tokens": max_tokens, "params": params},
+                                "Anthropic")
+        self.client_args: dict[str, Any] = dict(client_args or {})
+        self.context_window = context_window
+        self.prices = prices
+        self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
+
+    # -- Model protocol ----------------------------------------------------------------------------------
+
+    def update_config(self, **model_config: Any) -> None:
+        self.config = validated(AnthropicConfig, {**self.config.model_dump(), **model_config}, "Anthropic")
+
+    def get_config(self) -> dict[str, Any]:
+        return self.config.model_dump()
+
+    async def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        options, _ = self.format_request(messages, tool_specs, system_prompt, tool_choice)
+        started = time.perf_counter()
+        state = AnthropicStreamState()
+        try:
+            client = await self._clients.get()
+            response = await client.messages.create(**options, stream=True)
+            async with response:
+                async for event in response:
+                    for converted in state.convert(event):
+                        yield converted
+        except Exception as error:
+            raise _map_error(error) from error
+        if not state.stopped:  # a stream cut short without message_stop still ends the message
+            yield {"messageStop": {"stopReason": state.stop_reason}}
+        yield {"metadata": {"usage": state.usage(),  # type: ignore[typeddict-item]
+                            "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)}}}
+
+    # -- request -------------------------------------------------------------------------------------------
+
+    def format_request(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None,
+        system_prompt: str | None,
+        tool_choice: ToolChoice | None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The keyword arguments for ``messages.create`` and the JSON body fields they produce."""
+        options, extra = split_params(self.config.params)
+        body: dict[str, Any] = {
+            "model": self.config.model_id,
+            "max_tokens": self.config.max_tokens,
+            "messages": format_messages(messages),
+        }
+        if system_prompt:
+            body["system"] = system_prompt
+        tools = format_tools(tool_specs)
+        if tools:
+            body["tools"] = tools
+            thinking = (extra.get("thinking") or {}).get("type") in {"enabled", "adaptive"}
+            choice = format_tool_choice(tool_choice, thinking=thinking)
+            if choice is not None:
+                body["tool_choice"] = choice
+        typed: dict[str, Any] = {key: body[key] for key in ("model", "max_tokens", "messages", "system", "tools",
+                                                             "tool_choice") if key in body}
+        if extra:
+            options["extra_body"] = extra
+        return {**typed, **options}, {**body, **extra}
+
+    # -- client --------------------------------------------------------------------------------------------
+
+    def _new_client(self) -> Any:
+        import anthropic
+
+        return anthropic.AsyncAnthropic(**self.client_args)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_clients", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._clients = LoopClientCache(self._new_client, _close_client)
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(model_id={self.config.model_id!r})"
+
+
+async def _close_client(client: Any) -> None:
+    await client.close()
+
+
+def _map_error(error: Exception) -> Exception:
+    """The harness exception for an SDK error (or the error itself when nothing maps)."""
+    import anthropic
+
+    if isinstance(error, TypeError) and "authentication method" in str(error):
+        return ModelConfigurationError(f"Anthropic API key is missing: {_AUTH_HELP}")
+    if not isinstance(error, anthropic.APIStatusError):
+        return error
+    error_type = error.type or _body_error_type(error.body)
+    message = error.api_message or error.message
+    if error.status_code in (429, 529) or error_type in _THROTTLE_TYPES:
+        return ModelThrottledException(f"Anthropic throttled the request: {message}",
+                                       retry_after=retry_after_seconds(error.response.headers))
+    if error.status_code in (401, 403) or error_type in {"authentication_error", "permission_error"}:
+        return ModelConfigurationError(f"Anthropic rejected the credentials (HTTP {error.status_code}: {message}); "
+                                       f"{_AUTH_HELP}")
+    if error.status_code == 413 or is_overflow_message(str(message)):
+        return ContextWindowOverflowException(f"Anthropic: {message}")
+    return error
+
+
+def _body_error_type(body: object) -> str | None:
+    # An `event: error` in mid-stream arrives as an APIStatusError whose body is the whole SSE payload.
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and isinstance(inner.get("type"), str):
+            return str(inner["type"])
+    return None

@@ -1,0 +1,257 @@
+"""``BedrockModel``: models on Amazon Bedrock through boto3's ``bedrock-runtime`` ``converse_stream``.
+
+Our messages and stream events are Converse-shaped already, so they pass
+through almost unchanged. boto3 blocks, so the call and the event-stream
+iteration run in a worker thread that hands events to the event loop. The
+boto3 client is built on first use and left out when the model is pickled;
+credentials come from ``boto_session`` or the usual AWS chain
+(``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, instance roles).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ray_harness.models._bedrock_format import convert_event, format_messages, format_tool_config
+from ray_harness.models._config import ProviderConfig, validated
+from ray_harness.models._errors import is_overflow_message
+from ray_harness.models.base import Model, ModelPrices
+from ray_harness.types.content import Messages
+from ray_harness.types.exceptions import (
+    ContextWindowOverflowException,
+    ModelConfigurationError,
+    ModelThrottledException,
+)
+from ray_harness.types.streaming import StreamEvent
+from ray_harness.types.tools import ToolChoice, ToolSpec
+
+__all__ = ("BedrockModel",)
+
+DEFAULT_REGION = "us-west-2"
+_AUTH_HELP = ("set AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) or pass "
+              "boto_session=boto3.Session(...)")
+_THROTTLE_CODES = {"throttlingexception", "servicequotaexceededexception", "serviceunavailableexception",
+                   "toomanyrequestsexception"}
+_AUTH_CODES = {"unrecognizedclientexception", "invalidsignatureexception", "expiredtokenexception",
+               "accessdeniedexception", "incompletesignatureexception", "missingauthenticationtokenexception"}
+_DONE = object()
+
+
+class BedrockModel(Model):
+    """Models on Amazon Bedrock (Converse API).
+
+    Args:
+        model_id: The model or inference profile, e.g. ``"us.anthropic.claude-sonnet-4-5-20250929-v1:0"``.
+        region_name: AWS region; else the session's, else ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, else us-west-2.
+        endpoint_url: A custom endpoint (VPC endpoint, a local test server).
+        boto_session: A ``boto3.Session`` to take credentials and region from.
+        params: Further Converse request fields, sent as given: ``inferenceConfig`` (``maxTokens``,
+            ``temperature``, ...), ``additionalModelRequestFields``, ``guardrailConfig``, ...
+        boto_client_config: A ``botocore.config.Config`` for the client (retries, timeouts, ...).
+        context_window: The model's context window in tokens, if you want proactive compression.
+        prices: Optional price table for cost accounting.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        boto_session: Any = None,
+        params: dict[str, Any] | None = None,
+        boto_client_config: Any = None,
+        context_window: int | None = None,
+        prices: ModelPrices | None = None,
+    ) -> None:
+        self.config = validated(ProviderConfig, {"model_id": model_id, "params": params}, "Bedrock")
+        self.region_name = region_name
+        self.endpoint_url = endpoint_url
+        self.boto_session = boto_session
+        self.boto_client_config = boto_client_config
+        self.context_window = context_window
+        self.prices = prices
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+
+    # -- Model protocol ----------------------------------------------------------------------------------
+
+    def update_config(self, **model_config: Any) -> None:
+        self.config = validated(ProviderConfig, {**self.config.model_dump(), **model_config}, "Bedrock")
+
+    def get_config(self) -> dict[str, Any]:
+        return self.config.model_dump()
+
+    async def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+        started = time.perf_counter()
+        opened: list[Any] = []  # the worker puts the boto3 event stream here, so an early exit can close it
+        worker = threading.Thread(target=self._pump, args=(request, loop, queue, stop, opened),
+                                  name="bedrock-converse-stream", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = await queue.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, BaseException):
+                    raise _map_error(item) from item
+                event = convert_event(item, int((time.perf_counter() - started) * 1000))
+                if event is not None:
+                    yield event
+        finally:
+            stop.set()
+            if worker.is_alive() and opened:
+                # The consumer stopped early: closing the HTTP stream unblocks the worker's read.
+                with contextlib.suppress(Exception):
+                    opened[0].close()
+
+    def format_request(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None,
+        system_prompt: str | None,
+        tool_choice: ToolChoice | None,
+    ) -> dict[str, Any]:
+        """The keyword arguments for ``converse_stream``."""
+        request: dict[str, Any] = {"modelId": self.config.model_id, "messages": format_messages(messages)}
+        if system_prompt:
+            request["system"] = [{"text": system_prompt}]
+        tool_config = format_tool_config(tool_specs, tool_choice)
+        if tool_config is not None:
+            request["toolConfig"] = tool_config
+        request.update(self.config.params or {})
+        return request
+
+    # -- the blocking side ---------------------------------------------------------------------------------
+
+    def _pump(self, request: dict[str, Any], loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any],
+              stop: threading.Event, opened: list[Any]) -> None:
+        def put(item: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed under us: nobody is listening any more
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        stream = None
+        try:
+            response = self.client.converse_stream(**request)
+            stream = response["stream"]
+            opened.append(stream)
+            for event in stream:
+                if stop.is_set():
+                    break
+                put(event)
+        except Exception as error:
+            if not stop.is_set():
+                put(error)
+        finally:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.close()
+            put(_DONE)
+
+    @property
+    def client(self) -> Any:
+        """The boto3 ``bedrock-runtime`` client (thread-safe; built on first use)."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = self._new_client()
+            return self._client
+
+    def _new_client(self) -> Any:
+        import boto3
+
+        session = self.boto_session or boto3.Session()
+        region = (self.region_name or session.region_name or os.environ.get("AWS_REGION")
+                  or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION)
+        return session.client("bedrock-runtime", region_name=region, endpoint_url=self.endpoint_url,
+                              config=self.boto_client_config)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_client", None)
+        state.pop("_client_lock", None)
+        state["boto_session"] = _session_spec(self.boto_session)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        spec = state.pop("boto_session", None)
+        self.__dict__.update(state)
+        self.boto_session = _session_from_spec(spec)
+        self._client = None
+        self._client_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"BedrockModel(model_id={self.config.model_id!r})"
+
+
+def _session_spec(session: Any) -> dict[str, Any] | None:
+    """What rebuilds ``session`` elsewhere: profile and region, plus keys only when they were given explicitly.
+
+    A boto3 session does not pickle; refreshable credentials (roles, SSO) are re-resolved in the new process rather
+    than frozen into the pickle, where they would expire.
+    """
+    if session is None:
+        return None
+    spec: dict[str, Any] = {"region_name": session.region_name}
+    if session.profile_name and session.profile_name != "default":
+        spec["profile_name"] = session.profile_name
+    credentials = session.get_credentials()
+    if credentials is not None and getattr(credentials, "method", None) == "explicit":
+        frozen = credentials.get_frozen_credentials()
+        spec.update(aws_access_key_id=frozen.access_key, aws_secret_access_key=frozen.secret_key,
+                    aws_session_token=frozen.token)
+    return spec
+
+
+def _session_from_spec(spec: dict[str, Any] | None) -> Any:
+    if spec is None:
+        return None
+    import boto3
+
+    return boto3.Session(**spec)
+
+
+def _map_error(error: BaseException) -> BaseException:
+    """The harness exception for a botocore error (or the error itself when nothing maps)."""
+    import botocore.exceptions as boto_errors
+
+    if isinstance(error, boto_errors.NoCredentialsError | boto_errors.PartialCredentialsError):
+        return ModelConfigurationError(f"AWS credentials for Bedrock not found: {_AUTH_HELP}")
+    if isinstance(error, boto_errors.NoRegionError):
+        return ModelConfigurationError("no AWS region for Bedrock: pass region_name= or set AWS_REGION")
+    if not isinstance(error, boto_errors.ClientError):
+        return error
+    return _map_client_error(error)
+
+
+def _map_client_error(error: Exception) -> BaseException:
+    response: dict[str, Any] = getattr(error, "response", None) or {}
+    details = response.get("Error", {})
+    code = str(details.get("Code", "")).lower()
+    message = str(details.get("Message", "") or error)
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code in _THROTTLE_CODES or status == 429:
+        return ModelThrottledException(f"Bedrock throttled the request: {message}")
+    if code in _AUTH_CODES or status in (401, 403):
+        return ModelConfigurationError(f"Bedrock rejected the AWS credentials ({details.get('Code')}: {message}); "
+                                       f"{_AUTH_HELP}")
+    if is_overflow_message(message):
+        return ContextWindowOverflowException(f"Bedrock: {message}")
+    return error

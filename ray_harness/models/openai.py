@@ -1,0 +1,186 @@
+"""``OpenAIModel``: OpenAI Chat Completions (streaming) through the official ``openai`` SDK.
+
+Any OpenAI-compatible server works too (vLLM, llama.cpp server, Ollama, ...):
+pass ``client_args={"base_url": "http://host:port/v1", "api_key": ...}``. The
+client (``openai.AsyncOpenAI(**client_args)``) is built on the first
+``stream()`` call, once per event loop, and is left out when the model is
+pickled. The API key comes from ``client_args["api_key"]`` or ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ray_harness.models._clients import LoopClientCache
+from ray_harness.models._config import ProviderConfig, split_params, validated
+from ray_harness.models._errors import is_overflow_message, retry_after_seconds
+from ray_harness.models._openai_format import OpenAIStreamState, format_messages, format_tool_choice, format_tools
+from ray_harness.models.base import Model, ModelPrices, estimate_tokens
+from ray_harness.types.content import Messages
+from ray_harness.types.exceptions import (
+    ContextWindowOverflowException,
+    ModelConfigurationError,
+    ModelThrottledException,
+)
+from ray_harness.types.streaming import StreamEvent
+from ray_harness.types.tools import ToolChoice, ToolSpec
+
+__all__ = ("OpenAIModel",)
+
+_AUTH_HELP = "set the OPENAI_API_KEY environment variable or pass client_args={'api_key': ...}"
+
+
+class OpenAIModel(Model):
+    """Chat models on the OpenAI Chat Completions API or an OpenAI-compatible server.
+
+    Args:
+        model_id: The model, e.g. ``"gpt-4o"`` (or whatever name the compatible server serves).
+        params: Further request fields (``temperature``, ``max_completion_tokens``, ``seed``, ...), sent as given;
+            ``extra_headers`` / ``extra_query`` / ``timeout`` are passed as SDK request options.
+        client_args: Passed unchanged to ``openai.AsyncOpenAI(...)`` (``api_key``, ``base_url``, ``max_retries``, ...).
+        context_window: The model's context window in tokens, if you want proactive compression.
+        prices: Optional price table for cost accounting.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        params: dict[str, Any] | None = None,
+        client_args: dict[str, Any] | None = None,
+        context_window: int | None = None,
+        prices: ModelPrices | None = None,
+    ) -> None:
+        self.config = validated(ProviderConfig, {"model_id": model_id, "params": params}, "OpenAI")
+        self.client_args: dict[str, Any] = dict(client_args or {})
+        self.context_window = context_window
+        self.prices = prices
+        self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
+
+    # -- Model protocol ----------------------------------------------------------------------------------
+
+    def update_config(self, **model_config: Any) -> None:
+        self.config = validated(ProviderConfig, {**self.config.model_dump(), **model_config}, "OpenAI")
+
+    def get_config(self) -> dict[str, Any]:
+        return self.config.model_dump()
+
+    async def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        *,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
+        started = time.perf_counter()
+        state = OpenAIStreamState()
+        output_chars = 0
+        try:
+            client = await self._clients.get()
+            response = await client.chat.completions.create(**request)
+            async with response:
+                yield {"messageStart": {"role": "assistant"}}
+                async for chunk in response:
+                    for event in state.convert(chunk):
+                        output_chars += _delta_size(event)
+                        yield event
+        except Exception as error:
+            raise _map_error(error) from error
+        for event in state.finish():
+            yield event
+        usage = state.usage
+        if usage is None:
+            # A compatible server that ignores stream_options.include_usage: estimate, so token limits still bind.
+            input_tokens = estimate_tokens(messages, system_prompt, tool_specs)
+            output_tokens = max(1, output_chars // 4)
+            usage = {"inputTokens": input_tokens, "outputTokens": output_tokens,
+                     "totalTokens": input_tokens + output_tokens}
+        yield {"metadata": {"usage": usage,  # type: ignore[typeddict-item]
+                            "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)}}}
+
+    def format_request(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None,
+        system_prompt: str | None,
+        tool_choice: ToolChoice | None,
+    ) -> dict[str, Any]:
+        """The keyword arguments for ``chat.completions.create``."""
+        options, extra = split_params(self.config.params)
+        request: dict[str, Any] = {
+            "model": self.config.model_id,
+            "messages": format_messages(messages, system_prompt),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        tools = format_tools(tool_specs)
+        if tools:  # tool_choice without tools is an API error
+            request["tools"] = tools
+            choice = format_tool_choice(tool_choice)
+            if choice is not None:
+                request["tool_choice"] = choice
+        if extra:
+            options["extra_body"] = extra
+        return {**request, **options}
+
+    # -- client --------------------------------------------------------------------------------------------
+
+    def _new_client(self) -> Any:
+        import openai
+
+        try:
+            return openai.AsyncOpenAI(**self.client_args)
+        except openai.OpenAIError as error:
+            if "api_key" in str(error) or "credentials" in str(error).lower():
+                raise ModelConfigurationError(f"OpenAI API key is missing: {_AUTH_HELP}") from error
+            raise
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_clients", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._clients = LoopClientCache(self._new_client, _close_client)
+
+    def __repr__(self) -> str:
+        base_url = self.client_args.get("base_url")
+        where = f", base_url={str(base_url)!r}" if base_url else ""
+        return f"OpenAIModel(model_id={self.config.model_id!r}{where})"
+
+
+def _delta_size(event: StreamEvent) -> int:
+    delta = event.get("contentBlockDelta", {}).get("delta", {})
+    return len(delta.get("text", "")) + len(delta.get("toolUse", {}).get("input", ""))
+
+
+async def _close_client(client: Any) -> None:
+    await client.close()
+
+
+def _map_error(error: Exception) -> Exception:
+    """The harness exception for an SDK error (or the error itself when nothing maps)."""
+    import openai
+
+    if isinstance(error, ModelConfigurationError) or not isinstance(error, openai.APIError):
+        return error
+    message = str(getattr(error, "message", "") or error)
+    code = str(getattr(error, "code", "") or "")
+    status = error.status_code if isinstance(error, openai.APIStatusError) else None
+    if code == "insufficient_quota":
+        return ModelConfigurationError(f"OpenAI account is out of quota (not retried): {message}")
+    if status == 429 or code == "rate_limit_exceeded":
+        headers = error.response.headers if isinstance(error, openai.APIStatusError) else None
+        return ModelThrottledException(f"OpenAI throttled the request: {message}",
+                                       retry_after=retry_after_seconds(headers))
+    if status in (401, 403) or code == "invalid_api_key":
+        return ModelConfigurationError(f"OpenAI rejected the credentials (HTTP {status}: {message}); {_AUTH_HELP}")
+    if code == "context_length_exceeded" or status == 413 or is_overflow_message(message):
+        return ContextWindowOverflowException(f"OpenAI: {message}")
+    return error
