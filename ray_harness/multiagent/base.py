@@ -1,0 +1,266 @@
+"""The common base of Graph and Swarm: ``Status``, ``NodeResult``, ``MultiAgentResult``, ``MultiAgentBase``.
+
+Results nest: a ``NodeResult.result`` is an ``AgentResult`` (agent node), a
+``MultiAgentResult`` (nested graph or swarm) or an ``Exception`` (failed node).
+``get_agent_results()`` flattens the tree; ``to_dict``/``from_dict`` round-trip
+it through JSON so orchestration state can live in a session.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from ray_harness.agent.result import AgentResult, EventLoopMetrics
+from ray_harness.hooks.registry import BaseHookEvent, HookOrder, HookProvider, HookRegistry, infer_event_type
+from ray_harness.interrupts import Interrupt
+
+__all__ = (
+    "MultiAgentBase",
+    "MultiAgentResult",
+    "NodeResult",
+    "Status",
+    "add_usage",
+    "agent_result_from_dict",
+    "agent_result_to_dict",
+    "zero_usage",
+)
+
+
+class Status(Enum):
+    """Execution status of a graph, a swarm or one of their nodes."""
+
+    PENDING = "pending"
+    EXECUTING = "executing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+
+def zero_usage() -> dict[str, int]:
+    return {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+
+
+def add_usage(target: dict[str, int], source: dict[str, Any]) -> None:
+    """Add every integer counter of ``source`` into ``target`` (cache counters included)."""
+    for key, value in source.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            target[key] = target.get(key, 0) + value
+
+
+def agent_result_to_dict(result: AgentResult) -> dict[str, Any]:
+    return {"type": "agent_result", **result.to_dict()}
+
+
+def agent_result_from_dict(data: dict[str, Any]) -> AgentResult:
+    """Rebuild an ``AgentResult`` from :func:`agent_result_to_dict` output (usage and cost included)."""
+    message = data.get("message")
+    if not isinstance(message, dict) or "content" not in message:
+        raise TypeError("agent result field 'message' must be a message dict")
+    metrics = EventLoopMetrics()
+    usage = data.get("usage") or {}
+    add_usage(metrics.accumulated_usage, usage)
+    add_usage(metrics.invocation_usage, usage)
+    metrics.accumulated_cost_usd = metrics.invocation_cost_usd = float(data.get("cost_usd") or 0.0)
+    interrupts = [_interrupt_from_dict(item) for item in data.get("interrupts") or []]
+    return AgentResult(stop_reason=str(data.get("stop_reason", "end_turn")), message=message,  # type: ignore[arg-type]
+                       metrics=metrics, interrupts=interrupts, structured_output=data.get("structured_output"))
+
+
+def _interrupt_from_dict(data: Any) -> Interrupt:
+    if not isinstance(data, dict) or "id" not in data or "name" not in data:
+        raise TypeError(f"interrupt must be a dict with 'id' and 'name', got {data!r}")
+    return Interrupt(id=data["id"], name=data["name"], reason=data.get("reason"), response=data.get("response"))
+
+
+@dataclass
+class NodeResult:
+    """What one node produced: an agent result, a nested multi-agent result, or the exception it raised."""
+
+    result: AgentResult | MultiAgentResult | Exception
+    execution_time: int = 0
+    status: Status = Status.PENDING
+    accumulated_usage: dict[str, int] = field(default_factory=zero_usage)
+    accumulated_metrics: dict[str, int] = field(default_factory=lambda: {"latencyMs": 0})
+    execution_count: int = 0
+    interrupts: list[Interrupt] = field(default_factory=list)
+    accumulated_cost_usd: float = 0.0
+
+    def __str__(self) -> str:
+        return str(self.result)
+
+    def get_agent_results(self) -> list[AgentResult]:
+        """Every ``AgentResult`` under this node, flattened through nested graphs and swarms."""
+        if isinstance(self.result, AgentResult):
+            return [self.result]
+        if isinstance(self.result, MultiAgentResult):
+            return [item for nested in self.result.results.values() for item in nested.get_agent_results()]
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        if isinstance(self.result, AgentResult):
+            payload = agent_result_to_dict(self.result)
+        elif isinstance(self.result, MultiAgentResult):
+            payload = self.result.to_dict()
+        else:
+            payload = {"type": "exception", "exception_type": type(self.result).__name__, "message": str(self.result)}
+        return {
+            "result": payload,
+            "execution_time": self.execution_time,
+            "status": self.status.value,
+            "accumulated_usage": dict(self.accumulated_usage),
+            "accumulated_metrics": dict(self.accumulated_metrics),
+            "execution_count": self.execution_count,
+            "interrupts": [item.to_dict() for item in self.interrupts],
+            "accumulated_cost_usd": self.accumulated_cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeResult:
+        if not isinstance(data, dict) or "result" not in data:
+            raise TypeError("NodeResult.from_dict: field 'result' is missing")
+        raw = data["result"]
+        kind = raw.get("type") if isinstance(raw, dict) else None
+        result: AgentResult | MultiAgentResult | Exception
+        if kind == "agent_result":
+            result = agent_result_from_dict(raw)
+        elif kind == "multiagent_result":
+            result = MultiAgentResult.from_dict(raw)
+        elif kind == "exception":
+            result = Exception(str(raw.get("message", "node failed")))
+        else:
+            raise TypeError(f"NodeResult.from_dict: field 'result' has unsupported type {kind!r}")
+        return cls(
+            result=result,
+            execution_time=int(data.get("execution_time") or 0),
+            status=Status(data.get("status", "pending")),
+            accumulated_usage={**zero_usage(), **(data.get("accumulated_usage") or {})},
+            accumulated_metrics={"latencyMs": 0, **(data.get("accumulated_metrics") or {})},
+            execution_count=int(data.get("execution_count") or 0),
+            interrupts=[_interrupt_from_dict(item) for item in data.get("interrupts") or []],
+            accumulated_cost_usd=float(data.get("accumulated_cost_usd") or 0.0),
+        )
+
+
+@dataclass
+class MultiAgentResult:
+    """The outcome of one graph or swarm invocation; usage and cost are summed over its nodes."""
+
+    status: Status = Status.PENDING
+    results: dict[str, NodeResult] = field(default_factory=dict)
+    accumulated_usage: dict[str, int] = field(default_factory=zero_usage)
+    accumulated_metrics: dict[str, int] = field(default_factory=lambda: {"latencyMs": 0})
+    execution_count: int = 0
+    execution_time: int = 0
+    interrupts: list[Interrupt] = field(default_factory=list)
+    accumulated_cost_usd: float = 0.0
+
+    def __str__(self) -> str:
+        if self.interrupts:
+            return str([item.to_dict() for item in self.interrupts])
+        parts = []
+        for node_id, node_result in self.results.items():
+            text = str(node_result).removesuffix("\n")
+            if text:
+                parts.append(f"{node_id}: {text}")
+        return "\n".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "multiagent_result",
+            "status": self.status.value,
+            "results": {key: value.to_dict() for key, value in self.results.items()},
+            "accumulated_usage": dict(self.accumulated_usage),
+            "accumulated_metrics": dict(self.accumulated_metrics),
+            "execution_count": self.execution_count,
+            "execution_time": self.execution_time,
+            "interrupts": [item.to_dict() for item in self.interrupts],
+            "accumulated_cost_usd": self.accumulated_cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MultiAgentResult:
+        if not isinstance(data, dict) or data.get("type") != "multiagent_result":
+            raise TypeError(f"MultiAgentResult.from_dict: field 'type' must be 'multiagent_result', got "
+                            f"{data.get('type') if isinstance(data, dict) else data!r}")
+        if "status" not in data:
+            raise TypeError("MultiAgentResult.from_dict: field 'status' is missing")
+        return cls(
+            status=Status(data["status"]),
+            results={key: NodeResult.from_dict(value) for key, value in (data.get("results") or {}).items()},
+            accumulated_usage={**zero_usage(), **(data.get("accumulated_usage") or {})},
+            accumulated_metrics={"latencyMs": 0, **(data.get("accumulated_metrics") or {})},
+            execution_count=int(data.get("execution_count") or 0),
+            execution_time=int(data.get("execution_time") or 0),
+            interrupts=[_interrupt_from_dict(item) for item in data.get("interrupts") or []],
+            accumulated_cost_usd=float(data.get("accumulated_cost_usd") or 0.0),
+        )
+
+
+class MultiAgentBase(ABC):
+    """The Agent surface for orchestrators, so graphs and swarms nest in each other and in graphs.
+
+    Subclasses implement :meth:`stream_async`; its last event is
+    ``{"type": "multiagent_result", "result": MultiAgentResult}``.
+    """
+
+    id: str
+    hooks: HookRegistry
+
+    @abstractmethod
+    def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                     **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """Run the task, yielding stream events; the last one carries the result."""
+
+    async def invoke_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                           **kwargs: Any) -> MultiAgentResult:
+        result: MultiAgentResult | None = None
+        async for event in self.stream_async(task, invocation_state, **kwargs):
+            if event.get("type") == "multiagent_result":
+                result = event["result"]
+        if result is None:  # pragma: no cover - stream_async always ends with a result
+            raise RuntimeError(f"{type(self).__name__} ended without a result")
+        return result
+
+    def __call__(self, task: Any, invocation_state: dict[str, Any] | None = None, **kwargs: Any) -> MultiAgentResult:
+        from ray_harness.agent.agent import run_sync
+
+        return run_sync(self.invoke_async(task, invocation_state, **kwargs))  # type: ignore[no-any-return]
+
+    @abstractmethod
+    def cancel(self) -> None:
+        """Stop the running invocation; it returns a result with ``Status.CANCELLED``."""
+
+    @abstractmethod
+    def serialize_state(self) -> dict[str, Any]:
+        """A JSON-serializable snapshot of the orchestration state."""
+
+    @abstractmethod
+    def deserialize_state(self, payload: dict[str, Any]) -> None:
+        """Restore a snapshot made by :meth:`serialize_state` (possibly in another process)."""
+
+    def add_hook(self, callback: Callable[..., Any], event_type: type[BaseHookEvent] | None = None,
+                 order: int = HookOrder.DEFAULT) -> None:
+        """Register a multi-agent hook callback (event type inferred from the annotation when not given)."""
+        if isinstance(callback, HookProvider) and event_type is None:
+            callback.register_hooks(self.hooks)
+            return
+        self.hooks.add_callback(event_type or infer_event_type(callback), callback, order)
+
+    def _register_hook_providers(self, hooks: list[Any] | None) -> None:
+        for hook in hooks or []:
+            if isinstance(hook, HookProvider):
+                hook.register_hooks(self.hooks)
+            elif callable(hook):
+                self.add_hook(hook)
+            else:
+                raise TypeError(f"hooks entries must be HookProviders or callbacks, got {hook!r}")
+
+
+def elapsed_ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)

@@ -1,0 +1,211 @@
+"""Where nodes run: the ``NodeExecutor`` protocol and the in-process ``LocalExecutor``.
+
+Graph and Swarm decide *what* runs and *when* (:mod:`ray_harness.multiagent._scheduling`);
+an executor only runs one node at a time on request and reports what it did.
+``runtime="local"`` runs nodes as asyncio tasks in this process;
+``runtime="ray"`` loads ``ray_harness.runtime.multiagent.RayExecutor``, which
+implements the same protocol with actors. Swapping executors never changes the
+semantics, because none of them live here.
+
+Contract of ``run_node(node_id, node_input, invocation_state)``: an async
+generator that yields the node's own stream events (dicts) and, last, a
+``NodeResult`` whose status is COMPLETED, INTERRUPTED, CANCELLED or FAILED (a
+nested orchestrator can fail without raising). An exception raised by the node
+propagates out of the generator unchanged; the orchestrator turns it into a
+FAILED result and applies its failure policy. Timeouts are the orchestrator's:
+it cancels the consuming task (and calls ``cancel_node``).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import threading
+import time
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ray_harness.agent.result import AgentResult
+from ray_harness.agent.state import AgentState
+from ray_harness.interrupts import InterruptState
+from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
+
+__all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "make_executor", "node_result_from_agent",
+           "node_result_from_multiagent", "node_type")
+
+DEFAULT_RUNTIME = "local"
+"""The default ``runtime=``. API.md names "ray"; it switches once the Ray executor exists."""
+
+
+@runtime_checkable
+class NodeExecutor(Protocol):
+    """Runs the nodes of one orchestrator. One instance per Graph/Swarm."""
+
+    runtime: str
+
+    def bind(self, nodes: Mapping[str, Any]) -> None:
+        """Receive the node objects (node id → Agent or MultiAgentBase) once, before the first run."""
+
+    def start_invocation(self) -> None:
+        """A new invocation begins: forget the cancel request of the previous one."""
+
+    def run_node(self, node_id: str, node_input: Any,
+                 invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        """Run one node; yields its events, then its ``NodeResult``."""
+
+    def cancel_node(self, node_id: str) -> None:
+        """Ask one running node to stop (cooperatively)."""
+
+    def cancel(self) -> None:
+        """Ask every running node to stop, and nodes started afterwards in this invocation to stop at once."""
+
+    def reset_node(self, node_id: str) -> None:
+        """Restore the node's conversation and state to what they were when it was bound."""
+
+    def export_node_state(self, node_id: str) -> dict[str, Any]:
+        """A JSON-serializable snapshot of the node's conversation, state and interrupt state."""
+
+    def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
+        """Restore a snapshot made by :meth:`export_node_state`."""
+
+
+def node_type(target: Any) -> str:
+    return "multiagent" if isinstance(target, MultiAgentBase) else "agent"
+
+
+def node_result_from_agent(result: AgentResult, started: float) -> NodeResult:
+    """Status from the stop reason; usage and cost of this invocation only (the agent's totals are cumulative)."""
+    execution_time = round((time.monotonic() - started) * 1000)
+    if result.stop_reason == "interrupt":
+        status = Status.INTERRUPTED
+    elif result.stop_reason == "cancelled":
+        status = Status.CANCELLED
+    else:
+        status = Status.COMPLETED
+    metrics = result.metrics
+    usage = zero_usage()
+    add_usage(usage, getattr(metrics, "invocation_usage", None) or getattr(metrics, "accumulated_usage", {}))
+    return NodeResult(result=result, execution_time=execution_time, status=status, accumulated_usage=usage,
+                      accumulated_metrics={"latencyMs": execution_time}, execution_count=1,
+                      interrupts=list(result.interrupts or []),
+                      accumulated_cost_usd=float(getattr(metrics, "invocation_cost_usd", 0.0) or 0.0))
+
+
+def node_result_from_multiagent(result: MultiAgentResult) -> NodeResult:
+    return NodeResult(result=result, execution_time=result.execution_time, status=result.status,
+                      accumulated_usage=dict(result.accumulated_usage),
+                      accumulated_metrics=dict(result.accumulated_metrics), execution_count=result.execution_count,
+                      interrupts=list(result.interrupts), accumulated_cost_usd=result.accumulated_cost_usd)
+
+
+class LocalExecutor:
+    """Runs nodes in this process and event loop (``runtime="local"``)."""
+
+    runtime = "local"
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, Any] = {}
+        self._initial: dict[str, dict[str, Any]] = {}
+        self._running: set[str] = set()
+        self._signals: dict[str, threading.Event] = {}
+        self._cancelled = False
+
+    def bind(self, nodes: Mapping[str, Any]) -> None:
+        self._nodes = dict(nodes)
+        self._initial = {node_id: self.export_node_state(node_id) for node_id, target in self._nodes.items()
+                         if not isinstance(target, MultiAgentBase)}
+
+    def start_invocation(self) -> None:
+        self._cancelled = False
+
+    async def run_node(self, node_id: str, node_input: Any,
+                       invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        target = self._nodes[node_id]
+        self._running.add(node_id)
+        started = time.monotonic()
+        try:
+            if isinstance(target, MultiAgentBase):
+                if self._cancelled:
+                    yield NodeResult(result=MultiAgentResult(status=Status.CANCELLED), status=Status.CANCELLED)
+                    return
+                final: Any = None
+                async for event in target.stream_async(node_input, invocation_state):
+                    yield event
+                    if event.get("type") == "multiagent_result":
+                        final = event["result"]
+                if final is None:
+                    raise RuntimeError(f"Node '{node_id}' did not produce a result event")
+                yield node_result_from_multiagent(final)
+                return
+            agent_result: AgentResult | None = None
+            # One signal per node run (agent.cancel() sets it, so it must not be shared); a node that
+            # starts after cancel() gets it already set and stops at its first cycle.
+            signal = threading.Event()
+            if self._cancelled:
+                signal.set()
+            self._signals[node_id] = signal
+            async for event in target.stream_async(node_input, invocation_state=invocation_state,
+                                                   cancel_signal=signal):
+                yield event
+                if event.get("type") == "result":
+                    agent_result = event["result"]
+            if agent_result is None:
+                raise RuntimeError(f"Node '{node_id}' did not produce a result event")
+            yield node_result_from_agent(agent_result, started)
+        finally:
+            self._running.discard(node_id)
+            self._signals.pop(node_id, None)
+
+    def cancel_node(self, node_id: str) -> None:
+        target = self._nodes.get(node_id)
+        if target is not None and node_id in self._running:
+            target.cancel()
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        for signal in list(self._signals.values()):
+            signal.set()  # covers a node whose agent has not registered its invocation yet
+        for node_id in list(self._running):
+            self.cancel_node(node_id)
+
+    def reset_node(self, node_id: str) -> None:
+        initial = self._initial.get(node_id)
+        if initial is not None:
+            self.import_node_state(node_id, initial)
+
+    def export_node_state(self, node_id: str) -> dict[str, Any]:
+        target = self._nodes[node_id]
+        if isinstance(target, MultiAgentBase):
+            return {"multiagent": target.serialize_state()}
+        return {
+            "messages": copy.deepcopy(target.messages),
+            "state": target.state.get(),
+            "interrupt_state": target._interrupt_state.to_dict(),
+        }
+
+    def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
+        target = self._nodes[node_id]
+        if isinstance(target, MultiAgentBase):
+            if "multiagent" in data:
+                target.deserialize_state(data["multiagent"])
+            return
+        target.messages = copy.deepcopy(data.get("messages") or [])
+        target.state = AgentState(data.get("state") or {})
+        target._interrupt_state = InterruptState.from_dict(data.get("interrupt_state") or {})
+
+
+def make_executor(runtime: str) -> NodeExecutor:
+    """The executor for ``runtime`` ("local" or "ray"); the Ray one is imported only when asked for."""
+    if runtime == "local":
+        return LocalExecutor()
+    if runtime == "ray":
+        try:
+            module = importlib.import_module("ray_harness.runtime.multiagent")
+            executor_class = module.RayExecutor
+        except (ImportError, AttributeError) as error:
+            raise ImportError(
+                "runtime='ray' needs ray_harness.runtime.multiagent.RayExecutor, which could not be imported "
+                f"({error}). Install ray_harness with Ray support, or use runtime='local'."
+            ) from error
+        return executor_class()  # type: ignore[no-any-return]
+    raise ValueError(f"runtime must be 'local' or 'ray', got {runtime!r}")

@@ -1,0 +1,532 @@
+"""``Graph``: run nodes along edges, ready batches in parallel, under a join rule and a failure policy.
+
+The rules (which node may start, when a join is satisfied, which nodes a
+failure prunes, when limits stop the run) are in
+:mod:`ray_harness.multiagent._scheduling`; how a node runs is the executor's
+(:mod:`ray_harness.multiagent.executor`). This module connects the two: it
+starts node tasks, merges their events as they arrive, records each completion,
+applies hooks, interrupts, cancel, timeouts and persistence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_harness.hooks.events import (
+    AfterMultiAgentInvocationEvent,
+    AfterNodeCallEvent,
+    BeforeMultiAgentInvocationEvent,
+    BeforeNodeCallEvent,
+    MultiAgentInitializedEvent,
+)
+from ray_harness.hooks.registry import HookRegistry
+from ray_harness.interrupts import Interrupt, InterruptState
+from ray_harness.multiagent._persistence import load_state, save_state
+from ray_harness.multiagent._scheduling import GraphScheduler, should_continue_graph, skipped_nodes
+from ray_harness.multiagent.base import MultiAgentBase, NodeResult, Status, add_usage, zero_usage
+from ray_harness.multiagent.builder import GraphBuilder
+from ray_harness.multiagent.events import (
+    handoff_event,
+    node_cancel_event,
+    node_interrupt_event,
+    node_start_event,
+    node_stop_event,
+    node_stream_event,
+    result_event,
+)
+from ray_harness.multiagent.executor import DEFAULT_RUNTIME, make_executor, node_type
+from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
+from ray_harness.types.exceptions import ConcurrencyException
+
+__all__ = ("Graph", "GraphBuilder", "GraphEdge", "GraphNode", "GraphResult", "GraphState")
+
+logger = logging.getLogger(__name__)
+
+_TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+
+@dataclass
+class _NodeDone:
+    """How one node task ended (recorded by the graph's main loop, which owns all state)."""
+
+    node_id: str
+    result: NodeResult | None = None
+    error: BaseException | None = None
+    interrupts: list[Interrupt] = field(default_factory=list)
+    cancel_message: str | None = None
+    stopped: bool = False
+    """The graph stopped the task (cancel, fail-fast, execution timeout)."""
+    started: float = field(default_factory=time.monotonic)
+
+
+class Graph(MultiAgentBase):
+    """A directed graph of agents and orchestrators. Build it with :class:`GraphBuilder`."""
+
+    def __init__(self, nodes: dict[str, GraphNode], edges: list[GraphEdge], entry_points: list[GraphNode], *,
+                 max_node_executions: int | None = None, execution_timeout: float | None = None,
+                 node_timeout: float | None = None, reset_on_revisit: bool = False, join: str = "any",
+                 failure_policy: str = "fail_fast", scheduling: str = "batch", hooks: list[Any] | None = None,
+                 session_manager: Any = None, graph_id: str = "default_graph",
+                 runtime: str = DEFAULT_RUNTIME) -> None:
+        seen: set[int] = set()
+        for node in nodes.values():
+            if id(node.executor) in seen:
+                raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
+            seen.add(id(node.executor))
+        self.id = graph_id
+        self.nodes = nodes
+        self.edges = edges
+        self.entry_points = entry_points
+        self.max_node_executions = max_node_executions
+        self.execution_timeout = execution_timeout
+        self.node_timeout = node_timeout
+        self.reset_on_revisit = reset_on_revisit
+        self.join = join
+        self.failure_policy = failure_policy
+        self.scheduling = scheduling
+        self.session_manager = session_manager
+        self.runtime = runtime
+        self.hooks = HookRegistry()
+        self._register_hook_providers(hooks)
+        self.state = GraphState()
+        self._interrupt_state = InterruptState()
+        self._outgoing: dict[str, list[GraphEdge]] = {node_id: [] for node_id in nodes}
+        for edge in edges:
+            self._outgoing[edge.from_node.node_id].append(edge)
+        self._scheduler = self._new_scheduler()
+        self._inputs: dict[str, list[str]] = {}
+        self._resume_pending = False
+        self._lock = threading.Lock()
+        self._cancel_requested = False
+        self._stop_reason: str | None = None
+        self._fatal: BaseException | None = None
+        self._deadline_hit = False
+        self._invocation_state: dict[str, Any] = {}
+        self._executor = make_executor(runtime)
+        self._executor.bind({node_id: node.executor for node_id, node in nodes.items()})
+        if self.hooks.has_callbacks(MultiAgentInitializedEvent):
+            from ray_harness.agent.agent import run_sync
+
+            run_sync(self.hooks.invoke_callbacks_async(MultiAgentInitializedEvent(source=self)))
+        if session_manager is not None:
+            load_state(self, session_manager)
+
+    def _new_scheduler(self) -> GraphScheduler:
+        pairs = [(edge.from_node.node_id, edge.to_node.node_id) for edge in self.edges]
+        return GraphScheduler(nodes=list(self.nodes), edges=pairs, join=self.join)
+
+    # -- control ------------------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the running invocation: every running node is cancelled and the result is CANCELLED."""
+        if not self._lock.locked():
+            return  # idle: nothing to stop, and the next invocation must not inherit a cancel
+        self._cancel_requested = True
+        self._executor.cancel()
+
+    # -- invocation ---------------------------------------------------------------------------------------
+
+    async def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                           **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        if not self._lock.acquire(blocking=False):
+            raise ConcurrencyException(f"graph {self.id!r} is already running an invocation")
+        try:
+            state = invocation_state if invocation_state is not None else {}
+            state.update(kwargs)
+            async for event in self._invoke(task, state):
+                yield event
+        finally:
+            self._lock.release()
+
+    async def _invoke(self, task: Any, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+        self._invocation_state = invocation_state
+        self._cancel_requested = False
+        self._stop_reason = None
+        self._fatal = None
+        self._deadline_hit = False
+        self._executor.start_invocation()
+        await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
+                                                                               invocation_state=invocation_state))
+        relaunch = self._prepare(task)
+        interrupts: list[Interrupt] = []
+        self.state.status = Status.EXECUTING
+        self.state.start_time = time.monotonic()
+        try:
+            async for event in self._run(relaunch, invocation_state):
+                if event["type"] == "multiagent_node_interrupt":
+                    interrupts.extend(event["interrupts"])
+                yield event
+            self._finish()
+        except BaseException:
+            self.state.status = Status.FAILED
+            raise
+        finally:
+            self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
+            self._resume_pending = False
+            await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(source=self,
+                                                                                  invocation_state=invocation_state))
+            save_state(self, self.session_manager)
+        yield result_event(self._build_result(interrupts))
+
+    def _prepare(self, task: Any) -> dict[str, Any]:
+        """Start fresh, or resume interrupts / a restored run. Returns node id → input of nodes to re-run."""
+        resuming = self._interrupt_state.activated
+        if not resuming and not isinstance(task, str | list):
+            raise ValueError(f"task must be a string or a list of content blocks, got {type(task).__name__}")
+        self._interrupt_state.resume(task)  # TypeError/KeyError for bad responses, ValueError when not interrupted
+        if resuming:
+            relaunch = {node.node_id: self._resume_input(node.node_id) for node in self.state.interrupted_nodes}
+            self.state.interrupted_nodes.clear()
+            self._interrupt_state.context = {}
+            self._interrupt_state.activated = False  # answered interrupts stay, so re-run hooks get responses
+            return relaunch
+        if self._resume_pending:
+            return {}
+        self._interrupt_state.deactivate()
+        self.state = GraphState(task=task, total_nodes=len(self.nodes),
+                                edges=[(edge.from_node, edge.to_node) for edge in self.edges],
+                                entry_points=list(self.entry_points))
+        for node in self.nodes.values():
+            node.execution_status, node.result = Status.PENDING, None
+        self._scheduler = self._new_scheduler()
+        self._scheduler.start(node.node_id for node in self.entry_points)
+        self._inputs = {}
+        return {}
+
+    def _resume_input(self, node_id: str) -> Any:
+        context = self._interrupt_state.context.get(node_id, {})
+        if context.get("from_hook", True):
+            return self._node_input(node_id)
+        return [
+            {"interruptResponse": {"interruptId": key, "response": self._interrupt_state.interrupts[key].response}}
+            for key in context.get("interrupt_ids", []) if key in self._interrupt_state.interrupts
+        ]
+
+    def _node_input(self, node_id: str) -> Any:
+        sources = self._inputs.get(node_id, [])
+        return build_node_input(self.state.task, {s: self.state.results[s] for s in sources if s in self.state.results})
+
+    # -- the main loop ------------------------------------------------------------------------------------
+
+    async def _run(self, relaunch: dict[str, Any], invocation_state: dict[str, Any]
+                   ) -> AsyncGenerator[dict[str, Any], None]:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        tasks: dict[str, asyncio.Task[_NodeDone]] = {}
+        try:
+            for node_id, node_input in relaunch.items():
+                self._scheduler.launch(node_id, keep_inbox=True)
+                self._start_task(node_id, node_input, queue, tasks, invocation_state)
+            if not tasks or self.scheduling == "eager":
+                async for event in self._launch_ready(queue, tasks, invocation_state):
+                    yield event
+            while tasks:
+                item = await self._next_item(queue)
+                if item is None:
+                    self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
+                    self._stop_tasks(tasks)
+                    continue
+                if isinstance(item, dict):
+                    yield item
+                    continue
+                node_id, task = item
+                tasks.pop(node_id, None)
+                async for event in self._record(self._done_of(node_id, task), invocation_state):
+                    yield event
+                if self._fatal is not None:
+                    self._stop_tasks(tasks)
+                elif not self._halted() and (self.scheduling == "eager" or not tasks):
+                    async for event in self._launch_ready(queue, tasks, invocation_state):
+                        yield event
+            if self._fatal is not None:
+                raise self._fatal
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    def _halted(self) -> bool:
+        return (self._cancel_requested or self._stop_reason is not None or self._fatal is not None
+                or bool(self.state.interrupted_nodes))
+
+    async def _next_item(self, queue: asyncio.Queue[Any]) -> Any:
+        if self.execution_timeout is None or self._deadline_hit:
+            return await queue.get()
+        remaining = self.execution_timeout - (self.state.execution_time / 1000
+                                              + time.monotonic() - self.state.start_time)
+        try:
+            return await asyncio.wait_for(queue.get(), max(remaining, 0.0))
+        except TimeoutError:
+            self._deadline_hit = True
+            return None
+
+    def _stop_tasks(self, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
+        self._executor.cancel()
+        for task in tasks.values():
+            task.cancel()
+
+    def _done_of(self, node_id: str, task: asyncio.Task[_NodeDone]) -> _NodeDone:
+        if task.cancelled():  # cancelled before its first step
+            return _NodeDone(node_id, stopped=True)
+        return task.result()
+
+    def _start_task(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
+                    tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> None:
+        node = self.nodes[node_id]
+        node.execution_status = Status.EXECUTING
+        task = asyncio.create_task(self._node_task(node_id, node_input, queue, invocation_state),
+                                   name=f"ray_harness-graph-{self.id}-{node_id}")
+        # The done callback runs after every event the task queued, so a node's events precede its completion.
+        task.add_done_callback(lambda finished: queue.put_nowait((node_id, finished)))
+        tasks[node_id] = task
+
+    async def _launch_ready(self, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
+                            invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+        from_ids = self._propagate(invocation_state)
+        launched: list[str] = []
+        for node_id in list(self._scheduler.ready):
+            if self._cancel_requested or node_id in tasks:
+                continue
+            go, reason = should_continue_graph(
+                launched=self.state.launched, max_node_executions=self.max_node_executions,
+                elapsed=self.state.execution_time / 1000 + time.monotonic() - self.state.start_time,
+                execution_timeout=self.execution_timeout)
+            if not go:
+                logger.debug("reason=<%s> | stopping graph execution", reason)
+                self._stop_reason = reason
+                break
+            self._inputs[node_id] = self._scheduler.launch(node_id)
+            node = self.nodes[node_id]
+            if self.reset_on_revisit and node in self.state.completed_nodes:
+                self._executor.reset_node(node_id)
+                self.state.completed_nodes.discard(node)
+            self.state.launched += 1
+            launched.append(node_id)
+            self._start_task(node_id, self._node_input(node_id), queue, tasks, invocation_state)
+        if launched and from_ids:
+            yield handoff_event(from_ids, launched)
+
+    def _propagate(self, invocation_state: dict[str, Any]) -> list[str]:
+        """Fire the edges of every finished node (conditions see the state after the whole batch)."""
+        finished = list(self._scheduler.finished)
+        for node_id in finished:
+            if self.nodes[node_id].execution_status == Status.COMPLETED:
+                fired = [edge.to_node.node_id for edge in self._outgoing[node_id]
+                         if edge.should_traverse(self.state, invocation_state)]
+                self._scheduler.propagate(node_id, fired, failed=False)
+            else:
+                self._scheduler.propagate(node_id, [], failed=True)
+        self._scheduler.collect_ready()
+        return finished
+
+    # -- one node -----------------------------------------------------------------------------------------
+
+    async def _node_task(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
+                         invocation_state: dict[str, Any]) -> _NodeDone:
+        done = _NodeDone(node_id)
+        try:
+            queue.put_nowait(node_start_event(node_id, node_type(self.nodes[node_id].executor)))
+            before, interrupts = await self.hooks.invoke_callbacks_async(
+                BeforeNodeCallEvent(source=self, node_id=node_id, invocation_state=invocation_state))
+            if interrupts:
+                done.interrupts = interrupts
+                return done
+            if before.cancel_node:
+                done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
+                                       else "node cancelled by user")
+                return done
+            done.started = time.monotonic()
+            try:
+                async with asyncio.timeout(self.node_timeout):
+                    async for item in self._executor.run_node(node_id, node_input, invocation_state):
+                        if isinstance(item, NodeResult):
+                            done.result = item
+                        else:
+                            queue.put_nowait(node_stream_event(node_id, item))
+            except TimeoutError:
+                self._executor.cancel_node(node_id)
+                done.error = Exception(f"Node '{node_id}' execution timed out after {self.node_timeout}s")
+                return done
+            if done.result is None:
+                done.error = RuntimeError(f"Node '{node_id}' did not produce a result")
+        except asyncio.CancelledError:
+            done.stopped = True
+        except Exception as error:
+            logger.warning("node_id=<%s>, error=<%s> | node failed", node_id, error)
+            done.error = error
+        return done
+
+    async def _record(self, done: _NodeDone, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+        node = self.nodes[done.node_id]
+        if done.interrupts or (done.result is not None and done.result.status == Status.INTERRUPTED):
+            yield self._suspend(node, done)
+            save_state(self, self.session_manager)
+            return
+        if done.cancel_message is not None:
+            yield node_cancel_event(node.node_id, done.cancel_message)
+            cancelled = RuntimeError(done.cancel_message)
+            result = NodeResult(result=cancelled, status=Status.CANCELLED, execution_count=0)
+            if self.failure_policy == "fail_fast":
+                self._fatal = cancelled
+        elif done.result is not None and not done.stopped:
+            result = done.result
+        else:
+            error = done.error if isinstance(done.error, Exception) else Exception(f"Node '{node.node_id}' was cancelled")
+            elapsed = round((time.monotonic() - done.started) * 1000)
+            status = Status.CANCELLED if done.stopped else Status.FAILED
+            result = NodeResult(result=error, execution_time=elapsed, status=status,
+                                accumulated_metrics={"latencyMs": elapsed}, execution_count=1)
+            if status == Status.FAILED and self.failure_policy == "fail_fast":
+                self._fatal = error
+        self._store(node, result, ran=done.result is not None and not done.stopped)
+        yield node_stop_event(node.node_id, result)
+        await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
+                                                                   invocation_state=invocation_state))
+        save_state(self, self.session_manager)
+
+    def _store(self, node: GraphNode, result: NodeResult, *, ran: bool) -> None:
+        node.execution_status = result.status
+        node.result = result
+        self.state.results[node.node_id] = result
+        {Status.COMPLETED: self.state.completed_nodes, Status.FAILED: self.state.failed_nodes,
+         Status.CANCELLED: self.state.cancelled_nodes}[result.status].add(node)
+        if ran:
+            self.state.execution_order.append(node)
+        add_usage(self.state.accumulated_usage, result.accumulated_usage)
+        add_usage(self.state.accumulated_metrics, result.accumulated_metrics)
+        self.state.accumulated_cost_usd += result.accumulated_cost_usd
+        self.state.execution_count += result.execution_count
+        self._scheduler.finish(node.node_id)
+
+    def _suspend(self, node: GraphNode, done: _NodeDone) -> dict[str, Any]:
+        from_hook = bool(done.interrupts)
+        interrupts = done.interrupts or (done.result.interrupts if done.result is not None else [])
+        node.execution_status = Status.INTERRUPTED
+        self.state.interrupted_nodes.add(node)
+        self._scheduler.suspend(node.node_id)
+        for item in interrupts:
+            self._interrupt_state.interrupts[item.id] = item
+        context: dict[str, Any] = {"from_hook": from_hook, "interrupt_ids": [item.id for item in interrupts]}
+        if not from_hook:
+            # Stored so that a new process (a new Graph from the session) can resume the node's own interrupt.
+            context["node_state"] = self._executor.export_node_state(node.node_id)
+        self._interrupt_state.context[node.node_id] = context
+        self._interrupt_state.activate()
+        return node_interrupt_event(node.node_id, interrupts)
+
+    # -- end of an invocation -----------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        if self._cancel_requested:
+            self.state.status = Status.CANCELLED
+        elif self.state.interrupted_nodes:
+            self.state.status = Status.INTERRUPTED
+            return
+        elif self._stop_reason is not None or self.state.failed_nodes:
+            self.state.status = Status.FAILED
+        else:
+            self.state.status = Status.COMPLETED
+        if self.failure_policy == "continue" and not self._cancel_requested:
+            for node_id in skipped_nodes(self.nodes, self._scheduler.edges, set(self._scheduler.ran),
+                                         set(self._scheduler.stopped)):
+                node = self.nodes[node_id]
+                skipped = NodeResult(result=Exception(f"Node '{node_id}' skipped: an upstream node failed or was "
+                                                      "cancelled"), status=Status.CANCELLED)
+                node.execution_status, node.result = Status.CANCELLED, skipped
+                self.state.results[node_id] = skipped
+                self.state.cancelled_nodes.add(node)
+        self._interrupt_state.deactivate()
+
+    def _build_result(self, interrupts: list[Interrupt]) -> GraphResult:
+        return GraphResult(
+            status=self.state.status, results=dict(self.state.results),
+            accumulated_usage=dict(self.state.accumulated_usage),
+            accumulated_metrics=dict(self.state.accumulated_metrics), execution_count=self.state.execution_count,
+            execution_time=self.state.execution_time, interrupts=list(interrupts),
+            accumulated_cost_usd=self.state.accumulated_cost_usd, total_nodes=len(self.nodes),
+            completed_nodes=len(self.state.completed_nodes), failed_nodes=len(self.state.failed_nodes),
+            interrupted_nodes=len(self.state.interrupted_nodes), cancelled_nodes=len(self.state.cancelled_nodes),
+            execution_order=list(self.state.execution_order), edges=list(self.state.edges),
+            entry_points=list(self.entry_points),
+        )
+
+    # -- persistence --------------------------------------------------------------------------------------
+
+    def serialize_state(self) -> dict[str, Any]:
+        def ids(nodes: set[GraphNode]) -> list[str]:
+            return sorted(node.node_id for node in nodes)
+
+        return {
+            "type": "graph",
+            "id": self.id,
+            "status": self.state.status.value,
+            "task": self.state.task,
+            "completed_nodes": ids(self.state.completed_nodes),
+            "failed_nodes": ids(self.state.failed_nodes),
+            "interrupted_nodes": ids(self.state.interrupted_nodes),
+            "cancelled_nodes": ids(self.state.cancelled_nodes),
+            "execution_order": [node.node_id for node in self.state.execution_order],
+            "node_results": {key: value.to_dict() for key, value in self.state.results.items()},
+            "accumulated_usage": dict(self.state.accumulated_usage),
+            "accumulated_metrics": dict(self.state.accumulated_metrics),
+            "accumulated_cost_usd": self.state.accumulated_cost_usd,
+            "execution_count": self.state.execution_count,
+            "execution_time": self.state.execution_time,
+            "launched": self.state.launched,
+            "scheduler": self._scheduler.to_dict(),
+            "inputs": dict(self._inputs),
+            "interrupt_state": self._interrupt_state.to_dict(),
+        }
+
+    def deserialize_state(self, payload: dict[str, Any]) -> None:
+        """Restore a snapshot. A finished run resets the graph; an interrupted or unfinished one resumes."""
+        if not isinstance(payload, dict) or payload.get("type") != "graph":
+            raise ValueError("graph state field 'type' must be 'graph'")
+        try:
+            status = Status(payload.get("status", "pending"))
+        except ValueError:
+            raise ValueError(f"graph state field 'status' is invalid: {payload.get('status')!r}") from None
+        if status in _TERMINAL or status == Status.PENDING:
+            self.state = GraphState()
+            self._scheduler = self._new_scheduler()
+            self._interrupt_state = InterruptState()
+            self._resume_pending = False
+            return
+        state = GraphState(task=payload.get("task", ""), status=status, total_nodes=len(self.nodes),
+                           edges=[(edge.from_node, edge.to_node) for edge in self.edges],
+                           entry_points=list(self.entry_points))
+
+        def nodes(key: str) -> set[GraphNode]:
+            return {self.nodes[node_id] for node_id in payload.get(key) or [] if node_id in self.nodes}
+
+        state.completed_nodes, state.failed_nodes = nodes("completed_nodes"), nodes("failed_nodes")
+        state.interrupted_nodes, state.cancelled_nodes = nodes("interrupted_nodes"), nodes("cancelled_nodes")
+        state.execution_order = [self.nodes[n] for n in payload.get("execution_order") or [] if n in self.nodes]
+        state.results = {key: NodeResult.from_dict(value) for key, value in (payload.get("node_results") or {}).items()
+                         if key in self.nodes}
+        state.accumulated_usage = {**zero_usage(), **(payload.get("accumulated_usage") or {})}
+        state.accumulated_metrics = {"latencyMs": 0, **(payload.get("accumulated_metrics") or {})}
+        state.accumulated_cost_usd = float(payload.get("accumulated_cost_usd") or 0.0)
+        state.execution_count = int(payload.get("execution_count") or 0)
+        state.execution_time = int(payload.get("execution_time") or 0)
+        state.launched = int(payload.get("launched") or 0)
+        self.state = state
+        for node in self.nodes.values():
+            result = state.results.get(node.node_id)
+            node.execution_status = Status.INTERRUPTED if node in state.interrupted_nodes else (
+                result.status if result is not None else Status.PENDING)
+            node.result = result
+        self._scheduler = self._new_scheduler()
+        self._scheduler.load(payload.get("scheduler") or {})
+        self._inputs = {key: list(value) for key, value in (payload.get("inputs") or {}).items()}
+        self._interrupt_state = InterruptState.from_dict(payload.get("interrupt_state") or {})
+        for node_id, context in self._interrupt_state.context.items():
+            if node_id in self.nodes and isinstance(context, dict) and "node_state" in context:
+                self._executor.import_node_state(node_id, context["node_state"])
+        self._resume_pending = status == Status.EXECUTING

@@ -1,0 +1,122 @@
+"""The data of a graph: nodes, edges with conditions, execution state and the result type."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_harness.multiagent.base import MultiAgentResult, NodeResult, Status, zero_usage
+
+__all__ = ("EdgeCondition", "GraphEdge", "GraphNode", "GraphResult", "GraphState", "build_node_input")
+
+EdgeCondition = Callable[..., bool]
+"""``f(state) -> bool`` or ``f(state, *, invocation_state) -> bool``."""
+
+
+def _takes_invocation_state(condition: EdgeCondition) -> bool:
+    try:
+        return "invocation_state" in inspect.signature(condition).parameters
+    except (TypeError, ValueError):  # builtins without a signature: call them the plain way
+        return False
+
+
+@dataclass(eq=False)
+class GraphNode:
+    """A node: its id and what runs there (an Agent, a Graph, a Swarm, any ``MultiAgentBase``)."""
+
+    node_id: str
+    executor: Any
+    dependencies: set[GraphNode] = field(default_factory=set)
+    execution_status: Status = Status.PENDING
+    result: NodeResult | None = None
+
+    def __hash__(self) -> int:
+        return hash(self.node_id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GraphNode) and other.node_id == self.node_id
+
+    def __repr__(self) -> str:
+        return f"GraphNode(node_id={self.node_id!r})"
+
+
+@dataclass(eq=False)
+class GraphEdge:
+    """A directed edge; the condition's calling convention is detected once, here."""
+
+    from_node: GraphNode
+    to_node: GraphNode
+    condition: EdgeCondition | None = None
+    _with_context: bool = field(init=False, default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.condition is not None:
+            if not callable(self.condition):
+                raise TypeError(f"edge condition must be callable, got {self.condition!r}")
+            self._with_context = _takes_invocation_state(self.condition)
+
+    def should_traverse(self, state: GraphState, invocation_state: dict[str, Any]) -> bool:
+        if self.condition is None:
+            return True
+        if self._with_context:
+            return bool(self.condition(state, invocation_state=invocation_state))
+        return bool(self.condition(state))
+
+
+@dataclass
+class GraphState:
+    """What edge conditions see, and what the graph accumulates while it runs."""
+
+    task: Any = ""
+    status: Status = Status.PENDING
+    completed_nodes: set[GraphNode] = field(default_factory=set)
+    failed_nodes: set[GraphNode] = field(default_factory=set)
+    interrupted_nodes: set[GraphNode] = field(default_factory=set)
+    cancelled_nodes: set[GraphNode] = field(default_factory=set)
+    execution_order: list[GraphNode] = field(default_factory=list)
+    results: dict[str, NodeResult] = field(default_factory=dict)
+    accumulated_usage: dict[str, int] = field(default_factory=zero_usage)
+    accumulated_metrics: dict[str, int] = field(default_factory=lambda: {"latencyMs": 0})
+    accumulated_cost_usd: float = 0.0
+    execution_count: int = 0
+    execution_time: int = 0
+    launched: int = 0
+    start_time: float = field(default_factory=time.monotonic)
+    total_nodes: int = 0
+    edges: list[tuple[GraphNode, GraphNode]] = field(default_factory=list)
+    entry_points: list[GraphNode] = field(default_factory=list)
+
+
+@dataclass
+class GraphResult(MultiAgentResult):
+    """A graph's result: the multi-agent result plus the execution order and node counts."""
+
+    total_nodes: int = 0
+    completed_nodes: int = 0
+    failed_nodes: int = 0
+    interrupted_nodes: int = 0
+    cancelled_nodes: int = 0
+    execution_order: list[GraphNode] = field(default_factory=list)
+    edges: list[tuple[GraphNode, GraphNode]] = field(default_factory=list)
+    entry_points: list[GraphNode] = field(default_factory=list)
+
+
+def build_node_input(task: Any, dependencies: dict[str, NodeResult]) -> list[dict[str, Any]]:
+    """The prompt of a node: the task alone for entry nodes, else the task and each input (Strands' text)."""
+    if not dependencies:
+        return [{"text": task}] if isinstance(task, str) else list(task)
+    blocks: list[dict[str, Any]] = []
+    if isinstance(task, str):
+        blocks.append({"text": f"Original Task: {task}"})
+    else:
+        blocks.append({"text": "Original Task:"})
+        blocks.extend(task)
+    blocks.append({"text": "\nInputs from previous nodes:"})
+    for node_id, node_result in dependencies.items():
+        blocks.append({"text": f"\nFrom {node_id}:"})
+        for agent_result in node_result.get_agent_results():
+            blocks.append({"text": f"  - Agent: {agent_result}"})
+    return blocks

@@ -1,0 +1,448 @@
+"""``Swarm``: a team of agents that pass control to each other with the ``handoff_to_agent`` tool.
+
+One member runs at a time. Each gets the task, the handoff message, who worked
+on it so far, the shared context and the other members (Strands' text). A
+member that ends its turn without handing off completes the swarm. Limits,
+timeouts and ping-pong detection end it FAILED; failures never raise out of
+``invoke_async``. Members keep their conversation across handoffs unless
+``reset_members=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_harness.hooks.events import (
+    AfterMultiAgentInvocationEvent,
+    AfterNodeCallEvent,
+    BeforeMultiAgentInvocationEvent,
+    BeforeNodeCallEvent,
+    MultiAgentInitializedEvent,
+)
+from ray_harness.hooks.registry import HookRegistry
+from ray_harness.interrupts import Interrupt, InterruptState
+from ray_harness.multiagent._handoff import HANDOFF_TOOL_NAME, HandoffTracker, build_swarm_node_text, make_handoff_tool
+from ray_harness.multiagent._persistence import load_state, save_state
+from ray_harness.multiagent._scheduling import should_continue_swarm
+from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
+from ray_harness.multiagent.events import (
+    handoff_event,
+    node_cancel_event,
+    node_interrupt_event,
+    node_start_event,
+    node_stop_event,
+    node_stream_event,
+    result_event,
+)
+from ray_harness.multiagent.executor import DEFAULT_RUNTIME, make_executor
+from ray_harness.types.exceptions import ConcurrencyException
+
+__all__ = ("SharedContext", "Swarm", "SwarmNode", "SwarmResult", "SwarmState")
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class SwarmNode:
+    node_id: str
+    executor: Any
+
+    def __hash__(self) -> int:
+        return hash(self.node_id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SwarmNode) and other.node_id == self.node_id
+
+    def __str__(self) -> str:
+        return self.node_id
+
+    def __repr__(self) -> str:
+        return f"SwarmNode(node_id={self.node_id!r})"
+
+
+@dataclass
+class SharedContext:
+    """Knowledge members share through handoffs: member name → {key: JSON value}."""
+
+    context: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add_context(self, node: SwarmNode | str, key: str, value: Any) -> None:
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError(f"shared context key must be a non-empty string, got {key!r}")
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"shared context value for {key!r} is not JSON serializable: {error}") from None
+        node_id = node.node_id if isinstance(node, SwarmNode) else node
+        self.context.setdefault(node_id, {})[key] = value
+
+
+@dataclass
+class SwarmState:
+    current_node: SwarmNode | None = None
+    task: Any = ""
+    completion_status: Status = Status.PENDING
+    shared_context: SharedContext = field(default_factory=SharedContext)
+    node_history: list[SwarmNode] = field(default_factory=list)
+    start_time: float = field(default_factory=time.monotonic)
+    results: dict[str, NodeResult] = field(default_factory=dict)
+    accumulated_usage: dict[str, int] = field(default_factory=zero_usage)
+    accumulated_metrics: dict[str, int] = field(default_factory=lambda: {"latencyMs": 0})
+    accumulated_cost_usd: float = 0.0
+    execution_time: int = 0
+    handoff_message: str | None = None
+    stop_reason: str | None = None
+
+
+@dataclass
+class SwarmResult(MultiAgentResult):
+    """A swarm's result: the multi-agent result plus the members in the order they ran."""
+
+    node_history: list[SwarmNode] = field(default_factory=list)
+
+
+class Swarm(MultiAgentBase):
+    """Self-organizing agents that hand work to each other."""
+
+    def __init__(self, nodes: list[Any], *, entry_point: Any = None, max_handoffs: int = 20,
+                 max_iterations: int = 20, execution_timeout: float = 900.0, node_timeout: float = 300.0,
+                 repetitive_handoff_detection_window: int = 0, repetitive_handoff_min_unique_agents: int = 0,
+                 hooks: list[Any] | None = None, session_manager: Any = None, reset_members: bool = False,
+                 runtime: str = DEFAULT_RUNTIME, id: str = "default_swarm") -> None:
+        for name, value in (("max_handoffs", max_handoffs), ("max_iterations", max_iterations),
+                            ("execution_timeout", execution_timeout), ("node_timeout", node_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name, value in (("repetitive_handoff_detection_window", repetitive_handoff_detection_window),
+                            ("repetitive_handoff_min_unique_agents", repetitive_handoff_min_unique_agents)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        self.id = id
+        self.max_handoffs = max_handoffs
+        self.max_iterations = max_iterations
+        self.execution_timeout = execution_timeout
+        self.node_timeout = node_timeout
+        self.repetitive_handoff_detection_window = repetitive_handoff_detection_window
+        self.repetitive_handoff_min_unique_agents = repetitive_handoff_min_unique_agents
+        self.reset_members = reset_members
+        self.session_manager = session_manager
+        self.runtime = runtime
+        self.nodes = self._members(nodes)
+        self.entry_point = self._entry(entry_point)
+        handoff = make_handoff_tool(list(self.nodes))
+        for node in self.nodes.values():
+            node.executor.tool_registry.register(handoff)
+        self.hooks = HookRegistry()
+        self._register_hook_providers(hooks)
+        self.shared_context = SharedContext()
+        self.state = SwarmState()
+        self._interrupt_state = InterruptState()
+        self._lock = threading.Lock()
+        self._cancel_requested = False
+        self._resume_pending = False
+        self._executor = make_executor(runtime)
+        self._executor.bind({node_id: node.executor for node_id, node in self.nodes.items()})
+        if self.hooks.has_callbacks(MultiAgentInitializedEvent):
+            from ray_harness.agent.agent import run_sync
+
+            run_sync(self.hooks.invoke_callbacks_async(MultiAgentInitializedEvent(source=self)))
+        if session_manager is not None:
+            load_state(self, session_manager)
+
+    @staticmethod
+    def _members(nodes: list[Any]) -> dict[str, SwarmNode]:
+        if not isinstance(nodes, list | tuple) or not nodes:
+            raise ValueError("Swarm needs a non-empty list of agents")
+        members: dict[str, SwarmNode] = {}
+        seen: set[int] = set()
+        for agent in nodes:
+            if not hasattr(agent, "tool_registry") or not hasattr(agent, "stream_async"):
+                raise ValueError(f"swarm members must be Agents, got {agent!r}")
+            if id(agent) in seen:
+                raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
+            seen.add(id(agent))
+            name = str(agent.name)
+            if name in members:
+                raise ValueError(f"Node ID '{name}' is not unique. Each agent must have a unique name.")
+            if agent.tool_registry.get(HANDOFF_TOOL_NAME) is not None:
+                raise ValueError(f"Agent '{name}' already has a tool named '{HANDOFF_TOOL_NAME}', which conflicts "
+                                 "with the swarm coordination tool; rename it")
+            members[name] = SwarmNode(name, agent)
+        return members
+
+    def _entry(self, entry_point: Any) -> SwarmNode:
+        if entry_point is None:
+            return next(iter(self.nodes.values()))
+        name = entry_point if isinstance(entry_point, str) else getattr(entry_point, "name", None)
+        node = self.nodes.get(str(name)) if name is not None else None
+        if node is None or (not isinstance(entry_point, str) and node.executor is not entry_point):
+            raise ValueError(f"Entry point agent not found in swarm nodes. Available agents: {list(self.nodes)}")
+        return node
+
+    def cancel(self) -> None:
+        """Stop the running invocation: the running member is cancelled and the result is CANCELLED."""
+        if not self._lock.locked():
+            return
+        self._cancel_requested = True
+        self._executor.cancel()
+
+    # -- invocation ---------------------------------------------------------------------------------------
+
+    async def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                           **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        if not self._lock.acquire(blocking=False):
+            raise ConcurrencyException(f"swarm {self.id!r} is already running an invocation")
+        try:
+            state = invocation_state if invocation_state is not None else {}
+            state.update(kwargs)
+            async for event in self._invoke(task, state):
+                yield event
+        finally:
+            self._lock.release()
+
+    async def _invoke(self, task: Any, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+        self._cancel_requested = False
+        self._executor.start_invocation()
+        await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
+                                                                               invocation_state=invocation_state))
+        resume_input = self._prepare(task)
+        self.state.completion_status = Status.EXECUTING
+        self.state.start_time = time.monotonic()
+        interrupts: list[Interrupt] = []
+        try:
+            async for event in self._loop(resume_input, invocation_state):
+                if event["type"] == "multiagent_node_interrupt":
+                    interrupts = list(event["interrupts"])
+                yield event
+        except Exception:
+            logger.exception("swarm_id=<%s> | swarm execution failed", self.id)
+            self.state.completion_status = Status.FAILED
+        finally:
+            self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
+            self._resume_pending = False
+            await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(source=self,
+                                                                                  invocation_state=invocation_state))
+            save_state(self, self.session_manager)
+        yield result_event(self._build_result(interrupts))
+
+    def _prepare(self, task: Any) -> Any:
+        resuming = self._interrupt_state.activated
+        if not resuming and not isinstance(task, str | list):
+            raise ValueError(f"task must be a string or a list of content blocks, got {type(task).__name__}")
+        self._interrupt_state.resume(task)
+        if resuming:
+            node = self.state.current_node
+            context = self._interrupt_state.context.get(node.node_id, {}) if node is not None else {}
+            self._interrupt_state.context = {}
+            self._interrupt_state.activated = False
+            if context.get("from_hook", True):
+                return None
+            return [{"interruptResponse": {"interruptId": key, "response": self._interrupt_state.interrupts[key].response}}
+                    for key in context.get("interrupt_ids", []) if key in self._interrupt_state.interrupts]
+        if self._resume_pending:
+            return None
+        self._interrupt_state.deactivate()
+        self.shared_context = SharedContext()
+        self.state = SwarmState(current_node=self.entry_point, task=task, shared_context=self.shared_context)
+        return None
+
+    async def _loop(self, resume_input: Any, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+        while True:
+            node = self.state.current_node
+            assert node is not None
+            if self._cancel_requested:
+                self.state.completion_status = Status.CANCELLED
+                return
+            go, reason = should_continue_swarm(
+                history=[n.node_id for n in self.state.node_history], max_handoffs=self.max_handoffs,
+                max_iterations=self.max_iterations, elapsed=self._elapsed(), execution_timeout=self.execution_timeout,
+                window=self.repetitive_handoff_detection_window, min_unique=self.repetitive_handoff_min_unique_agents)
+            if not go:
+                logger.debug("reason=<%s> | stopping swarm", reason)
+                self.state.stop_reason = reason
+                self.state.completion_status = Status.FAILED
+                return
+            yield node_start_event(node.node_id, "agent")
+            before, interrupts = await self.hooks.invoke_callbacks_async(
+                BeforeNodeCallEvent(source=self, node_id=node.node_id, invocation_state=invocation_state))
+            if interrupts:
+                yield self._suspend(node, interrupts, from_hook=True)
+                return
+            if before.cancel_node:
+                message = before.cancel_node if isinstance(before.cancel_node, str) else "node cancelled by user"
+                yield node_cancel_event(node.node_id, message)
+                self._store(node, NodeResult(result=RuntimeError(message), status=Status.CANCELLED), ran=False)
+                self.state.completion_status = Status.FAILED
+                await self._after_node(node, invocation_state)
+                return
+            tracker = HandoffTracker()
+            result: NodeResult | None = None
+            async for event in self._run_member(node, resume_input, tracker, invocation_state):
+                if isinstance(event, NodeResult):
+                    result = event
+                else:
+                    yield event
+            resume_input = None
+            assert result is not None
+            if result.status == Status.INTERRUPTED:
+                yield self._suspend(node, result.interrupts, from_hook=False)
+                return
+            self._store(node, result, ran=result.status == Status.COMPLETED)
+            yield node_stop_event(node.node_id, result)
+            await self._after_node(node, invocation_state)
+            if result.status != Status.COMPLETED:
+                self.state.completion_status = (Status.CANCELLED if result.status == Status.CANCELLED
+                                                else Status.FAILED)
+                return
+            if tracker.handoff is None or self._cancel_requested:
+                self.state.completion_status = Status.CANCELLED if self._cancel_requested else Status.COMPLETED
+                return
+            for key, value in tracker.handoff.context.items():
+                self.shared_context.add_context(node, key, value)
+            self.state.current_node = self.nodes[tracker.handoff.target]
+            self.state.handoff_message = tracker.handoff.message
+            save_state(self, self.session_manager)
+            yield handoff_event([node.node_id], [tracker.handoff.target], tracker.handoff.message)
+
+    async def _run_member(self, node: SwarmNode, resume_input: Any, tracker: HandoffTracker,
+                          invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        """Run one member under the node and execution timeouts; yields events, then its ``NodeResult``."""
+        if resume_input is not None:
+            node_input = resume_input
+        else:
+            node_input = self._node_input(node)
+            if self.reset_members:
+                self._executor.reset_node(node.node_id)
+        started = time.monotonic()
+        timeout = min(self.node_timeout, max(self.execution_timeout - self._elapsed(), 0.0))
+        result: NodeResult | None = None
+        error: Exception | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                async for item in self._executor.run_node(node.node_id, node_input, invocation_state):
+                    if isinstance(item, NodeResult):
+                        result = item
+                    else:
+                        tracker.observe(item)
+                        yield node_stream_event(node.node_id, item)
+        except TimeoutError:
+            self._executor.cancel_node(node.node_id)
+            error = Exception(f"Node '{node.node_id}' execution timed out after {self.node_timeout}s")
+        except Exception as failure:
+            logger.warning("node_id=<%s>, error=<%s> | swarm member failed", node.node_id, failure)
+            error = failure
+        if result is None:
+            elapsed = round((time.monotonic() - started) * 1000)
+            result = NodeResult(result=error or RuntimeError(f"Node '{node.node_id}' produced no result"),
+                                execution_time=elapsed, status=Status.FAILED,
+                                accumulated_metrics={"latencyMs": elapsed}, execution_count=1)
+        yield result
+
+    def _node_input(self, node: SwarmNode) -> list[dict[str, Any]]:
+        members = {name: getattr(member.executor, "description", None) for name, member in self.nodes.items()}
+        text = build_swarm_node_text(node_id=node.node_id, task=self.state.task,
+                                     handoff_message=self.state.handoff_message,
+                                     history=[n.node_id for n in self.state.node_history],
+                                     shared_context=self.shared_context.context, members=members)
+        self.state.handoff_message = None
+        blocks: list[dict[str, Any]] = [{"text": f"Context:\n{text}\n\n"}]
+        if isinstance(self.state.task, list):
+            blocks.extend(self.state.task)
+        return blocks
+
+    def _elapsed(self) -> float:
+        return self.state.execution_time / 1000 + time.monotonic() - self.state.start_time
+
+    def _store(self, node: SwarmNode, result: NodeResult, *, ran: bool) -> None:
+        self.state.results[node.node_id] = result
+        if ran:
+            self.state.node_history.append(node)
+        add_usage(self.state.accumulated_usage, result.accumulated_usage)
+        add_usage(self.state.accumulated_metrics, result.accumulated_metrics)
+        self.state.accumulated_cost_usd += result.accumulated_cost_usd
+
+    async def _after_node(self, node: SwarmNode, invocation_state: dict[str, Any]) -> None:
+        await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
+                                                                   invocation_state=invocation_state))
+
+    def _suspend(self, node: SwarmNode, interrupts: list[Interrupt], *, from_hook: bool) -> dict[str, Any]:
+        self.state.completion_status = Status.INTERRUPTED
+        for item in interrupts:
+            self._interrupt_state.interrupts[item.id] = item
+        context: dict[str, Any] = {"from_hook": from_hook, "interrupt_ids": [item.id for item in interrupts]}
+        if not from_hook:
+            context["node_state"] = self._executor.export_node_state(node.node_id)
+        self._interrupt_state.context[node.node_id] = context
+        self._interrupt_state.activate()
+        return node_interrupt_event(node.node_id, interrupts)
+
+    def _build_result(self, interrupts: list[Interrupt]) -> SwarmResult:
+        return SwarmResult(status=self.state.completion_status, results=dict(self.state.results),
+                           accumulated_usage=dict(self.state.accumulated_usage),
+                           accumulated_metrics=dict(self.state.accumulated_metrics),
+                           execution_count=len(self.state.node_history), execution_time=self.state.execution_time,
+                           interrupts=list(interrupts), accumulated_cost_usd=self.state.accumulated_cost_usd,
+                           node_history=list(self.state.node_history))
+
+    # -- persistence --------------------------------------------------------------------------------------
+
+    def serialize_state(self) -> dict[str, Any]:
+        current = self.state.current_node
+        return {
+            "type": "swarm",
+            "id": self.id,
+            "status": self.state.completion_status.value,
+            "task": self.state.task,
+            "current_node": current.node_id if current is not None else None,
+            "handoff_message": self.state.handoff_message,
+            "shared_context": self.shared_context.context,
+            "node_history": [node.node_id for node in self.state.node_history],
+            "node_results": {key: value.to_dict() for key, value in self.state.results.items()},
+            "accumulated_usage": dict(self.state.accumulated_usage),
+            "accumulated_metrics": dict(self.state.accumulated_metrics),
+            "accumulated_cost_usd": self.state.accumulated_cost_usd,
+            "execution_time": self.state.execution_time,
+            "interrupt_state": self._interrupt_state.to_dict(),
+        }
+
+    def deserialize_state(self, payload: dict[str, Any]) -> None:
+        """Restore a snapshot: an interrupted or unfinished run resumes, a finished one starts over."""
+        if not isinstance(payload, dict) or payload.get("type") != "swarm":
+            raise ValueError("swarm state field 'type' must be 'swarm'")
+        try:
+            status = Status(payload.get("status", "pending"))
+        except ValueError:
+            raise ValueError(f"swarm state field 'status' is invalid: {payload.get('status')!r}") from None
+        current = payload.get("current_node")
+        if status not in (Status.INTERRUPTED, Status.EXECUTING) or current not in self.nodes:
+            self.state = SwarmState()
+            self.shared_context = SharedContext()
+            self._interrupt_state = InterruptState()
+            self._resume_pending = False
+            return
+        self.shared_context = SharedContext({key: dict(value) for key, value in
+                                             (payload.get("shared_context") or {}).items() if key in self.nodes})
+        self.state = SwarmState(
+            current_node=self.nodes[current], task=payload.get("task", ""), completion_status=status,
+            shared_context=self.shared_context,
+            node_history=[self.nodes[n] for n in payload.get("node_history") or [] if n in self.nodes],
+            results={key: NodeResult.from_dict(value) for key, value in (payload.get("node_results") or {}).items()
+                     if key in self.nodes},
+            accumulated_usage={**zero_usage(), **(payload.get("accumulated_usage") or {})},
+            accumulated_metrics={"latencyMs": 0, **(payload.get("accumulated_metrics") or {})},
+            accumulated_cost_usd=float(payload.get("accumulated_cost_usd") or 0.0),
+            execution_time=int(payload.get("execution_time") or 0),
+            handoff_message=payload.get("handoff_message"),
+        )
+        self._interrupt_state = InterruptState.from_dict(payload.get("interrupt_state") or {})
+        for node_id, context in self._interrupt_state.context.items():
+            if node_id in self.nodes and isinstance(context, dict) and "node_state" in context:
+                self._executor.import_node_state(node_id, context["node_state"])
+        self._resume_pending = status == Status.EXECUTING
