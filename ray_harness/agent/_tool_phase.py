@@ -144,7 +144,8 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
                     else:
                         yield event
             except InterruptException as signal:
-                yield _ToolInterrupted(tool_use, [signal.interrupt])
+                # A sub-agent tool may pause on several interrupts at once (``interrupts``).
+                yield _ToolInterrupted(tool_use, list(getattr(signal, "interrupts", [signal.interrupt])))
                 return
             except Exception as error:
                 exception = error

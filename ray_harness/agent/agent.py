@@ -146,6 +146,14 @@ class Agent:
         """Register middleware for ``InvokeModelStage``/``ExecuteToolStage`` (or their ``.Input``/``.Output``)."""
         self._middleware.add_middleware(stage_or_phase, handler)
 
+    def as_tool(self, name: str | None = None, description: str | None = None, preserve_context: bool = False,
+                delegate: bool = False) -> Any:
+        """This agent as a tool of another agent (see :mod:`ray_harness.agent.as_tool`)."""
+        from ray_harness.agent.as_tool import AgentAsTool
+
+        return AgentAsTool(self, name=name, description=description, preserve_context=preserve_context,
+                           delegate=delegate)
+
     @property
     def tool_names(self) -> list[str]:
         return self.tool_registry.names
