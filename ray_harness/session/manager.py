@@ -279,7 +279,7 @@ class RepositorySessionManager(SessionManager):
         tracker.agent_json = text
 
     def _restore(self, agent: Agent, record: AgentRecord, stored: list[Message]) -> _Tracker:
-        where = f"session {self.session_id!r}, agent {agent.agent_id!r}"
+        where = self.repository.agent_location(self.session_id, agent.agent_id)
         manager = agent.conversation_manager
         try:
             prefix = manager.restore_from_session(record.conversation_manager_state) \
@@ -287,13 +287,13 @@ class RepositorySessionManager(SessionManager):
             interrupts = InterruptState.from_dict(record.interrupt_state) if record.interrupt_state else InterruptState()
             state = AgentState(record.state)
         except (ValueError, TypeError, KeyError, RayHarnessError) as error:
-            raise SessionException(f"{where}: stored agent record cannot be restored: {error}") from None
+            raise SessionException(f"session file {where} cannot be restored: {error}") from None
         tracker = _Tracker(created_at=record.created_at, pending=dict(record.pending_tool_results),
                            synthetic_fallback=len(prefix or []))
         tracker.fingerprints = [_fingerprint(message) for message in stored]
         pinned, _, removed = self._layout(agent, tracker)
         if pinned + removed > len(stored):
-            raise SessionException(f"{where}: the conversation manager state says {removed} messages were removed "
+            raise SessionException(f"inconsistent session file {where}: the conversation manager state says {removed} messages were removed "
                                    f"after {pinned} pinned ones, but only {len(stored)} messages are stored")
         agent.messages = [*stored[:pinned], *(prefix or []), *stored[pinned + removed:]]
         agent.state = state

@@ -79,6 +79,10 @@ class SessionRepository(ABC):
     @abstractmethod
     def write_multi_agent(self, session_id: str, record: MultiAgentRecord) -> None: ...
 
+    def agent_location(self, session_id: str, agent_id: str) -> str:
+        """Where the agent record lives, for error messages."""
+        return f"session {session_id!r}, agent {agent_id!r}"
+
 
 def _session_dir(session_id: str) -> str:
     return f"session_{validate_id(session_id, 'session_id')}"
@@ -150,6 +154,9 @@ class BlobSessionRepository(SessionRepository):
             raise SessionException(f"session file {self._location(key)} is for agent_id {record.agent_id!r}, "
                                    f"not {agent_id!r}")
         return record
+
+    def agent_location(self, session_id: str, agent_id: str) -> str:
+        return self._location(f"{_agent_dir(session_id, agent_id)}/agent.json")
 
     def write_agent(self, session_id: str, record: AgentRecord) -> None:
         key = f"{_agent_dir(session_id, record.agent_id)}/agent.json"
