@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ray_harness.agent.streaming import process_stream
 from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
 from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, ModelStopReason
+from ray_harness.telemetry.tracing import chat_attributes, chat_result_attributes
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
     EventLoopException,
@@ -41,6 +42,8 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
             stop = ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]})
         else:
             await agent.conversation_manager.before_model_call_async(agent)
+            span = inv.tracer.start_span("chat", inv.cycle_span or inv.agent_span, chat_attributes(agent)) \
+                if inv.tracer.enabled else None
             try:
                 async for event in _invoke_chain(agent, inv):
                     if isinstance(event, ModelStopReason):
@@ -58,6 +61,11 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
                 raise
             except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
                 error = caught
+            finally:
+                if span is not None:
+                    result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) \
+                        if stop is not None else None
+                    inv.tracer.end_span(span, result_attributes, error=error)
         if stop is not None and stop.stop_reason == "cancelled":
             yield stop  # cancelled: no AfterModelCallEvent retry can undo a user's cancel
             return

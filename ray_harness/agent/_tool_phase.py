@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from ray_harness.hooks.events import AfterToolCallEvent, AfterToolsEvent, BeforeToolCallEvent, BeforeToolsEvent
 from ray_harness.interrupts import Interrupt, InterruptException
 from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, ToolResultEvent
+from ray_harness.telemetry.tracing import tool_attributes, tool_result_attributes
 from ray_harness.tools.base import ToolContext, error_result
-from ray_harness.types.validation import copy_json
 from ray_harness.types.content import Message, ToolResult, ToolUse
+from ray_harness.types.validation import copy_json
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -137,6 +138,10 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
             result = error_result(use_id, f"Unknown tool: {name}")
         else:
             outcome: ToolResultEvent | None = None
+            span = inv.tracer.start_span(f"execute_tool {name}", inv.cycle_span or inv.agent_span,
+                                         tool_attributes(agent, before.tool_use, inv.tracer.capture_content)
+                                         ) if inv.tracer.enabled else None
+            token = inv.tracer.attach(span)  # spans a tool creates become children of execute_tool
             try:
                 async for event in _tool_chain(agent, inv, before.selected_tool, before.tool_use):
                     if isinstance(event, ToolResultEvent):
@@ -150,6 +155,12 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
             except Exception as error:
                 exception = error
                 outcome = ToolResultEvent(error_result(use_id, f"Error: {error}"), exception=error)
+            finally:
+                inv.tracer.detach(token)
+                if span is not None:
+                    done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
+                    inv.tracer.end_span(span, tool_result_attributes(done, started, inv.tracer.capture_content),
+                                        error=exception)
             if outcome is None:
                 outcome = ToolResultEvent(error_result(
                     use_id, "Error: tool middleware yielded no result (a Wrap handler must yield a ToolResultEvent)"))

@@ -25,6 +25,7 @@ from ray_harness.agent.result import AgentResult
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
 from ray_harness.middleware.types import ModelStopReason
+from ray_harness.telemetry.tracing import agent_attributes, get_tracer
 from ray_harness.types.content import Message
 from ray_harness.types.exceptions import MaxTokensReachedException, StructuredOutputException
 
@@ -51,6 +52,9 @@ class Invocation:
         self.model_interrupted = False
         self.cycle_index = 0
         self.resumed_position: str | None = None
+        self.tracer = get_tracer()
+        self.agent_span: Any = None
+        self.cycle_span: Any = None
 
     @property
     def cancelled(self) -> bool:
@@ -81,6 +85,42 @@ class Invocation:
 
 
 async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
+    tracer = inv.tracer
+    if tracer.enabled:
+        inv.agent_span = tracer.start_span(f"invoke_agent {agent.name}", None, agent_attributes(agent))
+    final: AgentResult | None = None
+    error: BaseException | None = None
+    try:
+        async for event in _run_invocation(agent, prompt, inv):
+            if event.get("type") == "result":
+                final = event["result"]
+            yield event
+    except BaseException as caught:
+        error = caught
+        raise
+    finally:
+        if inv.agent_span is not None:
+            tracer.end_span(inv.agent_span, _invocation_attributes(agent, final, inv), error=error)
+
+
+def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invocation) -> dict[str, Any]:
+    usage = agent.event_loop_metrics.invocation_usage
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": usage.get("inputTokens", 0),
+        "gen_ai.usage.output_tokens": usage.get("outputTokens", 0),
+        "ray_harness.cost_usd": agent.event_loop_metrics.invocation_cost_usd,
+        "ray_harness.cycles": agent.event_loop_metrics.invocation_cycles,
+    }
+    if result is not None:
+        attributes["gen_ai.response.finish_reasons"] = [result.stop_reason]
+        if getattr(inv.tracer, "capture_content", False):
+            import json
+
+            attributes["gen_ai.output.messages"] = json.dumps([result.message], default=str)[:8192]
+    return attributes
+
+
+async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
     inv.loop = asyncio.get_running_loop()
     inv.task = asyncio.current_task()
     await agent.tool_registry.load_providers()
@@ -88,6 +128,10 @@ async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGen
     current: Any = prompt
     while True:
         new_messages = prepare_prompt(agent, current, inv)
+        if inv.agent_span is not None and getattr(inv.tracer, "capture_content", False):
+            import json
+
+            inv.agent_span.set_attribute("gen_ai.input.messages", json.dumps(new_messages, default=str)[:8192])
         start_length = len(agent.messages)
         result: AgentResult | None = None
         resume: Any = None
@@ -141,58 +185,85 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         if stop is not None:
             yield stop
             return
-        resuming_tools = agent._interrupt_state.activated
-        message: Message
-        if resuming_tools:
-            message = agent._interrupt_state.context["tool_use_message"]
-        elif inv.resumed_position == "after_model" and _has_unanswered_tool_use(agent.messages):
-            message = agent.messages[-1]
-        else:
-            outcome: ModelStopReason | None = None
-            async for event in call_model(agent, inv):
-                if isinstance(event, ModelStopReason):
-                    outcome = event
-                else:
-                    yield event
-            assert outcome is not None
-            agent.event_loop_metrics.add_cycle()
-            message = outcome.message
-            if outcome.stop_reason == "cancelled":
-                await agent._append_message(message, inv.state)
-                yield inv.result("cancelled", message)
+        ended = False
+        if not inv.tracer.enabled:
+            # Drained to the end (never abandoned mid-way) so no generator is left for the GC to finalize.
+            async for event in _cycle(agent, inv):
+                ended = ended or isinstance(event, AgentResult)
+                yield event
+            if ended:
                 return
-            await agent._append_message(message, inv.state)
-            yield {"type": "message", "message": message}
-            stop_reason = outcome.stop_reason
-            has_tools = any("toolUse" in block for block in message["content"])
-            if stop_reason == "max_tokens":
-                raise MaxTokensReachedException(
-                    "the model stopped at its max_tokens limit; the partial message is in the history. "
-                    "Raise the model's max_tokens or call the agent again to continue."
-                )
-            if not has_tools or stop_reason != "tool_use":
-                final = await _finish_turn(agent, inv, message, stop_reason)
-                if final is not None:
-                    yield final
-                    return
-                continue
-            if agent.checkpointing:
-                yield inv.result("checkpoint", message,
-                                 checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
-                return
-        inv.resumed_position = None
-        tools: ToolsOutcome | None = None
-        async for event in run_tools(agent, inv, message):
-            if isinstance(event, ToolsOutcome):
-                tools = event
+            continue
+        inv.cycle_span = inv.tracer.start_span("execute_event_loop_cycle", inv.agent_span,
+                                               {"ray_harness.cycle_index": inv.cycle_index, **agent.trace_attributes})
+        error: BaseException | None = None
+        try:
+            async for event in _cycle(agent, inv):
+                ended = ended or isinstance(event, AgentResult)
+                yield event
+        except BaseException as caught:
+            error = caught
+            raise
+        finally:
+            inv.tracer.end_span(inv.cycle_span, error=error)
+            inv.cycle_span = None
+        if ended:
+            return
+
+
+async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
+    """One model → tools cycle; yields events and, when the invocation ends here, an ``AgentResult``."""
+    resuming_tools = agent._interrupt_state.activated
+    message: Message
+    if resuming_tools:
+        message = agent._interrupt_state.context["tool_use_message"]
+    elif inv.resumed_position == "after_model" and _has_unanswered_tool_use(agent.messages):
+        message = agent.messages[-1]
+    else:
+        outcome: ModelStopReason | None = None
+        async for event in call_model(agent, inv):
+            if isinstance(event, ModelStopReason):
+                outcome = event
             else:
                 yield event
-        assert tools is not None
-        final_result = await _after_tools(agent, inv, message, tools)
-        if final_result is not None:
-            yield final_result
+        assert outcome is not None
+        agent.event_loop_metrics.add_cycle()
+        message = outcome.message
+        if outcome.stop_reason == "cancelled":
+            await agent._append_message(message, inv.state)
+            yield inv.result("cancelled", message)
             return
-        inv.cycle_index += 1
+        await agent._append_message(message, inv.state)
+        yield {"type": "message", "message": message}
+        stop_reason = outcome.stop_reason
+        has_tools = any("toolUse" in block for block in message["content"])
+        if stop_reason == "max_tokens":
+            raise MaxTokensReachedException(
+                "the model stopped at its max_tokens limit; the partial message is in the history. "
+                "Raise the model's max_tokens or call the agent again to continue."
+            )
+        if not has_tools or stop_reason != "tool_use":
+            final = await _finish_turn(agent, inv, message, stop_reason)
+            if final is not None:
+                yield final
+            return  # structured output was requested: the next cycle asks for it
+        if agent.checkpointing and not (inv.cancelled or inv.deferred_cancel):
+            yield inv.result("checkpoint", message,
+                             checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
+            return
+    inv.resumed_position = None
+    tools: ToolsOutcome | None = None
+    async for event in run_tools(agent, inv, message):
+        if isinstance(event, ToolsOutcome):
+            tools = event
+        else:
+            yield event
+    assert tools is not None
+    final_result = await _after_tools(agent, inv, message, tools)
+    if final_result is not None:
+        yield final_result
+        return
+    inv.cycle_index += 1
 
 
 def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:

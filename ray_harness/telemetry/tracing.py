@@ -1,0 +1,162 @@
+"""GenAI-convention spans for the agent loop.
+
+``invoke_agent <name>`` (one per invocation, child of whatever span is current — a driver span, or
+the context propagated into an actor) → ``execute_event_loop_cycle`` → ``chat`` (model call) and
+``execute_tool <name>``. ``trace_attributes`` of the agent go on every span. When no SDK tracer
+provider is installed, :func:`get_tracer` returns a no-op whose methods cost a call each.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ray_harness.telemetry.config import capture_content_enabled, ensure_configured_from_env, tracing_enabled
+
+__all__ = ("NOOP", "Tracer", "get_tracer")
+
+
+class Tracer:
+    """No-op base; :class:`_OtelTracer` records real spans."""
+
+    enabled = False
+    capture_content = False
+
+    def start_span(self, name: str, parent: Any = None, attributes: dict[str, Any] | None = None) -> Any:
+        return None
+
+    def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None
+                 ) -> None:
+        return None
+
+    def invocation_attributes(self, agent: Any, messages: list[Any]) -> dict[str, Any]:
+        return {}
+
+    def attach(self, span: Any) -> Any:
+        return None
+
+    def detach(self, token: Any) -> None:
+        return None
+
+
+NOOP = Tracer()
+
+
+class _OtelTracer(Tracer):
+    enabled = True
+
+    def __init__(self) -> None:
+        from opentelemetry import context, trace
+
+        self._trace = trace
+        self._context = context
+        self._tracer = trace.get_tracer("ray_harness")
+        self.capture_content = capture_content_enabled()
+
+    def start_span(self, name: str, parent: Any = None, attributes: dict[str, Any] | None = None) -> Any:
+        ctx = self._trace.set_span_in_context(parent) if parent is not None else None
+        clean = {k: v for k, v in (attributes or {}).items() if v is not None}
+        return self._tracer.start_span(name, context=ctx, attributes=clean)
+
+    def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None
+                 ) -> None:
+        if span is None:
+            return
+        for key, value in (attributes or {}).items():
+            if value is not None:
+                span.set_attribute(key, value)
+        if error is not None:
+            from opentelemetry.trace import Status, StatusCode
+
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        span.end()
+
+    def attach(self, span: Any) -> Any:
+        if span is None:
+            return None
+        return self._context.attach(self._trace.set_span_in_context(span))
+
+    def detach(self, token: Any) -> None:
+        if token is not None:
+            try:
+                self._context.detach(token)
+            except ValueError:  # detached from another context (a generator finished elsewhere)
+                pass
+
+
+def get_tracer() -> Tracer:
+    ensure_configured_from_env()
+    if not tracing_enabled():
+        return NOOP
+    return _OtelTracer()
+
+
+def agent_attributes(agent: Any) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.agent.id": agent.agent_id,
+        "gen_ai.request.model": _model_id(agent),
+        "gen_ai.provider.name": type(agent.model).__name__,
+    }
+    attributes.update(_custom(agent))
+    return attributes
+
+
+def chat_attributes(agent: Any) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": _model_id(agent)}
+    attributes.update(_custom(agent))
+    return attributes
+
+
+def chat_result_attributes(stop: Any, capture_content: bool) -> dict[str, Any]:
+    usage = stop.usage or {}
+    metrics = stop.metrics or {}
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": usage.get("inputTokens", 0),
+        "gen_ai.usage.output_tokens": usage.get("outputTokens", 0),
+        "gen_ai.response.finish_reasons": [stop.stop_reason],
+        "gen_ai.server.time_to_first_token": (metrics["timeToFirstByteMs"] / 1000)
+        if "timeToFirstByteMs" in metrics else None,
+        "ray_harness.model.latency_ms": metrics.get("latencyMs"),
+    }
+    if capture_content:
+        attributes["gen_ai.output.messages"] = _json([stop.message])
+    return attributes
+
+
+def tool_attributes(agent: Any, tool_use: Any, capture_content: bool) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool_use.get("name"),
+        "gen_ai.tool.call.id": tool_use.get("toolUseId"),
+    }
+    if capture_content:
+        attributes["gen_ai.tool.call.arguments"] = _json(tool_use.get("input"))
+    attributes.update(_custom(agent))
+    return attributes
+
+
+def tool_result_attributes(result: Any, started: float, capture_content: bool) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"ray_harness.tool.status": result.get("status"),
+                                  "ray_harness.tool.duration_s": time.perf_counter() - started}
+    if capture_content:
+        attributes["gen_ai.tool.call.result"] = _json(result.get("content"))
+    return attributes
+
+
+def _custom(agent: Any) -> dict[str, Any]:
+    return {key: value for key, value in agent.trace_attributes.items() if isinstance(value, str | int | float | bool)}
+
+
+def _model_id(agent: Any) -> str:
+    try:
+        return str(agent.model.model_id)
+    except Exception:  # a custom model without config
+        return type(agent.model).__name__
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=lambda o: f"<{type(o).__name__}>")[:8192]

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ray_harness import Agent, tool
+from ray_harness.telemetry import config as telemetry_config
+from ray_harness.testing import ScriptedModel, text, tool_call
+
+FAKE_KEY = "sk-ant-api03-THIS-IS-A-FAKE-KEY-123456"
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look something up."""
+    with trace.get_tracer("user-code").start_as_current_span("user span"):
+        return f"found {query}"
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    monkeypatch.setitem(telemetry_config._state, "capture_content", None)
+    monkeypatch.delenv("RAY_HARNESS_CAPTURE_CONTENT", raising=False)
+    yield exporter
+    provider.shutdown()
+
+
+def _tree(exporter: InMemorySpanExporter) -> dict[str, str | None]:
+    finished = exporter.get_finished_spans()
+    by_id = {span.context.span_id: span.name for span in finished}
+    return {span.name: by_id.get(span.parent.span_id) if span.parent else None for span in finished}
+
+
+def test_span_tree_of_a_tool_round_trip(spans: InMemorySpanExporter) -> None:
+    agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}, tool_use_id="t1"), text("done")), tools=[lookup],
+                  name="researcher", trace_attributes={"tenant": "acme"})
+    with trace.get_tracer("driver").start_as_current_span("driver"):
+        agent("find x")
+    tree = _tree(spans)
+    assert tree["invoke_agent researcher"] == "driver"
+    assert tree["execute_event_loop_cycle"] == "invoke_agent researcher"
+    assert tree["chat"] == "execute_event_loop_cycle"
+    assert tree["execute_tool lookup"] == "execute_event_loop_cycle"
+    assert tree["user span"] == "execute_tool lookup"
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    tool_span = finished["execute_tool lookup"].attributes
+    assert tool_span["gen_ai.tool.name"] == "lookup"
+    assert tool_span["gen_ai.tool.call.id"] == "t1"
+    assert tool_span["ray_harness.tool.status"] == "success"
+    chat = finished["chat"].attributes
+    assert chat["gen_ai.request.model"] == "scripted"
+    assert chat["gen_ai.usage.input_tokens"] > 0
+    assert all(span.attributes.get("tenant") == "acme" for span in finished.values()
+               if span.name not in ("driver", "user span"))
+    assert finished["invoke_agent researcher"].attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
+
+
+def test_content_is_not_recorded_by_default(spans: InMemorySpanExporter) -> None:
+    Agent(ScriptedModel(text("ok")))(f"my key is {FAKE_KEY}")
+    for span in spans.get_finished_spans():
+        assert FAKE_KEY not in str(dict(span.attributes or {}))
+
+
+def test_content_recorded_when_opted_in(spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_HARNESS_CAPTURE_CONTENT", "1")
+    Agent(ScriptedModel(text("ok")))("hello there")
+    agent_span = next(s for s in spans.get_finished_spans() if s.name.startswith("invoke_agent"))
+    assert "hello there" in agent_span.attributes["gen_ai.input.messages"]
+
+
+def test_failed_invocation_marks_the_span(spans: InMemorySpanExporter) -> None:
+    with pytest.raises(RuntimeError):
+        Agent(ScriptedModel(RuntimeError("provider down")), retry_strategy=None)("x")
+    agent_span = next(s for s in spans.get_finished_spans() if s.name.startswith("invoke_agent"))
+    assert not agent_span.status.is_ok
