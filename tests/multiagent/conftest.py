@@ -1,0 +1,79 @@
+"""Multi-agent tests run without Ray: ``import ray`` fails here.
+
+Behaviour tests take the ``runtime`` fixture, so they can be parametrized over
+``["local", "ray"]`` once the Ray executor exists (the Ray leg then moves to an
+integration conftest that starts Ray).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent
+from ray_harness.testing import ScriptedModel, Step, text
+
+
+@pytest.fixture(autouse=True)
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+
+
+@pytest.fixture(params=["local"])
+def runtime(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def make_agent(name: str, *steps: Any, **kwargs: Any) -> Agent:
+    return Agent(ScriptedModel(*steps), name=name, **kwargs)
+
+
+class Timeline:
+    """Records when scripted model calls start and end, to prove what ran concurrently."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, str, float]] = []
+
+    def step(self, name: str, answer: str | None = None, delay: float = 0.2) -> Callable[[Any], Any]:
+        async def respond(call: Any) -> Step:
+            self.marks.append((name, "start", time.monotonic()))
+            await asyncio.sleep(delay)
+            self.marks.append((name, "end", time.monotonic()))
+            return text(answer or f"{name} done")
+
+        return respond
+
+    def at(self, name: str, kind: str) -> float:
+        return next(t for n, k, t in self.marks if n == name and k == kind)
+
+    def starts(self, name: str) -> int:
+        return sum(1 for n, k, _ in self.marks if n == name and k == "start")
+
+
+@pytest.fixture
+def timeline() -> Timeline:
+    return Timeline()
+
+
+class JsonFileStore:
+    """The two methods a multi-agent session store needs, on a JSON file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.writes = 0
+
+    def write_multi_agent_json(self, data: dict[str, Any]) -> None:
+        self.path.write_text(json.dumps(data))
+        self.writes += 1
+
+    def read_multi_agent_json(self) -> dict[str, Any] | None:
+        if not self.path.exists():
+            return None
+        return json.loads(self.path.read_text())  # type: ignore[no-any-return]

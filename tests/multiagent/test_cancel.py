@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ray_harness import GraphBuilder, Status, Swarm
+from ray_harness.testing import text
+from tests.multiagent.conftest import make_agent
+
+
+async def test_graph_cancel_returns_cancelled_and_stops_every_running_node(runtime: str) -> None:
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("a", delay=5)), "a")
+    builder.add_node(make_agent("b", text("b", delay=5)), "b")
+    builder.add_node(make_agent("after", text("never")), "after")
+    builder.add_edge("a", "after")
+    graph = builder.build(runtime=runtime)
+    graph.cancel()  # idle: no effect on the next run
+    task = asyncio.create_task(graph.invoke_async("t"))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    graph.cancel()
+    result = await asyncio.wait_for(task, 3)
+    assert time.monotonic() - started < 1.0
+    assert result.status == Status.CANCELLED
+    assert {result.results["a"].status, result.results["b"].status} == {Status.CANCELLED}
+    assert "after" not in result.results
+    assert graph.nodes["a"].executor.messages[-1]["role"] == "assistant"
+
+    # The next invocation is not poisoned by the earlier cancel.
+    graph.nodes["a"].executor.model._steps.append(text("a again"))
+    graph.nodes["b"].executor.model._steps.append(text("b again"))
+    graph.nodes["after"].executor.model._steps = [text("after")]
+    again = await graph.invoke_async("t2")
+    assert again.status == Status.COMPLETED
+
+
+async def test_swarm_cancel_returns_cancelled(runtime: str) -> None:
+    swarm = Swarm([make_agent("slow", text("zzz", delay=5))], runtime=runtime)
+    task = asyncio.create_task(swarm.invoke_async("t"))
+    await asyncio.sleep(0.2)
+    swarm.cancel()
+    result = await asyncio.wait_for(task, 3)
+    assert result.status == Status.CANCELLED
+    assert result.results["slow"].status == Status.CANCELLED
+
+
+async def test_concurrent_invocations_of_one_graph_are_refused(runtime: str) -> None:
+    from ray_harness.types.exceptions import ConcurrencyException
+
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("a", delay=0.3)), "a")
+    graph = builder.build(runtime=runtime)
+    task = asyncio.create_task(graph.invoke_async("t"))
+    await asyncio.sleep(0.05)
+    try:
+        await graph.invoke_async("t")
+    except ConcurrencyException:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("second invocation was not refused")
+    assert (await task).status == Status.COMPLETED
