@@ -50,7 +50,7 @@ from ray_harness.types.content import ToolUse
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
 
-__all__ = ("MCPAgentTool", "MCPClient", "MCPClientInitializationError")
+__all__ = ("MCPAgentTool", "MCPCallCancelled", "MCPClient", "MCPClientConfig", "MCPClientInitializationError")
 
 T = TypeVar("T")
 

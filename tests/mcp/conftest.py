@@ -5,6 +5,8 @@ These tests run in-process without Ray, so ``import ray`` is blocked here as in 
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -21,9 +23,8 @@ STDIO_COMMAND = [sys.executable, SERVER_APP, "stdio"]
 
 
 @pytest.fixture(autouse=True)
-def _no_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
-    yield
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,19 @@ def shared_stdio() -> Iterator[MCPClient]:
     client = MCPClient(command=STDIO_COMMAND, prefix="srv")
     yield client
     client.close()
+
+
+async def wait_for_file(path: Path, timeout: float = 10.0) -> None:
+    """Wait for a marker file written by the test server."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(path.exists):
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.02)
+
+
+def not_crash(name: str) -> bool:
+    """A module-level tool filter, so that clients using it pickle by reference."""
+    return name != "crash"
 
 
 def free_port() -> int:
@@ -44,10 +58,12 @@ def free_port() -> int:
 class HttpServer:
     """``server_app.py`` serving streamable HTTP on 127.0.0.1 in its own process."""
 
-    def __init__(self) -> None:
+    def __init__(self, marker_dir: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.process = subprocess.Popen([sys.executable, SERVER_APP, "http", str(self.port)])
+        self.marker_dir = marker_dir
+        env = {**os.environ, "MCP_TEST_MARKER_DIR": str(marker_dir)}
+        self.process = subprocess.Popen([sys.executable, SERVER_APP, "http", str(self.port)], env=env)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -66,15 +82,15 @@ class HttpServer:
 
 
 @pytest.fixture(scope="module")
-def http_server() -> Iterator[HttpServer]:
-    server = HttpServer()
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    server = HttpServer(tmp_path_factory.mktemp("http-markers"))
     yield server
     server.stop()
 
 
 @pytest.fixture
-def own_http_server() -> Iterator[HttpServer]:
+def own_http_server(tmp_path: Path) -> Iterator[HttpServer]:
     """A server for one test (for tests that kill it)."""
-    server = HttpServer()
+    server = HttpServer(tmp_path)
     yield server
     server.stop()

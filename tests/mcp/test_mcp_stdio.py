@@ -13,21 +13,14 @@ from typing import Any
 import pytest
 
 from ray_harness import Agent
-from ray_harness.testing import ScriptedModel, text, tool_call
+from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
 from ray_harness.tools.mcp import MCPAgentTool, MCPClient, MCPClientInitializationError
-from tests.mcp.conftest import STDIO_COMMAND
+from tests.mcp.conftest import STDIO_COMMAND, wait_for_file
 
 
 def _tool_results(agent: Agent) -> list[dict[str, Any]]:
     return [block["toolResult"] for message in agent.messages for block in message["content"]
             if "toolResult" in block]
-
-
-async def _wait_for(path: Path, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path.name} never appeared"
-        await asyncio.sleep(0.02)
 
 
 def _alive(pid: int) -> bool:
@@ -94,6 +87,15 @@ async def test_server_side_argument_validation_errors_are_error_results(shared_s
     assert tool_result["status"] == "error"
 
 
+async def test_calls_of_one_batch_run_concurrently_on_one_session(shared_stdio: MCPClient) -> None:
+    batch = tool_calls(("srv_slow", {"seconds": 3, "tag": "a"}), ("srv_slow", {"seconds": 3, "tag": "b"}))
+    agent = Agent(ScriptedModel(batch, text("both done")), tools=[shared_stdio])
+    started = time.monotonic()
+    await agent.invoke_async("go")
+    assert time.monotonic() - started < 5.5  # one after the other would take at least 6 s
+    assert [r["content"][0] for r in _tool_results(agent)] == [{"text": "slept 3.0"}] * 2
+
+
 def test_cancel_from_another_thread_ends_a_running_call_at_once(tmp_path: Path) -> None:
     client = MCPClient(command=STDIO_COMMAND, env={"MCP_TEST_MARKER_DIR": str(tmp_path)})
     agent = Agent(ScriptedModel(tool_call("slow", {"seconds": 60, "tag": "thread"})), tools=[client])
@@ -115,7 +117,7 @@ def test_cancel_from_another_thread_ends_a_running_call_at_once(tmp_path: Path) 
         assert tool_result == {"toolUseId": tool_result["toolUseId"], "status": "error",
                                "content": [{"text": "Tool execution cancelled"}]}
         # The server was told: its handler saw the cancellation (notifications/cancelled).
-        asyncio.run(_wait_for(tmp_path / "cancelled-thread"))
+        asyncio.run(wait_for_file(tmp_path / "cancelled-thread"))
         assert time.monotonic() - cancelled_at < 10
     finally:
         client.close()
@@ -126,14 +128,14 @@ async def test_cancel_from_another_task_returns_quickly(tmp_path: Path) -> None:
     agent = Agent(ScriptedModel(tool_call("slow", {"seconds": 60, "tag": "task"})), tools=[client])
     try:
         run = asyncio.create_task(agent.invoke_async("go"))
-        await _wait_for(tmp_path / "started-task", timeout=20)
+        await wait_for_file(tmp_path / "started-task", timeout=20)
         started = time.monotonic()
         agent.cancel()
         result = await asyncio.wait_for(run, 5)
         assert time.monotonic() - started < 2
         assert result.stop_reason == "cancelled"
         assert _tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
-        await _wait_for(tmp_path / "cancelled-task")
+        await wait_for_file(tmp_path / "cancelled-task")
     finally:
         client.close()
 

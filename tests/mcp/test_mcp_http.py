@@ -1,0 +1,108 @@
+"""MCPClient against a real MCP server over streamable HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import time
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent
+from ray_harness.testing import ScriptedModel, text, tool_call
+from ray_harness.tools.mcp import MCPClient, MCPClientInitializationError
+from tests.mcp.conftest import HttpServer, free_port, wait_for_file
+
+
+def _tool_results(agent: Agent) -> list[dict[str, Any]]:
+    return [block["toolResult"] for message in agent.messages for block in message["content"]
+            if "toolResult" in block]
+
+
+async def test_tools_are_listed_with_prefix_and_filter(http_server: HttpServer) -> None:
+    with MCPClient(url=http_server.url, prefix="web", tool_filter=lambda name: name.startswith("e")) as client:
+        tools = await client.load_tools()
+        assert [t.tool_name for t in tools] == ["web_echo"]
+        assert tools[0].tool_spec["inputSchema"]["json"]["properties"]["text"]["type"] == "string"
+
+
+async def test_agent_call_sends_the_configured_headers(http_server: HttpServer) -> None:
+    with MCPClient(url=http_server.url, headers={"X-Team": "harness"}) as client:
+        model = ScriptedModel(tool_call("header", {"name": "X-Team"}), tool_call("add", {"a": 20, "b": 22}),
+                              text("done"))
+        agent = Agent(model, tools=[client])
+        result = await agent.invoke_async("go")
+        assert str(result) == "done\n"
+        header, added = _tool_results(agent)
+        assert header["content"][0] == {"text": "harness"}
+        assert added["status"] == "success"
+        assert added["content"][-1] == {"json": {"total": 42}}
+
+
+async def test_a_tool_that_raises_gives_an_error_result(http_server: HttpServer) -> None:
+    with MCPClient(url=http_server.url) as client:
+        agent = Agent(ScriptedModel(tool_call("fail", {"message": "no quota"}), text("sorry")), tools=[client])
+        await agent.invoke_async("go")
+        (tool_result,) = _tool_results(agent)
+        assert tool_result["status"] == "error"
+        assert "no quota" in tool_result["content"][0]["text"]
+
+
+async def test_cancel_ends_a_running_http_call_and_tells_the_server(http_server: HttpServer) -> None:
+    with MCPClient(url=http_server.url) as client:
+        agent = Agent(ScriptedModel(tool_call("slow", {"seconds": 60, "tag": "http"})), tools=[client])
+        run = asyncio.create_task(agent.invoke_async("go"))
+        await wait_for_file(http_server.marker_dir / "started-http", timeout=20)
+
+        started = time.monotonic()
+        agent.cancel()
+        result = await asyncio.wait_for(run, 5)
+
+        assert time.monotonic() - started < 2
+        assert result.stop_reason == "cancelled"
+        assert _tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
+        # The server was told: its handler saw the cancellation (notifications/cancelled).
+        await wait_for_file(http_server.marker_dir / "cancelled-http")
+
+
+async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_working(
+        own_http_server: HttpServer) -> None:
+    with MCPClient(url=own_http_server.url) as client:
+        model = ScriptedModel(tool_call("crash", {}), tool_call("echo", {"text": "anyone?"}), text("the server is gone"))
+        agent = Agent(model, tools=[client])
+
+        started = time.monotonic()
+        result = await agent.invoke_async("go")
+
+        assert time.monotonic() - started < 15
+        assert str(result) == "the server is gone\n"
+        crashed, retried = _tool_results(agent)
+        assert crashed["status"] == "error"
+        assert crashed["content"][0]["text"].startswith("Error: MCP tool 'crash' failed:")
+        # Nothing listens any more: the retry is an error result naming the URL, not a hang or a raise.
+        assert retried["status"] == "error"
+        assert own_http_server.url in retried["content"][0]["text"]
+
+
+async def test_start_failure_raises_before_the_model_is_called_naming_the_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    model = ScriptedModel(text("never"))
+    agent = Agent(model, tools=[MCPClient(url=url)])
+    with pytest.raises(MCPClientInitializationError, match=f"could not connect to MCP server at URL {url}: "):
+        await agent.invoke_async("hi")
+    assert model.calls == []
+
+
+async def test_pickle_round_trip_keeps_the_configuration_and_reconnects(http_server: HttpServer) -> None:
+    client = MCPClient(url=http_server.url, headers={"X-Team": "clone"}, prefix="p", startup_timeout=7)
+    await client.load_tools()  # live session: must not travel
+    try:
+        clone = pickle.loads(pickle.dumps(client))
+    finally:
+        client.close()
+    assert clone.config == client.config
+    with clone:
+        agent = Agent(ScriptedModel(tool_call("p_header", {"name": "x-team"}), text("ok")), tools=[clone])
+        await agent.invoke_async("go")
+        assert _tool_results(agent)[0]["content"][0] == {"text": "clone"}
