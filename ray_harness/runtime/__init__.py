@@ -1,0 +1,57 @@
+"""The Ray runtime: agents, agent hosts and sandboxes in Ray actors.
+
+Importing this package does not import Ray; each name below loads its module
+(and Ray) on first use, so ``import ray_harness`` stays Ray-free.
+
+* :func:`init` connects to a cluster (``address`` / ``RAY_ADDRESS``) or starts an
+  embedded local Ray with small-machine defaults.
+* :class:`RemoteAgent` is one agent in a dedicated, named async actor
+  (``ray_harness:agent:<name>``) with the ``Agent`` call/stream/cancel surface.
+* :class:`AgentPool` is a pre-started pool of async host actors
+  (``ray_harness:host:<i>``), each serving hundreds of concurrent agent runs.
+* :class:`RunHandle` broadcasts a cancel to every actor/slot of a run at once.
+* :class:`RemoteSandbox` serves any ``Sandbox`` from its own actor
+  (``ray_harness:sandbox:<name>``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = (
+    "DEFAULT_NAMESPACE",
+    "AgentPool",
+    "FileAgentStore",
+    "RemoteAgent",
+    "RemoteSandbox",
+    "RunHandle",
+    "init",
+    "is_initialized",
+    "shutdown",
+)
+
+_LAZY = {
+    "DEFAULT_NAMESPACE": "ray_harness.runtime._cluster",
+    "init": "ray_harness.runtime._cluster",
+    "is_initialized": "ray_harness.runtime._cluster",
+    "shutdown": "ray_harness.runtime._cluster",
+    "FileAgentStore": "ray_harness.runtime._store",
+    "RemoteAgent": "ray_harness.runtime.remote_agent",
+    "AgentPool": "ray_harness.runtime.pool",
+    "RunHandle": "ray_harness.runtime._cancel",
+    "RemoteSandbox": "ray_harness.runtime.sandbox",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ray_harness.runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

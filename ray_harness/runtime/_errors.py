@@ -1,0 +1,72 @@
+"""Turn Ray's exception wrappers back into the errors the caller would see in-process.
+
+``RayTaskError`` wraps whatever an actor method raised; the driver gets the
+original (``.cause``: our ``RayHarnessError`` types or the built-in type), with
+Ray's remote traceback kept as ``__cause__`` for debugging. A dead or
+unreachable actor becomes :class:`~ray_harness.types.exceptions.RemoteActorError`
+naming the actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, NoReturn, TypeVar
+
+import ray
+from ray import exceptions as ray_exceptions
+
+from ray_harness.types.exceptions import RemoteActorError
+
+__all__ = ("call_sync", "await_ref", "raise_translated", "translate")
+
+T = TypeVar("T")
+
+
+def translate(error: BaseException, actor_name: str) -> BaseException:
+    """The exception the caller should see for ``error`` raised by a call into ``actor_name``."""
+    if isinstance(error, ray_exceptions.TaskCancelledError):
+        return asyncio.CancelledError(f"call into actor {actor_name!r} was cancelled")
+    if isinstance(error, ray_exceptions.RayTaskError):
+        cause = error.cause
+        if isinstance(cause, BaseException) and not isinstance(cause, ray_exceptions.RayError):
+            if isinstance(cause, asyncio.CancelledError):
+                return asyncio.CancelledError(f"call into actor {actor_name!r} was cancelled")
+            return cause
+        if isinstance(cause, ray_exceptions.RayError):
+            return translate(cause, actor_name)
+        return RemoteActorError(f"actor {actor_name!r} failed: {error}", actor_name=actor_name)
+    if isinstance(error, ray_exceptions.ActorUnavailableError | ray_exceptions.RayActorError):
+        kind = "is unavailable (restarting or unreachable)" if isinstance(
+            error, ray_exceptions.ActorUnavailableError) else "died"
+        return RemoteActorError(f"actor {actor_name!r} {kind}: {_first_line(error)}", actor_name=actor_name)
+    if isinstance(error, ray_exceptions.RayError):
+        return RemoteActorError(f"call into actor {actor_name!r} failed: {_first_line(error)}", actor_name=actor_name)
+    return error
+
+
+def raise_translated(error: BaseException, actor_name: str) -> NoReturn:
+    translated = translate(error, actor_name)
+    if translated is error:
+        raise error
+    raise translated from error
+
+
+async def await_ref(ref: Awaitable[T], actor_name: str) -> T:
+    try:
+        return await ref
+    except ray_exceptions.RayError as error:
+        raise_translated(error, actor_name)
+
+
+def call_sync(ref: Any, actor_name: str, *, timeout: float | None = None) -> Any:
+    """``ray.get`` with translated errors (for the sync surface: ``remote(prompt)``, properties)."""
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray_exceptions.RayError as error:
+        raise_translated(error, actor_name)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

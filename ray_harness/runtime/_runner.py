@@ -1,0 +1,258 @@
+"""``AgentRunner``: one agent inside an actor process (dedicated actor or a slot of a host).
+
+It adds to the core agent what an actor needs and the agent does not do itself:
+
+* **Ordered invocations.** Calls queue in arrival order (an ``asyncio.Lock`` is
+  FIFO); ``mode="throw"`` raises ``ConcurrencyException`` instead, like an
+  in-process ``Agent``.
+* **Cancel by invocation id**, accepted before the invocation starts (a cancel
+  that overtakes its run still lands) and from another thread (Ray runs the
+  ``cancel`` method in its own concurrency group).
+* **Snapshots and idempotent retries** (when given a store). After every message
+  added to the history and every completed tool result the runner writes a
+  snapshot: messages, agent state, interrupt state, metrics, the tool results of
+  the running batch and a journal of invocation ids. A restarted actor loads it;
+  when Ray retries the interrupted call (same invocation id) the runner continues
+  that invocation instead of starting it again: completed tools are not re-run,
+  only the tool that was running when the process died (at-least-once for that
+  one), and a finished invocation returns its stored result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncGenerator
+from typing import Any, Literal
+
+from ray_harness.agent.agent import Agent
+from ray_harness.agent.result import AgentResult
+from ray_harness.hooks.events import MessageAddedEvent
+from ray_harness.hooks.registry import HookOrder
+from ray_harness.interrupts import Interrupt, InterruptState
+from ray_harness.runtime._store import FileAgentStore
+from ray_harness.types.content import ToolResult
+from ray_harness.types.exceptions import ConcurrencyException
+
+__all__ = ("RESTORE_INTERRUPT_ID", "AgentRunner", "ConcurrentInvocationMode")
+
+logger = logging.getLogger(__name__)
+
+ConcurrentInvocationMode = Literal["queue", "throw"]
+RESTORE_INTERRUPT_ID = "v1:ray_harness_restore:actor_restart"
+_SNAPSHOT_VERSION = 1
+_KEPT_RESULTS = 16  # finished invocations remembered for idempotent retries
+_KEPT_CANCELS = 4096
+
+
+class AgentRunner:
+    """Runs invocations of one agent: ordering, cancel, snapshots and retries (see module docstring)."""
+
+    def __init__(self, agent: Agent, *, mode: str = "queue", store: FileAgentStore | None = None,
+                 key: str | None = None) -> None:
+        if mode not in ("queue", "throw"):
+            raise ValueError(f"concurrent_invocation_mode must be 'queue' or 'throw', got {mode!r}")
+        if store is not None and not key:
+            raise ValueError("a runner with a store needs a key")
+        self.agent = agent
+        self.mode = mode
+        self._store = store
+        self._key = key or ""
+        self._lock = asyncio.Lock()
+        self._journal: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._batch_results: dict[str, ToolResult] = {}
+        self._running: str | None = None
+        self._signals: dict[str, threading.Event] = {}
+        self._early_cancels: OrderedDict[str, None] = OrderedDict()
+        self._guard = threading.Lock()  # cancel() arrives on another thread
+        if store is not None:
+            agent.hooks.add_callback(MessageAddedEvent, self._on_message_added, HookOrder.SDK_LAST)
+
+    # -- invocations --------------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    async def invoke(self, invocation_id: str, prompt: Any, options: dict[str, Any]) -> AgentResult:
+        result: AgentResult | None = None
+        async for event in self.stream(invocation_id, prompt, options):
+            if event.get("type") == "result":
+                result = event["result"]
+        if result is None:  # pragma: no cover - the agent loop always ends with a result event
+            raise RuntimeError("agent invocation ended without a result")
+        return result
+
+    async def stream(self, invocation_id: str, prompt: Any, options: dict[str, Any]
+                     ) -> AsyncGenerator[dict[str, Any], None]:
+        """Run (or continue, or replay) invocation ``invocation_id``; yields the agent's events."""
+        if self.mode == "throw" and self._lock.locked():
+            raise ConcurrencyException(
+                f"agent {self.agent.name!r} is already running an invocation "
+                "(concurrent_invocation_mode='throw'); wait for it or use another agent"
+            )
+        async with self._lock:
+            signal = self._start(invocation_id)
+            try:
+                entry = self._journal.get(invocation_id)
+                if entry is not None and entry["status"] == "done":
+                    yield {"type": "result", "result": entry["result"]}
+                    return
+                if entry is None:
+                    self._journal[invocation_id] = {"status": "running", "start": len(self.agent.messages)}
+                    self.persist()
+                else:
+                    prompt, finished = self._continuation(entry, prompt)
+                    if finished is not None:
+                        self._finish(invocation_id, finished)
+                        yield {"type": "result", "result": finished}
+                        return
+                async for event in self._run(invocation_id, prompt, options, signal):
+                    yield event
+            finally:
+                with self._guard:
+                    self._running = None
+                    self._signals.pop(invocation_id, None)
+
+    async def _run(self, invocation_id: str, prompt: Any, options: dict[str, Any], signal: threading.Event
+                   ) -> AsyncGenerator[dict[str, Any], None]:
+        try:
+            events = self.agent.stream_async(prompt, cancel_signal=signal, **options)
+            try:
+                async for event in events:
+                    kind = event.get("type")
+                    if kind == "tool_result" and self._store is not None:
+                        result = event["tool_result"]
+                        self._batch_results[result["toolUseId"]] = result
+                        self.persist()
+                    elif kind == "result":
+                        self._finish(invocation_id, event["result"])
+                    yield event
+            finally:
+                await events.aclose()
+        except BaseException:
+            # The agent rolled its history back; forget the invocation so a new call starts clean.
+            if self._journal.pop(invocation_id, None) is not None:
+                self.persist()
+            raise
+
+    def _start(self, invocation_id: str) -> threading.Event:
+        with self._guard:
+            signal = threading.Event()
+            if invocation_id in self._early_cancels:
+                del self._early_cancels[invocation_id]
+                signal.set()
+            self._running = invocation_id
+            self._signals[invocation_id] = signal
+            return signal
+
+    def _finish(self, invocation_id: str, result: AgentResult) -> None:
+        self._journal[invocation_id] = {"status": "done", "result": result}
+        self._journal.move_to_end(invocation_id)
+        done = [key for key, entry in self._journal.items() if entry["status"] == "done"]
+        for key in done[:-_KEPT_RESULTS]:
+            del self._journal[key]
+        self.persist()
+
+    # -- cancel -----------------------------------------------------------------------------------------
+
+    def cancel(self, invocation_id: str | None = None, *, message: str | None = None,
+               after_current_tools: bool = False) -> bool:
+        """Cancel the running invocation (or ``invocation_id``, even before it starts). Thread-safe.
+
+        Returns whether an invocation was running (or is now marked to stop when it starts).
+        """
+        with self._guard:
+            running = self._running
+            if invocation_id is not None and invocation_id != running:
+                if invocation_id not in self._signals:
+                    self._early_cancels[invocation_id] = None
+                    while len(self._early_cancels) > _KEPT_CANCELS:
+                        self._early_cancels.popitem(last=False)
+                return False
+            if running is None:
+                return False
+            if not after_current_tools:
+                self._signals[running].set()  # covers the moment before the agent registers its invocation
+        self.agent.cancel(message=message, after_current_tools=after_current_tools)
+        return True
+
+    # -- snapshots --------------------------------------------------------------------------------------
+
+    def _on_message_added(self, event: MessageAddedEvent) -> None:
+        # The message now holds the batch's results (or starts a new batch): the side list is obsolete.
+        self._batch_results = {}
+        self.persist()
+
+    def snapshot(self) -> dict[str, Any]:
+        agent = self.agent
+        return {
+            "version": _SNAPSHOT_VERSION,
+            "agent_name": agent.name,
+            "agent_id": agent.agent_id,
+            "messages": agent.messages,
+            "state": agent.state.to_dict(),
+            "interrupt_state": agent._interrupt_state.to_dict(),
+            "metrics": agent.event_loop_metrics,
+            "batch_results": self._batch_results,
+            "journal": self._journal,
+        }
+
+    def persist(self) -> None:
+        if self._store is None:
+            return
+        try:
+            self._store.save(self._key, self.snapshot())
+        except Exception:
+            # A failed snapshot must not fail the run: the cost is a longer replay after a crash.
+            logger.exception("key=<%s> | could not write the agent snapshot", self._key)
+
+    def restore(self) -> bool:
+        """Load the last snapshot into the agent; ``False`` when there is none."""
+        if self._store is None:
+            return False
+        snapshot = self._store.load(self._key)
+        if snapshot is None:
+            return False
+        agent = self.agent
+        agent.messages = list(snapshot["messages"])
+        agent.state._state = dict(snapshot["state"])
+        agent._interrupt_state = InterruptState.from_dict(snapshot["interrupt_state"])
+        agent.event_loop_metrics = snapshot["metrics"]
+        self._batch_results = dict(snapshot["batch_results"])
+        self._journal = OrderedDict(snapshot["journal"])
+        return True
+
+    def forget(self) -> None:
+        if self._store is not None:
+            self._store.delete(self._key)
+
+    def _continuation(self, entry: dict[str, Any], prompt: Any) -> tuple[Any, AgentResult | None]:
+        """What to run for an invocation that a dead process left half done.
+
+        Returns ``(prompt, None)`` to run, or ``(None, result)`` when the invocation had already
+        finished its last turn.
+        """
+        agent = self.agent
+        if len(agent.messages) <= entry["start"]:
+            return prompt, None  # nothing of it reached the history: run it as asked
+        last = agent.messages[-1]
+        if last["role"] != "assistant":
+            return None, None  # the prompt or a tool-result message is last: the model answers next
+        use_ids = [block["toolUse"]["toolUseId"] for block in last["content"] if "toolUse" in block]
+        if not use_ids:
+            return None, AgentResult(stop_reason="end_turn", message=last, metrics=agent.event_loop_metrics,
+                                     state=agent.state)
+        # A tool batch was running. Resume it through the core's interrupt-resume path, which runs only the
+        # tools that have no result yet and keeps the completed ones in place.
+        state = agent._interrupt_state
+        done = {r["toolUseId"]: r for r in state.context.get("tool_results", [])} if state.activated else {}
+        done.update({key: value for key, value in self._batch_results.items() if key in use_ids})
+        state.interrupts[RESTORE_INTERRUPT_ID] = Interrupt(
+            id=RESTORE_INTERRUPT_ID, name="ray_harness_restore", reason="actor restarted", response=True
+        )
+        state.context = {"tool_use_message": last, "tool_results": list(done.values())}
+        state.activate()
+        return [{"interruptResponse": {"interruptId": RESTORE_INTERRUPT_ID, "response": True}}], None

@@ -1,0 +1,76 @@
+"""How an agent crosses into an actor: by value (cloudpickle) or as a factory built inside it.
+
+Accepted sources: an ``Agent`` (pickled by value; ``Agent.__getstate__`` drops its
+lock and events), ``bytes`` from :func:`pack_agent` / ``cloudpickle.dumps(agent)``,
+a ``"module:function"`` string, or a zero-argument callable returning an Agent
+(cloudpickled; a factory keeps unpicklable things such as provider clients out
+of the payload: they are created in the actor's process).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ray import cloudpickle as _cloudpickle
+
+from ray_harness.agent.agent import Agent
+
+__all__ = ("AgentSpec", "agent_spec", "build_agent", "load_factory")
+
+cloudpickle: Any = _cloudpickle  # untyped module; dumps/loads are all we use
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A picklable recipe for one agent."""
+
+    kind: Literal["pickled", "factory_path", "factory"]
+    payload: bytes | str
+    label: str
+
+    def build(self) -> Agent:
+        return build_agent(self)
+
+
+def agent_spec(source: Any) -> AgentSpec:
+    """Normalize an Agent, pickled agent bytes, ``"module:function"`` or a factory into an :class:`AgentSpec`."""
+    if isinstance(source, AgentSpec):
+        return source
+    if isinstance(source, Agent):
+        return AgentSpec("pickled", cloudpickle.dumps(source), source.name)
+    if isinstance(source, bytes | bytearray):
+        return AgentSpec("pickled", bytes(source), "agent")
+    if isinstance(source, str):
+        module, sep, function = source.partition(":")
+        if not sep or not module or not function:
+            raise ValueError(f"agent factory string must look like 'package.module:function', got {source!r}")
+        return AgentSpec("factory_path", source, function)
+    if callable(source):
+        return AgentSpec("factory", cloudpickle.dumps(source), getattr(source, "__name__", "factory"))
+    raise TypeError(
+        f"expected an Agent, pickled agent bytes, a 'module:function' factory string or a factory callable, "
+        f"got {type(source).__name__}"
+    )
+
+
+def load_factory(path: str) -> Any:
+    module_name, _, attribute = path.partition(":")
+    module = importlib.import_module(module_name)
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def build_agent(spec: AgentSpec) -> Agent:
+    if spec.kind == "factory_path":
+        agent = load_factory(str(spec.payload))()
+    elif spec.kind == "factory":
+        agent = cloudpickle.loads(spec.payload)()
+    else:
+        agent = cloudpickle.loads(spec.payload)
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent source {spec.label!r} produced {type(agent).__name__}, not an Agent")
+    return agent

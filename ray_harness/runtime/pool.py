@@ -1,0 +1,348 @@
+"""Agent hosts: async actors that serve many agent runs at once, and a pre-started pool of them.
+
+A new actor costs ≈1 s and ≈50 MB, so one actor per agent run does not scale
+to graphs, swarms and evaluations. An :class:`AgentHost` is one async actor
+(``max_concurrency`` 1000 by default) holding any number of agents keyed by run
+id (ephemeral: built for one run, dropped after it) or by ``agent_key``
+(resident: built once, kept with its history, its runs queued in order).
+Agent runs are I/O-bound (model calls), so hundreds run concurrently in one
+process; sync tools run in threads.
+
+:class:`AgentPool` pre-starts ``size`` hosts named ``ray_harness:host:<i>``
+and places runs on them (resident agents by a stable hash of their key, other
+runs on the least-loaded host from this driver's view)::
+
+    pool = AgentPool(size=4)
+    result = await pool.run("my_pkg.agents:researcher", "Find X", run_id="row-17")
+    async for event in pool.stream(agent, "hi", run_id="r2"): ...
+    await pool.cancel("row-17")                 # one run, handled at once
+    await pool.cancel_all(["r2", "r3"])         # one message per host, all hosts concurrently
+    handle = pool.run_handle(["r2", "r3"])      # a RunHandle to merge with other actors of a run
+
+Hosts do not snapshot runs: a pooled run that loses its process fails with
+``RemoteActorError`` and the orchestrator (graph, swarm, evaluation) decides
+whether to re-run it. Use :class:`RemoteAgent` for a long-lived agent that must
+survive a crash mid-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+import uuid
+import zlib
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Iterable
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+
+from ray_harness.agent.agent import run_sync
+from ray_harness.agent.limits import Limits, validate_limits
+from ray_harness.agent.result import AgentResult
+from ray_harness.runtime._cancel import RunHandle
+from ray_harness.runtime._cluster import current_namespace, ensure_initialized
+from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
+from ray_harness.runtime._runner import AgentRunner
+from ray_harness.runtime._spec import AgentSpec, agent_spec
+
+__all__ = ("HOST_ACTOR_PREFIX", "AgentHost", "AgentPool", "host_actor_name")
+
+HOST_ACTOR_PREFIX = "ray_harness:host:"
+_CONTROL_GROUP = "control"
+# cancel (and stats) run in their own group: never queued behind invocations that fill the default group.
+_ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
+_KEPT_EARLY_CANCELS = 10_000
+
+
+def host_actor_name(index: int) -> str:
+    return f"{HOST_ACTOR_PREFIX}{index}"
+
+
+class AgentHost:
+    """The host actor class (plain; ``ray.remote`` is applied in :func:`_host_class`)."""
+
+    def __init__(self, index: int) -> None:
+        self._index = index
+        self._runs: dict[str, AgentRunner] = {}
+        self._resident: dict[str, AgentRunner] = {}
+        self._early: OrderedDict[str, None] = OrderedDict()  # cancels that overtook their run
+        self._guard = threading.Lock()  # cancel() runs on the control group's thread
+
+    async def ready(self) -> dict[str, Any]:
+        return {"index": self._index, "pid": os.getpid()}
+
+    def _runner_for(self, run_id: str, spec: AgentSpec, agent_key: str | None) -> AgentRunner:
+        if agent_key is None:
+            return AgentRunner(spec.build(), mode="throw")
+        runner = self._resident.get(agent_key)
+        if runner is None:
+            runner = self._resident[agent_key] = AgentRunner(spec.build(), mode="queue")
+        return runner
+
+    def _register(self, run_id: str, runner: AgentRunner) -> None:
+        with self._guard:
+            if run_id in self._runs:
+                raise ValueError(f"run id {run_id!r} is already running on host {self._index}")
+            self._runs[run_id] = runner
+            if run_id in self._early:
+                del self._early[run_id]
+                runner.cancel(run_id)  # recorded by the runner; the run starts cancelled
+
+    def _unregister(self, run_id: str) -> None:
+        with self._guard:
+            self._runs.pop(run_id, None)
+
+    async def run(self, run_id: str, spec: AgentSpec, prompt: Any, options: dict[str, Any],
+                  agent_key: str | None = None) -> AgentResult:
+        runner = self._runner_for(run_id, spec, agent_key)
+        self._register(run_id, runner)
+        try:
+            return await runner.invoke(run_id, prompt, options)
+        finally:
+            self._unregister(run_id)
+
+    async def stream(self, run_id: str, spec: AgentSpec, prompt: Any, options: dict[str, Any],
+                     agent_key: str | None, include_model_events: bool) -> AsyncGenerator[dict[str, Any], None]:
+        runner = self._runner_for(run_id, spec, agent_key)
+        self._register(run_id, runner)
+        try:
+            async for event in runner.stream(run_id, prompt, options):
+                if include_model_events or event.get("type") != "model_event":
+                    yield event
+        finally:
+            self._unregister(run_id)
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def cancel(self, run_ids: list[str] | None = None) -> int:
+        """Cancel ``run_ids`` (all runs when ``None``); ids not running yet are cancelled when they start."""
+        with self._guard:
+            targets = list(self._runs) if run_ids is None else list(run_ids)
+            found = [(run_id, self._runs.get(run_id)) for run_id in targets]
+            for run_id, runner in found:
+                if runner is None:
+                    self._early[run_id] = None
+            while len(self._early) > _KEPT_EARLY_CANCELS:
+                self._early.popitem(last=False)
+        return sum(runner.cancel(run_id) for run_id, runner in found if runner is not None)
+
+    async def release(self, agent_key: str) -> bool:
+        """Drop a resident agent (its history goes with it)."""
+        return self._resident.pop(agent_key, None) is not None
+
+    async def resident_messages(self, agent_key: str) -> list[Any]:
+        runner = self._resident.get(agent_key)
+        if runner is None:
+            raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
+        return runner.agent.messages
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def stats(self) -> dict[str, Any]:
+        return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
+                "resident": len(self._resident), "rss_bytes": _rss_bytes()}
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):  # not Linux
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+@functools.cache
+def _host_class() -> Any:
+    return ray.remote(**_ACTOR_OPTIONS)(AgentHost)
+
+
+class AgentPool:
+    """A pre-started pool of :class:`AgentHost` actors (``ray_harness:host:<i>``).
+
+    Args:
+        size: Number of host actors (each one process; a few per node is plenty for I/O-bound agents).
+        namespace: Ray namespace (default: the driver's). Hosts already running under these names in the
+            namespace are reused, so pools in several drivers share them.
+        max_concurrency: Concurrent calls per host (runs plus control calls).
+        num_cpus: CPUs reserved per host.
+        resources: Custom Ray resources per host.
+        max_restarts: Restarts of a host whose process died (its running runs fail; later runs proceed).
+    """
+
+    def __init__(self, size: int = 2, *, namespace: str | None = None, max_concurrency: int = 1000,
+                 num_cpus: float = 0, resources: dict[str, float] | None = None, max_restarts: int = 1) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a positive int, got {size!r}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 2:
+            raise ValueError(f"max_concurrency must be an int >= 2, got {max_concurrency!r}")
+        ensure_initialized()
+        self.namespace = namespace or current_namespace()
+        options: dict[str, Any] = {"namespace": self.namespace, "get_if_exists": True, "num_cpus": num_cpus,
+                                   "max_concurrency": max_concurrency, "max_restarts": max_restarts}
+        if resources:
+            options["resources"] = dict(resources)
+        self.host_names = [host_actor_name(i) for i in range(size)]
+        self._hosts = [_host_class().options(name=name, **options).remote(i) for i, name in enumerate(self.host_names)]
+        for name, host in zip(self.host_names, self._hosts, strict=True):
+            call_sync(host.ready.remote(), name)  # pre-start: the first run does not pay for the process
+        self._load = [0] * size
+        self._where: dict[str, int] = {}
+
+    @property
+    def size(self) -> int:
+        return len(self._hosts)
+
+    @property
+    def hosts(self) -> list[Any]:
+        return list(self._hosts)
+
+    # -- placement ----------------------------------------------------------------------------------------
+
+    def prepare(self, agent_or_factory: Any) -> Any:
+        """Pickle an agent source once and put it in the object store; pass the result to ``run`` many times."""
+        return ray.put(agent_spec(agent_or_factory))
+
+    def _pick(self, agent_key: str | None) -> int:
+        if agent_key is not None:
+            return zlib.crc32(agent_key.encode()) % len(self._hosts)
+        return min(range(len(self._hosts)), key=self._load.__getitem__)
+
+    @staticmethod
+    def _spec(agent_or_factory: Any) -> Any:
+        if isinstance(agent_or_factory, AgentSpec | ray.ObjectRef):
+            return agent_or_factory
+        return agent_spec(agent_or_factory)
+
+    def slot_of(self, run_id: str) -> tuple[Any, str] | None:
+        """The host actor and its name for a run in flight from this pool handle."""
+        index = self._where.get(run_id)
+        return None if index is None else (self._hosts[index], self.host_names[index])
+
+    def run_handle(self, run_ids: Iterable[str], run_id: str | None = None) -> RunHandle:
+        """A :class:`RunHandle` covering these pooled runs (runs not in flight go to every host)."""
+        handle = RunHandle(run_id)
+        for item in run_ids:
+            indexes = [self._where[item]] if item in self._where else range(len(self._hosts))
+            for index in indexes:
+                handle.add_pool_run(self._hosts[index], self.host_names[index], item)
+        return handle
+
+    # -- runs -------------------------------------------------------------------------------------------
+
+    def _start(self, run_id: str | None, agent_key: str | None) -> tuple[str, int]:
+        run_id = run_id or uuid.uuid4().hex
+        if run_id in self._where:
+            raise ValueError(f"run id {run_id!r} is already in flight in this pool")
+        index = self._pick(agent_key)
+        self._where[run_id] = index
+        self._load[index] += 1
+        return run_id, index
+
+    def _end(self, run_id: str, index: int) -> None:
+        self._where.pop(run_id, None)
+        self._load[index] -= 1
+
+    @staticmethod
+    def _options(invocation_state: dict[str, Any] | None, limits: Limits | None,
+                 structured_output_model: type | None) -> dict[str, Any]:
+        options: dict[str, Any] = {"limits": validate_limits(limits), "structured_output_model": structured_output_model}
+        if invocation_state is not None:
+            options["invocation_state"] = dict(invocation_state)
+        return options
+
+    async def run(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
+                  agent_key: str | None = None, invocation_state: dict[str, Any] | None = None,
+                  limits: Limits | None = None, structured_output_model: type | None = None) -> AgentResult:
+        """Run an agent on a pooled host and return its result.
+
+        ``agent_or_factory``: an Agent, pickled agent bytes, ``"module:function"``, a factory callable, or
+        what :meth:`prepare` returned. With ``agent_key`` the agent stays resident on its host (built on
+        first use, history kept, runs queued); without, it is built for this run and dropped after.
+        """
+        options = self._options(invocation_state, limits, structured_output_model)
+        spec = self._spec(agent_or_factory)
+        run_id, index = self._start(run_id, agent_key)
+        try:
+            ref = self._hosts[index].run.remote(run_id, spec, prompt, options, agent_key)
+            return await await_ref(ref, self.host_names[index])
+        finally:
+            self._end(run_id, index)
+
+    def run_sync(self, agent_or_factory: Any, prompt: Any = None, **kwargs: Any) -> AgentResult:
+        return run_sync(self.run(agent_or_factory, prompt, **kwargs))  # type: ignore[no-any-return]
+
+    async def stream(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
+                     agent_key: str | None = None, invocation_state: dict[str, Any] | None = None,
+                     limits: Limits | None = None, structured_output_model: type | None = None,
+                     include_model_events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
+        """Like :meth:`run`, yielding the agent's events as they happen (last: ``{"type": "result"}``)."""
+        options = self._options(invocation_state, limits, structured_output_model)
+        spec = self._spec(agent_or_factory)
+        run_id, index = self._start(run_id, agent_key)
+        name = self.host_names[index]
+        finished = False
+        try:
+            generator = self._hosts[index].stream.remote(run_id, spec, prompt, options, agent_key,
+                                                         include_model_events)
+            while True:
+                try:
+                    ref = await generator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except RayError as error:
+                    raise_translated(error, name)
+                event = await await_ref(ref, name)
+                finished = event.get("type") == "result"
+                yield event
+        finally:
+            if not finished:
+                self._hosts[index].cancel.remote([run_id])
+            self._end(run_id, index)
+
+    # -- cancel -----------------------------------------------------------------------------------------
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel one run (handled at once by its host, even mid model call or tool)."""
+        await self.cancel_all([run_id])
+
+    async def cancel_all(self, run_ids: Iterable[str] | None = None) -> int:
+        """Cancel many runs with one message per host, sent to all hosts concurrently.
+
+        ``None`` cancels every run in flight from this pool handle. Runs this handle does not know
+        (started by another driver) are sent to every host. Returns how many hosts acknowledged.
+        """
+        ids = list(self._where) if run_ids is None else list(run_ids)
+        if not ids:
+            return 0
+        return await self.run_handle(ids).cancel()
+
+    # -- resident agents and lifetime -----------------------------------------------------------------------
+
+    async def release(self, agent_key: str) -> bool:
+        index = self._pick(agent_key)
+        return bool(await await_ref(self._hosts[index].release.remote(agent_key), self.host_names[index]))
+
+    async def resident_messages(self, agent_key: str) -> list[Any]:
+        index = self._pick(agent_key)
+        messages = await await_ref(self._hosts[index].resident_messages.remote(agent_key), self.host_names[index])
+        return list(messages)
+
+    async def stats(self) -> list[dict[str, Any]]:
+        """Per host: index, pid, running runs, resident agents, resident set size in bytes."""
+        return list(await asyncio.gather(*(await_ref(h.stats.remote(), n)
+                                           for h, n in zip(self._hosts, self.host_names, strict=True))))
+
+    def shutdown(self) -> None:
+        """Kill the host actors (shared with other pools in the namespace that use the same names)."""
+        for host in self._hosts:
+            try:
+                ray.kill(host, no_restart=True)
+            except (RayError, ValueError):
+                pass
+
+    def __repr__(self) -> str:
+        return f"AgentPool(size={self.size}, namespace={self.namespace!r})"

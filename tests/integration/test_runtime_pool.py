@@ -1,0 +1,128 @@
+"""AgentPool / AgentHost on a real local Ray: many runs per host, cancel of one run, broadcasts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent
+from ray_harness.testing import ScriptedModel, text
+from tests.integration import agents
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+
+@pytest.fixture(scope="module")
+def pool(ray_session: Any) -> Iterator[Any]:
+    from ray_harness.runtime import AgentPool
+
+    created = AgentPool(size=2)
+    yield created
+    created.shutdown()
+
+
+async def _wait_running(pool: Any, count: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while sum(host["running"] for host in await pool.stats()) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} runs started")
+        await asyncio.sleep(0.02)
+
+
+async def test_runs_an_agent_by_value_and_by_factory(pool: Any) -> None:
+    by_factory = await pool.run("tests.integration.agents:calculator", "2+3?", run_id="factory-run")
+    by_value = await pool.run(Agent(ScriptedModel(text("by value")), name="valued"), "hi")
+    by_callable = await pool.run(agents.calculator, "2+3?")
+    assert (str(by_factory), str(by_value), str(by_callable)) == ("5\n", "by value\n", "5\n")
+
+
+async def test_many_concurrent_runs_share_the_hosts(pool: Any) -> None:
+    spec = pool.prepare("tests.integration.agents:sleepy")
+    started = time.monotonic()
+    results = await asyncio.gather(*(pool.run(spec, f"run {i}") for i in range(60)))
+    assert {str(r) for r in results} == {"rested\n"}
+    assert time.monotonic() - started < 10  # 60 half-second runs, concurrently on two processes
+
+
+async def test_cancel_one_pooled_run_leaves_the_others_alone(pool: Any) -> None:
+    slow = asyncio.create_task(pool.run("tests.integration.agents:slow_model", "wait", run_id="to-cancel"))
+    tool = asyncio.create_task(pool.run("tests.integration.agents:slow_tool", "wait", run_id="tool-to-cancel"))
+    neighbours = [asyncio.create_task(pool.run("tests.integration.agents:sleepy", f"n{i}")) for i in range(4)]
+    await _wait_running(pool, 6)
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    await pool.cancel("to-cancel")
+    await pool.cancel("tool-to-cancel")
+    cancelled = await asyncio.wait_for(slow, 5)
+    tool_cancelled = await asyncio.wait_for(tool, 5)
+    assert time.monotonic() - started < 2
+    assert (cancelled.stop_reason, str(cancelled)) == ("cancelled", "Cancelled by user\n")
+    assert tool_cancelled.stop_reason == "cancelled"
+    assert [str(r) for r in await asyncio.gather(*neighbours)] == ["rested\n"] * 4
+
+
+async def test_cancel_all_broadcasts_to_every_host(pool: Any) -> None:
+    ids = [f"bulk-{i}" for i in range(20)]
+    runs = [asyncio.create_task(pool.run("tests.integration.agents:slow_model", "wait", run_id=i)) for i in ids]
+    await _wait_running(pool, 20)
+    assert {host["running"] > 0 for host in await pool.stats()} == {True}
+    started = time.monotonic()
+    await pool.cancel_all(ids)
+    results = await asyncio.wait_for(asyncio.gather(*runs), 10)
+    assert time.monotonic() - started < 3
+    assert {r.stop_reason for r in results} == {"cancelled"}
+
+
+async def test_a_cancel_that_overtakes_its_run_still_lands(pool: Any) -> None:
+    handle = pool.run_handle(["early-bird"])
+    await handle.cancel()  # the run has not started anywhere yet: every host remembers the id
+    result = await asyncio.wait_for(pool.run("tests.integration.agents:slow_model", "wait", run_id="early-bird"), 5)
+    assert result.stop_reason == "cancelled"
+
+
+async def test_run_handle_reaches_dedicated_actors_and_pooled_slots(pool: Any) -> None:
+    from ray_harness.runtime import RemoteAgent, RunHandle
+
+    remote = RemoteAgent("tests.integration.agents:slow_model", name="handle-member")
+    try:
+        dedicated = asyncio.create_task(remote.invoke_async("wait"))
+        pooled = asyncio.create_task(pool.run("tests.integration.agents:slow_model", "wait", run_id="handle-pooled"))
+        await _wait_running(pool, 1)
+        while not remote.info()["busy"]:
+            await asyncio.sleep(0.02)
+        handle = RunHandle("graph-1")
+        handle.add_agent(remote)
+        slot = pool.slot_of("handle-pooled")
+        assert slot is not None
+        handle.add_pool_run(slot[0], slot[1], "handle-pooled")
+        assert await handle.cancel() == 2
+        results = await asyncio.wait_for(asyncio.gather(dedicated, pooled), 5)
+        assert [r.stop_reason for r in results] == ["cancelled", "cancelled"]
+    finally:
+        remote.shutdown()
+
+
+async def test_resident_agents_keep_their_history(pool: Any) -> None:
+    source = Agent(ScriptedModel(text("one"), text("two")), name="resident")
+    first = await pool.run(source, "first", agent_key="chat-1")
+    second = await pool.run(source, "second", agent_key="chat-1")
+    assert (str(first), str(second)) == ("one\n", "two\n")
+    assert len(await pool.resident_messages("chat-1")) == 4
+    assert await pool.release("chat-1") is True
+
+
+async def test_streaming_from_a_pooled_host(pool: Any) -> None:
+    kinds = [event["type"] async for event in pool.stream("tests.integration.agents:streaming", "2+2?")]
+    assert kinds[-1] == "result"
+    assert kinds.count("text_delta") == 4
+
+
+async def test_errors_keep_their_type_across_the_pool(pool: Any) -> None:
+    with pytest.raises(RuntimeError, match="policy store is down"):
+        await pool.run("tests.integration.agents:broken_policy", "hi")
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
+        await pool.run("no_such_module:factory", "hi")

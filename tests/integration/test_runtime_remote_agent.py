@@ -1,0 +1,213 @@
+"""RemoteAgent on a real local Ray: cancel, ordering, restart after kill -9, other drivers, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness.types.exceptions import ConcurrencyException, RemoteActorError
+from tests.integration.agents import crashing_factory
+from tests.integration.conftest import RAY_NAMESPACE
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _remote(source: Any, **kwargs: Any) -> Any:
+    from ray_harness.runtime import RemoteAgent
+
+    return RemoteAgent(source, **kwargs)
+
+
+def _run_driver(code: str, timeout: float = 60) -> str:
+    """Run ``code`` in a second Python driver process connected to the test session's Ray."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "auto"}
+    completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, timeout=timeout,
+                               capture_output=True, text=True, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout
+
+
+async def _wait_until(predicate: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_cancel_during_a_long_model_call_returns_at_once() -> None:
+    remote = _remote("tests.integration.agents:slow_model", name="cancel-model")
+    try:
+        running = asyncio.create_task(remote.invoke_async("hello"))
+        await _wait_until(lambda: remote.info()["busy"])
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        await remote.cancel_async()
+        result = await asyncio.wait_for(running, 5)
+        assert time.monotonic() - started < 2
+        assert (result.stop_reason, str(result)) == ("cancelled", "Cancelled by user\n")
+        assert remote.info()["busy"] is False
+    finally:
+        remote.shutdown()
+
+
+async def test_cancel_during_a_long_tool() -> None:
+    remote = _remote("tests.integration.agents:slow_tool", name="cancel-tool")
+    try:
+        running = asyncio.create_task(remote.invoke_async("wait"))
+        await _wait_until(lambda: remote.info()["busy"])
+        await asyncio.sleep(0.3)
+        remote.cancel()
+        result = await asyncio.wait_for(running, 5)
+        assert result.stop_reason == "cancelled"
+        tool_result = remote.messages[-1]["content"][0]["toolResult"]
+        assert tool_result["content"][0]["text"] == "stopped by cancel"
+    finally:
+        remote.shutdown()
+
+
+async def test_invocations_queue_in_order_by_default() -> None:
+    remote = _remote("tests.integration.agents:sleepy", name="queued")
+    try:
+        calls = [remote.invoke_async(f"call {i}") for i in range(3)]
+        results = await asyncio.gather(*calls)
+        assert [r.stop_reason for r in results] == ["end_turn"] * 3
+        prompts = [m["content"][0]["text"] for m in remote.messages if m["role"] == "user"]
+        assert prompts == ["call 0", "call 1", "call 2"]
+    finally:
+        remote.shutdown()
+
+
+async def test_throw_mode_rejects_a_concurrent_invocation() -> None:
+    remote = _remote("tests.integration.agents:sleepy", name="throwing", concurrent_invocation_mode="throw")
+    try:
+        first = asyncio.create_task(remote.invoke_async("first"))
+        await _wait_until(lambda: remote.info()["busy"])
+        with pytest.raises(ConcurrencyException, match="already running"):
+            await remote.invoke_async("second")
+        assert (await first).stop_reason == "end_turn"
+    finally:
+        remote.shutdown()
+
+
+async def test_kill_9_mid_tool_batch_completes_after_restart(tmp_path: Path) -> None:
+    remote = _remote(crashing_factory(str(tmp_path)), name="crash-restart")
+    try:
+        first_pid = remote.info()["pid"]
+        running = asyncio.create_task(remote.invoke_async("run the batch"))
+        pids = tmp_path / "pids.txt"
+        await _wait_until(lambda: pids.exists() and pids.read_text().strip() != "")
+        runs = tmp_path / "runs.txt"
+        await _wait_until(lambda: sorted(runs.read_text().split()) == ["a", "b", "c"])
+        await asyncio.sleep(0.2)  # the two quick results are persisted as they complete
+        os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
+        result = await asyncio.wait_for(running, 60)
+        assert (result.stop_reason, str(result)) == ("end_turn", "results: recorded a, recorded b, recorded c\n")
+        counts = runs.read_text().split()
+        assert (counts.count("a"), counts.count("b"), counts.count("c")) == (1, 1, 2)  # c was running: at-least-once
+        info = remote.info()
+        assert info["restored"] is True and info["pid"] != first_pid
+        history = remote.messages
+        assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+        assert [b["toolResult"]["toolUseId"] for b in history[2]["content"]] == ["use-a", "use-b", "use-c"]
+    finally:
+        remote.shutdown()
+
+
+def test_get_from_a_second_driver_process() -> None:
+    remote = _remote("tests.integration.agents:calculator", name="shared-calc")
+    try:
+        output = _run_driver(f"""
+            from ray_harness import runtime
+            from ray_harness.runtime import RemoteAgent
+            runtime.init(namespace={RAY_NAMESPACE!r})
+            agent = RemoteAgent.get("shared-calc")
+            print(repr(str(agent("2+3?"))))
+        """)
+        assert output.strip() == repr("5\n")
+        assert len(remote.messages) == 4  # the second driver's call ran in this agent
+    finally:
+        remote.shutdown()
+
+
+def test_detached_agent_resumes_an_interrupt_after_its_driver_exits() -> None:
+    from ray_harness.runtime import RemoteAgent
+
+    output = _run_driver(f"""
+        from ray_harness import runtime
+        from ray_harness.runtime import RemoteAgent
+        runtime.init(namespace={RAY_NAMESPACE!r})
+        agent = RemoteAgent("tests.integration.agents:approvals", name="detached-approvals", detached=True)
+        result = agent("send 10")
+        print(result.stop_reason, result.interrupts[0].id)
+    """)
+    stop_reason, interrupt_id = output.split()
+    assert stop_reason == "interrupt"
+    agent = RemoteAgent.get("detached-approvals")
+    try:
+        result = agent([{"interruptResponse": {"interruptId": interrupt_id, "response": "yes"}}])
+        assert (result.stop_reason, str(result)) == ("end_turn", "done\n")
+    finally:
+        RemoteAgent.kill("detached-approvals")
+    with pytest.raises(ValueError, match="no RemoteAgent named 'detached-approvals'"):
+        RemoteAgent.get("detached-approvals")
+
+
+def test_a_dead_actor_is_a_remote_actor_error() -> None:
+    import ray
+
+    remote = _remote("tests.integration.agents:calculator", name="doomed", max_restarts=0)
+    ray.kill(remote.actor, no_restart=True)
+    with pytest.raises(RemoteActorError, match="ray_harness:agent:doomed") as caught:
+        remote("2+3?")
+    assert caught.value.actor_name == "ray_harness:agent:doomed"
+
+
+def test_duplicate_name_points_to_get() -> None:
+    remote = _remote("tests.integration.agents:calculator", name="twice")
+    try:
+        with pytest.raises(ValueError, match=r"use RemoteAgent.get\('twice'\)"):
+            _remote("tests.integration.agents:calculator", name="twice")
+    finally:
+        remote.shutdown()
+
+
+def test_actor_names_are_readable_in_ray_listings() -> None:
+    # `ray list actors` / the dashboard read the same GCS table; without a dashboard process we ask the GCS.
+    import ray
+
+    remote = _remote("tests.integration.agents:calculator", name="visible")
+    try:
+        names = {(entry["namespace"], entry["name"]) for entry in ray.util.list_named_actors(all_namespaces=True)}
+        assert (RAY_NAMESPACE, "ray_harness:agent:visible") in names
+    finally:
+        remote.shutdown()
+
+
+def test_unreachable_address_fails_fast_with_a_clear_error() -> None:
+    code = """
+        from ray_harness import runtime
+        try:
+            runtime.init(address="127.0.0.1:9")
+        except ConnectionError as error:
+            print("ConnectionError:", error)
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    started = time.monotonic()
+    completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, timeout=60,
+                               capture_output=True, text=True, check=False)
+    assert time.monotonic() - started < 20
+    assert "ConnectionError: cannot reach the Ray cluster at '127.0.0.1:9'" in completed.stdout
+    assert "RAY_AUTH_MODE=token" in completed.stdout
