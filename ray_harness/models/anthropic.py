@@ -162,6 +162,8 @@ def _map_error(error: Exception) -> Exception:
 
     if isinstance(error, TypeError) and "authentication method" in str(error):
         return ModelConfigurationError(f"Anthropic API key is missing: {_AUTH_HELP}")
+    if isinstance(error, anthropic.CredentialsError):  # no key, and no usable credentials profile either
+        return ModelConfigurationError(f"Anthropic credentials are missing ({error}); {_AUTH_HELP}")
     if not isinstance(error, anthropic.APIStatusError):
         return error
     error_type = error.type or _body_error_type(error.body)

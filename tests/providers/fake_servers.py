@@ -224,6 +224,12 @@ class AnthropicServer(FakeServer):
 # -- OpenAI ---------------------------------------------------------------------------------------------------
 
 class OpenAIServer(FakeServer):
+    honour_include_usage = True  # False: behave like a compatible server that never reports usage
+
+    def reset(self) -> None:
+        super().reset()
+        self.honour_include_usage = True
+
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"  # the SDK appends /chat/completions
 
@@ -249,7 +255,7 @@ class OpenAIServer(FakeServer):
                 tool_index += 1
         finish = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}[reply.stop_reason]
         events.append(chunk({}, finish))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if self.honour_include_usage and (body.get("stream_options") or {}).get("include_usage"):
             usage: dict[str, Any] = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
                                      "total_tokens": reply.input_tokens + reply.output_tokens}
             if reply.cache_read:

@@ -1,0 +1,120 @@
+"""BedrockModel specifics: the Converse request, pass-through events, threads, credentials."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import pickle
+import threading
+
+import boto3
+import pytest
+
+from ray_harness import Agent
+from ray_harness.models.bedrock import BedrockModel
+from ray_harness.types.exceptions import ModelConfigurationError
+from tests.providers.conftest import bedrock_model
+from tests.providers.fake_servers import Answer, BedrockServer, text
+
+PNG = b"\x89PNG\r\n\x1a\nfake"
+
+
+async def drain(model: BedrockModel, *args: object, **kwargs: object) -> list[dict]:
+    return [event async for event in model.stream(*args, **kwargs)]  # type: ignore[arg-type]
+
+
+async def test_request_is_converse_shaped(bedrock_server: BedrockServer) -> None:
+    bedrock_server.script(text("ok"))
+    history = [
+        {"role": "user", "content": [{"text": "Look"}, {"image": {"format": "png", "source": {"bytes": PNG}}},
+                                     {"json": {"k": 1}}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "lookup", "input": {"q": "x"}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "status": "success",
+                                                     "content": [{"json": {"n": 1}}]}}]},
+    ]
+    spec = {"name": "lookup", "description": "Look up.", "inputSchema": {"json": {"type": "object"}}}
+    model = bedrock_model(bedrock_server, params={"inferenceConfig": {"maxTokens": 256, "temperature": 0.1}})
+
+    await drain(model, history, [spec], "sys", tool_choice={"tool": {"name": "lookup"}})
+
+    request = bedrock_server.requests[0]
+    assert request.path == "/model/anthropic.claude-test-v1:0/converse-stream"
+    assert request.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+    body = request.body
+    assert body["system"] == [{"text": "sys"}]
+    assert body["inferenceConfig"] == {"maxTokens": 256, "temperature": 0.1}
+    assert body["toolConfig"] == {"tools": [{"toolSpec": spec}], "toolChoice": {"tool": {"name": "lookup"}}}
+    assert body["messages"] == [
+        {"role": "user", "content": [{"text": "Look"},
+                                     {"image": {"format": "png", "source": {"bytes": base64.b64encode(PNG).decode()}}},
+                                     {"text": '{"k": 1}'}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "lookup", "input": {"q": "x"}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "status": "success",
+                                                     "content": [{"json": {"n": 1}}]}}]},
+    ]
+
+
+async def test_events_pass_through_with_usage_normalised(bedrock_server: BedrockServer) -> None:
+    bedrock_server.script(Answer([("thinking", "ponder", "sig-b"), ("text", "answer")], input_tokens=5,
+                                 output_tokens=2, cache_read=95))
+
+    events = await drain(bedrock_model(bedrock_server), [{"role": "user", "content": [{"text": "hi"}]}])
+
+    assert events[0] == {"messageStart": {"role": "assistant"}}
+    assert {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "sig-b"}}}} \
+        in events
+    assert events[-1] == {"metadata": {"usage": {"inputTokens": 100, "outputTokens": 2, "totalTokens": 102,
+                                                 "cacheReadInputTokens": 95}, "metrics": {"latencyMs": 12}}}
+
+
+async def test_streaming_does_not_block_the_event_loop(bedrock_server: BedrockServer) -> None:
+    bedrock_server.script(text("x" * 2000))
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    try:
+        await drain(bedrock_model(bedrock_server), [{"role": "user", "content": [{"text": "hi"}]}])
+    finally:
+        task.cancel()
+    assert ticks > 200  # the loop kept running other tasks while boto3 read the stream
+
+
+async def test_closing_the_stream_early_ends_the_worker_thread(bedrock_server: BedrockServer) -> None:
+    bedrock_server.script(text("a long answer that is never read to the end"))
+    stream = bedrock_model(bedrock_server).stream([{"role": "user", "content": [{"text": "hi"}]}])
+
+    first = await stream.__anext__()
+    await stream.aclose()
+
+    assert first == {"messageStart": {"role": "assistant"}}
+    workers = [t for t in threading.enumerate() if t.name == "bedrock-converse-stream"]
+    for worker in workers:
+        await asyncio.to_thread(worker.join, 5)
+    assert not any(worker.is_alive() for worker in workers)
+
+
+async def test_missing_aws_credentials_is_a_configuration_error(bedrock_server: BedrockServer) -> None:
+    model = BedrockModel("m", endpoint_url=bedrock_server.endpoint_url(), region_name="us-east-1")
+
+    with pytest.raises(ModelConfigurationError, match="AWS_ACCESS_KEY_ID"):
+        await drain(model, [{"role": "user", "content": [{"text": "hi"}]}])
+    assert bedrock_server.requests == []
+
+
+def test_pickled_session_keeps_explicit_keys_and_region(bedrock_server: BedrockServer) -> None:
+    bedrock_server.script(text("from the clone"))
+    session = boto3.Session(aws_access_key_id="AKIDCLONE", aws_secret_access_key="s", region_name="eu-west-1")
+    model = bedrock_model(bedrock_server, boto_session=session)
+
+    clone = pickle.loads(pickle.dumps(model))
+
+    assert clone.boto_session.region_name == "eu-west-1"
+    assert str(Agent(clone)("hi")) == "from the clone\n"
+    assert "AKIDCLONE/" in bedrock_server.requests[0].headers["authorization"]
+    assert "/eu-west-1/bedrock/" in bedrock_server.requests[0].headers["authorization"]

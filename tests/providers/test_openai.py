@@ -1,0 +1,163 @@
+"""OpenAIModel specifics: Chat Completions messages, tool calls, usage, OpenAI-compatible servers."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from ray_harness import Agent
+from ray_harness.models import from_string
+from ray_harness.models.openai import OpenAIModel
+from ray_harness.types.exceptions import ModelConfigurationError
+from tests.providers.conftest import openai_model
+from tests.providers.fake_servers import Answer, OpenAIServer, text
+
+PNG = b"\x89PNG\r\n\x1a\nfake"
+
+
+async def drain(model: OpenAIModel, *args: object, **kwargs: object) -> list[dict]:
+    return [event async for event in model.stream(*args, **kwargs)]  # type: ignore[arg-type]
+
+
+async def test_messages_are_converted_to_chat_completions(openai_server: OpenAIServer) -> None:
+    openai_server.script(text("ok"))
+    history = [
+        {"role": "user", "content": [{"text": "Look"}, {"image": {"format": "png", "source": {"bytes": PNG}}}]},
+        {"role": "assistant", "content": [
+            {"reasoningContent": {"reasoningText": {"text": "hidden"}}},
+            {"text": "Calling."},
+            {"toolUse": {"toolUseId": "c1", "name": "lookup", "input": {"q": "x"}}},
+            {"toolUse": {"toolUseId": "c2", "name": "lookup", "input": {"q": "y"}}},
+        ]},
+        {"role": "user", "content": [
+            {"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "one"}, {"json": {"n": 1}}]}},
+            {"toolResult": {"toolUseId": "c2", "status": "error", "content": [
+                {"text": "bad"}, {"image": {"format": "png", "source": {"bytes": PNG}}}]}},
+            {"text": "and?"},
+        ]},
+    ]
+    spec = {"name": "lookup", "description": "Look up.", "inputSchema": {"json": {"type": "object"}}}
+
+    await drain(openai_model(openai_server), history, [spec], "sys", tool_choice={"any": {}})
+
+    body = openai_server.bodies[0]
+    data_url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["tool_choice"] == "required"
+    assert body["tools"] == [{"type": "function", "function": {"name": "lookup", "description": "Look up.",
+                                                               "parameters": {"type": "object"}}}]
+    assert body["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": [{"type": "text", "text": "Look"},
+                                     {"type": "image_url", "image_url": {"url": data_url}}]},
+        {"role": "assistant", "content": "Calling.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "y"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": 'one\n{"n": 1}'},
+        {"role": "tool", "tool_call_id": "c2", "content": "Error: bad"},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url}},
+                                     {"type": "text", "text": "and?"}]},
+    ]
+    assert openai_server.requests[0].headers["authorization"] == "Bearer sk-test"
+
+
+@pytest.mark.parametrize(("choice", "sent"), [
+    ({"auto": {}}, "auto"),
+    ({"any": {}}, "required"),
+    ({"tool": {"name": "lookup"}}, {"type": "function", "function": {"name": "lookup"}}),
+])
+async def test_tool_choice_mapping(openai_server: OpenAIServer, choice: dict, sent: object) -> None:
+    openai_server.script(text("ok"))
+    spec = {"name": "lookup", "description": "d", "inputSchema": {"json": {"type": "object"}}}
+
+    await drain(openai_model(openai_server), [{"role": "user", "content": [{"text": "hi"}]}], [spec],
+                tool_choice=choice)
+
+    assert openai_server.bodies[0]["tool_choice"] == sent
+
+
+async def test_tool_choice_is_not_sent_without_tools(openai_server: OpenAIServer) -> None:
+    openai_server.script(text("ok"))
+
+    await drain(openai_model(openai_server), [{"role": "user", "content": [{"text": "hi"}]}],
+                tool_choice={"any": {}})
+
+    assert "tool_choice" not in openai_server.bodies[0] and "tools" not in openai_server.bodies[0]
+
+
+async def test_tool_call_deltas_become_converse_events(openai_server: OpenAIServer) -> None:
+    openai_server.script(Answer([("text", "Let me check."), ("tool", "call_abc", "get_weather", {"city": "Paris"})]))
+
+    events = await drain(openai_model(openai_server), [{"role": "user", "content": [{"text": "hi"}]}])
+
+    assert events[:2] == [{"messageStart": {"role": "assistant"}},
+                          {"contentBlockStart": {"start": {}, "contentBlockIndex": 0}}]
+    starts = [e["contentBlockStart"] for e in events if "contentBlockStart" in e]
+    assert starts[1] == {"start": {"toolUse": {"toolUseId": "call_abc", "name": "get_weather"}},
+                         "contentBlockIndex": 1}
+    pieces = [e["contentBlockDelta"]["delta"]["toolUse"]["input"] for e in events
+              if "toolUse" in e.get("contentBlockDelta", {}).get("delta", {})]
+    assert "".join(pieces) == '{"city": "Paris"}' and len(pieces) == 2
+    assert [e for e in events if "contentBlockStop" in e] == [{"contentBlockStop": {"contentBlockIndex": 0}},
+                                                              {"contentBlockStop": {"contentBlockIndex": 1}}]
+    assert {"messageStop": {"stopReason": "tool_use"}} in events
+
+
+async def test_reasoning_content_of_compatible_servers(openai_server: OpenAIServer) -> None:
+    openai_server.script(Answer([("thinking", "hmm, let me see", ""), ("text", "done")]))
+    agent = Agent(openai_model(openai_server))
+
+    await agent.invoke_async("?")
+
+    assert agent.messages[-1]["content"] == [{"reasoningContent": {"reasoningText": {"text": "hmm, let me see"}}},
+                                             {"text": "done"}]
+
+
+async def test_usage_with_cached_tokens(openai_server: OpenAIServer) -> None:
+    openai_server.script(text("ok", input_tokens=100, output_tokens=3, cache_read=64))
+
+    events = await drain(openai_model(openai_server), [{"role": "user", "content": [{"text": "hi"}]}])
+
+    assert events[-1]["metadata"]["usage"] == {"inputTokens": 100, "outputTokens": 3, "totalTokens": 103,
+                                               "cacheReadInputTokens": 64}
+
+
+async def test_server_without_usage_gets_an_estimate(openai_server: OpenAIServer) -> None:
+    openai_server.honour_include_usage = False
+    openai_server.script(text("a" * 40))
+
+    events = await drain(openai_model(openai_server), [{"role": "user", "content": [{"text": "b" * 80}]}])
+
+    assert events[-1]["metadata"]["usage"] == {"inputTokens": 20, "outputTokens": 10, "totalTokens": 30}
+
+
+def test_openai_compatible_spec_drives_any_base_url(openai_server: OpenAIServer) -> None:
+    openai_server.script(text("served locally"))
+    model = from_string(f"openai-compatible:{openai_server.base_url()}#llama-3-8b")
+    model.client_args["max_retries"] = 0  # type: ignore[attr-defined]
+
+    result = Agent(model)("hi")
+
+    assert str(result) == "served locally\n"
+    assert openai_server.bodies[0]["model"] == "llama-3-8b"
+    assert openai_server.requests[0].headers["authorization"] == "Bearer EMPTY"
+
+
+def test_agent_accepts_an_openai_model_string(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url())
+    openai_server.script(text("hello from gpt"))
+
+    agent = Agent(model="openai:gpt-4o")
+
+    assert str(agent("hi")) == "hello from gpt\n"
+    assert openai_server.bodies[0]["model"] == "gpt-4o"
+    assert openai_server.requests[0].headers["authorization"] == "Bearer sk-from-env"
+
+
+async def test_missing_api_key_is_a_configuration_error() -> None:
+    model = OpenAIModel("gpt-4o")
+
+    with pytest.raises(ModelConfigurationError, match="OPENAI_API_KEY"):
+        await drain(model, [{"role": "user", "content": [{"text": "hi"}]}])
