@@ -62,12 +62,23 @@ class SessionManager(ABC):
     """Persists agents at the hook points; pass it as ``Agent(session_manager=...)``."""
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        registry.add_callback(AgentInitializedEvent, lambda event: self.initialize(event.agent), HookOrder.SDK_FIRST)
-        registry.add_callback(MessageAddedEvent, lambda event: self.append_message(event.message, event.agent),
-                              HookOrder.SDK_FIRST)
-        registry.add_callback(AfterToolCallEvent, lambda event: self.record_tool_result(event.agent, event.result),
-                              HookOrder.SDK_LAST)
-        registry.add_callback(AfterInvocationEvent, lambda event: self.sync_agent(event.agent), HookOrder.SDK_LAST)
+        # Bound methods, not lambdas: an agent's hook registry must pickle (agents ship into actors).
+        registry.add_callback(AgentInitializedEvent, self._on_agent_initialized, HookOrder.SDK_FIRST)
+        registry.add_callback(MessageAddedEvent, self._on_message_added, HookOrder.SDK_FIRST)
+        registry.add_callback(AfterToolCallEvent, self._on_tool_done, HookOrder.SDK_LAST)
+        registry.add_callback(AfterInvocationEvent, self._on_after_invocation, HookOrder.SDK_LAST)
+
+    def _on_agent_initialized(self, event: AgentInitializedEvent) -> None:
+        self.initialize(event.agent)
+
+    def _on_message_added(self, event: MessageAddedEvent) -> None:
+        self.append_message(event.message, event.agent)
+
+    def _on_tool_done(self, event: AfterToolCallEvent) -> None:
+        self.record_tool_result(event.agent, event.result)
+
+    def _on_after_invocation(self, event: AfterInvocationEvent) -> None:
+        self.sync_agent(event.agent)
 
     @abstractmethod
     def initialize(self, agent: Agent) -> None:

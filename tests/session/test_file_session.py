@@ -235,3 +235,11 @@ def test_delete_session_removes_everything(tmp_path: Path) -> None:
     Agent(ScriptedModel(text("x")), session_manager=manager)("y")
     manager.repository.delete_session("s1")
     assert not (tmp_path / "session_s1").exists()
+
+
+def test_agent_with_a_session_pickles_and_keeps_persisting(tmp_path: Path) -> None:
+    agent = Agent(ScriptedModel(text("one"), text("two")), session_manager=session(tmp_path))
+    agent("first")
+    clone = pickle.loads(pickle.dumps(agent))  # plain pickle: what an actor restart or a copy does
+    clone("second")
+    assert Agent(ScriptedModel(), session_manager=session(tmp_path)).messages == clone.messages
