@@ -196,3 +196,25 @@ def _params(name: str) -> dict:
     if name == "bedrock":
         return {"inferenceConfig": {"temperature": 0.5}}
     return {"temperature": 0.5}
+
+
+def test_agent_surfaces_auth_errors_unwrapped(backend: Backend) -> None:
+    backend.server.script(Failure("auth"))
+
+    with pytest.raises(ModelConfigurationError, match="rejected the"):
+        Agent(backend.model())("hi")
+
+
+def test_agent_recovers_from_context_overflow_by_reducing_history(backend: Backend) -> None:
+    backend.server.script(Failure("overflow"), text("fits now"))
+    history = []
+    for turn in range(6):
+        history += [{"role": "user", "content": [{"text": f"question {turn}"}]},
+                    {"role": "assistant", "content": [{"text": f"answer {turn}"}]}]
+    agent = Agent(backend.model(), messages=history)
+
+    result = agent("next")
+
+    assert str(result) == "fits now\n"
+    first, second = backend.server.bodies
+    assert len(second["messages"]) < len(first["messages"])
