@@ -201,3 +201,11 @@ def crashing(workdir: str) -> Agent:
 
 def crashing_factory(workdir: str) -> Any:
     return functools.partial(crashing, workdir)
+
+
+# -- sandboxes -----------------------------------------------------------------------------------------------
+
+
+def shell_agent(sandbox: Any) -> Agent:
+    model = ScriptedModel(tool_call("sandbox_shell", {"command": "echo from-the-sandbox"}), text("ran"))
+    return Agent(model, name="shell_agent", sandbox=sandbox, retry_strategy=None)

@@ -92,7 +92,8 @@ async def test_run_handle_reaches_dedicated_actors_and_pooled_slots(pool: Any) -
         dedicated = asyncio.create_task(remote.invoke_async("wait"))
         pooled = asyncio.create_task(pool.run("tests.integration.agents:slow_model", "wait", run_id="handle-pooled"))
         await _wait_running(pool, 1)
-        while not remote.info()["busy"]:
+        deadline = time.monotonic() + 20
+        while not remote.info()["busy"] and time.monotonic() < deadline:  # noqa: ASYNC110 - polling another process
             await asyncio.sleep(0.02)
         handle = RunHandle("graph-1")
         handle.add_agent(remote)

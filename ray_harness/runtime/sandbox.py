@@ -1,0 +1,177 @@
+"""``RemoteSandbox``: any ``Sandbox`` served by its own named actor, with the same ``Sandbox`` API.
+
+The wrapped sandbox is shipped by value (sandboxes pickle as configuration; live
+clients and connections are created in the actor), so a Docker or SSH sandbox
+talks to its engine from wherever the actor runs (pin it with ``resources=``).
+Execution output streams back as it is produced (a Ray streaming generator of
+``StreamChunk`` then one ``ExecutionResult``); closing the stream early cancels
+the actor-side stream, which kills the command. Errors keep their type
+(``SandboxTimeoutError``, ``SandboxPathNotFoundError``, ...).
+
+``Agent(sandbox=RemoteSandbox(DockerSandbox(image="python:3.12")))`` gives the
+agent ``sandbox_shell`` and ``sandbox_file_editor`` tools that run in the
+sandbox actor; the handle pickles, so the agent can itself live in a RemoteAgent.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+
+from ray_harness.runtime._cluster import current_namespace, ensure_initialized
+from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
+from ray_harness.sandbox.base import Sandbox, as_bytes
+from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
+
+__all__ = ("SANDBOX_ACTOR_PREFIX", "RemoteSandbox", "SandboxActor")
+
+SANDBOX_ACTOR_PREFIX = "ray_harness:sandbox:"
+Stream = AsyncGenerator[StreamChunk | ExecutionResult, None]
+
+
+class SandboxActor:
+    """The actor class (plain; ``ray.remote`` is applied in :func:`_sandbox_class`)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+
+    async def describe(self) -> str:
+        return self._sandbox.describe()
+
+    async def execute_streaming(self, command: str, timeout: float | None, cwd: str | None,
+                                env: dict[str, str] | None) -> Stream:
+        async with aclosing(self._sandbox.execute_streaming(command, timeout=timeout, cwd=cwd, env=env)) as items:
+            async for item in items:
+                yield item
+
+    async def execute_code_streaming(self, code: str, language: str, timeout: float | None, cwd: str | None,
+                                     env: dict[str, str] | None) -> Stream:
+        stream = self._sandbox.execute_code_streaming(code, language, timeout=timeout, cwd=cwd, env=env)
+        async with aclosing(stream) as items:
+            async for item in items:
+                yield item
+
+    async def read_file(self, path: str) -> bytes:
+        return await self._sandbox.read_file(path)
+
+    async def write_file(self, path: str, content: bytes) -> None:
+        await self._sandbox.write_file(path, content)
+
+    async def remove_file(self, path: str) -> None:
+        await self._sandbox.remove_file(path)
+
+    async def list_files(self, path: str) -> list[FileInfo]:
+        return await self._sandbox.list_files(path)
+
+    async def start(self) -> None:
+        await self._sandbox.start()
+
+    async def close(self) -> None:
+        await self._sandbox.close()
+
+
+@functools.cache
+def _sandbox_class() -> Any:
+    return ray.remote(SandboxActor)
+
+
+class RemoteSandbox(Sandbox):
+    """A sandbox in its own actor (``ray_harness:sandbox:<name>``), usable wherever a ``Sandbox`` is.
+
+    Args:
+        sandbox: The sandbox to serve (shipped by value).
+        name: Actor name suffix; default ``<sandbox class>-<8 hex>``.
+        namespace: Ray namespace (default: the driver's).
+        resources: Custom Ray resources, e.g. ``{"docker_host": 1}`` to run next to a Docker engine.
+        num_cpus: CPUs reserved for the actor.
+        max_concurrency: Operations served at once (streams and file operations).
+    """
+
+    def __init__(self, sandbox: Sandbox, *, name: str | None = None, namespace: str | None = None,
+                 resources: dict[str, float] | None = None, num_cpus: float = 0,
+                 max_concurrency: int = 100) -> None:
+        if not isinstance(sandbox, Sandbox):
+            raise TypeError(f"sandbox must be a ray_harness Sandbox, got {type(sandbox).__name__}")
+        if isinstance(sandbox, RemoteSandbox):
+            raise TypeError("sandbox is already a RemoteSandbox")
+        ensure_initialized()
+        self.name = name or f"{type(sandbox).__name__.lower()}-{uuid.uuid4().hex[:8]}"
+        self.namespace = namespace or current_namespace()
+        self.actor_name = SANDBOX_ACTOR_PREFIX + self.name
+        options: dict[str, Any] = {"name": self.actor_name, "namespace": self.namespace, "num_cpus": num_cpus,
+                                   "max_concurrency": max_concurrency}
+        if resources:
+            options["resources"] = dict(resources)
+        self._actor = _sandbox_class().options(**options).remote(sandbox)
+        self._description = str(call_sync(self._actor.describe.remote(), self.actor_name))
+
+    @property
+    def actor(self) -> Any:
+        return self._actor
+
+    def describe(self) -> str:
+        return self._description
+
+    def __repr__(self) -> str:
+        return f"RemoteSandbox({self._description!r}, actor={self.actor_name!r})"
+
+    async def _stream(self, generator: Any) -> Stream:
+        finished = False
+        try:
+            while True:
+                try:
+                    ref = await generator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except RayError as error:
+                    raise_translated(error, self.actor_name)
+                item = await await_ref(ref, self.actor_name)
+                finished = isinstance(item, ExecutionResult)
+                yield item
+        finally:
+            if not finished:
+                ray.cancel(generator)  # CancelledError in the actor's stream: the sandbox kills the command
+
+    def execute_streaming(self, command: str, *, timeout: float | None = None, cwd: str | None = None,
+                          env: Mapping[str, str] | None = None) -> Stream:
+        env_dict = dict(env) if env is not None else None
+        return self._stream(self._actor.execute_streaming.remote(command, timeout, cwd, env_dict))
+
+    def execute_code_streaming(self, code: str, language: str, *, timeout: float | None = None,
+                               cwd: str | None = None, env: Mapping[str, str] | None = None) -> Stream:
+        env_dict = dict(env) if env is not None else None
+        return self._stream(self._actor.execute_code_streaming.remote(code, language, timeout, cwd, env_dict))
+
+    async def read_file(self, path: str) -> bytes:
+        return bytes(await await_ref(self._actor.read_file.remote(path), self.actor_name))
+
+    async def write_file(self, path: str, content: bytes) -> None:
+        await await_ref(self._actor.write_file.remote(path, as_bytes(content)), self.actor_name)
+
+    async def remove_file(self, path: str) -> None:
+        await await_ref(self._actor.remove_file.remote(path), self.actor_name)
+
+    async def list_files(self, path: str = ".") -> list[FileInfo]:
+        return list(await await_ref(self._actor.list_files.remote(path), self.actor_name))
+
+    async def start(self) -> None:
+        await await_ref(self._actor.start.remote(), self.actor_name)
+
+    async def close(self) -> None:
+        await await_ref(self._actor.close.remote(), self.actor_name)
+
+    def shutdown(self) -> None:
+        """Close the wrapped sandbox and stop the actor."""
+        try:
+            call_sync(self._actor.close.remote(), self.actor_name)
+        finally:
+            try:
+                ray.kill(self._actor, no_restart=True)
+            except (RayError, ValueError):
+                pass
