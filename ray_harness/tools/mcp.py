@@ -175,7 +175,13 @@ class MCPClient:
     async def load_tools(self) -> list[AgentTool]:
         """Connect (first time only) and list the server's tools as ``AgentTool``s, filtered and prefixed."""
         if self._tools is None:
-            listed = await self._run(_list_all_tools)
+            try:
+                listed = await self._run(_list_all_tools)
+            except MCPClientInitializationError:
+                raise
+            except Exception as error:
+                raise MCPClientInitializationError(
+                    f"could not list the tools of MCP server {self._config.label}: {describe_error(error)}") from error
             keep = self._config.tool_filter
             prefix = self._config.prefix
             self._tools = [
@@ -223,16 +229,12 @@ class MCPClient:
             if runner is None or runner.lost is not None:
                 runner = SessionRunner(self._config.label, self._connect)
                 self._runner = runner
-                ready = runner.start()
-            else:
-                ready = runner.ready
+                runner.start()
         try:
-            await asyncio.wait_for(asyncio.wrap_future(ready), self._config.startup_timeout + _START_GRACE_SECONDS)
+            await _settled(runner.ready, self._config.startup_timeout + _START_GRACE_SECONDS)
         except asyncio.CancelledError:
-            if not ready.done():
-                self._discard(runner)
-            raise
-        except BaseException as error:
+            raise  # our caller gave up; the session may still serve the next call
+        except Exception as error:
             self._discard(runner)
             raise MCPClientInitializationError(_start_failure(self._config, error)) from error
         return runner
@@ -345,8 +347,26 @@ async def _wait(future: concurrent.futures.Future[T], runner: SessionRunner,
     return waiter.result()
 
 
+async def _settled(future: concurrent.futures.Future[None], timeout: float) -> None:
+    """Wait for a future other callers may share; unlike ``wrap_future``, giving up never cancels it."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def resolve() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def wake(_: concurrent.futures.Future[None]) -> None:
+        with contextlib.suppress(RuntimeError):  # our loop is gone: nobody is waiting any more
+            loop.call_soon_threadsafe(resolve)
+
+    future.add_done_callback(wake)
+    await asyncio.wait_for(done, timeout)
+    future.result()
+
+
 def _start_failure(config: MCPClientConfig, error: BaseException) -> str:
-    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+    if isinstance(error, TimeoutError):
         cause = f"no answer to initialize within {config.startup_timeout:g}s"
     else:
         cause = describe_error(error)

@@ -208,3 +208,11 @@ def test_the_same_client_serves_several_agents_and_event_loops(shared_stdio: MCP
         agent = Agent(ScriptedModel(tool_call("srv_echo", {"text": word}), text("ok")), tools=[shared_stdio])
         agent(word)  # each synchronous call runs its own event loop
         assert _tool_results(agent)[0]["content"][0] == {"text": f"echo: {word}"}
+
+
+async def test_agents_starting_together_share_one_session() -> None:
+    with MCPClient(command=STDIO_COMMAND) as client:
+        agents = [Agent(ScriptedModel(tool_call("pid", {}), text("ok")), tools=[client]) for _ in range(2)]
+        await asyncio.gather(*(agent.invoke_async("pid?") for agent in agents))
+        pids = {_tool_results(agent)[0]["content"][0]["text"] for agent in agents}
+        assert len(pids) == 1
