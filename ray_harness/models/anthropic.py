@@ -16,6 +16,7 @@ from ray_harness.models._anthropic_format import AnthropicStreamState, format_me
 from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params, validated
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
+from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import Model, ModelPrices
 from ray_harness.types.content import Messages
 from ray_harness.types.exceptions import (
@@ -112,6 +113,8 @@ class AnthropicModel(Model):
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The keyword arguments for ``messages.create`` and the JSON body fields they produce."""
         options, extra = split_params(self.config.params)
+        if not tool_specs and has_tool_blocks(messages):
+            messages = tool_blocks_as_text(messages)
         body: dict[str, Any] = {
             "model": self.config.model_id,
             "max_tokens": self.config.max_tokens,

@@ -21,6 +21,7 @@ from typing import Any
 from ray_harness.models._bedrock_format import convert_event, format_messages, format_tool_config
 from ray_harness.models._config import ProviderConfig, validated
 from ray_harness.models._errors import is_overflow_message
+from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import Model, ModelPrices
 from ray_harness.types.content import Messages
 from ray_harness.types.exceptions import (
@@ -131,6 +132,8 @@ class BedrockModel(Model):
         tool_choice: ToolChoice | None,
     ) -> dict[str, Any]:
         """The keyword arguments for ``converse_stream``."""
+        if not tool_specs and has_tool_blocks(messages):
+            messages = tool_blocks_as_text(messages)
         request: dict[str, Any] = {"modelId": self.config.model_id, "messages": format_messages(messages)}
         if system_prompt:
             request["system"] = [{"text": system_prompt}]

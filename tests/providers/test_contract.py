@@ -218,3 +218,20 @@ def test_agent_recovers_from_context_overflow_by_reducing_history(backend: Backe
     assert str(result) == "fits now\n"
     first, second = backend.server.bodies
     assert len(second["messages"]) < len(first["messages"])
+
+
+def test_follow_up_call_after_structured_output_sends_a_valid_history(backend: Backend) -> None:
+    backend.server.script(tool_use("Weather", {"city": "Oslo", "degrees": 3}, "call_s2"), text("Anything else?"))
+    agent = Agent(backend.model())  # no tools of its own: only the structured-output tool ever existed
+
+    agent("Weather in Oslo?", structured_output_model=Weather)
+    result = agent("Thanks!")
+
+    assert str(result) == "Anything else?\n"
+    follow_up = backend.server.bodies[1]
+    assert backend.sent_tool_names(follow_up) == []
+    wire = str(follow_up["messages"])
+    if backend.name == "openai":
+        assert "call_s2" in wire  # Chat Completions accepts tool calls in a history without tools
+    else:  # Anthropic and Bedrock reject tool blocks without tool definitions: they travel as text
+        assert "call_s2" not in wire and "[called tool Weather with input" in wire
