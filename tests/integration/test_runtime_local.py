@@ -1,0 +1,106 @@
+"""Runtime pieces that need no Ray: the snapshot store, the runner's replay logic, lazy imports."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent, tool
+from ray_harness.runtime._runner import AgentRunner
+from ray_harness.runtime._store import FileAgentStore
+from ray_harness.testing import ModelCall, ScriptedModel, text, tool_calls
+from ray_harness.types.exceptions import SessionException
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_importing_the_package_and_runtime_does_not_import_ray() -> None:
+    code = "import sys, ray_harness, ray_harness.runtime; print('ray' in sys.modules)"
+    output = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert output.stdout.strip() == "False"
+
+
+def test_store_round_trip_and_atomic_replace(tmp_path: Path) -> None:
+    store = FileAgentStore(tmp_path)
+    store.save("ns/ray_harness:agent:a", {"messages": [1]})
+    store.save("ns/ray_harness:agent:a", {"messages": [1, 2]})
+    assert store.load("ns/ray_harness:agent:a") == {"messages": [1, 2]}
+    assert [p.name for p in tmp_path.iterdir()] == [store.path("ns/ray_harness:agent:a").name]  # no temp files left
+    assert store.load("missing") is None
+    store.delete("ns/ray_harness:agent:a")
+    assert store.load("ns/ray_harness:agent:a") is None
+
+
+def test_corrupted_snapshot_names_the_file(tmp_path: Path) -> None:
+    store = FileAgentStore(tmp_path)
+    store.path("k").write_bytes(b"not a pickle")
+    with pytest.raises(SessionException, match=r"agent snapshot .*k\.pkl.* is unreadable"):
+        store.load("k")
+
+
+def test_default_directory_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_HARNESS_STATE_DIR", str(tmp_path))
+    assert FileAgentStore().directory == tmp_path
+
+
+def _responder(call: ModelCall) -> Any:
+    results = [b["toolResult"] for b in call.messages[-1]["content"] if "toolResult" in b]
+    if not results:
+        return tool_calls(("fast", {"tag": "a"}, "id-a"), ("blocking", {"tag": "b"}, "id-b"))
+    return text(" + ".join(r["content"][0]["text"] for r in results))
+
+
+def _agent(log: list[str], gate: asyncio.Event) -> Agent:
+    @tool
+    def fast(tag: str) -> str:
+        """Quick."""
+        log.append(tag)
+        return tag
+
+    @tool
+    async def blocking(tag: str) -> str:
+        """Waits for the gate."""
+        log.append(tag)
+        await gate.wait()
+        return tag
+
+    return Agent(ScriptedModel(_responder, loop=True), tools=[fast, blocking], retry_strategy=None)
+
+
+async def test_a_replayed_invocation_skips_completed_tools(tmp_path: Path) -> None:
+    store = FileAgentStore(tmp_path)
+    log: list[str] = []
+    gate = asyncio.Event()
+    first = AgentRunner(_agent(log, gate), store=store, key="k")
+    running = asyncio.create_task(first.invoke("inv-1", "go", {}))
+    for _ in range(500):
+        if sorted(log) == ["a", "b"] and first._batch_results:
+            break
+        await asyncio.sleep(0.01)
+    crashed = store.path("k").read_bytes()  # what was on disk when the process "died"
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    store.path("k").write_bytes(crashed)
+
+    gate.set()
+    second = AgentRunner(_agent(log, gate), store=store, key="k")
+    assert second.restore() is True
+    result = await second.invoke("inv-1", "go", {})
+    assert str(result) == "a + b\n"
+    assert sorted(log) == ["a", "b", "b"]  # the completed tool did not run again; the running one did
+    assert [m["role"] for m in second.agent.messages] == ["user", "assistant", "user", "assistant"]
+    again = await second.invoke("inv-1", "go", {})  # a duplicate retry returns the stored result
+    assert str(again) == "a + b\n" and len(second.agent.messages) == 4
+
+
+async def test_cancel_that_overtakes_its_invocation_lands() -> None:
+    runner = AgentRunner(Agent(ScriptedModel(text("late", delay=30)), retry_strategy=None))
+    assert runner.cancel("inv-9") is False
+    result = await asyncio.wait_for(runner.invoke("inv-9", "hi", {}), 5)
+    assert result.stop_reason == "cancelled"
