@@ -247,6 +247,9 @@ class Agent:
 
     async def _append_message(self, message: Message, invocation_state: dict[str, Any] | None = None) -> None:
         self.messages.append(message)
+        invocation = self._invocation
+        if invocation is not None and invocation.first_appended is None:
+            invocation.first_appended = message  # where a failed invocation rolls back to
         if self.hooks.has_callbacks(MessageAddedEvent):
             await self.hooks.invoke_callbacks_async(
                 MessageAddedEvent(agent=self, message=message, invocation_state=invocation_state or {})

@@ -52,6 +52,7 @@ class Invocation:
         self.model_interrupted = False
         self.cycle_index = 0
         self.resumed_position: str | None = None
+        self.first_appended: Message | None = None
         self.tracer = get_tracer()
         self.agent_span: Any = None
         self.cycle_span: Any = None
@@ -153,7 +154,7 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
                         yield event
                 agent.conversation_manager.apply_management(agent)
         except BaseException:
-            _rollback(agent, start_length)
+            _rollback(agent, inv, start_length)
             await agent.hooks.invoke_callbacks_async(AfterInvocationEvent(agent=agent, invocation_state=inv.state))
             raise
         after, _ = await agent.hooks.invoke_callbacks_async(
@@ -168,10 +169,18 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
         return
 
 
-def _rollback(agent: Agent, length: int) -> None:
-    """A failed invocation removes what it added, so the history stays valid for the next call."""
+def _rollback(agent: Agent, inv: Invocation, length: int) -> None:
+    """A failed invocation removes what it added, so the history stays valid for the next call.
+
+    The cut is at the first message this invocation appended, found by identity: a conversation manager
+    may have trimmed or summarized older messages meanwhile, which shifts positions.
+    """
     if agent._interrupt_state.activated:
         return  # the interrupted turn must stay so that it can be resumed
+    first = inv.first_appended
+    if first is not None:
+        found = next((i for i, message in enumerate(agent.messages) if message is first), None)
+        length = found if found is not None else min(length, len(agent.messages))
     if len(agent.messages) > length:
         del agent.messages[length:]
         truncate = getattr(agent.session_manager, "on_history_truncated", None)

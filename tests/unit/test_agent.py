@@ -211,3 +211,20 @@ def test_scripted_model_responder_and_records_calls() -> None:
     with pytest.raises(AttributeError):
         call.system_prompt = "changed"  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(ScriptedModel(text("x")))).remaining == 1
+
+
+def test_rollback_after_the_conversation_manager_trimmed_during_the_failed_invocation() -> None:
+    from ray_harness.agent.conversation_manager import SlidingWindowConversationManager
+    from ray_harness.types.exceptions import ContextWindowOverflowException
+
+    history = []
+    for i in range(6):
+        history += [{"role": "user", "content": [{"text": f"q{i}"}]},
+                    {"role": "assistant", "content": [{"text": f"a{i}"}]}]
+    model = ScriptedModel(ContextWindowOverflowException("too long"), RuntimeError("provider down"))
+    agent = Agent(model, messages=history, retry_strategy=None,
+                  conversation_manager=SlidingWindowConversationManager(window_size=4))
+    with pytest.raises(RuntimeError, match="provider down"):
+        agent("new question")
+    assert all(m["content"][0]["text"] != "new question" for m in agent.messages)
+    assert agent.messages[-1]["role"] == "assistant"

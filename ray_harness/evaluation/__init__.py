@@ -1,0 +1,328 @@
+"""Large parallel evaluations of agents, graphs and swarms over datasets.
+
+``evaluate(target, dataset)`` builds a fresh target per row with the factory
+``target`` (a callable or ``"module:function"``), runs the rows with a bounded
+number in flight — on a pool of warm Ray host actors (``runtime="ray"``, the
+default) or in this process (``runtime="local"``) — and streams one record per
+finished row to ``output`` (JSONL, or Parquet parts when the path ends in
+``.parquet``). A crashed or cancelled evaluation continues where it stopped
+with ``resume=True``: rows already in the output are skipped, so nothing
+finished is lost or duplicated. Throttled rows (``ModelThrottledException``)
+halve the concurrency and go back in the queue; it grows again as rows succeed.
+
+Each record: ``index``, ``input`` (the row), ``output`` (``str(result)``),
+``structured_output``, ``stop_reason`` (agents) or ``status`` (graphs/swarms),
+``usage``, ``cost_usd``, ``latency_s``, ``error`` (``None`` or
+``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
+the scorer's function name plus ``rows``, ``errors``, ``tokens``, ``cost_usd``
+and ``rows_per_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import random
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, resolve_factory
+from ray_harness.evaluation._dataset import iter_rows
+from ray_harness.evaluation._records import RecordWriter, open_writer
+from ray_harness.evaluation._summary import summarize
+from ray_harness.types.exceptions import ModelThrottledException
+
+__all__ = ["evaluate", "evaluate_async"]
+
+Scorer = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class _Row:
+    index: int
+    data: dict[str, Any]
+    attempt: int = 0
+    not_before: float = 0.0
+
+
+class _Concurrency:
+    """Additive-increase / multiplicative-decrease limit on rows in flight (rate-limit aware)."""
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = maximum
+        self.limit = maximum
+        self._streak = 0
+
+    def throttled(self) -> None:
+        self.limit = max(1, self.limit // 2)
+        self._streak = 0
+
+    def succeeded(self) -> None:
+        self._streak += 1
+        if self.limit < self.maximum and self._streak >= self.limit:
+            self.limit += 1
+            self._streak = 0
+
+
+def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concurrency: int | None = None,
+             output: str | None = None, resume: bool = True, limits: dict[str, Any] | None = None,
+             prompt_key: str = "prompt", runtime: str = "ray", pool: Any = None, pool_size: int | None = None,
+             progress: bool | None = None, max_throttle_retries: int = 8,
+             cancel_event: threading.Event | None = None) -> dict[str, Any]:
+    """Run ``target`` over ``dataset`` and return the summary (see the module docstring).
+
+    Args:
+        target: Zero-argument factory building an Agent, Graph or Swarm (callable or ``"module:function"``).
+        dataset: JSONL/CSV path, list of dicts, or a ``ray.data.Dataset``.
+        scorers: ``f(row, result) -> float | bool | dict`` (sync or async); dict keys become ``<name>.<key>``.
+        concurrency: Maximum rows in flight (default 32).
+        output: Record file (``.jsonl`` or ``.parquet``); None keeps records in memory only.
+        resume: Skip rows already recorded in ``output``.
+        limits: ``Limits`` applied to every agent row.
+        prompt_key: The row key holding the prompt.
+        runtime: ``"ray"`` (pool of host actors; starts an embedded local Ray if none) or ``"local"``.
+        pool: An existing ``ray_harness.runtime.AgentPool`` to use.
+        pool_size: Host actors to start when no pool is given (default 2).
+        progress: Show a progress bar (default: when stderr is a terminal).
+        max_throttle_retries: Throttled attempts per row before it is recorded as an error.
+        cancel_event: Set it (from any thread) to stop: in-flight rows are cancelled, finished ones kept.
+    """
+    from ray_harness.agent.agent import run_sync
+
+    summary: dict[str, Any] = run_sync(evaluate_async(
+        target, dataset, scorers=scorers, concurrency=concurrency, output=output, resume=resume, limits=limits,
+        prompt_key=prompt_key, runtime=runtime, pool=pool, pool_size=pool_size, progress=progress,
+        max_throttle_retries=max_throttle_retries, cancel_event=cancel_event))
+    return summary
+
+
+async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (),
+                         concurrency: int | None = None, output: str | None = None, resume: bool = True,
+                         limits: dict[str, Any] | None = None, prompt_key: str = "prompt", runtime: str = "ray",
+                         pool: Any = None, pool_size: int | None = None, progress: bool | None = None,
+                         max_throttle_retries: int = 8, cancel_event: threading.Event | None = None
+                         ) -> dict[str, Any]:
+    """The async form of :func:`evaluate`."""
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or concurrency < 1):
+        raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+    if runtime not in ("ray", "local"):
+        raise ValueError(f"runtime must be 'ray' or 'local', got {runtime!r}")
+    if limits is not None:
+        from ray_harness.agent.limits import validate_limits
+
+        validate_limits(limits)
+    factory = resolve_factory(target)
+    backend: Backend = LocalBackend(factory) if runtime == "local" else RayBackend(
+        target if isinstance(target, str) else factory, pool=pool, pool_size=pool_size)
+    writer = open_writer(output, resume)
+    run = _Evaluation(backend, writer, list(scorers), concurrency or 32, limits, prompt_key, max_throttle_retries,
+                      cancel_event)
+    try:
+        await backend.start()
+        return await run.execute(iter_rows(dataset), progress, output)
+    finally:
+        writer.close()
+        await backend.close()
+
+
+class _Evaluation:
+    def __init__(self, backend: Backend, writer: RecordWriter, scorers: list[Scorer], concurrency: int,
+                 limits: Any, prompt_key: str, max_throttle_retries: int, cancel_event: threading.Event | None
+                 ) -> None:
+        self.backend = backend
+        self.writer = writer
+        self.scorers = scorers
+        self.gate = _Concurrency(concurrency)
+        self.limits = limits
+        self.prompt_key = prompt_key
+        self.max_throttle_retries = max_throttle_retries
+        self.cancel_event = cancel_event
+        self.run_prefix = uuid.uuid4().hex[:8]
+        self.records: dict[int, dict[str, Any]] = {}
+        self.new_rows = 0
+
+    async def execute(self, rows: Iterator[dict[str, Any]], progress: bool | None, output: str | None
+                      ) -> dict[str, Any]:
+        self.records = self.writer.done()
+        started = time.perf_counter()
+        bar = _progress_bar(progress, initial=len(self.records))
+        cancelled = False
+        try:
+            cancelled = await self._loop(rows, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        ordered = [self.records[i] for i in sorted(self.records)]
+        return summarize(ordered, elapsed_s=time.perf_counter() - started, new_rows=self.new_rows,
+                         cancelled=cancelled, output=output)
+
+    async def _loop(self, rows: Iterator[dict[str, Any]], bar: Any) -> bool:
+        source = enumerate(rows)
+        retries: collections.deque[_Row] = collections.deque()
+        in_flight: dict[asyncio.Task[Any], _Row] = {}
+        exhausted = False
+        try:
+            while True:
+                if self.cancel_event is not None and self.cancel_event.is_set():
+                    await self._cancel(in_flight)
+                    return True
+                while len(in_flight) < self.gate.limit:
+                    row = self._next_row(retries, source) if not exhausted else self._next_retry(retries)
+                    if row is None:
+                        if not exhausted and not retries:
+                            exhausted = True
+                        break
+                    task = asyncio.ensure_future(self._run_row(row))
+                    in_flight[task] = row
+                if not in_flight:
+                    if exhausted and not retries:
+                        return False
+                    await asyncio.sleep(min(0.05, max(0.0, retries[0].not_before - time.monotonic())))
+                    continue
+                done, _ = await asyncio.wait(in_flight, timeout=0.25, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    row = in_flight.pop(task)
+                    self._finish(row, task.result(), retries, bar)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            await self._cancel(in_flight)
+            raise
+
+    def _next_row(self, retries: collections.deque[_Row], source: Iterator[tuple[int, dict[str, Any]]]
+                  ) -> _Row | None:
+        ready = self._next_retry(retries)
+        if ready is not None:
+            return ready
+        for index, data in source:
+            if index not in self.records:
+                return _Row(index, data)
+        return None
+
+    @staticmethod
+    def _next_retry(retries: collections.deque[_Row]) -> _Row | None:
+        if retries and retries[0].not_before <= time.monotonic():
+            return retries.popleft()
+        return None
+
+    async def _cancel(self, in_flight: dict[asyncio.Task[Any], _Row]) -> None:
+        if not in_flight:
+            return
+        run_ids = [self._run_id(row) for row in in_flight.values()]
+        try:
+            await asyncio.wait_for(self.backend.cancel(run_ids), timeout=10)
+        except Exception:  # cancelling is best effort; the tasks are cancelled below either way
+            pass
+        for task in in_flight:
+            task.cancel()
+        await asyncio.gather(*in_flight, return_exceptions=True)
+        self.writer.flush()
+
+    def _run_id(self, row: _Row) -> str:
+        return f"eval-{self.run_prefix}-{row.index}-{row.attempt}"
+
+    async def _run_row(self, row: _Row) -> tuple[Any, BaseException | None, float]:
+        if self.prompt_key not in row.data:
+            return None, KeyError(f"row {row.index} has no {self.prompt_key!r} key (prompt_key={self.prompt_key!r})"
+                                  ), 0.0
+        started = time.perf_counter()
+        try:
+            result = await self.backend.run(self._run_id(row), row.data[self.prompt_key], self.limits)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            return None, error, time.perf_counter() - started
+        latency = time.perf_counter() - started
+        return result, None, latency
+
+    def _finish(self, row: _Row, outcome: tuple[Any, BaseException | None, float], retries: collections.deque[_Row],
+                bar: Any) -> None:
+        result, error, latency = outcome
+        if isinstance(error, ModelThrottledException) and row.attempt < self.max_throttle_retries:
+            self.gate.throttled()
+            row.attempt += 1
+            delay = min(30.0, (error.retry_after or 0.5 * 2 ** row.attempt)) * random.uniform(0.8, 1.2)
+            row.not_before = time.monotonic() + delay
+            retries.append(row)
+            return
+        if error is None:
+            self.gate.succeeded()
+        record = _record(row, result, error, latency)
+        self.records[row.index] = record
+        self.new_rows += 1
+        if self.scorers and error is None:
+            record["scores"] = _score_sync(self.scorers, row.data, result)
+        self.writer.write(record)
+        if bar is not None:
+            errors = sum(1 for r in self.records.values() if r.get("error"))
+            bar.set_postfix(errors=errors, concurrency=self.gate.limit, refresh=False)
+            bar.update(1)
+
+
+def _record(row: _Row, result: Any, error: BaseException | None, latency: float) -> dict[str, Any]:
+    record: dict[str, Any] = {"index": row.index, "input": row.data, "output": None, "structured_output": None,
+                              "usage": None, "cost_usd": 0.0, "latency_s": latency, "error": None, "scores": {}}
+    if error is not None:
+        record["error"] = {"type": type(error).__name__, "message": str(error)}
+        return record
+    record["output"] = str(result)
+    structured = getattr(result, "structured_output", None)
+    if structured is not None:
+        record["structured_output"] = structured.model_dump(mode="json") if hasattr(structured, "model_dump") \
+            else structured
+    if hasattr(result, "stop_reason"):
+        record["stop_reason"] = result.stop_reason
+        metrics = getattr(result, "metrics", None)
+        record["usage"] = dict(getattr(metrics, "accumulated_usage", {}) or {})
+        record["cost_usd"] = float(getattr(metrics, "accumulated_cost_usd", 0.0) or 0.0)
+    else:
+        status = getattr(result, "status", None)
+        record["status"] = getattr(status, "value", status)
+        record["usage"] = dict(getattr(result, "accumulated_usage", {}) or {})
+        record["cost_usd"] = float(getattr(result, "accumulated_cost_usd", 0.0) or 0.0)
+    return record
+
+
+def _score_sync(scorers: list[Scorer], row: dict[str, Any], result: Any) -> dict[str, Any]:
+    scores: dict[str, Any] = {}
+    for scorer in scorers:
+        name = getattr(scorer, "__name__", type(scorer).__name__)
+        try:
+            value = scorer(row, result)
+            if inspect.isawaitable(value):
+                value = _await_now(value)
+        except Exception as error:
+            scores[f"{name}.error"] = f"{type(error).__name__}: {error}"
+            continue
+        if isinstance(value, dict):
+            for key, item in value.items():
+                scores[f"{name}.{key}"] = item
+        else:
+            scores[name] = value
+    return scores
+
+
+def _await_now(awaitable: Any) -> Any:
+    """Async scorers run to completion in a private loop on a helper thread (the main loop keeps going)."""
+    from ray_harness.agent.agent import run_sync
+
+    async def wrapper() -> Any:
+        return await awaitable
+
+    return run_sync(wrapper())
+
+
+def _progress_bar(progress: bool | None, initial: int) -> Any:
+    show = progress if progress is not None else sys.stderr.isatty()
+    if not show:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(initial=initial, unit="row", desc="evaluate", dynamic_ncols=True)

@@ -1,0 +1,107 @@
+"""Where evaluation rows run: in this process (``runtime="local"``) or on a pool of Ray host actors."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ("Backend", "LocalBackend", "RayBackend", "resolve_factory")
+
+
+def resolve_factory(target: Any) -> Callable[[], Any]:
+    """A zero-argument factory from a callable or a ``"module:function"`` string."""
+    if isinstance(target, str):
+        module_name, sep, attribute = target.partition(":")
+        if not sep or not module_name or not attribute:
+            raise ValueError(f"target {target!r} must look like 'package.module:function'")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise ValueError(f"target {target!r}: cannot import {module_name!r} ({error})") from None
+        factory = getattr(module, attribute, None)
+        if factory is None:
+            raise ValueError(f"target {target!r}: module {module_name!r} has no attribute {attribute!r}")
+        target = factory
+    if not callable(target):
+        raise TypeError(f"target must be a zero-argument factory (callable or 'module:function'), got {target!r}")
+    if hasattr(target, "invoke_async") and not inspect.isfunction(target):
+        raise TypeError("target must build a fresh Agent/Graph/Swarm per row: pass a factory, not an instance")
+    return target  # type: ignore[no-any-return]
+
+
+class Backend:
+    async def start(self) -> None:
+        return None
+
+    async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
+        raise NotImplementedError
+
+    async def cancel(self, run_ids: list[str]) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class LocalBackend(Backend):
+    """Rows run as asyncio tasks in this process: notebooks, tests, small jobs."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._running: dict[str, Any] = {}
+
+    async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
+        target = self._factory()
+        self._running[run_id] = target
+        try:
+            if limits is not None and _accepts_limits(target):
+                return await target.invoke_async(prompt, limits=limits)
+            return await target.invoke_async(prompt)
+        finally:
+            self._running.pop(run_id, None)
+
+    async def cancel(self, run_ids: list[str]) -> None:
+        for run_id in run_ids:
+            target = self._running.get(run_id)
+            if target is not None:
+                target.cancel()
+
+
+class RayBackend(Backend):
+    """Rows run on a pool of warm async host actors (never an actor per row)."""
+
+    def __init__(self, factory: Callable[[], Any] | str, *, pool: Any = None, pool_size: int | None = None,
+                 pool_options: dict[str, Any] | None = None) -> None:
+        self._factory = factory
+        self._pool = pool
+        self._pool_size = pool_size
+        self._pool_options = pool_options or {}
+        self._spec: Any = None
+        self._owns_pool = pool is None
+
+    async def start(self) -> None:
+        from ray_harness.runtime import AgentPool
+
+        if self._pool is None:
+            self._pool = AgentPool(size=self._pool_size or 2, **self._pool_options)
+        self._spec = self._pool.prepare(self._factory)  # pickled once, shared by every row
+
+    async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
+        return await self._pool.run(self._spec, prompt, run_id=run_id, limits=limits)
+
+    async def cancel(self, run_ids: list[str]) -> None:
+        if self._pool is not None and run_ids:
+            await self._pool.cancel_all(run_ids)
+
+    @property
+    def pool(self) -> Any:
+        return self._pool
+
+
+def _accepts_limits(target: Any) -> bool:
+    try:
+        return "limits" in inspect.signature(target.invoke_async).parameters
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,55 @@
+"""Datasets for evaluations: JSONL / CSV files, lists of dicts, or a Ray Dataset."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ("iter_rows",)
+
+
+def iter_rows(dataset: Any) -> Iterator[dict[str, Any]]:
+    """Yield rows as dicts, lazily where the source allows it (files and Ray Datasets stream)."""
+    if isinstance(dataset, str | Path):
+        yield from _from_file(Path(dataset))
+    elif isinstance(dataset, list | tuple):
+        for index, row in enumerate(dataset):
+            yield _as_row(row, f"dataset[{index}]")
+    elif hasattr(dataset, "iter_rows"):  # ray.data.Dataset
+        for index, row in enumerate(dataset.iter_rows()):
+            yield _as_row(dict(row), f"dataset row {index}")
+    else:
+        raise TypeError(f"dataset must be a JSONL/CSV path, a list of dicts or a ray.data.Dataset, "
+                        f"got {type(dataset).__name__}")
+
+
+def _from_file(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.exists():
+        raise FileNotFoundError(f"dataset file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+                yield _as_row(row, f"{path}:{number}")
+    elif suffix in (".csv", ".tsv"):
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ",")
+            for row in reader:
+                yield dict(row)
+    else:
+        raise ValueError(f"dataset file {path}: unsupported extension {suffix!r} (use .jsonl or .csv)")
+
+
+def _as_row(row: Any, where: str) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: each row must be an object/dict, got {type(row).__name__}")
+    return row

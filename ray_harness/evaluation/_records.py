@@ -1,0 +1,141 @@
+"""Per-row result records, written as rows finish (JSONL lines or Parquet parts) and read back on resume."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ("RecordWriter", "open_writer")
+
+
+class RecordWriter:
+    """Appends records; ``done_indices()`` tells a resumed evaluation what already finished."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def done(self) -> dict[int, dict[str, Any]]:
+        return {}
+
+    def write(self, record: dict[str, Any]) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.flush()
+
+
+class JsonlWriter(RecordWriter):
+    def __init__(self, path: Path, resume: bool) -> None:
+        super().__init__(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not resume and path.exists():
+            path.unlink()
+        self._repair_tail(path)
+        self._handle = path.open("a", encoding="utf-8")
+
+    @staticmethod
+    def _repair_tail(path: Path) -> None:
+        """A crash mid-write can leave a partial last line: drop it (that row simply runs again)."""
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        data = path.read_bytes()
+        if data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        with path.open("r+b") as handle:
+            handle.truncate(cut)
+
+    def done(self) -> dict[int, dict[str, Any]]:
+        assert self.path is not None
+        records: dict[int, dict[str, Any]] = {}
+        with self.path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{self.path}:{number}: corrupt result record ({error.msg}); "
+                                     "fix or move the file, or pass resume=False") from None
+                if isinstance(record, dict) and isinstance(record.get("index"), int):
+                    records[record["index"]] = record
+        return records
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, default=str) + "\n")
+        self._handle.flush()  # a finished row is on disk before the next one is reported
+
+    def flush(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self.flush()
+            self._handle.close()
+
+
+class ParquetWriter(RecordWriter):
+    """A directory of Parquet part files (Parquet files cannot be appended to); one part per flush."""
+
+    def __init__(self, path: Path, resume: bool, batch: int = 256) -> None:
+        super().__init__(path)
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ImportError("Parquet output needs pyarrow: pip install pyarrow (or use a .jsonl output)") from None
+        if not resume and path.exists():
+            for part in path.glob("part-*.parquet"):
+                part.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+        self._pending: list[dict[str, Any]] = []
+        self._batch = batch
+        self._parts = len(list(path.glob("part-*.parquet")))
+
+    def done(self) -> dict[int, dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        assert self.path is not None
+        records: dict[int, dict[str, Any]] = {}
+        for part in sorted(self.path.glob("part-*.parquet")):
+            for row in pq.read_table(part).to_pylist():
+                record = {k: json.loads(v) if isinstance(v, str) and k in _JSON_COLUMNS else v for k, v in row.items()}
+                records[int(record["index"])] = record
+        return records
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._pending.append(record)
+        if len(self._pending) >= self._batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        assert self.path is not None
+        rows = [{k: json.dumps(v, default=str) if k in _JSON_COLUMNS else v for k, v in r.items()}
+                for r in self._pending]
+        temp = self.path / f".part-{self._parts:06d}.tmp"
+        pq.write_table(pa.Table.from_pylist(rows), temp)
+        os.replace(temp, self.path / f"part-{self._parts:06d}.parquet")
+        self._parts += 1
+        self._pending = []
+
+
+_JSON_COLUMNS = {"input", "usage", "error", "scores", "structured_output"}
+
+
+def open_writer(output: str | os.PathLike[str] | None, resume: bool) -> RecordWriter:
+    if output is None:
+        return RecordWriter(None)
+    path = Path(output)
+    if path.suffix.lower() == ".parquet":
+        return ParquetWriter(path, resume)
+    return JsonlWriter(path, resume)

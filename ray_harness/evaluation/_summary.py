@@ -1,0 +1,61 @@
+"""Aggregates per-row records into an evaluation summary."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ("summarize",)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(records: list[dict[str, Any]], *, elapsed_s: float, new_rows: int, cancelled: bool,
+              output: str | None) -> dict[str, Any]:
+    errors = [r for r in records if r.get("error")]
+    tokens = {"input": 0, "output": 0, "total": 0}
+    cost = 0.0
+    latencies: list[float] = []
+    scores: dict[str, list[float]] = {}
+    for record in records:
+        usage = record.get("usage") or {}
+        tokens["input"] += int(usage.get("inputTokens", 0))
+        tokens["output"] += int(usage.get("outputTokens", 0))
+        tokens["total"] += int(usage.get("totalTokens", 0))
+        cost += float(record.get("cost_usd") or 0.0)
+        if record.get("latency_s") is not None and not record.get("error"):
+            latencies.append(float(record["latency_s"]))
+        for name, value in (record.get("scores") or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                scores.setdefault(name, []).append(float(value))
+            elif isinstance(value, bool):
+                scores.setdefault(name, []).append(1.0 if value else 0.0)
+    summary: dict[str, Any] = {
+        "rows": len(records),
+        "completed": len(records) - len(errors),
+        "errors": len(errors),
+        "error_rate": len(errors) / len(records) if records else 0.0,
+        "tokens": tokens,
+        "cost_usd": cost,
+        "elapsed_s": elapsed_s,
+        "rows_this_run": new_rows,
+        "rows_per_s": new_rows / elapsed_s if elapsed_s > 0 else 0.0,
+        "latency_s": {"p50": _percentile(latencies, 0.5), "p90": _percentile(latencies, 0.9),
+                      "p99": _percentile(latencies, 0.99)},
+        "scores": {},
+        "cancelled": cancelled,
+        "output": output,
+    }
+    for name, values in scores.items():
+        mean = sum(values) / len(values)
+        summary["scores"][name] = {"mean": mean, "p50": _percentile(values, 0.5), "p90": _percentile(values, 0.9),
+                                   "min": min(values), "max": max(values), "count": len(values)}
+        summary[name] = mean  # per-scorer mean keyed by the scorer's name (API contract)
+    return summary

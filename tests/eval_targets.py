@@ -1,0 +1,80 @@
+"""Factories used by evaluation tests (importable by name, so they also work inside Ray actors)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from ray_harness import Agent, GraphBuilder, tool
+from ray_harness.testing import ScriptedModel, text, tool_call
+from ray_harness.types.exceptions import ModelThrottledException
+
+USAGE = {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
+
+
+def _echo(call: Any) -> Any:
+    return text(f"echo: {call.last_text}", usage=USAGE)
+
+
+def echo_agent() -> Agent:
+    """Answers ``echo: <prompt>``; prompts containing 'boom' make the model fail."""
+
+    def answer(call: Any) -> Any:
+        if "boom" in call.last_text:
+            raise RuntimeError(f"model failed on {call.last_text!r}")
+        return _echo(call)
+
+    return Agent(ScriptedModel(answer, record_calls=False), name="echo")
+
+
+@tool
+def shout(word: str) -> str:
+    """Upper-case a word."""
+    return word.upper()
+
+
+def tool_agent() -> Agent:
+    def finish(call: Any) -> Any:
+        result = call.messages[-1]["content"][0]["toolResult"]["content"][0]["text"]
+        return text(f"tool said {result}", usage=USAGE)
+
+    def start(call: Any) -> Any:
+        return tool_call("shout", {"word": call.last_text}, usage=USAGE)
+
+    return Agent(ScriptedModel(start, finish, record_calls=False), tools=[shout], name="shouter")
+
+
+def chain_graph() -> Any:
+    """A 3-node chain: each node echoes what it received."""
+    builder = GraphBuilder()
+    for name in ("research", "analyze", "write"):
+        builder.add_node(Agent(ScriptedModel(lambda call, name=name: text(f"{name} done", usage=USAGE),
+                                             record_calls=False), name=name), name)
+    builder.add_edge("research", "analyze")
+    builder.add_edge("analyze", "write")
+    return builder.build(runtime="local")
+
+
+_THROTTLE_LOCK = threading.Lock()
+_THROTTLED: dict[str, int] = {}
+
+
+def throttled_agent() -> Agent:
+    """Every prompt is throttled twice (counted per process), then answered."""
+
+    def answer(call: Any) -> Any:
+        with _THROTTLE_LOCK:
+            seen = _THROTTLED.get(call.last_text, 0)
+            _THROTTLED[call.last_text] = seen + 1
+        if seen < 2:
+            raise ModelThrottledException("slow down", retry_after=0.01)
+        return _echo(call)
+
+    return Agent(ScriptedModel(answer, record_calls=False), retry_strategy=None, name="throttled")
+
+
+def slow_agent() -> Agent:
+    delay = float(os.environ.get("RAY_HARNESS_TEST_DELAY", "0.05"))
+    return Agent(ScriptedModel(lambda call: text(f"slow {call.last_text}", usage=USAGE, delay=delay),
+                               record_calls=False), name="slow")

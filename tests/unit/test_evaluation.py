@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ray_harness.evaluation import evaluate
+
+
+def _rows(n: int, prefix: str = "q") -> list[dict]:
+    return [{"prompt": f"{prefix}{i}", "expected": f"echo: {prefix}{i}"} for i in range(n)]
+
+
+def exact(row: dict, result: object) -> float:
+    return 1.0 if str(result).strip() == row["expected"] else 0.0
+
+
+def test_200_rows_each_exactly_once_with_scores(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    summary = evaluate("tests.eval_targets:echo_agent", _rows(200), scorers=[exact], concurrency=16,
+                       output=str(out), runtime="local")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["index"] for r in records) == list(range(200))
+    assert summary["rows"] == 200 and summary["errors"] == 0
+    assert summary["exact"] == 1.0
+    assert summary["tokens"] == {"input": 2000, "output": 1000, "total": 3000}
+    assert summary["rows_per_s"] > 0
+    first = next(r for r in records if r["index"] == 0)
+    assert first["output"] == "echo: q0\n" and first["stop_reason"] == "end_turn"
+    assert first["input"] == {"prompt": "q0", "expected": "echo: q0"}
+    assert first["error"] is None and first["latency_s"] >= 0
+
+
+def test_a_failing_row_is_recorded_and_the_rest_complete(tmp_path: Path) -> None:
+    rows = _rows(10)
+    rows[3]["prompt"] = "boom"
+    rows[5] = {"question": "no prompt key"}
+    summary = evaluate("tests.eval_targets:echo_agent", rows, output=str(tmp_path / "r.jsonl"), runtime="local")
+    records = {r["index"]: r for r in map(json.loads, (tmp_path / "r.jsonl").read_text().splitlines())}
+    assert summary["errors"] == 2 and summary["completed"] == 8
+    assert records[3]["error"]["type"] == "RuntimeError" and "boom" in records[3]["error"]["message"]
+    assert records[5]["error"]["type"] == "KeyError"
+
+
+def test_graph_target_over_a_csv(tmp_path: Path) -> None:
+    dataset = tmp_path / "data.csv"
+    dataset.write_text("prompt,topic\nfirst,a\nsecond,b\n")
+    summary = evaluate("tests.eval_targets:chain_graph", str(dataset), output=str(tmp_path / "g.jsonl"),
+                       runtime="local")
+    records = [json.loads(line) for line in (tmp_path / "g.jsonl").read_text().splitlines()]
+    assert summary["rows"] == 2 and summary["errors"] == 0
+    assert {r["status"] for r in records} == {"completed"}
+    assert all(r["usage"]["totalTokens"] == 45 for r in records)
+
+
+def test_throttling_backs_off_and_every_row_completes(tmp_path: Path) -> None:
+    summary = evaluate("tests.eval_targets:throttled_agent", _rows(20, "t"), concurrency=8, runtime="local",
+                       output=str(tmp_path / "t.jsonl"))
+    assert summary["rows"] == 20 and summary["errors"] == 0
+
+
+def test_cancel_event_keeps_finished_rows_and_resume_completes(tmp_path: Path) -> None:
+    out = tmp_path / "c.jsonl"
+    stop = threading.Event()
+    os.environ["RAY_HARNESS_TEST_DELAY"] = "0.05"
+    timer = threading.Timer(0.3, stop.set)
+    timer.start()
+    first = evaluate("tests.eval_targets:slow_agent", _rows(100), concurrency=4, output=str(out), runtime="local",
+                     cancel_event=stop)
+    timer.cancel()
+    assert first["cancelled"] is True and 0 < first["rows"] < 100
+    second = evaluate("tests.eval_targets:slow_agent", _rows(100), concurrency=20, output=str(out),
+                      runtime="local")
+    indices = [json.loads(line)["index"] for line in out.read_text().splitlines()]
+    assert sorted(indices) == list(range(100))  # nothing lost, nothing duplicated
+    assert second["rows"] == 100 and second["rows_this_run"] == 100 - first["rows"]
+
+
+def test_killed_driver_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
+    out = tmp_path / "k.jsonl"
+    data = tmp_path / "k_in.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in _rows(60)))
+    script = (
+        "import os; os.environ['RAY_HARNESS_TEST_DELAY']='0.1'\n"
+        "from ray_harness.evaluation import evaluate\n"
+        f"evaluate('tests.eval_targets:slow_agent', {str(data)!r}, concurrency=2, output={str(out)!r}, "
+        "runtime='local')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
+    process = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 6):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done_before = len(out.read_text().splitlines())
+    assert 0 < done_before < 60
+    evaluate("tests.eval_targets:slow_agent", str(data), concurrency=30, output=str(out), runtime="local")
+    indices = [json.loads(line)["index"] for line in out.read_text().splitlines()]
+    assert sorted(indices) == list(range(60))
+
+
+def test_parquet_output_and_resume(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    out = tmp_path / "r.parquet"
+    evaluate("tests.eval_targets:echo_agent", _rows(10), output=str(out), runtime="local")
+    summary = evaluate("tests.eval_targets:echo_agent", _rows(15), output=str(out), runtime="local")
+    assert summary["rows"] == 15 and summary["rows_this_run"] == 5
+
+
+@pytest.mark.parametrize(("kwargs", "error"), [({"concurrency": 0}, ValueError), ({"runtime": "gpu"}, ValueError),
+                                               ({"limits": {"turns": 0}}, TypeError)])
+def test_bad_arguments(kwargs: dict, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        evaluate("tests.eval_targets:echo_agent", _rows(1), **kwargs)
+
+
+def test_bad_targets_and_datasets(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"package\.module:function"):
+        evaluate("no_colon", _rows(1), runtime="local")
+    with pytest.raises(ValueError, match="cannot import"):
+        evaluate("missing_mod:f", _rows(1), runtime="local")
+    with pytest.raises(FileNotFoundError):
+        evaluate("tests.eval_targets:echo_agent", str(tmp_path / "nope.jsonl"), runtime="local")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\nnot json\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2"):
+        evaluate("tests.eval_targets:echo_agent", str(bad), runtime="local")
