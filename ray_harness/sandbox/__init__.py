@@ -1,0 +1,44 @@
+"""Sandboxes: where an agent's commands, code and file operations run.
+
+``Sandbox`` is the contract; ``PosixShellSandbox`` builds everything from a
+POSIX shell; ``DockerSandbox`` (docker SDK) and ``SshSandbox`` (paramiko) are
+real sandboxes; ``LocalEnvironment`` (alias ``NotASandboxLocalEnvironment``)
+runs on this machine with no isolation. The docker and paramiko packages are
+imported only when those sandboxes first connect.
+"""
+
+from ray_harness.sandbox.base import Sandbox
+from ray_harness.sandbox.docker import DockerSandbox
+from ray_harness.sandbox.errors import (
+    HostKeyMismatchError,
+    SandboxError,
+    SandboxPathNotFoundError,
+    SandboxTimeoutError,
+    UnknownHostKeyError,
+)
+from ray_harness.sandbox.local import LocalEnvironment, NotASandboxLocalEnvironment
+from ray_harness.sandbox.posix_shell import PosixShellSandbox
+from ray_harness.sandbox.ssh import SshSandbox
+from ray_harness.sandbox.tools import SandboxFileEditorTool, SandboxShellTool
+from ray_harness.sandbox.types import ExecutionResult, FileInfo, OutputFile, StreamChunk, StreamType
+
+__all__ = [
+    "DockerSandbox",
+    "ExecutionResult",
+    "FileInfo",
+    "HostKeyMismatchError",
+    "LocalEnvironment",
+    "NotASandboxLocalEnvironment",
+    "OutputFile",
+    "PosixShellSandbox",
+    "Sandbox",
+    "SandboxError",
+    "SandboxFileEditorTool",
+    "SandboxPathNotFoundError",
+    "SandboxShellTool",
+    "SandboxTimeoutError",
+    "SshSandbox",
+    "StreamChunk",
+    "StreamType",
+    "UnknownHostKeyError",
+]

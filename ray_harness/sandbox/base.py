@@ -1,0 +1,149 @@
+"""The ``Sandbox`` contract: where an agent's commands, code and file operations run.
+
+Only the streaming operations and the file operations are abstract; the
+non-streaming helpers drain a stream. A sandbox is an async context manager
+(``start()`` on entry, ``close()`` on exit) and pickles as configuration: live
+clients and connections are recreated on first use in the receiving process.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
+
+if TYPE_CHECKING:
+    from ray_harness.tools.base import AgentTool
+
+__all__ = ("Sandbox",)
+
+Stream = AsyncGenerator[StreamChunk | ExecutionResult, None]
+
+
+class Sandbox(ABC):
+    """An execution environment for commands, code and files.
+
+    ``execute_streaming`` and ``execute_code_streaming`` yield ``StreamChunk``
+    items as output arrives, then exactly one ``ExecutionResult``. A non-zero
+    exit code is a result, not an error; ``SandboxTimeoutError`` (with the
+    partial output) is raised when ``timeout`` seconds pass, and the command's
+    process tree is killed. Closing or cancelling the stream early kills it too.
+    """
+
+    @abstractmethod
+    def execute_streaming(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Stream:
+        """Run a shell command."""
+
+    @abstractmethod
+    def execute_code_streaming(
+        self,
+        code: str,
+        language: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Stream:
+        """Feed ``code`` to the interpreter ``language`` (e.g. ``"python3"``, ``"sh"``) on its stdin."""
+
+    @abstractmethod
+    async def read_file(self, path: str) -> bytes:
+        """The file's bytes; ``SandboxPathNotFoundError`` if it does not exist."""
+
+    @abstractmethod
+    async def write_file(self, path: str, content: bytes) -> None:
+        """Create or replace the file, creating missing parent directories."""
+
+    @abstractmethod
+    async def remove_file(self, path: str) -> None:
+        """Delete a file; ``SandboxPathNotFoundError`` if missing, ``IsADirectoryError`` for a directory."""
+
+    @abstractmethod
+    async def list_files(self, path: str = ".") -> list[FileInfo]:
+        """The directory's entries sorted by name, hidden ones included, without ``.`` and ``..``."""
+
+    def describe(self) -> str:
+        """Where commands run, for tool descriptions (e.g. "Docker container abc123")."""
+        return type(self).__name__
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecutionResult:
+        """Run a command to completion and return its result."""
+        return await _final(self.execute_streaming(command, timeout=timeout, cwd=cwd, env=env))
+
+    async def execute_code(
+        self,
+        code: str,
+        language: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecutionResult:
+        """Run code to completion and return its result."""
+        return await _final(self.execute_code_streaming(code, language, timeout=timeout, cwd=cwd, env=env))
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return (await self.read_file(path)).decode(encoding)
+
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
+        await self.write_file(path, text.encode(encoding))
+
+    def get_tools(self) -> list[AgentTool]:
+        """``sandbox_shell`` and ``sandbox_file_editor``, bound to this sandbox."""
+        from ray_harness.sandbox.tools import sandbox_tools
+
+        return sandbox_tools(self)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Acquire resources (connect, create a container). Operations also start lazily."""
+
+    async def close(self) -> None:
+        """Release what ``start`` acquired. Idempotent."""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+async def _final(stream: Stream) -> ExecutionResult:
+    async with aclosing(stream) as items:
+        async for item in items:
+            if isinstance(item, ExecutionResult):
+                return item
+    raise RuntimeError("sandbox stream ended without an ExecutionResult")
+
+
+def as_bytes(content: bytes | bytearray | memoryview) -> bytes:
+    """``write_file`` takes bytes; a ``str`` is almost always a forgotten ``write_text``."""
+    if isinstance(content, str):
+        raise TypeError("write_file() takes bytes; use write_text() for str")
+    if not isinstance(content, bytes | bytearray | memoryview):
+        raise TypeError(f"write_file() takes bytes, got {type(content).__name__}")
+    return bytes(content)

@@ -1,0 +1,257 @@
+"""``DockerSandbox``: commands and files in a Docker container, through the docker SDK.
+
+It attaches to an existing container, or creates one from an image (no
+network by default, ``--init`` so killed process trees are reaped) and
+removes it on ``close()``. Commands run with the low-level exec API
+(``exec_create`` / ``exec_start(stream=True, demux=True)`` / ``exec_inspect``);
+the blocking SDK calls run in threads. File operations use the shell path of
+:class:`PosixShellSandbox`. The SDK talks to the engine's API, never to a CLI,
+so a container called ``--privileged`` cannot turn into a flag; names are
+validated anyway.
+
+Pickling keeps the configuration only: the copy opens its own client and, for
+an image, creates its own container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from ray_harness.sandbox._config import NAME_PATTERN, Settings, validated
+from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
+from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
+from ray_harness.sandbox.errors import SandboxError
+from ray_harness.sandbox.posix_shell import PosixShellSandbox
+
+if TYPE_CHECKING:
+    import docker
+
+__all__ = ("DockerSandbox",)
+
+_KEEPALIVE = ["sleep", "2147483647"]
+_LABEL = "ray_harness.sandbox"
+
+
+class _DockerSettings(Settings):
+    container: str | None = Field(default=None, pattern=NAME_PATTERN)
+    image: str | None = Field(default=None, pattern=r"\A[a-zA-Z0-9][a-zA-Z0-9._/:@-]*\z")
+    docker_host: str | None = Field(default=None, pattern=r"\A[a-z][a-z0-9+]*://\S+\z")
+    working_dir: str | None = Field(default=None, pattern=r"\A/")
+    user: str | None = Field(default=None, pattern=r"\A[a-zA-Z0-9_][a-zA-Z0-9_.-]*(:[a-zA-Z0-9_][a-zA-Z0-9_.-]*)?\z")
+    network_mode: str = Field(default="none", pattern=r"\A[a-zA-Z0-9][a-zA-Z0-9_.:-]*\z")
+    mem_limit: int | str | None = None
+    nano_cpus: int | None = Field(default=None, gt=0)
+    pids_limit: int | None = Field(default=None, gt=0)
+    read_only: bool = False
+
+
+class DockerSandbox(PosixShellSandbox):
+    """A Docker container as a sandbox.
+
+    Args:
+        container: Name or id of a running container to attach to (never removed).
+        image: Image to create a container from when ``container`` is not given;
+            that container is removed on ``close()`` / context exit.
+        docker_host: Engine URL; else ``DOCKER_HOST``; else the default socket.
+        working_dir: Absolute directory commands start in (created with the container).
+        user: ``user`` or ``uid:gid`` commands run as (and the created container's user).
+        network_mode, mem_limit, nano_cpus, pids_limit, read_only: Limits for a
+            created container (``read_only`` mounts a tmpfs on ``/tmp``).
+        max_output_chars: Retained stdout/stderr characters per stream.
+    """
+
+    def __init__(
+        self,
+        container: str | None = None,
+        *,
+        image: str | None = None,
+        docker_host: str | None = None,
+        working_dir: str | None = None,
+        user: str | None = None,
+        network_mode: str = "none",
+        mem_limit: int | str | None = None,
+        nano_cpus: int | None = None,
+        pids_limit: int | None = None,
+        read_only: bool = False,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+    ) -> None:
+        self.settings = validated(
+            _DockerSettings, "DockerSandbox", container=container, image=image, docker_host=docker_host,
+            working_dir=working_dir, user=user, network_mode=network_mode, mem_limit=mem_limit,
+            nano_cpus=nano_cpus, pids_limit=pids_limit, read_only=read_only,
+        )
+        if (container is None) == (image is None):
+            raise ValueError("DockerSandbox needs exactly one of container= (attach) or image= (create)")
+        super().__init__(working_dir=working_dir, max_output_chars=max_output_chars)
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._lock = threading.Lock()
+        self._client: docker.DockerClient | None = None
+        self._container_id: str | None = None
+        self._created = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in ("_lock", "_client", "_container_id", "_created"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    def __repr__(self) -> str:
+        target = f"container={self.settings.container!r}" if self.settings.container else f"image={self.settings.image!r}"
+        return f"DockerSandbox({target})"
+
+    def describe(self) -> str:
+        if self.settings.container:
+            return f"Docker container {self.settings.container}"
+        return f"a Docker container from image {self.settings.image}"
+
+    @property
+    def container_id(self) -> str | None:
+        """The id of the container in use (``None`` before the first operation)."""
+        return self._container_id
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._ensure_container)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._close_blocking)
+
+    def _docker(self) -> docker.DockerClient:
+        if self._client is None:
+            import docker
+
+            host = self.settings.docker_host
+            try:
+                # version="auto": the SDK's default API version can be newer than the engine's.
+                client = (docker.DockerClient(base_url=host, version="auto") if host
+                          else docker.from_env(version="auto"))
+            except docker.errors.DockerException as error:
+                where = host or os.environ.get("DOCKER_HOST") or "the default socket"
+                raise SandboxError(f"cannot reach the Docker engine at {where}: {error}") from None
+            self._client = client
+        return self._client
+
+    def _ensure_container(self) -> str:
+        with self._lock:
+            if self._container_id is not None:
+                return self._container_id
+            import docker
+
+            client = self._docker()
+            try:
+                if self.settings.container is not None:
+                    container = client.containers.get(self.settings.container)
+                    if container.status != "running":
+                        raise SandboxError(f"container {self.settings.container} is {container.status}, not running")
+                else:
+                    container = client.containers.run(self.settings.image, **self._create_options())
+                    self._created = True
+            except docker.errors.NotFound as error:
+                raise SandboxError(f"Docker object not found: {error.explanation or error}") from None
+            except docker.errors.DockerException as error:
+                raise SandboxError(f"Docker engine error: {error}") from None
+            container_id: str = container.id
+            self._container_id = container_id
+            return container_id
+
+    def _create_options(self) -> dict[str, Any]:
+        s = self.settings
+        options: dict[str, Any] = {
+            "command": _KEEPALIVE, "detach": True, "init": True, "network_mode": s.network_mode,
+            "labels": {_LABEL: "1"}, "security_opt": ["no-new-privileges"], "read_only": s.read_only,
+        }
+        optional = {"mem_limit": s.mem_limit, "nano_cpus": s.nano_cpus, "pids_limit": s.pids_limit,
+                    "user": s.user, "working_dir": s.working_dir}
+        options.update({key: value for key, value in optional.items() if value is not None})
+        if s.read_only:
+            options["tmpfs"] = {"/tmp": ""}
+        return options
+
+    def _close_blocking(self) -> None:
+        import docker
+
+        with self._lock:
+            container_id, created, client = self._container_id, self._created, self._client
+            self._container_id, self._created, self._client = None, False, None
+            if client is None:
+                return
+            try:
+                if created and container_id is not None:
+                    client.api.remove_container(container_id, force=True)
+            except docker.errors.NotFound:
+                pass
+            finally:
+                client.close()
+
+    # -- execution ------------------------------------------------------------------------------------
+
+    async def _start_script(self, script: str) -> RawExecution:
+        container_id = await asyncio.to_thread(self._ensure_container)
+        api = self._docker().api
+        import docker
+
+        def begin() -> tuple[str, Any]:
+            exec_id = api.exec_create(container_id, ["/bin/sh", "-c", script], stdout=True, stderr=True,
+                                      user=self.settings.user or "")["Id"]
+            return exec_id, api.exec_start(exec_id, stream=True, demux=True)
+
+        try:
+            exec_id, stream = await asyncio.to_thread(begin)
+        except docker.errors.DockerException as error:
+            raise SandboxError(f"docker exec in {self.settings.container or container_id[:12]} failed: {error}") from None
+        execution = _DockerExecution(api, exec_id, stream)
+        execution.start_reader(f"ray_harness-docker-exec-{exec_id[:12]}")
+        return execution
+
+
+class _DockerExecution(ThreadedExecution):
+    def __init__(self, api: Any, exec_id: str, stream: Any) -> None:
+        super().__init__()
+        self._api = api
+        self._exec_id = exec_id
+        self._stream = stream
+        self._closed = False
+
+    def read_blocking(self) -> None:
+        for stdout, stderr in self._stream:
+            if stdout and not self.emit("stdout", stdout):
+                return
+            if stderr and not self.emit("stderr", stderr):
+                return
+            if self.stopping:
+                return
+
+    async def wait(self) -> int:
+        if self.reader_error is not None and not self._closed:
+            raise SandboxError(f"lost the docker exec stream: {self.reader_error}")
+        for _ in range(200):  # the exit code can trail the end of the stream by a moment
+            info = await asyncio.to_thread(self._api.exec_inspect, self._exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            await asyncio.sleep(0.025)
+        raise SandboxError(f"docker exec {self._exec_id[:12]} did not report an exit code")
+
+    async def kill(self) -> None:
+        # The process group was killed from a second exec (PosixShellSandbox); this ends our stream.
+        await self._close_stream()
+
+    async def close(self) -> None:
+        await super().close()
+        await self._close_stream()
+
+    async def _close_stream(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await asyncio.to_thread(self._stream.close)

@@ -1,0 +1,263 @@
+"""``PosixShellSandbox``: every operation built from POSIX ``sh`` scripts.
+
+A backend only has to start ``/bin/sh -c <script>`` somewhere
+(:meth:`PosixShellSandbox._start_script`); commands, code and files all
+become scripts:
+
+* file contents and source code travel base64-encoded inside a quoted
+  here-document with a random delimiter, so no byte of them is ever shell
+  syntax, and binary data round-trips;
+* paths are ``shlex.quote``-d, and a leading ``-`` gets ``./`` so no command
+  reads a path as an option; interpreter names and env keys are validated
+  (:mod:`ray_harness.sandbox._validation`);
+* environment variables are ``export``-ed with quoted values;
+* scripts print ``rh-pid:<pid>`` first. The shell is the leader of its own
+  process group (``docker exec`` and ``sshd`` sessions start one), so a
+  timeout or cancel kills the whole tree with ``kill -s KILL -<pid>`` from a
+  second script. A missing working directory exits 77 *before* that line,
+  which tells it apart from a command that exits 77 itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import posixpath
+import secrets
+from abc import abstractmethod
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from typing import Final
+
+from ray_harness.sandbox._engine import RawExecution, check_timeout, drive
+from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
+from ray_harness.sandbox._validation import check_language, export_lines, safe_path
+from ray_harness.sandbox.base import Sandbox, as_bytes
+from ray_harness.sandbox.errors import SandboxPathNotFoundError
+from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
+
+__all__ = ("PosixShellSandbox",)
+
+logger = logging.getLogger(__name__)
+
+_PID_PREFIX: Final = b"rh-pid:"
+_EXIT_MISSING: Final = 77
+_EXIT_IS_DIR: Final = 78
+_WRITE_CHUNK: Final = 64 * 1024
+"""Raw bytes per write script: base64 of it stays well under Linux's 128 KiB limit for one argv string."""
+_INLINE_CODE_LIMIT: Final = 64 * 1024
+
+
+def _heredoc(data: bytes) -> tuple[str, str]:
+    """``(delimiter, body)``: base64 lines; the delimiter contains ``_``, which base64 never does."""
+    delimiter = f"RH_EOF_{secrets.token_hex(8)}"
+    return delimiter, base64.encodebytes(data).decode("ascii")
+
+
+class PosixShellSandbox(Sandbox):
+    """A sandbox reached through a POSIX shell. Subclasses implement :meth:`_start_script`.
+
+    Args:
+        working_dir: Directory commands start in and relative paths resolve
+            against (the target's default if ``None``).
+        max_output_chars: Characters of stdout/stderr an ``ExecutionResult``
+            retains per stream (``None``: unlimited); chunks always stream in full.
+    """
+
+    def __init__(self, *, working_dir: str | None = None,
+                 max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS) -> None:
+        self.working_dir = working_dir
+        self.max_output_chars = max_output_chars
+
+    @abstractmethod
+    async def _start_script(self, script: str) -> RawExecution:
+        """Start ``/bin/sh -c script`` in the target as the leader of a new process group."""
+
+    # -- execution ----------------------------------------------------------------------------------
+
+    async def execute_streaming(
+        self,
+        command: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
+        async with aclosing(self._run(command, timeout=timeout, cwd=cwd, env=env,
+                                      limit=self.max_output_chars)) as items:
+            async for item in items:
+                yield item
+
+    async def execute_code_streaming(
+        self,
+        code: str,
+        language: str,
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
+        interpreter = check_language(language)
+        source = code.encode()
+        if len(source) <= _INLINE_CODE_LIMIT:
+            delimiter, body = _heredoc(source)
+            script = f"base64 -d << '{delimiter}' | {interpreter}\n{body}{delimiter}\n"
+        else:  # too big for one argv string: stage it as a file first
+            staged = f"/tmp/.rh-code-{secrets.token_hex(8)}"
+            await self.write_file(staged, source)
+            script = f"{interpreter} < {staged}; rh_rc=$?; rm -f {staged}; exit $rh_rc\n"
+        async with aclosing(self._run(script, timeout=timeout, cwd=cwd, env=env,
+                                      limit=self.max_output_chars)) as items:
+            async for item in items:
+                yield item
+
+    async def _run(
+        self, body: str, *, timeout: float | None, cwd: str | None, env: Mapping[str, str] | None,
+        limit: int | None,
+    ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
+        timeout = check_timeout(timeout)
+        directory = cwd if cwd is not None else self.working_dir
+        script = ""
+        if directory is not None:
+            script += f"cd {safe_path(directory)} >/dev/null 2>&1 || exit {_EXIT_MISSING}\n"
+        script += "printf 'rh-pid:%s\\n' \"$$\"\n" + export_lines(env or {}) + body
+        execution = _PidHeader(await self._start_script(script), self)
+        async with aclosing(drive(execution, timeout=timeout, max_output_chars=limit)) as items:
+            async for item in items:
+                if (isinstance(item, ExecutionResult) and item.exit_code == _EXIT_MISSING
+                        and execution.pid is None and directory is not None):
+                    raise SandboxPathNotFoundError(directory)
+                yield item
+
+    async def _kill_group(self, pid: int) -> None:
+        """Kill the process group ``pid`` leads. dash needs ``--``; busybox ash rejects it."""
+        script = f"kill -s KILL -- -{pid} 2>/dev/null || kill -s KILL -{pid} 2>/dev/null; exit 0\n"
+        try:
+            execution = await self._start_script(script)
+            async with aclosing(drive(execution, timeout=10.0, max_output_chars=4096)) as items:
+                async for _ in items:
+                    pass
+        except Exception:  # the target may be gone already; the stream is being torn down anyway
+            logger.debug("killing sandbox process group %s failed", pid, exc_info=True)
+
+    async def _script(self, body: str) -> ExecutionResult:
+        """Run an internal script with unbounded output (file contents must arrive whole)."""
+        async with aclosing(self._run(body, timeout=None, cwd=None, env=None, limit=None)) as items:
+            async for item in items:
+                if isinstance(item, ExecutionResult):
+                    return item
+        raise RuntimeError("sandbox stream ended without an ExecutionResult")
+
+    # -- files ----------------------------------------------------------------------------------------
+
+    async def read_file(self, path: str) -> bytes:
+        quoted = safe_path(path)
+        result = await self._script(
+            f"[ -e {quoted} ] || exit {_EXIT_MISSING}\n[ -d {quoted} ] && exit {_EXIT_IS_DIR}\nbase64 < {quoted}\n"
+        )
+        _check_file_result(result, "read_file", path)
+        return base64.b64decode(result.stdout)
+
+    async def write_file(self, path: str, content: bytes) -> None:
+        data = as_bytes(content)
+        quoted = safe_path(path)
+        parent = posixpath.dirname(path)
+        prefix = f"mkdir -p {safe_path(parent)} || exit 1\n" if parent and parent != "/" else ""
+        prefix += f"[ -d {quoted} ] && exit {_EXIT_IS_DIR}\n"
+        offset = 0
+        while True:
+            delimiter, body = _heredoc(data[offset:offset + _WRITE_CHUNK])
+            redirect = ">" if offset == 0 else ">>"
+            result = await self._script(f"{prefix}base64 -d {redirect} {quoted} << '{delimiter}'\n{body}{delimiter}\n")
+            _check_file_result(result, "write_file", path)
+            offset += _WRITE_CHUNK
+            if offset >= len(data):
+                return
+
+    async def remove_file(self, path: str) -> None:
+        quoted = safe_path(path)
+        result = await self._script(
+            f"[ -e {quoted} ] || [ -L {quoted} ] || exit {_EXIT_MISSING}\n"
+            f"[ -d {quoted} ] && [ ! -L {quoted} ] && exit {_EXIT_IS_DIR}\n"
+            f"rm -f {quoted}\n"
+        )
+        _check_file_result(result, "remove_file", path)
+
+    async def list_files(self, path: str = ".") -> list[FileInfo]:
+        quoted = safe_path(path)
+        # NUL-separated "<d|f><name>" records: any name (spaces, quotes, newlines) survives intact.
+        result = await self._script(
+            f"[ -d {quoted} ] || exit {_EXIT_MISSING}\n"
+            f"cd {quoted} || exit 1\n"
+            "for f in .* *; do\n"
+            "  case \"$f\" in .|..) continue ;; esac\n"
+            "  [ -e \"$f\" ] || [ -L \"$f\" ] || continue\n"
+            "  if [ -d \"$f\" ]; then printf 'd%s\\0' \"$f\"; else printf 'f%s\\0' \"$f\"; fi\n"
+            "done\n"
+        )
+        _check_file_result(result, "list_files", path)
+        entries = {record[1:]: record[0] == "d" for record in result.stdout.split("\0") if record}
+        return [FileInfo(name=name, is_dir=is_dir) for name, is_dir in sorted(entries.items())]
+
+
+def _check_file_result(result: ExecutionResult, operation: str, path: str) -> None:
+    if result.exit_code == 0:
+        return
+    if result.exit_code == _EXIT_MISSING:
+        raise SandboxPathNotFoundError(path)
+    if result.exit_code == _EXIT_IS_DIR:
+        raise IsADirectoryError(f"is a directory: {path}")
+    detail = result.stderr.strip() or result.stdout.strip()[:500]
+    raise OSError(f"{operation}({path!r}) failed with exit code {result.exit_code}: {detail}")
+
+
+class _PidHeader(RawExecution):
+    """Strips the ``rh-pid:`` line from stdout and kills through the process group it names."""
+
+    def __init__(self, inner: RawExecution, sandbox: PosixShellSandbox) -> None:
+        self._inner = inner
+        self._sandbox = sandbox
+        self.started_at = inner.started_at
+        self.pid: int | None = None
+        self._pending = b""
+        self._header_done = False
+        self._killed = False
+
+    async def next_output(self) -> tuple[str, bytes] | None:  # type: ignore[override]
+        while True:
+            item = await self._inner.next_output()
+            if item is None:
+                if self._pending:
+                    pending, self._pending, self._header_done = self._pending, b"", True
+                    return ("stdout", pending)
+                return None
+            stream, data = item
+            if self._header_done or stream != "stdout":
+                return item
+            self._pending += data
+            line, newline, rest = self._pending.partition(b"\n")
+            if not newline and len(self._pending) < 64:
+                continue
+            self._header_done = True
+            self._pending = b""
+            if newline and line.startswith(_PID_PREFIX) and line[len(_PID_PREFIX):].isdigit():
+                self.pid = int(line[len(_PID_PREFIX):])
+                if rest:
+                    return ("stdout", rest)
+                continue
+            return ("stdout", line + newline + rest)
+
+    async def wait(self) -> int:
+        return await self._inner.wait()
+
+    async def kill(self) -> None:
+        if not self._killed and self.pid is not None:
+            self._killed = True
+            await self._sandbox._kill_group(self.pid)
+        await self._inner.kill()
+
+    def abandon(self) -> None:
+        self._inner.abandon()
+
+    async def close(self) -> None:
+        await self._inner.close()
