@@ -89,7 +89,9 @@ class Agent:
         self.tool_registry.process_tools(tools)
         self.conversation_manager = conversation_manager or _default_conversation_manager()
         self.session_manager = session_manager
-        self.sandbox = sandbox
+        # The default environment is reachable as agent.sandbox, but only an explicit sandbox vends
+        # shell/file tools below: an agent must never silently get a shell on this machine.
+        self.sandbox = sandbox if sandbox is not None else _default_sandbox()
         self._checkpoint_resume: Any = None
         self._init_runtime_fields()
         from ray_harness.interventions.registry import InterventionRegistry
@@ -273,6 +275,12 @@ def _resolve_model(model: Model | str | None) -> Model:
         raise ModelConfigurationError(f"model must be a ray_harness Model or a model string, got {model!r}. "
                                       + _NO_MODEL_HELP)
     return model
+
+
+def _default_sandbox() -> Any:
+    from ray_harness.sandbox.local import LocalEnvironment
+
+    return LocalEnvironment()
 
 
 def _default_conversation_manager() -> ConversationManager:
