@@ -37,6 +37,7 @@ class _Assembler:
         self.tool_input: list[str] = []
         self.reasoning: list[str] = []
         self.signature: str | None = None
+        self.redacted: bytes | None = None
         self.stop_reason = "end_turn"
         self.saw_stop = False
         self.role = "assistant"
@@ -54,6 +55,9 @@ class _Assembler:
                                              "input": parsed}})
             self.tool = None
             self.tool_input.clear()
+        elif self.redacted is not None:
+            self.content.append({"reasoningContent": {"redactedContent": self.redacted}})
+            self.redacted = None
         elif self.reasoning or self.signature is not None:
             block: dict[str, Any] = {"text": "".join(self.reasoning)}
             if self.signature is not None:
@@ -79,6 +83,8 @@ class _Assembler:
                      "delta": delta}]
         if "reasoningContent" in delta:
             part = delta["reasoningContent"]
+            if "redactedContent" in part:
+                self.redacted = (self.redacted or b"") + part["redactedContent"]
             if "signature" in part:
                 self.signature = (self.signature or "") + part["signature"]
             if "text" in part:

@@ -228,3 +228,25 @@ def test_rollback_after_the_conversation_manager_trimmed_during_the_failed_invoc
         agent("new question")
     assert all(m["content"][0]["text"] != "new question" for m in agent.messages)
     assert agent.messages[-1]["role"] == "assistant"
+
+
+def test_redacted_reasoning_is_kept_in_history() -> None:
+    from ray_harness.types.streaming import StreamEvent
+
+    class Redacting(ScriptedModel):
+        async def stream(self, messages, tool_specs=None, system_prompt=None, **kwargs):  # type: ignore[no-untyped-def,override]
+            events: list[StreamEvent] = [
+                {"messageStart": {"role": "assistant"}},
+                {"contentBlockDelta": {"delta": {"reasoningContent": {"redactedContent": b"\x00secret"}},
+                                       "contentBlockIndex": 0}},
+                {"contentBlockStop": {"contentBlockIndex": 0}},
+                {"contentBlockDelta": {"delta": {"text": "answer"}, "contentBlockIndex": 1}},
+                {"contentBlockStop": {"contentBlockIndex": 1}},
+                {"messageStop": {"stopReason": "end_turn"}},
+            ]
+            for event in events:
+                yield event
+
+    result = Agent(Redacting())("q")
+    assert result.message["content"] == [{"reasoningContent": {"redactedContent": b"\x00secret"}},
+                                         {"text": "answer"}]

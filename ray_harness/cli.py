@@ -1,0 +1,237 @@
+"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``status``.
+
+User mistakes (a bad target, a missing file, a bad option) print one ``error:``
+line and exit 2; a failed evaluation or job exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, KeyError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except _USER_ERRORS as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ray-harness", description="Agent harness on Ray.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="run the offline demo evaluation on an embedded local Ray",
+                               description="Evaluate researcher → 2 parallel analysts → writer over a bundled "
+                                           "dataset on a pool of Ray host actors. No API key needed.")
+    demo.add_argument("--model", help="use a real provider for every node, e.g. anthropic:claude-sonnet-4-5")
+    demo.add_argument("--output-dir", default="ray_harness_demo", help="where results go (default ./ray_harness_demo)")
+    demo.add_argument("--rows", type=int, default=None, help="evaluate only the first N rows")
+    demo.add_argument("--concurrency", type=int, default=16)
+    demo.add_argument("--pool-size", type=int, default=2)
+    demo.add_argument("--address", help="Ray address to join (default: RAY_ADDRESS, else an embedded local Ray)")
+    demo.add_argument("--dashboard", action="store_true", help="start the Ray dashboard with the embedded Ray")
+    demo.add_argument("--local", action="store_true", help="run in this process instead of on Ray")
+    demo.set_defaults(handler=_demo)
+
+    run = commands.add_parser("run", help="stream one agent/graph/swarm run to the terminal")
+    run.add_argument("target", help="module:function building an Agent, Graph or Swarm")
+    run.add_argument("prompt")
+    run.set_defaults(handler=_run)
+
+    ev = commands.add_parser("eval", help="evaluate a target over a dataset")
+    ev.add_argument("target", help="module:function building an Agent, Graph or Swarm per row")
+    ev.add_argument("dataset", help="JSONL or CSV file (a 'prompt' column/key per row)")
+    ev.add_argument("--output", default="results.jsonl", help="record file (.jsonl or .parquet)")
+    ev.add_argument("--concurrency", type=int, default=32)
+    ev.add_argument("--pool-size", type=int, default=2)
+    ev.add_argument("--prompt-key", default="prompt")
+    ev.add_argument("--scorer", action="append", default=[], help="module:function scorer (repeatable)")
+    ev.add_argument("--no-resume", action="store_true", help="start over instead of skipping recorded rows")
+    ev.add_argument("--address", help="Ray address to join")
+    ev.add_argument("--local", action="store_true", help="run in this process instead of on Ray")
+    ev.set_defaults(handler=_eval)
+
+    submit = commands.add_parser("submit", help="run a ray-harness command as a Ray Job",
+                                 description="Example: ray-harness submit -- eval my_pkg:build data.jsonl")
+    submit.add_argument("--address", default=None, help="dashboard URL (default RAY_ADDRESS or http://127.0.0.1:8265)")
+    submit.add_argument("--working-dir", default=".", help="shipped to the cluster as the job's working_dir")
+    submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
+    submit.add_argument("job", nargs=argparse.REMAINDER, help="-- followed by the ray-harness command")
+    submit.set_defaults(handler=_submit)
+
+    status = commands.add_parser("status", help="list ray_harness actors and jobs on a Ray cluster")
+    status.add_argument("--address", default=None, help="Ray address (default RAY_ADDRESS or 'auto')")
+    status.set_defaults(handler=_status)
+    return parser
+
+
+def _init_ray(address: str | None, *, dashboard: bool = False) -> None:
+    from ray_harness import runtime
+
+    kwargs: dict[str, Any] = {"include_dashboard": True, "dashboard_host": "127.0.0.1"} \
+        if dashboard and not address else {}
+    runtime.init(address=address, **kwargs)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ray_harness.demo import dataset_path, keyword_score
+    from ray_harness.evaluation import evaluate
+
+    if args.model:
+        from ray_harness.models import from_string
+
+        from_string(args.model)  # fail fast on a malformed spec, before starting Ray
+        os.environ["RAY_HARNESS_DEMO_MODEL"] = args.model
+    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in dataset_path().read_text().splitlines() if line.strip()]
+    if args.rows is not None:
+        rows = rows[: max(0, args.rows)]
+    output = out_dir / "results.jsonl"
+    dashboard = None
+    if not args.local:
+        _init_ray(args.address, dashboard=args.dashboard)
+        if args.dashboard and not args.address:
+            dashboard = "http://127.0.0.1:8265"
+    print(f"ray-harness demo: {len(rows)} rows, graph researcher → (market_analyst ∥ risk_analyst) → writer, "
+          f"model {args.model or 'offline (scripted)'}, runtime {'local' if args.local else 'ray'}")
+    summary = evaluate("ray_harness.demo:build_demo_graph", rows, scorers=[keyword_score],
+                       concurrency=args.concurrency, output=str(output), resume=False,
+                       runtime="local" if args.local else "ray", pool_size=args.pool_size)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    _print_summary(summary)
+    print(f"results: {output.resolve()}")
+    print(f"summary: {(out_dir / 'summary.json').resolve()}")
+    if dashboard:
+        print(f"dashboard: {dashboard}")
+    return 0 if summary["errors"] == 0 else 1
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    tokens = summary["tokens"]
+    print(f"rows {summary['rows']}  errors {summary['errors']}  tokens {tokens['total']} "
+          f"(in {tokens['input']}, out {tokens['output']})  cost ${summary['cost_usd']:.4f}  "
+          f"{summary['rows_per_s']:.1f} rows/s  p50 latency {summary['latency_s']['p50']:.3f}s")
+    for name, stats in summary["scores"].items():
+        print(f"score {name}: mean {stats['mean']:.3f} (p50 {stats['p50']:.3f}, n={stats['count']})")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ray_harness.evaluation._backends import resolve_factory
+
+    target = resolve_factory(args.target)()
+    return asyncio.run(_stream(target, args.prompt))
+
+
+async def _stream(target: Any, prompt: str) -> int:
+    result = None
+    async for event in target.stream_async(prompt):
+        kind = event.get("type")
+        if kind == "text_delta":
+            print(event["data"], end="", flush=True)
+        elif kind == "tool_start":
+            print(f"\n[tool] {event['tool_use']['name']} {json.dumps(event['tool_use'].get('input'))}", flush=True)
+        elif kind == "multiagent_node_start":
+            print(f"\n[node {event.get('node_id')} started]", flush=True)
+        elif kind == "multiagent_node_stream":
+            inner = event.get("event") or {}
+            if inner.get("type") == "text_delta":
+                print(inner["data"], end="", flush=True)
+        elif kind == "multiagent_handoff":
+            print(f"\n[handoff {event.get('from_node_ids')} → {event.get('to_node_ids')}] {event.get('message', '')}",
+                  flush=True)
+        elif kind in ("result", "multiagent_result"):
+            result = event.get("result")
+    print()
+    if result is not None:
+        status = getattr(result, "stop_reason", None) or getattr(getattr(result, "status", None), "value", "")
+        print(f"[{status}]")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from ray_harness.evaluation import evaluate
+    from ray_harness.evaluation._backends import resolve_factory
+
+    scorers: list[Any] = [resolve_factory(spec) for spec in args.scorer]
+    if not args.local:
+        _init_ray(args.address)
+    summary = evaluate(args.target, args.dataset, scorers=scorers, concurrency=args.concurrency,
+                       output=args.output, resume=not args.no_resume, prompt_key=args.prompt_key,
+                       runtime="local" if args.local else "ray", pool_size=args.pool_size)
+    _print_summary(summary)
+    print(f"results: {Path(args.output).resolve()}")
+    return 0 if summary["errors"] == 0 else 1
+
+
+def _submit(args: argparse.Namespace) -> int:
+    command = list(args.job)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise ValueError("nothing to submit: use 'ray-harness submit -- <ray-harness command>'")
+    if command[0] != "ray-harness":
+        command = ["ray-harness", *command]
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
+    if not address.startswith("http"):
+        address = f"http://{address.split(':')[0]}:8265"
+    client = JobSubmissionClient(address)
+    job_id = client.submit_job(entrypoint=shlex.join(command),
+                               runtime_env={"working_dir": args.working_dir,
+                                            "excludes": [".git", "ray_harness_demo", "*.jsonl"]})
+    print(f"submitted {job_id} to {address}", flush=True)
+    if args.no_wait:
+        return 0
+
+    async def follow() -> None:
+        async for lines in client.tail_job_logs(job_id):
+            print(lines, end="", flush=True)
+
+    asyncio.run(follow())
+    status = client.get_job_status(job_id)
+    print(f"job {job_id}: {status}")
+    return 0 if status == JobStatus.SUCCEEDED else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    import ray
+    from ray.util.state import list_actors, list_jobs
+
+    address = args.address or os.environ.get("RAY_ADDRESS") or "auto"
+    ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
+    actors = [a for a in list_actors(limit=10_000) if (a.name or "").startswith("ray_harness:")]
+    print(f"{len(actors)} ray_harness actor(s)")
+    for actor in sorted(actors, key=lambda a: a.name or ""):
+        print(f"  {actor.name:40s} {actor.state:10s} pid={actor.pid} node={str(actor.node_id)[:12]}")
+    jobs = list_jobs()
+    print(f"{len(jobs)} job(s)")
+    for job in jobs:
+        print(f"  {job.submission_id or job.job_id}  {job.status}  {job.entrypoint or ''}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ray_harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_local_writes_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["demo", "--local", "--rows", "6", "--output-dir", str(tmp_path / "demo")])
+    out = capsys.readouterr().out
+    assert code == 0
+    records = [json.loads(line) for line in (tmp_path / "demo" / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 6 and all(r["status"] == "completed" for r in records)
+    summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    assert summary["keyword_score"] == 1.0
+    assert "results:" in out and "rows 6" in out
+
+
+def test_eval_and_run_local(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
+    out = tmp_path / "r.jsonl"
+    assert main(["eval", "tests.eval_targets:echo_agent", str(data), "--local", "--output", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 2
+    assert main(["run", "tests.eval_targets:tool_agent", "hello"]) == 0
+    printed = capsys.readouterr().out
+    assert "[tool] shout" in printed and "tool said HELLO" in printed
+
+
+@pytest.mark.parametrize("argv", [["eval", "nomodule:x", "d.jsonl", "--local"], ["run", "no_colon", "hi"],
+                                  ["eval", "tests.eval_targets:echo_agent", "missing.jsonl", "--local"],
+                                  ["submit"]])
+def test_user_errors_exit_2_without_traceback(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "Traceback" not in err
+
+
+def test_usage_errors_and_help() -> None:
+    bad = subprocess.run([sys.executable, "-m", "ray_harness.cli", "eval"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage:" in bad.stderr
+    for command in ("demo", "run", "eval", "submit", "status"):
+        shown = subprocess.run([sys.executable, "-m", "ray_harness.cli", command, "--help"], capture_output=True,
+                               text=True)
+        assert shown.returncode == 0 and "usage: ray-harness" in shown.stdout
+
+
+def test_cluster_configs_have_required_fields() -> None:
+    aws = yaml.safe_load((ROOT / "cluster/aws.yaml").read_text())
+    for key in ("cluster_name", "provider", "available_node_types", "head_node_type", "head_start_ray_commands"):
+        assert key in aws
+    assert aws["head_node_type"] in aws["available_node_types"]
+    assert all("RAY_AUTH_MODE=token" in c for c in aws["head_start_ray_commands"] if "ray start" in c)
+    cluster = yaml.safe_load((ROOT / "cluster/kuberay/raycluster.yaml").read_text())
+    assert (cluster["apiVersion"], cluster["kind"]) == ("ray.io/v1", "RayCluster")
+    assert cluster["spec"]["headGroupSpec"]["rayStartParams"]["dashboard-host"] == "127.0.0.1"
+    assert cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    job = yaml.safe_load((ROOT / "cluster/kuberay/rayjob.yaml").read_text())
+    assert job["kind"] == "RayJob" and job["spec"]["entrypoint"].startswith("ray-harness eval")
+    assert "RAY_AUTH_MODE" in job["spec"]["runtimeEnvYAML"]
+    script = (ROOT / "cluster/local.sh").read_text()
+    assert "RAY_AUTH_MODE" in script and "--dashboard-host=127.0.0.1" in script
