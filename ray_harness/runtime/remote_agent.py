@@ -169,12 +169,13 @@ class RemoteAgent:
                              f"(use RemoteAgent.get({name!r}) to attach to an existing one)") from None
         self._attach(actor, name, namespace)
         try:
-            self._info = call_sync(actor.info.remote(), actor_name)  # waits for the actor: errors surface here
+            self._info: dict[str, Any] | None = call_sync(actor.info.remote(), actor_name)  # waits for the actor: errors surface here
         except BaseException:
             self._kill_quietly()
             raise
 
     def _attach(self, actor: Any, name: str, namespace: str) -> None:
+        self._info = None
         self._actor = actor
         self.name = name
         self.namespace = namespace
@@ -192,8 +193,7 @@ class RemoteAgent:
         except ValueError:
             raise ValueError(f"no RemoteAgent named {name!r} in namespace {namespace!r}") from None
         handle = cls.__new__(cls)
-        handle._attach(actor, name, namespace)
-        handle._info = call_sync(actor.info.remote(), handle.actor_name)
+        handle._attach(actor, name, namespace)  # no call into the actor: get() is safe inside async code
         return handle
 
     @classmethod
@@ -299,13 +299,18 @@ class RemoteAgent:
         """The underlying Ray actor handle."""
         return self._actor
 
+    def _static_info(self) -> dict[str, Any]:
+        info = self._info if self._info is not None else self.info()
+        self._info = info
+        return info
+
     @property
     def agent_name(self) -> str:
-        return str(self._info["agent_name"])
+        return str(self._static_info()["agent_name"])
 
     @property
     def tool_names(self) -> list[str]:
-        return list(self._info["tool_names"])
+        return list(self._static_info()["tool_names"])
 
     def __repr__(self) -> str:
         return f"RemoteAgent(name={self.name!r}, namespace={self.namespace!r}, actor={self.actor_name!r})"
