@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ray_harness.agent.streaming import process_stream
 from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
 from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, ModelStopReason
+from ray_harness.telemetry.metrics import model_call as report_model_call, sinks as metric_sinks
 from ray_harness.telemetry.tracing import chat_attributes, chat_result_attributes
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
@@ -113,7 +114,10 @@ async def _sleep_unless_cancelled(agent: Agent, inv: Invocation, delay: float) -
 def _account(agent: Agent, stop: ModelStopReason) -> None:
     prices = getattr(agent.model, "prices", None)
     cost = prices.cost(stop.usage) if prices is not None else 0.0
-    agent.event_loop_metrics.add_usage(stop.usage, int(stop.metrics.get("latencyMs", 0)), cost)
+    latency_ms = int(stop.metrics.get("latencyMs", 0))
+    agent.event_loop_metrics.add_usage(stop.usage, latency_ms, cost)
+    if metric_sinks():
+        report_model_call(agent.name, stop.usage, latency_ms / 1000, cost)
 
 
 def _cancelled_stop() -> ModelStopReason:

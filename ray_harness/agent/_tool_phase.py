@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ray_harness.hooks.events import AfterToolCallEvent, AfterToolsEvent, BeforeToolCallEvent, BeforeToolsEvent
 from ray_harness.interrupts import Interrupt, InterruptException
 from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, ToolResultEvent
+from ray_harness.telemetry.metrics import sinks as metric_sinks, tool_call as report_tool_call
 from ray_harness.telemetry.tracing import tool_attributes, tool_result_attributes
 from ray_harness.tools.base import ToolContext, error_result
 from ray_harness.types.content import Message, ToolResult, ToolUse
@@ -175,7 +176,10 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         if after.retry:
             continue
         final = _normalize(use_id, after.result)
-        agent.event_loop_metrics.add_tool(name, final["status"] == "success", time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        agent.event_loop_metrics.add_tool(name, final["status"] == "success", elapsed)
+        if metric_sinks():
+            report_tool_call(agent.name, name, final["status"], elapsed)
         yield _ToolDone(tool_use, final)
         return
 

@@ -25,6 +25,8 @@ from ray_harness.agent.result import AgentResult
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
 from ray_harness.middleware.types import ModelStopReason
+from ray_harness.telemetry import metrics
+from ray_harness.telemetry.metrics import sinks as metric_sinks
 from ray_harness.telemetry.tracing import agent_attributes, get_tracer
 from ray_harness.types.content import Message
 from ray_harness.types.exceptions import MaxTokensReachedException, StructuredOutputException
@@ -86,6 +88,19 @@ class Invocation:
 
 
 async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
+    reporting = bool(metric_sinks())
+    if reporting:
+        metrics.active_agents(agent.name, 1)
+    try:
+        async for event in _traced_invocation(agent, prompt, inv):
+            yield event
+    finally:
+        if reporting:
+            metrics.active_agents(agent.name, -1)
+            metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
+
+
+async def _traced_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
     tracer = inv.tracer
     if tracer.enabled:
         inv.agent_span = tracer.start_span(f"invoke_agent {agent.name}", None, agent_attributes(agent))

@@ -82,3 +82,32 @@ def test_failed_invocation_marks_the_span(spans: InMemorySpanExporter) -> None:
         Agent(ScriptedModel(RuntimeError("provider down")), retry_strategy=None)("x")
     agent_span = next(s for s in spans.get_finished_spans() if s.name.startswith("invoke_agent"))
     assert not agent_span.status.is_ok
+
+
+def test_otel_metrics_of_a_tool_round_trip() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from ray_harness.telemetry import metrics
+
+    reader = InMemoryMetricReader()
+    sink = metrics.enable_otel_metrics(MeterProvider(metric_readers=[reader]))
+    try:
+        usage = {"inputTokens": 7, "outputTokens": 3, "totalTokens": 10}
+        agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}, usage=usage), text("done", usage=usage)),
+                      tools=[lookup], name="m")
+        agent("go")
+    finally:
+        metrics.remove_sink(sink)
+    points: dict[tuple[str, tuple], float] = {}
+    for resource in reader.get_metrics_data().resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    key = (metric.name, tuple(sorted(point.attributes.items())))
+                    points[key] = getattr(point, "value", getattr(point, "count", None))
+    assert points[("ray_harness_model_calls", (("agent", "m"),))] == 2
+    assert points[("ray_harness_tokens", (("agent", "m"), ("direction", "input")))] == 14
+    assert points[("ray_harness_tokens", (("agent", "m"), ("direction", "output")))] == 6
+    assert points[("ray_harness_tool_calls", (("agent", "m"), ("status", "success"), ("tool", "lookup")))] == 1
+    assert points[("ray_harness_active_agents", (("agent", "m"),))] == 0

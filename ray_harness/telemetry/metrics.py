@@ -1,0 +1,117 @@
+"""Agent metrics, fanned out to pluggable sinks.
+
+The loop reports each model call and tool call here. Sinks: OpenTelemetry metrics (installed by
+:func:`enable_otel_metrics`, or automatically when the global ``MeterProvider`` is an SDK provider)
+and, inside Ray actors, ``ray.util.metrics`` (installed by ``ray_harness.runtime``, so the Ray
+dashboard's Prometheus endpoint shows ``ray_harness_*``). With no sink a report costs one check.
+Metric names: ``ray_harness_model_calls``, ``ray_harness_tokens`` (tag ``direction``),
+``ray_harness_cost_usd``, ``ray_harness_model_latency_s``, ``ray_harness_tool_calls`` (tags ``tool``,
+``status``), ``ray_harness_tool_latency_s``, ``ray_harness_active_agents``,
+``ray_harness_interrupts_pending``; all tagged with ``agent``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+__all__ = ("MetricsSink", "OtelMetricsSink", "add_sink", "enable_otel_metrics", "remove_sink", "sinks")
+
+
+class MetricsSink(Protocol):
+    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None: ...
+
+    def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None: ...
+
+    def active_agents(self, agent: str, delta: int) -> None: ...
+
+    def interrupts_pending(self, agent: str, count: int) -> None: ...
+
+
+_lock = threading.Lock()
+_sinks: list[MetricsSink] = []
+
+
+def sinks() -> list[MetricsSink]:
+    return _sinks
+
+
+def add_sink(sink: MetricsSink) -> MetricsSink:
+    with _lock:
+        if sink not in _sinks:
+            _sinks.append(sink)
+    return sink
+
+
+def remove_sink(sink: MetricsSink) -> None:
+    with _lock:
+        if sink in _sinks:
+            _sinks.remove(sink)
+
+
+def model_call(agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+    for sink in _sinks:
+        sink.model_call(agent, usage, latency_s, cost_usd)
+
+
+def tool_call(agent: str, tool: str, status: str, latency_s: float) -> None:
+    for sink in _sinks:
+        sink.tool_call(agent, tool, status, latency_s)
+
+
+def active_agents(agent: str, delta: int) -> None:
+    for sink in _sinks:
+        sink.active_agents(agent, delta)
+
+
+def interrupts_pending(agent: str, count: int) -> None:
+    for sink in _sinks:
+        sink.interrupts_pending(agent, count)
+
+
+class OtelMetricsSink:
+    """Records the harness metrics with an OpenTelemetry meter."""
+
+    def __init__(self, meter_provider: Any = None) -> None:
+        from opentelemetry import metrics
+
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter("ray_harness")
+        self._calls = meter.create_counter("ray_harness_model_calls", description="Model calls")
+        self._tokens = meter.create_counter("ray_harness_tokens", unit="{token}", description="Tokens")
+        self._cost = meter.create_counter("ray_harness_cost_usd", unit="USD", description="Model cost")
+        self._latency = meter.create_histogram("ray_harness_model_latency_s", unit="s", description="Model latency")
+        self._tools = meter.create_counter("ray_harness_tool_calls", description="Tool calls")
+        self._tool_latency = meter.create_histogram("ray_harness_tool_latency_s", unit="s",
+                                                    description="Tool latency")
+        self._active = meter.create_up_down_counter("ray_harness_active_agents", description="Running invocations")
+        self._pending = meter.create_up_down_counter("ray_harness_interrupts_pending",
+                                                     description="Interrupts waiting for a human")
+        self._pending_by_agent: dict[str, int] = {}
+
+    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        tags = {"agent": agent}
+        self._calls.add(1, tags)
+        self._tokens.add(int(usage.get("inputTokens", 0)), {**tags, "direction": "input"})
+        self._tokens.add(int(usage.get("outputTokens", 0)), {**tags, "direction": "output"})
+        if cost_usd:
+            self._cost.add(cost_usd, tags)
+        self._latency.record(latency_s, tags)
+
+    def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
+        tags = {"agent": agent, "tool": tool, "status": status}
+        self._tools.add(1, tags)
+        self._tool_latency.record(latency_s, tags)
+
+    def active_agents(self, agent: str, delta: int) -> None:
+        self._active.add(delta, {"agent": agent})
+
+    def interrupts_pending(self, agent: str, count: int) -> None:
+        previous = self._pending_by_agent.get(agent, 0)
+        self._pending_by_agent[agent] = count
+        if count != previous:
+            self._pending.add(count - previous, {"agent": agent})
+
+
+def enable_otel_metrics(meter_provider: Any = None) -> OtelMetricsSink:
+    """Record harness metrics through OpenTelemetry (the global meter provider unless one is given)."""
+    return add_sink(OtelMetricsSink(meter_provider))  # type: ignore[return-value]
