@@ -94,7 +94,7 @@ class MCPClientConfig(BaseModel):
     def _one_transport(self) -> MCPClientConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("give exactly one of command=[argv...] (stdio) or url=... (streamable HTTP)")
-        if self.command is not None and any(not part for part in self.command[:1]):
+        if self.command is not None and not self.command[0]:
             raise ValueError("command[0] must name the program to run")
         if self.url is not None and (self.env is not None or self.cwd is not None):
             raise ValueError("env= and cwd= apply to stdio servers (command=...), not to url=...")
@@ -111,7 +111,19 @@ class MCPClientConfig(BaseModel):
 
 
 class MCPClient:
-    """A tool provider backed by one MCP server (stdio subprocess or streamable HTTP)."""
+    """A tool provider backed by one MCP server (stdio subprocess or streamable HTTP).
+
+    Args:
+        command: argv of a stdio server; the client spawns it and ``close()`` ends it.
+        url: endpoint of a streamable-HTTP server (instead of ``command``).
+        headers: HTTP headers for every request to ``url`` (e.g. ``Authorization``).
+        env: extra environment variables for a stdio server (the mcp package passes only a safe
+            default set, such as ``PATH`` and ``HOME``, from ours).
+        cwd: working directory of a stdio server.
+        prefix: publish tools as ``<prefix>_<name>`` (to keep several servers apart).
+        tool_filter: keep only tools whose server-side name passes this predicate.
+        startup_timeout: seconds allowed for the server to start and answer ``initialize``.
+    """
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
         ({}, "exactly one of command=[argv...] (stdio) or url=..."),
         ({"command": ["x"], "url": "http://h/mcp"}, "exactly one of command"),
         ({"command": []}, "MCPClient.command: List should have at least 1 item"),
+        ({"command": [""]}, "command[0] must name the program to run"),
         ({"url": "ftp://h/mcp"}, "MCPClient.url: String should match pattern"),
         ({"url": "http://h/mcp", "env": {"A": "1"}}, "env= and cwd= apply to stdio servers"),
         ({"command": ["x"], "headers": {"A": "1"}}, "headers= applies to HTTP servers"),
@@ -86,3 +87,11 @@ def test_errors_pickle(error_type: type[Exception]) -> None:
     clone = pickle.loads(pickle.dumps(error_type("could not start MCP server command 'x': boom")))
     assert type(clone) is error_type
     assert str(clone) == "could not start MCP server command 'x': boom"
+
+
+def test_cloudpickle_carries_a_lambda_filter() -> None:
+    cloudpickle = pytest.importorskip("cloudpickle")  # how agents travel into Ray actors
+    client = MCPClient(command=STDIO_COMMAND, tool_filter=lambda name: name.startswith("e"))
+    clone = pickle.loads(cloudpickle.dumps(client))
+    assert clone.config.tool_filter is not None
+    assert (clone.config.tool_filter("echo"), clone.config.tool_filter("add")) == (True, False)
