@@ -72,5 +72,9 @@ def build_agent(spec: AgentSpec) -> Agent:
     else:
         agent = cloudpickle.loads(spec.payload)
     if not isinstance(agent, Agent):
-        raise TypeError(f"agent source {spec.label!r} produced {type(agent).__name__}, not an Agent")
+        from ray_harness.runtime._targets import MultiAgentTarget, is_multi_agent
+
+        if is_multi_agent(agent):
+            return MultiAgentTarget(agent)  # type: ignore[return-value]  # a Graph/Swarm row of an evaluation
+        raise TypeError(f"agent source {spec.label!r} produced {type(agent).__name__}, not an Agent, Graph or Swarm")
     return agent

@@ -1,0 +1,68 @@
+"""Run a Graph or Swarm where the runtime expects an Agent (a pooled evaluation row, for example).
+
+The host runner drives ``stream_async(prompt, cancel_signal=..., limits=..., ...)`` and waits for a
+``{"type": "result"}`` event; :class:`MultiAgentTarget` gives a ``MultiAgentBase`` that surface: the
+cancel signal is watched and turned into ``graph.cancel()``, and the final ``multiagent_result``
+event is also reported as the run's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncGenerator
+from typing import Any
+
+__all__ = ("MultiAgentTarget", "is_multi_agent")
+
+_POLL_S = 0.02
+
+
+def is_multi_agent(target: Any) -> bool:
+    from ray_harness.multiagent.base import MultiAgentBase
+
+    return isinstance(target, MultiAgentBase)
+
+
+class MultiAgentTarget:
+    """An Agent-shaped view of a Graph/Swarm for one host slot."""
+
+    def __init__(self, orchestrator: Any) -> None:
+        self.orchestrator = orchestrator
+        self.name = str(getattr(orchestrator, "id", None) or type(orchestrator).__name__)
+        self.agent_id = self.name
+        self.messages: list[Any] = []
+
+    def cancel(self, *args: Any, **kwargs: Any) -> None:
+        self.orchestrator.cancel()
+
+    async def invoke_async(self, prompt: Any, **kwargs: Any) -> Any:
+        result = None
+        async for event in self.stream_async(prompt, **kwargs):
+            if event.get("type") == "result":
+                result = event["result"]
+        return result
+
+    async def stream_async(self, prompt: Any, *, cancel_signal: threading.Event | None = None,
+                           invocation_state: dict[str, Any] | None = None, limits: Any = None,
+                           structured_output_model: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        if limits is not None or structured_output_model is not None:
+            raise TypeError("limits and structured_output_model apply to agents, not to graphs or swarms")
+        watcher = asyncio.ensure_future(self._watch(cancel_signal)) if cancel_signal is not None else None
+        try:
+            async for event in self.orchestrator.stream_async(prompt, invocation_state):
+                yield event
+                if event.get("type") == "multiagent_result":
+                    yield {"type": "result", "result": event["result"]}
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+
+    async def _watch(self, signal: threading.Event) -> None:
+        # The signal is a threading.Event set from the host's control thread: poll it cheaply.
+        while not signal.is_set():
+            await asyncio.sleep(_POLL_S)
+        self.orchestrator.cancel()
