@@ -63,6 +63,6 @@ class MultiAgentTarget:
 
     async def _watch(self, signal: threading.Event) -> None:
         # The signal is a threading.Event set from the host's control thread: poll it cheaply.
-        while not signal.is_set():
+        while not signal.is_set():  # noqa: ASYNC110 - a threading.Event cannot be awaited
             await asyncio.sleep(_POLL_S)
         self.orchestrator.cancel()
