@@ -14,8 +14,8 @@ become scripts:
 * scripts print ``rh-pid:<pid>`` first. The shell is the leader of its own
   process group (``docker exec`` and ``sshd`` sessions start one), so a
   timeout or cancel kills the whole tree with ``kill -s KILL -<pid>`` from a
-  second script. A missing working directory exits 77 *before* that line,
-  which tells it apart from a command that exits 77 itself.
+  second script. A missing working directory exits 76/77 *before* that
+  line, which tells it apart from a command that exits 76/77 itself.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 _PID_PREFIX: Final = b"rh-pid:"
 _EXIT_MISSING: Final = 77
+_EXIT_MISSING_CWD: Final = 76
 _EXIT_IS_DIR: Final = 78
 _WRITE_CHUNK: Final = 64 * 1024
 """Raw bytes per write script: base64 of it stays well under Linux's 128 KiB limit for one argv string."""
@@ -116,17 +117,21 @@ class PosixShellSandbox(Sandbox):
         limit: int | None,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         timeout = check_timeout(timeout)
-        directory = cwd if cwd is not None else self.working_dir
+        # A relative cwd is relative to working_dir. Each cd has its own exit code, and both run before
+        # the pid line, so a command exiting 76/77 itself is never mistaken for a missing directory.
+        missing = {_EXIT_MISSING: self.working_dir, _EXIT_MISSING_CWD: cwd}
         script = ""
-        if directory is not None:
-            script += f"cd {safe_path(directory)} >/dev/null 2>&1 || exit {_EXIT_MISSING}\n"
+        for code, directory in missing.items():
+            if directory is not None:
+                script += f"cd {safe_path(directory)} >/dev/null 2>&1 || exit {code}\n"
         script += "printf 'rh-pid:%s\\n' \"$$\"\n" + export_lines(env or {}) + body
         execution = _PidHeader(await self._start_script(script), self)
         async with aclosing(drive(execution, timeout=timeout, max_output_chars=limit)) as items:
             async for item in items:
-                if (isinstance(item, ExecutionResult) and item.exit_code == _EXIT_MISSING
-                        and execution.pid is None and directory is not None):
-                    raise SandboxPathNotFoundError(directory)
+                if isinstance(item, ExecutionResult) and execution.pid is None:
+                    directory = missing.get(item.exit_code)
+                    if directory is not None:
+                        raise SandboxPathNotFoundError(directory)
                 yield item
 
     async def _kill_group(self, pid: int) -> None:

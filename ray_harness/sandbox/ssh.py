@@ -229,10 +229,15 @@ class SshSandbox(PosixShellSandbox):
         if not files:
             default = os.path.expanduser("~/.ssh/known_hosts")
             files = [default] if os.path.exists(default) else []
+        sources = []
         for path in files:
+            if not os.path.exists(path):  # like OpenSSH: a missing file is an empty one
+                sources.append(f"{path} (missing)")
+                continue
             # HostKeys.load, not client.load_host_keys: that would also make paramiko write the file back.
             client.get_host_keys().load(path)
-        return ", ".join(files) or "no known_hosts file loaded"
+            sources.append(path)
+        return ", ".join(sources) or "no known_hosts file loaded"
 
     # -- execution ------------------------------------------------------------------------------------
 

@@ -1,0 +1,72 @@
+"""DockerSandbox lifecycle and container options against the real engine."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any
+
+import pytest
+
+from ray_harness.sandbox import DockerSandbox, SandboxError
+from tests.sandbox.conftest import TEST_IMAGE
+
+
+async def test_created_container_is_removed_on_exit(docker_client: Any) -> None:
+    import docker
+
+    async with DockerSandbox(image=TEST_IMAGE) as sandbox:
+        container_id = sandbox.container_id
+        assert container_id is not None
+        assert (await sandbox.execute("echo inside")).stdout == "inside\n"
+        attrs = docker_client.api.inspect_container(container_id)
+        assert attrs["HostConfig"]["NetworkMode"] == "none"
+        assert attrs["HostConfig"]["Init"] is True
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.api.inspect_container(container_id)
+
+
+async def test_attached_container_is_left_running(docker_container: str, docker_client: Any) -> None:
+    async with DockerSandbox(docker_container) as sandbox:
+        assert (await sandbox.execute("true")).exit_code == 0
+    assert docker_client.containers.get(docker_container).status == "running"
+
+
+async def test_limits_user_and_read_only_root(docker_client: Any) -> None:
+    sandbox = DockerSandbox(image=TEST_IMAGE, user="1000:1000", mem_limit="64m", pids_limit=32,
+                            nano_cpus=500_000_000, read_only=True, working_dir="/tmp")
+    async with sandbox:
+        host_config = docker_client.api.inspect_container(sandbox.container_id)["HostConfig"]
+        assert (host_config["Memory"], host_config["PidsLimit"], host_config["NanoCpus"]) == (
+            64 * 1024 * 1024, 32, 500_000_000)
+        assert host_config["ReadonlyRootfs"] is True
+        result = await sandbox.execute("id -u; pwd; touch /root-write 2>/dev/null || echo read-only")
+        assert result.stdout == "1000\n/tmp\nread-only\n"
+        await sandbox.write_text("note.txt", "the /tmp tmpfs is writable")
+        assert await sandbox.read_text("/tmp/note.txt") == "the /tmp tmpfs is writable"
+
+
+async def test_docker_host_argument_and_environment(monkeypatch: pytest.MonkeyPatch, docker_container: str,
+                                                    docker_client: Any) -> None:
+    host = os.environ.get("DOCKER_HOST")
+    if not host:
+        pytest.skip("engine on the default socket; nothing to redirect")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    async with DockerSandbox(docker_container, docker_host=host) as explicit:
+        assert (await explicit.execute("echo via-argument")).stdout == "via-argument\n"
+    with pytest.raises(SandboxError, match="nonexistent"):
+        await DockerSandbox(docker_container).execute("true")
+
+
+async def test_missing_container_is_a_sandbox_error(docker_client: Any) -> None:
+    with pytest.raises(SandboxError, match="not found"):
+        await DockerSandbox("rh-no-such-container").execute("true")
+
+
+async def test_pickled_sandbox_reconnects_from_configuration(docker_container: str, docker_client: Any) -> None:
+    async with DockerSandbox(docker_container) as sandbox:
+        await sandbox.execute("true")
+        clone = pickle.loads(pickle.dumps(sandbox))
+        assert clone.container_id is None  # no live client or container state travelled
+        async with clone:
+            assert (await clone.execute("echo again")).stdout == "again\n"
