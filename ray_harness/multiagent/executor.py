@@ -33,8 +33,8 @@ from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeRe
 __all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "make_executor", "node_result_from_agent",
            "node_result_from_multiagent", "node_type")
 
-DEFAULT_RUNTIME = "local"
-"""The default ``runtime=``. API.md names "ray"; it switches once the Ray executor exists."""
+DEFAULT_RUNTIME = "ray"
+"""The default ``runtime=`` (API.md): an embedded local Ray starts on first use when none is running."""
 
 
 @runtime_checkable

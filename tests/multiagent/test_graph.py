@@ -145,7 +145,7 @@ def test_unbounded_cycle_is_logged_not_warned(caplog: pytest.LogCaptureFixture) 
     builder.add_edge("b", "a")
     builder.set_entry_point("a")
     with caplog.at_level(logging.WARNING):
-        builder.build()
+        builder.build(runtime="local")
     assert "cycle" in caplog.text
 
 
@@ -351,4 +351,4 @@ async def test_result_round_trips_through_dict(runtime: str) -> None:
 def test_sync_call_works() -> None:
     builder = GraphBuilder()
     builder.add_node(make_agent("a", text("sync")), "a")
-    assert builder.build()("t").status == Status.COMPLETED
+    assert builder.build(runtime="local")("t").status == Status.COMPLETED

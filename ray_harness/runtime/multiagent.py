@@ -1,0 +1,279 @@
+"""``RayExecutor``: Graph and Swarm nodes on Ray (``build(runtime="ray")``, ``Swarm(..., runtime="ray")``).
+
+The orchestrator (Graph or Swarm: readiness, joins, conditions, limits,
+failure policies, interrupts, persistence) runs where it was invoked and is
+the same code as with ``runtime="local"``; only where nodes run differs:
+
+* **Agent nodes** run on a pre-started pool of async host actors
+  (:func:`~ray_harness.runtime._multiagent_pool.default_pool`, or the pool
+  given). The orchestrator starts every node of a ready batch at once, so the
+  batch becomes parallel remote calls; each node's events stream back as a Ray
+  streaming generator and its completion is handled when it arrives. No actor
+  is created per node execution.
+* **Node state** travels with the node (see :mod:`ray_harness.runtime._multiagent_node`):
+  the driver's ``Agent`` is shipped by value and its messages, state, interrupt
+  state, metrics and model come back at the end of the run. The driver's agents
+  stay authoritative, so revisits, ``reset_on_revisit``, ``reset_members``,
+  interrupt resume and session restore are the local code paths.
+* **Swarm handoffs** are the same: the next member is shipped to a host with
+  its history and a prompt carrying the handoff message and shared context;
+  the handoff tool was added to the member before it ships, and the swarm
+  learns about the handoff from the member's streamed tool events.
+* **Nested Graph/Swarm nodes** run their own orchestration here in the driver,
+  their agent nodes on the pool through their own executor.
+* **RemoteAgent nodes** call their dedicated actor; that actor keeps the
+  history (``reset_on_revisit`` is not supported for them).
+* **Cancel** (``graph.cancel()`` / ``swarm.cancel()``) broadcasts with one
+  :class:`~ray_harness.runtime.RunHandle` to every host slot of the run at
+  once, plus every RemoteAgent node and nested orchestrator; hosts handle it
+  mid-call. Nodes started after a cancel start cancelled.
+
+``invocation_state`` is shipped to the hosts, so it must pickle; changes a node
+makes to it stay in the host.
+
+A graph or swarm that itself runs inside a Ray actor (an evaluation row on a
+host, a tool of a RemoteAgent) is already placed: its nodes run in that
+actor's process, as with ``runtime="local"``. Fanning out again from inside a
+host could wait on the host's own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+
+from ray_harness.agent.result import AgentResult
+from ray_harness.multiagent.base import MultiAgentBase, NodeResult
+from ray_harness.multiagent.executor import LocalExecutor, node_result_from_agent
+from ray_harness.runtime._cancel import RunHandle
+from ray_harness.runtime._errors import raise_translated
+from ray_harness.runtime._multiagent_node import NODE_STATE_EVENT, apply_node_state, node_spec
+from ray_harness.runtime._multiagent_pool import default_pool
+from ray_harness.runtime.pool import AgentPool
+from ray_harness.runtime.remote_agent import RemoteAgent
+
+__all__ = ("RayExecutor",)
+
+logger = logging.getLogger(__name__)
+
+
+class RayExecutor:
+    """Runs the nodes of one Graph or Swarm on Ray (see the module docstring).
+
+    Args:
+        pool: The host pool for agent nodes; default: the namespace's shared pool, started (with an
+            embedded local Ray if none is running) when the first agent node runs.
+    """
+
+    runtime = "ray"
+
+    def __init__(self, pool: AgentPool | None = None) -> None:
+        if pool is not None and not isinstance(pool, AgentPool):
+            raise TypeError(f"pool must be an AgentPool, got {type(pool).__name__}")
+        self._pool = pool
+        self._nodes: dict[str, Any] = {}
+        self._local = LocalExecutor()  # nested orchestrators and the driver-side node state
+        self._prefix = f"ray_harness-node-{uuid.uuid4().hex[:12]}"
+        self._counter = itertools.count()
+        self._pooled: dict[str, str] = {}  # node id -> run id of its pooled run in flight
+        self._remote: dict[str, tuple[RemoteAgent, str]] = {}  # node id -> (agent, invocation id) in flight
+        self._cancelled = False
+        self._checked_pool = False
+        self._broadcasts: set[asyncio.Task[Any]] = set()
+        self._guard = threading.Lock()  # cancel() may come from another thread
+        self._in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+
+    # -- NodeExecutor -------------------------------------------------------------------------------------
+
+    def bind(self, nodes: Mapping[str, Any]) -> None:
+        self._nodes = dict(nodes)
+        self._local.bind({node_id: target for node_id, target in self._nodes.items()
+                          if not isinstance(target, RemoteAgent)})
+
+    def start_invocation(self) -> None:
+        self._cancelled = False
+        self._checked_pool = False
+        self._local.start_invocation()
+
+    async def run_node(self, node_id: str, node_input: Any,
+                       invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        target = self._nodes[node_id]
+        if isinstance(target, MultiAgentBase) or (self._in_actor and not isinstance(target, RemoteAgent)):
+            runner = self._local.run_node(node_id, node_input, invocation_state)
+        elif isinstance(target, RemoteAgent):
+            runner = self._run_remote(node_id, target, node_input, invocation_state)
+        else:
+            runner = self._run_pooled(node_id, target, node_input, invocation_state)
+        try:
+            async for item in runner:
+                yield item
+        finally:
+            await runner.aclose()
+
+    def cancel_node(self, node_id: str) -> None:
+        target = self._nodes.get(node_id)
+        if isinstance(target, MultiAgentBase):
+            self._local.cancel_node(node_id)
+            return
+        self._broadcast(self._handle([node_id]))
+
+    def cancel(self) -> None:
+        with self._guard:
+            self._cancelled = True
+            running = [*self._pooled, *self._remote]
+        self._local.cancel()  # nested orchestrators broadcast through their own executors
+        if running:
+            self._broadcast(self._handle(running))
+
+    def reset_node(self, node_id: str) -> None:
+        if isinstance(self._nodes.get(node_id), RemoteAgent):
+            raise ValueError(f"node {node_id!r} is a RemoteAgent: its history lives in its actor and cannot be "
+                             "reset on revisit; use an Agent node, or reset_on_revisit(False)")
+        self._local.reset_node(node_id)
+
+    def export_node_state(self, node_id: str) -> dict[str, Any]:
+        target = self._nodes[node_id]
+        if isinstance(target, RemoteAgent):
+            return {"messages": target.messages, "state": target.state.to_dict()}
+        return self._local.export_node_state(node_id)
+
+    def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
+        if isinstance(self._nodes[node_id], RemoteAgent):
+            return  # the actor holds its own history and interrupt state (restored from its snapshot)
+        self._local.import_node_state(node_id, data)
+
+    # -- agent nodes on the pool --------------------------------------------------------------------------
+
+    @property
+    def pool(self) -> AgentPool:
+        """The host pool of this executor (the shared default pool unless one was given)."""
+        if self._pool is not None:
+            return self._pool
+        # Liveness of the shared pool is checked once per invocation (a GCS lookup per host).
+        pool = default_pool(check=not self._checked_pool)
+        self._checked_pool = True
+        return pool
+
+    async def _run_pooled(self, node_id: str, agent: Any, node_input: Any,
+                          invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        pool = self.pool
+        run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
+        with self._guard:
+            self._pooled[node_id] = run_id
+            cancelled = self._cancelled
+        started = time.monotonic()
+        result: AgentResult | None = None
+        try:
+            if cancelled:
+                # As in-process, a node that starts after cancel() runs no model call: the host starts it cancelled.
+                await pool.run_handle([run_id]).cancel()
+            async for event in pool.stream(node_spec(agent), node_input, run_id=run_id,
+                                           invocation_state=invocation_state):
+                kind = event.get("type")
+                if kind == NODE_STATE_EVENT:
+                    apply_node_state(agent, event["state"])
+                    continue
+                if kind == "result":
+                    result = event["result"]
+                yield event
+        finally:
+            with self._guard:
+                if self._pooled.get(node_id) == run_id:
+                    del self._pooled[node_id]
+        if result is None:
+            raise RuntimeError(f"Node '{node_id}' did not produce a result event")
+        yield node_result_from_agent(result, started)
+
+    # -- RemoteAgent nodes --------------------------------------------------------------------------------
+
+    async def _run_remote(self, node_id: str, remote: RemoteAgent, node_input: Any,
+                          invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        # The actor's own protocol with our invocation id, so a cancel that overtakes the call still lands.
+        invocation_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
+        with self._guard:
+            self._remote[node_id] = (remote, invocation_id)
+            cancelled = self._cancelled
+        started = time.monotonic()
+        result: AgentResult | None = None
+        actor = remote.actor
+        try:
+            if cancelled:
+                await actor.cancel.remote(invocation_id)
+            options = {"limits": None, "structured_output_model": None, "invocation_state": dict(invocation_state)}
+            generator = actor.stream.remote(invocation_id, node_input, options, False)
+            while True:
+                try:
+                    ref = await generator.__anext__()
+                    event = await ref
+                except StopAsyncIteration:
+                    break
+                except RayError as error:
+                    raise_translated(error, remote.actor_name)
+                if event.get("type") == "result":
+                    result = event["result"]
+                yield event
+        finally:
+            with self._guard:
+                if self._remote.get(node_id, (None, None))[1] == invocation_id:
+                    del self._remote[node_id]
+            if result is None:
+                actor.cancel.remote(invocation_id)  # the consumer stopped early: stop the actor too
+        if result is None:
+            raise RuntimeError(f"Node '{node_id}' did not produce a result event")
+        yield node_result_from_agent(result, started)
+
+    # -- cancel broadcast ---------------------------------------------------------------------------------
+
+    def _handle(self, node_ids: list[str]) -> RunHandle:
+        """One RunHandle over the pooled runs and RemoteAgent invocations of ``node_ids`` that are in flight."""
+        with self._guard:
+            pooled = [self._pooled[n] for n in node_ids if n in self._pooled]
+            remote = [self._remote[n] for n in node_ids if n in self._remote]
+        handle = self.pool.run_handle(pooled, self._prefix) if pooled else RunHandle(self._prefix)
+        for agent, invocation_id in remote:
+            handle.add_actor(_InvocationCancel(agent.actor, invocation_id), agent.actor_name)
+        return handle
+
+    def _broadcast(self, handle: RunHandle) -> None:
+        """Send the cancel now; from the orchestrator's loop without blocking it, from another thread synchronously."""
+        if not handle.actor_names:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            handle.cancel_sync()
+            return
+        task = loop.create_task(handle.cancel(), name=f"{self._prefix}-cancel")
+        self._broadcasts.add(task)
+        task.add_done_callback(self._broadcast_done)
+
+    def _broadcast_done(self, task: asyncio.Task[Any]) -> None:
+        self._broadcasts.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("prefix=<%s>, error=<%s> | cancel broadcast failed", self._prefix, task.exception())
+
+
+class _InvocationCancel:
+    """Adapts a RemoteAgent actor to RunHandle's ``actor.cancel.remote()``, targeting one invocation id."""
+
+    def __init__(self, actor: Any, invocation_id: str) -> None:
+        self.cancel = _BoundCancel(actor, invocation_id)
+
+
+class _BoundCancel:
+    def __init__(self, actor: Any, invocation_id: str) -> None:
+        self._actor = actor
+        self._invocation_id = invocation_id
+
+    def remote(self) -> Any:
+        return self._actor.cancel.remote(self._invocation_id)
+

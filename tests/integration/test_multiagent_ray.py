@@ -1,0 +1,285 @@
+"""Graph and Swarm on ``runtime="ray"``: the shared behaviour suite, plus what only Ray can show.
+
+The behaviour tests of ``tests/multiagent`` (written against the ``runtime``
+fixture) are imported here and run with ``runtime="ray"`` on the session's
+local Ray: the same test bodies, so the two runtimes have one semantics. Their
+``timeline`` records to a file, because the scripted model calls it times run
+in host processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent, GraphBuilder, Status, Swarm
+from ray_harness.hooks import BeforeNodeCallEvent
+from ray_harness.multiagent import MultiAgentResult
+from ray_harness.testing import ScriptedModel, text, tool_call
+from tests.integration import agents
+from tests.integration.multiagent_agents import FileTimeline, burn, where
+from tests.multiagent.conftest import make_agent
+from tests.multiagent.test_cancel import (  # noqa: F401 - collected here with runtime="ray"
+    test_concurrent_invocations_of_one_graph_are_refused,
+    test_graph_cancel_returns_cancelled_and_stops_every_running_node,
+    test_swarm_cancel_returns_cancelled,
+)
+from tests.multiagent.test_graph import (  # noqa: F401
+    test_cancel_node_raises_under_fail_fast,
+    test_cancel_node_skips_without_failing_under_continue,
+    test_conditions_see_state_and_invocation_state,
+    test_continue_prunes_only_successors_of_the_failed_node,
+    test_cycle_stops_at_max_node_executions,
+    test_diamond_runs_b_and_c_together_and_d_after_both,
+    test_eager_scheduling_starts_successors_without_waiting_for_the_batch,
+    test_execution_timeout_ends_failed_without_raising,
+    test_fail_fast_raises_and_cancels_siblings,
+    test_join_all_runs_fan_in_node_once_with_all_inputs,
+    test_join_all_with_a_branch_not_taken_still_runs,
+    test_join_any_runs_fan_in_node_once_per_arriving_input,
+    test_nested_graph_and_swarm_nodes,
+    test_node_timeout_fails_fast_with_the_strands_text,
+    test_result_round_trips_through_dict,
+    test_stream_events_hooks_and_handoffs,
+    test_usage_and_cost_accumulate_over_nodes,
+)
+from tests.multiagent.test_graph_interrupts import (  # noqa: F401
+    test_interrupt_before_node_and_resume_runs_only_that_node,
+    test_interrupt_inside_nested_graph_surfaces_and_resumes,
+    test_interrupt_inside_node_resumes_the_node_agent,
+    test_new_graph_instance_resumes_from_the_session_store,
+    test_resume_through_file_session_manager,
+)
+from tests.multiagent.test_swarm import (  # noqa: F401
+    test_entry_point_by_name_and_members_keep_history,
+    test_handoff_chain_with_shared_context,
+    test_interrupts_before_and_inside_members_resume,
+    test_max_handoffs_ends_failed,
+    test_member_failure_and_timeout_end_failed_without_raising,
+    test_ping_pong_is_detected,
+    test_reset_members_starts_each_turn_fresh,
+    test_unknown_target_is_an_error_result_for_the_model,
+)
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+
+@pytest.fixture
+def runtime() -> str:
+    return "ray"
+
+
+@pytest.fixture
+def timeline(tmp_path: Path) -> FileTimeline:
+    return FileTimeline(tmp_path / "timeline.jsonl")
+
+
+@pytest.fixture
+def pool(ray_session: Any) -> Any:
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    return default_pool()
+
+
+# -- where nodes run ----------------------------------------------------------------------------------------
+
+
+def pid_agent(name: str) -> Agent:
+    return Agent(ScriptedModel(tool_call("where", {}), text(f"{name} done")), tools=[where], name=name,
+                 retry_strategy=None)
+
+
+def tool_outputs(agent: Agent) -> list[Any]:
+    return [block["toolResult"]["content"][0].get("text") for message in agent.messages
+            for block in message["content"] if "toolResult" in block]
+
+
+async def test_a_ready_batch_runs_on_the_pooled_hosts_not_on_new_actors(pool: Any) -> None:
+    builder = GraphBuilder()
+    for name in ("n0", "n1", "n2", "n3"):
+        builder.add_node(pid_agent(name), name)
+    graph = builder.build(runtime="ray")
+    host_pids = {host["pid"] for host in await pool.stats()}
+    result = await graph.invoke_async("where are you?")
+    assert result.status == Status.COMPLETED
+    pids = {int(tool_outputs(graph.nodes[name].executor)[0]) for name in graph.nodes}
+    assert os.getpid() not in pids
+    assert pids <= host_pids  # every node ran in a pre-started host
+    assert len(pids) == min(4, len(host_pids))  # the batch was spread over the hosts
+
+
+async def test_cpu_bound_nodes_run_in_parallel_processes(pool: Any) -> None:
+    # Two nodes each burning 0.4 s of pure-Python CPU: one GIL would need 0.8 s; two hosts need ~0.4 s.
+    builder = GraphBuilder()
+    for name in ("c0", "c1"):
+        model = ScriptedModel(tool_call("burn", {"milliseconds": 400}), text("burned"))
+        builder.add_node(Agent(model, tools=[burn], name=name, retry_strategy=None), name)
+    graph = builder.build(runtime="ray")
+    await graph.invoke_async("warm up")  # first use of the tool module in each host
+    for name in ("c0", "c1"):
+        graph.nodes[name].executor.model._steps += [tool_call("burn", {"milliseconds": 400}), text("burned")]
+    started = time.monotonic()
+    result = await graph.invoke_async("burn")
+    elapsed = time.monotonic() - started
+    assert result.status == Status.COMPLETED
+    assert elapsed < 0.75, f"two CPU-bound nodes took {elapsed:.2f}s: they did not run in parallel processes"
+
+
+# -- one semantics ------------------------------------------------------------------------------------------
+
+
+def review_graph(runtime: str) -> Any:
+    usage = {"inputTokens": 7, "outputTokens": 3, "totalTokens": 10}
+    builder = GraphBuilder()
+    builder.add_node(make_agent("plan", tool_call("add", {"a": 1, "b": 2}), text("plan", usage=usage),
+                                tools=[agents.add]), "plan")
+    builder.add_node(make_agent("left", text("left", usage=usage)), "left")
+    builder.add_node(make_agent("right", text("right", usage=usage)), "right")
+    builder.add_node(make_agent("broken", RuntimeError("left out")), "broken")
+    builder.add_node(make_agent("merge", text("merged", usage=usage)), "merge")
+    builder.add_node(make_agent("skipped", text("never")), "skipped")
+    for source, target in (("plan", "left"), ("plan", "right"), ("plan", "broken"), ("left", "merge"),
+                           ("right", "merge"), ("broken", "skipped")):
+        builder.add_edge(source, target)
+    return builder.set_join("all").set_failure_policy("continue").build(runtime=runtime)
+
+
+def comparable(result: MultiAgentResult) -> Any:
+    """The result without wall-clock fields (they differ between any two runs)."""
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("execution_time", "latencyMs")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(result.to_dict())
+
+
+async def test_the_same_graph_gives_the_same_result_on_both_runtimes() -> None:
+    local = await review_graph("local").invoke_async("review")
+    remote_graph = review_graph("ray")
+    remote = await remote_graph.invoke_async("review")
+    assert remote.status == local.status == Status.FAILED
+    assert [n.node_id for n in remote.execution_order][:1] == ["plan"]
+    assert sorted(n.node_id for n in remote.execution_order) == sorted(n.node_id for n in local.execution_order)
+    assert comparable(remote) == comparable(local)
+    assert remote.accumulated_usage == local.accumulated_usage
+    assert remote.results["left"].accumulated_usage == {"inputTokens": 7, "outputTokens": 3, "totalTokens": 10}
+    assert sorted(str(remote).splitlines()) == sorted(str(local).splitlines())  # completion order may differ
+    assert remote_graph.nodes["plan"].executor.event_loop_metrics.tool_metrics["add"].call_count == 1
+
+
+async def test_the_same_swarm_gives_the_same_result_on_both_runtimes() -> None:
+    def team(runtime: str) -> Swarm:
+        usage = {"inputTokens": 5, "outputTokens": 5, "totalTokens": 10}
+        first = make_agent("first", tool_call("handoff_to_agent", {"agent_name": "second", "message": "go",
+                                                                   "context": {"k": 1}}),
+                           text("handed", usage=usage))
+        second = make_agent("second", text("answer", usage=usage))
+        return Swarm([first, second], runtime=runtime)
+
+    local = await team("local").invoke_async("t")
+    remote = await team("ray").invoke_async("t")
+    assert comparable(remote) == comparable(local)
+    assert [n.node_id for n in remote.node_history] == [n.node_id for n in local.node_history]
+
+
+# -- cancel reaches every actor -----------------------------------------------------------------------------
+
+
+async def _wait_running(pool: Any, count: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while sum(host["running"] for host in await pool.stats()) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} runs started on the hosts")
+        await asyncio.sleep(0.02)
+
+
+async def test_graph_cancel_reaches_every_host_slot_and_nested_swarm(pool: Any) -> None:
+    swarm = Swarm([agents.slow_model()], runtime="ray")
+    builder = GraphBuilder()
+    builder.add_node(agents.slow_tool(), "tool_node")
+    builder.add_node(agents.slow_model(), "model_node")
+    builder.add_node(swarm, "team")
+    builder.add_node(make_agent("after", text("never")), "after")
+    builder.add_edge("tool_node", "after")
+    graph = builder.build(runtime="ray")
+    task = asyncio.create_task(graph.invoke_async("go"))
+    await _wait_running(pool, 3)
+    started = time.monotonic()
+    graph.cancel()
+    result = await asyncio.wait_for(task, 10)
+    assert time.monotonic() - started < 3
+    assert result.status == Status.CANCELLED
+    assert {result.results[n].status for n in ("tool_node", "model_node", "team")} == {Status.CANCELLED}
+    assert "after" not in result.results
+    # Nothing keeps running in the hosts once the graph returned.
+    assert sum(host["running"] for host in await pool.stats()) == 0
+    tool_node = graph.nodes["tool_node"].executor
+    assert tool_outputs(tool_node) == ["stopped by cancel"]
+
+
+async def test_a_node_started_after_cancel_starts_cancelled(pool: Any) -> None:
+    # cancel() lands while the node is between its BeforeNodeCall hook and its run: the host starts it cancelled.
+    late = make_agent("late", text("should not run"))
+    builder = GraphBuilder()
+    builder.add_node(late, "late")
+    graph = builder.build(runtime="ray")
+
+    def cancel_now(event: BeforeNodeCallEvent) -> None:
+        graph.cancel()
+
+    graph.add_hook(cancel_now)
+    result = await asyncio.wait_for(graph.invoke_async("go"), 10)
+    assert result.status == Status.CANCELLED
+    assert result.results["late"].status == Status.CANCELLED
+    assert late.model.remaining == 1  # the model was never called
+
+
+# -- RemoteAgent nodes and the default runtime ---------------------------------------------------------------
+
+
+async def test_remote_agent_node_runs_in_its_own_actor_and_can_be_cancelled(ray_session: Any) -> None:
+    from ray_harness.runtime import RemoteAgent
+
+    remote = RemoteAgent("tests.integration.agents:calculator", name=f"ma-calc-{os.getpid()}", persist=False)
+    slow = RemoteAgent("tests.integration.agents:slow_model", name=f"ma-slow-{os.getpid()}", persist=False)
+    try:
+        builder = GraphBuilder()
+        builder.add_node(remote, "calc")
+        builder.add_node(make_agent("report", text("reported")), "report")
+        builder.add_edge("calc", "report")
+        result = await builder.build(runtime="ray").invoke_async("2+3?")
+        assert result.status == Status.COMPLETED
+        assert str(result.results["calc"]).strip() == "5"
+        assert len(await remote.get_messages_async()) == 4
+
+        blocked = GraphBuilder()
+        blocked.add_node(slow, "slow")
+        graph = blocked.build(runtime="ray")
+        task = asyncio.create_task(graph.invoke_async("wait"))
+        await asyncio.sleep(1.0)
+        graph.cancel()
+        cancelled = await asyncio.wait_for(task, 10)
+        assert cancelled.status == Status.CANCELLED
+        assert cancelled.results["slow"].status == Status.CANCELLED
+    finally:
+        remote.shutdown()
+        slow.shutdown()
+
+
+def test_ray_is_the_default_runtime(ray_session: Any) -> None:
+    from ray_harness.runtime.multiagent import RayExecutor
+
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("sync on ray")), "a")
+    graph = builder.build()
+    assert graph.runtime == "ray" and isinstance(graph._executor, RayExecutor)
+    assert str(graph("t")) == "a: sync on ray"
+    assert Swarm([make_agent("solo", text("x"))]).runtime == "ray"
