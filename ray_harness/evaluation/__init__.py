@@ -15,7 +15,8 @@ Each record: ``index``, ``input`` (the row), ``output`` (``str(result)``),
 ``usage``, ``cost_usd``, ``latency_s``, ``error`` (``None`` or
 ``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
 the scorer's function name plus ``rows``, ``errors``, ``tokens``, ``cost_usd``
-and ``rows_per_s``.
+and ``rows_per_s``. A row whose host actor dies (``RemoteActorError``) runs again
+on the restarted host, up to five times, instead of being recorded as an error.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, 
 from ray_harness.evaluation._dataset import iter_rows
 from ray_harness.evaluation._records import RecordWriter, open_writer
 from ray_harness.evaluation._summary import summarize
-from ray_harness.types.exceptions import ModelThrottledException
+from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
 
 __all__ = ["evaluate", "evaluate_async"]
 
@@ -49,6 +50,7 @@ class _Row:
     data: dict[str, Any]
     attempt: int = 0
     not_before: float = 0.0
+    infra_attempts: int = 0
 
 
 class _Concurrency:
@@ -143,6 +145,7 @@ class _Evaluation:
         self.limits = limits
         self.prompt_key = prompt_key
         self.max_throttle_retries = max_throttle_retries
+        self.max_infra_retries = 5
         self.cancel_event = cancel_event
         self.run_prefix = uuid.uuid4().hex[:8]
         self.records: dict[int, dict[str, Any]] = {}
@@ -248,6 +251,13 @@ class _Evaluation:
             row.attempt += 1
             delay = min(30.0, (error.retry_after or 0.5 * 2 ** row.attempt)) * random.uniform(0.8, 1.2)
             row.not_before = time.monotonic() + delay
+            retries.append(row)
+            return
+        if isinstance(error, RemoteActorError) and row.infra_attempts < self.max_infra_retries:
+            # The host process died under this row (a crash, a lost node): not the row's fault. Ray restarts
+            # the host; the row runs again from scratch (at-least-once for side effects of its tools).
+            row.infra_attempts += 1
+            row.not_before = time.monotonic() + 0.5 * row.infra_attempts
             retries.append(row)
             return
         if error is None:

@@ -85,7 +85,8 @@ class RayBackend(Backend):
         from ray_harness.runtime import AgentPool
 
         if self._pool is None:
-            self._pool = AgentPool(size=self._pool_size or 2, **self._pool_options)
+            options = {"max_restarts": -1, **self._pool_options}  # hosts come back after a crash
+            self._pool = AgentPool(size=self._pool_size or 2, **options)
         self._spec = self._pool.prepare(self._factory)  # pickled once, shared by every row
 
     async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:

@@ -1,0 +1,50 @@
+"""Agents for fault-injection tests (importable by name inside Ray actors)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ray_harness import Agent, tool
+from ray_harness.testing import ScriptedModel, text, tool_calls
+
+USAGE = {"inputTokens": 3, "outputTokens": 2, "totalTokens": 5}
+
+
+def slow_model_agent() -> Agent:
+    """Answers ``done: <prompt>`` after a model call long enough to be killed in the middle of."""
+    delay = float(os.environ.get("RAY_HARNESS_FAULT_DELAY", "0.6"))
+
+    def answer(call: Any) -> Any:
+        marker = os.environ.get("RAY_HARNESS_FAULT_DIR")
+        if marker:
+            Path(marker, f"model-{os.getpid()}").write_text("calling")
+        return text(f"done: {call.last_text}", usage=USAGE, delay=delay)
+
+    return Agent(ScriptedModel(answer, loop=True, record_calls=False), name="slow-model")
+
+
+@tool
+async def pause(seconds: float, label: str) -> str:
+    """Sleep, then return the label."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return label
+
+
+def batch_agent() -> Agent:
+    def finish(call: Any) -> Any:
+        labels = [b["toolResult"]["content"][0]["text"] for b in call.messages[-1]["content"]]
+        return text("got " + ",".join(labels), usage=USAGE)
+
+    model = ScriptedModel(tool_calls(("pause", {"seconds": 0.05, "label": "a"}, "a"),
+                                     ("pause", {"seconds": 3.0, "label": "b"}, "b")), finish, record_calls=False)
+    return Agent(model, tools=[pause], name="batch")
+
+
+def eval_row_agent() -> Agent:
+    delay = float(os.environ.get("RAY_HARNESS_FAULT_DELAY", "0.15"))
+    return Agent(ScriptedModel(lambda call: text(f"row {call.last_text}", usage=USAGE, delay=delay),
+                               record_calls=False), name="row")
