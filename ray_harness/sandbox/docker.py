@@ -54,7 +54,8 @@ class DockerSandbox(PosixShellSandbox):
     """A Docker container as a sandbox.
 
     Args:
-        container: Name or id of a running container to attach to (never removed).
+        container: Name or id of a running container to attach to (never removed). A
+            positional reference containing ``:``, ``/`` or ``@`` is taken as ``image``.
         image: Image to create a container from when ``container`` is not given;
             that container is removed on ``close()`` / context exit.
         docker_host: Engine URL; else ``DOCKER_HOST``; else the default socket.
@@ -80,6 +81,10 @@ class DockerSandbox(PosixShellSandbox):
         read_only: bool = False,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
+        if container is not None and image is None and any(mark in container for mark in ":/@"):
+            # API.md's `DockerSandbox(container_or_image)`: container names never contain ":", "/" or "@",
+            # image references often do. A bare word stays a container name.
+            container, image = None, container
         self.settings = validated(
             _DockerSettings, "DockerSandbox", container=container, image=image, docker_host=docker_host,
             working_dir=working_dir, user=user, network_mode=network_mode, mem_limit=mem_limit,

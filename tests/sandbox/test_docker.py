@@ -70,3 +70,9 @@ async def test_pickled_sandbox_reconnects_from_configuration(docker_container: s
         assert clone.container_id is None  # no live client or container state travelled
         async with clone:
             assert (await clone.execute("echo again")).stdout == "again\n"
+
+
+def test_positional_image_reference() -> None:
+    assert DockerSandbox("rh-busybox:test").settings.image == "rh-busybox:test"
+    assert DockerSandbox("registry.example/team/box@sha256:ab").settings.container is None
+    assert DockerSandbox("mybox").settings.container == "mybox"

@@ -10,7 +10,7 @@ from ray_harness.sandbox._validation import check_language, export_lines, safe_p
 
 @pytest.mark.parametrize("name", ["--privileged", "-v/:/host", "a b", "x;id", "name\n", ""])
 def test_container_names_that_look_like_flags_are_rejected(name: str) -> None:
-    with pytest.raises(ValueError, match=r"DockerSandbox\.container"):
+    with pytest.raises(ValueError, match=r"DockerSandbox\.(container|image)"):
         DockerSandbox(name)
 
 

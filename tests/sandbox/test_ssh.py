@@ -92,3 +92,15 @@ async def test_ssh_options_are_applied(sshd: SshServer) -> None:
                          ssh_options={"Port": str(sshd.port), "User": "root", "ConnectTimeout": "5"})
     async with sandbox:
         assert (await sandbox.execute("id -un")).stdout == "root\n"
+
+
+async def test_pickles_without_the_connection(sshd: SshServer) -> None:
+    import pickle
+
+    async with sshd.sandbox() as sandbox:
+        await sandbox.execute("true")
+        clone = pickle.loads(pickle.dumps(sandbox))
+        assert clone._client is None
+        async with clone:
+            assert (await clone.execute("echo copy")).stdout == "copy\n"
+        assert sandbox._client is not None  # the original connection is untouched
