@@ -48,3 +48,32 @@ def eval_row_agent() -> Agent:
     delay = float(os.environ.get("RAY_HARNESS_FAULT_DELAY", "0.15"))
     return Agent(ScriptedModel(lambda call: text(f"row {call.last_text}", usage=USAGE, delay=delay),
                                record_calls=False), name="row")
+
+
+@tool
+async def flaky_lookup(key: str) -> str:
+    """Fails about one time in five."""
+    import asyncio
+    import random
+
+    await asyncio.sleep(random.uniform(0, 0.02))
+    if random.random() < 0.2:
+        raise RuntimeError(f"lookup of {key} failed")
+    return f"value-{key}"
+
+
+def load_agent() -> Agent:
+    """Random model latency and random tool failures; the answer always names the prompt's id."""
+    import random
+
+    def call_tool(call: Any) -> Any:
+        from ray_harness.testing import tool_call
+
+        return tool_call("flaky_lookup", {"key": call.last_text}, usage=USAGE, delay=random.uniform(0, 0.1))
+
+    def answer(call: Any) -> Any:
+        first = next(m for m in call.messages if m["role"] == "user")["content"][0]["text"]
+        outcome = call.messages[-1]["content"][0]["toolResult"]["status"]
+        return text(f"{first}:{outcome}", usage=USAGE, delay=random.uniform(0, 0.1))
+
+    return Agent(ScriptedModel(call_tool, answer, record_calls=False), tools=[flaky_lookup], name="load")
