@@ -33,6 +33,8 @@ from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt, InterruptState
 from ray_harness.runtime._store import FileAgentStore
+from ray_harness.runtime._telemetry import prepare_actor_process
+from ray_harness.telemetry.propagation import attached
 from ray_harness.types.content import ToolResult
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -88,6 +90,15 @@ class AgentRunner:
     async def stream(self, invocation_id: str, prompt: Any, options: dict[str, Any]
                      ) -> AsyncGenerator[dict[str, Any], None]:
         """Run (or continue, or replay) invocation ``invocation_id``; yields the agent's events."""
+        options = dict(options)
+        carrier = options.pop("trace_context", None)
+        prepare_actor_process()
+        with attached(carrier):  # the driver's span is the parent of this invocation's spans
+            async for event in self._stream(invocation_id, prompt, options):
+                yield event
+
+    async def _stream(self, invocation_id: str, prompt: Any, options: dict[str, Any]
+                      ) -> AsyncGenerator[dict[str, Any], None]:
         if self.mode == "throw" and self._lock.locked():
             raise ConcurrencyException(
                 f"agent {self.agent.name!r} is already running an invocation "

@@ -48,6 +48,8 @@ from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
+from ray_harness.runtime._telemetry import with_actor_env
+from ray_harness.telemetry.propagation import current_carrier
 
 __all__ = ("HOST_ACTOR_PREFIX", "AgentHost", "AgentPool", "host_actor_name")
 
@@ -186,6 +188,7 @@ class AgentPool:
         if resources:
             options["resources"] = dict(resources)
         self.host_names = [host_actor_name(i) for i in range(size)]
+        options = with_actor_env(options)
         self._hosts = [_host_class().options(name=name, **options).remote(i) for i, name in enumerate(self.host_names)]
         for name, host in zip(self.host_names, self._hosts, strict=True):
             call_sync(host.ready.remote(), name)  # pre-start: the first run does not pay for the process
@@ -249,7 +252,8 @@ class AgentPool:
     @staticmethod
     def _options(invocation_state: dict[str, Any] | None, limits: Limits | None,
                  structured_output_model: type | None) -> dict[str, Any]:
-        options: dict[str, Any] = {"limits": validate_limits(limits), "structured_output_model": structured_output_model}
+        options: dict[str, Any] = {"limits": validate_limits(limits), "structured_output_model": structured_output_model,
+                                   "trace_context": current_carrier()}
         if invocation_state is not None:
             options["invocation_state"] = dict(invocation_state)
         return options

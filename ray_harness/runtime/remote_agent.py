@@ -33,6 +33,8 @@ from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._store import FileAgentStore
+from ray_harness.runtime._telemetry import with_actor_env
+from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.content import Message
 
 __all__ = ("AGENT_ACTOR_PREFIX", "AgentActor", "RemoteAgent", "agent_actor_name")
@@ -161,7 +163,8 @@ class RemoteAgent:
             options["lifetime"] = "detached"
         store_dir = os.fspath(state_dir) if state_dir is not None else None
         try:
-            actor = _actor_class().options(**options).remote(spec, concurrent_invocation_mode, store_dir, persist)
+            actor = _actor_class().options(**with_actor_env(options)).remote(spec, concurrent_invocation_mode,
+                                                                            store_dir, persist)
         except ValueError as error:
             if "already" not in str(error):
                 raise
@@ -220,7 +223,8 @@ class RemoteAgent:
     def _options(invocation_state: dict[str, Any] | None, limits: Limits | None,
                  structured_output_model: type | None) -> dict[str, Any]:
         options: dict[str, Any] = {"limits": validate_limits(limits),
-                                   "structured_output_model": structured_output_model}
+                                   "structured_output_model": structured_output_model,
+                                   "trace_context": current_carrier()}
         if invocation_state is not None:
             options["invocation_state"] = dict(invocation_state)
         return options

@@ -31,7 +31,11 @@ def _remote(source: Any, **kwargs: Any) -> Any:
 
 def _run_driver(code: str, timeout: float = 60) -> str:
     """Run ``code`` in a second Python driver process connected to the test session's Ray."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": "auto"}
+    import ray
+
+    # The session's own GCS address, not "auto": another Ray on the machine must not be picked up.
+    address = ray.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": address}
     completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, timeout=timeout,
                                capture_output=True, text=True, check=False)
     assert completed.returncode == 0, completed.stderr[-3000:]
