@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --upgrade pip
-python3 -m pip install --quiet -e ".[dev]"
+python3 -m pip install --quiet -e ".[dev,bench]"
