@@ -1,8 +1,8 @@
 """Multi-agent tests run without Ray: ``import ray`` fails here.
 
-Behaviour tests take the ``runtime`` fixture, so they can be parametrized over
-``["local", "ray"]`` once the Ray executor exists (the Ray leg then moves to an
-integration conftest that starts Ray).
+Behaviour tests take the ``runtime`` fixture ("local" here). The same test
+functions run with ``runtime="ray"`` from
+``tests/integration/test_multiagent_ray.py``, on the integration session's Ray.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from ray_harness.testing import ScriptedModel, Step, text
 @pytest.fixture(autouse=True)
 def _no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
+    # Also when an integration test of the same session already imported the Ray executor.
+    monkeypatch.setitem(sys.modules, "ray_harness.runtime.multiagent", None)
 
 
 @pytest.fixture(params=["local"])

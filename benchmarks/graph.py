@@ -1,0 +1,286 @@
+"""P2: graphs, ray_harness on Ray vs the Strands SDK, side by side on identical scripted models.
+
+Both SDKs get the *same* scripted answers: the Strands adapter (as in
+:mod:`benchmarks.core_loop`) delegates to ``ray_harness.testing.ScriptedModel.stream``,
+so model latency is a scripted ``asyncio.sleep`` in both. Scenarios:
+
+* ``fanout_io``: 100 independent nodes in one batch, one model call each (200 ms latency).
+* ``fanout_cpu``: 20 independent nodes; each calls a tool doing a fixed amount of
+  pure-Python work calibrated to 200 ms on one core (it holds the GIL). Strands runs all of them in one process; ray_harness spreads them over
+  the host pool's processes. Target: >= 1.8x Strands on 2 cores.
+* ``chain_eval``: a 3-node chain (50 ms per model call) over 1,000 inputs. ray_harness:
+  ``ray_harness.evaluation.evaluate`` (rows on the host pool, each row's graph in its host);
+  Strands: one graph per input, all under ``asyncio.gather``.
+
+Agent and graph construction is excluded for the fan-outs (histories are cleared before
+every run); the chain includes building one graph per input in both. Runs alternate
+(ours, theirs, ours, ...) after a warm-up; the table shows the median and min–max.
+``ray_harness (local)`` is the same graph with ``runtime="local"`` (one process), for context.
+
+    python -m benchmarks.graph [--repeats 3] [--inputs 1000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ray_harness import Agent, GraphBuilder, tool
+from ray_harness.testing import ScriptedModel, text, tool_call
+
+try:
+    import strands
+    from strands.multiagent import GraphBuilder as StrandsGraphBuilder
+except ImportError:  # pragma: no cover - strands is a benchmark-only dependency
+    strands = None
+
+from benchmarks.core_loop import make_strands_model
+
+FANOUT_NODES = 100
+FANOUT_LATENCY_S = 0.2
+CPU_NODES = 20
+CPU_BURN_MS = 200
+CHAIN_LATENCY_S = 0.05
+USAGE = {"inputTokens": 20, "outputTokens": 5, "totalTokens": 25}
+
+
+def burn_cpu(spins: int) -> str:
+    """A fixed amount of pure-Python work (holds the GIL the whole time)."""
+    total = 0
+    for i in range(spins):
+        total += i * i % 7
+    return f"burned {total}"
+
+
+def calibrate(milliseconds: int) -> int:
+    """How many spins of :func:`burn_cpu` take ``milliseconds`` on one core of this machine (best of 5)."""
+    probe = 200_000
+    best = min(_time(burn_cpu, probe) for _ in range(5))
+    return int(probe * milliseconds / 1000 / best)
+
+
+def _time(function: Callable[[int], Any], argument: int) -> float:
+    started = time.perf_counter()
+    function(argument)
+    return time.perf_counter() - started
+
+
+@tool
+def burn(spins: int) -> str:
+    """Burn CPU for the given number of spins."""
+    return burn_cpu(spins)
+
+
+def _strands_burn() -> Any:
+    @strands.tool
+    def burn(spins: int) -> str:
+        """Burn CPU for the given number of spins."""
+        return burn_cpu(spins)
+
+    return burn
+
+
+# -- graphs ---------------------------------------------------------------------------------------------------
+
+
+def _fanout_steps() -> list[Any]:
+    return [text("node answer", delay=FANOUT_LATENCY_S, usage=USAGE)]
+
+
+CPU_SPINS = 0  # set by main_async from calibrate()
+
+
+def _cpu_steps() -> list[Any]:
+    return [tool_call("burn", {"spins": CPU_SPINS}, usage=USAGE), text("burned", usage=USAGE)]
+
+
+def ours_fanout(nodes: int, steps: Callable[[], list[Any]], runtime: str, tools: list[Any] | None = None) -> Any:
+    builder = GraphBuilder()
+    for i in range(nodes):
+        model = ScriptedModel(*steps(), loop=True, record_calls=False)
+        builder.add_node(Agent(model, tools=tools, name=f"n{i}", retry_strategy=None), f"n{i}")
+    return builder.build(runtime=runtime)
+
+
+def theirs_fanout(nodes: int, steps: Callable[[], list[Any]], tools: list[Any] | None = None) -> Any:
+    builder = StrandsGraphBuilder()
+    for i in range(nodes):
+        model = make_strands_model(ScriptedModel(*steps(), loop=True, record_calls=False))
+        builder.add_node(strands.Agent(model=model, tools=tools, name=f"n{i}", callback_handler=None), f"n{i}")
+    return builder.build()
+
+
+def chain_graph(runtime: str = "ray") -> Any:
+    """The evaluation target: a fresh 3-node chain (built in the host that runs the row, where it runs in-process)."""
+    builder = GraphBuilder()
+    for name in ("draft", "review", "final"):
+        builder.add_node(Agent(ScriptedModel(text(f"{name} ok", delay=CHAIN_LATENCY_S, usage=USAGE),
+                                             record_calls=False), name=name, retry_strategy=None), name)
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", "final")
+    return builder.build(runtime=runtime)
+
+
+def strands_chain_graph() -> Any:
+    builder = StrandsGraphBuilder()
+    for name in ("draft", "review", "final"):
+        model = make_strands_model(ScriptedModel(text(f"{name} ok", delay=CHAIN_LATENCY_S, usage=USAGE),
+                                                 record_calls=False))
+        builder.add_node(strands.Agent(model=model, name=name, callback_handler=None), name)
+    builder.add_edge("draft", "review")
+    builder.add_edge("review", "final")
+    return builder.build()
+
+
+# -- runs -----------------------------------------------------------------------------------------------------
+
+
+def _clear(graph: Any) -> None:
+    for node in graph.nodes.values():
+        node.executor.messages.clear()
+
+
+async def _timed_graph(graph: Any, expect_nodes: int) -> float:
+    _clear(graph)
+    started = time.perf_counter()
+    result = await graph.invoke_async("go")
+    elapsed = time.perf_counter() - started
+    completed = getattr(result, "completed_nodes", None)
+    if str(getattr(result.status, "value", result.status)).lower() != "completed" or completed != expect_nodes:
+        raise RuntimeError(f"benchmark graph did not complete: {result.status}, {completed}/{expect_nodes}")
+    return elapsed
+
+
+async def _ours_chain(inputs: int) -> float:
+    from ray_harness.evaluation import evaluate_async
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    rows = [{"prompt": f"input {i}"} for i in range(inputs)]
+    started = time.perf_counter()
+    summary = await evaluate_async("benchmarks.graph:chain_graph", rows, concurrency=inputs, pool=default_pool(),
+                                   progress=False)
+    elapsed = time.perf_counter() - started
+    if summary["errors"]:
+        raise RuntimeError(f"evaluation had {summary['errors']} errors")
+    return elapsed
+
+
+async def _ours_local_chain(inputs: int) -> float:
+    started = time.perf_counter()
+    graphs = [chain_graph("local") for _ in range(inputs)]
+    results = await asyncio.gather(*(graph.invoke_async(f"input {i}") for i, graph in enumerate(graphs)))
+    elapsed = time.perf_counter() - started
+    if {r.status.value for r in results} != {"completed"}:
+        raise RuntimeError("local chain runs did not complete")
+    return elapsed
+
+
+async def _theirs_chain(inputs: int) -> float:
+    started = time.perf_counter()
+    graphs = [strands_chain_graph() for _ in range(inputs)]
+    results = await asyncio.gather(*(graph.invoke_async(f"input {i}") for i, graph in enumerate(graphs)))
+    elapsed = time.perf_counter() - started
+    if {str(r.status.value).lower() for r in results} != {"completed"}:
+        raise RuntimeError("strands chain runs did not complete")
+    return elapsed
+
+
+async def measure(runs: dict[str, Callable[[], Awaitable[float]]], repeats: int) -> dict[str, list[float]]:
+    for run in runs.values():  # warm-up: host imports, first pickles, code paths
+        await run()
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            samples[name].append(await run())
+    return samples
+
+
+async def main_async(repeats: int, inputs: int) -> dict[str, Any]:
+    from ray_harness import runtime
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    if strands is None:
+        raise SystemExit("the Strands SDK is needed: pip install 'ray_harness[bench]'")
+    # Strands warns about graphs without execution limits; these graphs have no cycles.
+    warnings.filterwarnings("ignore", message="graph has no max_node_executions")
+    runtime.init()
+    pool = default_pool()
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "pool_size": pool.size, "scenarios": {}}
+
+    io_ray, io_local = (ours_fanout(FANOUT_NODES, _fanout_steps, r) for r in ("ray", "local"))
+    io_theirs = theirs_fanout(FANOUT_NODES, _fanout_steps)
+    report["scenarios"]["fanout_io"] = await measure({
+        "ray_harness (ray)": lambda: _timed_graph(io_ray, FANOUT_NODES),
+        "strands": lambda: _timed_graph(io_theirs, FANOUT_NODES),
+        "ray_harness (local)": lambda: _timed_graph(io_local, FANOUT_NODES),
+    }, repeats)
+
+    # The tool ships to the hosts by reference: name it through this module's import path, not ``__main__``.
+    from benchmarks.graph import burn as shipped_burn
+
+    global CPU_SPINS
+    CPU_SPINS = calibrate(CPU_BURN_MS)
+    report["cpu_spins"] = CPU_SPINS
+    cpu_ray, cpu_local = (ours_fanout(CPU_NODES, _cpu_steps, r, tools=[shipped_burn]) for r in ("ray", "local"))
+    cpu_theirs = theirs_fanout(CPU_NODES, _cpu_steps, tools=[_strands_burn()])
+    report["scenarios"]["fanout_cpu"] = await measure({
+        "ray_harness (ray)": lambda: _timed_graph(cpu_ray, CPU_NODES),
+        "strands": lambda: _timed_graph(cpu_theirs, CPU_NODES),
+        "ray_harness (local)": lambda: _timed_graph(cpu_local, CPU_NODES),
+    }, repeats)
+
+    report["scenarios"]["chain_eval"] = await measure({
+        "ray_harness (ray)": lambda: _ours_chain(inputs),
+        "strands": lambda: _theirs_chain(inputs),
+        "ray_harness (local)": lambda: _ours_local_chain(inputs),
+    }, repeats)
+    return report
+
+
+LABELS = {
+    "fanout_io": f"fan-out {FANOUT_NODES} nodes, {int(FANOUT_LATENCY_S * 1000)} ms model",
+    "fanout_cpu": f"fan-out {CPU_NODES} nodes, {CPU_BURN_MS} ms CPU tool each",
+    "chain_eval": "3-node chain x {inputs} inputs, 50 ms model",
+}
+
+
+def table(report: dict[str, Any], inputs: int) -> str:
+    lines = [f"Graphs: ray_harness vs Strands ({report['cpus']} CPUs, {report['pool_size']} host actors); "
+             "seconds per run, median (min–max)", "",
+             "| scenario | ray_harness (ray) | strands | ray_harness (local) | Strands / ray_harness (ray) |",
+             "|---|---|---|---|---|"]
+    for key, samples in report["scenarios"].items():
+        def cell(name: str, samples: dict[str, list[float]] = samples) -> str:
+            values = samples[name]
+            return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+        speedup = statistics.median(samples["strands"]) / statistics.median(samples["ray_harness (ray)"])
+        label = LABELS[key].format(inputs=inputs)
+        lines.append(f"| {label} | {cell('ray_harness (ray)')} | {cell('strands')} | {cell('ray_harness (local)')} "
+                     f"| {speedup:.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--inputs", type=int, default=1000)
+    parser.add_argument("--json", help="also write the raw samples here")
+    args = parser.parse_args()
+    report = asyncio.run(main_async(args.repeats, args.inputs))
+    report["inputs"] = args.inputs
+    print(table(report, args.inputs))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
