@@ -15,7 +15,10 @@ sandbox actor; the handle pickles, so the agent can itself live in a RemoteAgent
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import signal
 import uuid
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -26,6 +29,7 @@ from ray.exceptions import RayError
 
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
+from ray_harness.sandbox._process import add_group_listener
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
 
@@ -36,10 +40,25 @@ Stream = AsyncGenerator[StreamChunk | ExecutionResult, None]
 
 
 class SandboxActor:
-    """The actor class (plain; ``ray.remote`` is applied in :func:`_sandbox_class`)."""
+    """The actor class (plain; ``ray.remote`` is applied in :func:`_sandbox_class`).
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    Local commands run in process groups that outlive a SIGKILL of this process; the live groups are
+    recorded in a file, and a restarted actor kills whatever its dead predecessor left running.
+    """
+
+    def __init__(self, sandbox: Sandbox, actor_name: str | None = None) -> None:
         self._sandbox = sandbox
+        self._groups_file = _groups_file(actor_name) if actor_name else None
+        if self._groups_file is not None:
+            _reap_leftovers(self._groups_file)
+            add_group_listener(self._record_groups)
+
+    def _record_groups(self, groups: set[int]) -> None:
+        assert self._groups_file is not None
+        temp = f"{self._groups_file}.tmp"
+        with open(temp, "w", encoding="ascii") as handle:
+            handle.write(" ".join(str(group) for group in sorted(groups)))
+        os.replace(temp, self._groups_file)
 
     async def describe(self) -> str:
         return self._sandbox.describe()
@@ -76,6 +95,27 @@ class SandboxActor:
         await self._sandbox.close()
 
 
+def _reap_leftovers(groups_file: str) -> None:
+    try:
+        with open(groups_file, encoding="ascii") as handle:
+            groups = [int(token) for token in handle.read().split()]
+    except (OSError, ValueError):
+        return
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.remove(groups_file)
+
+
+def _groups_file(actor_name: str) -> str:
+    base = os.environ.get("RAY_HARNESS_STATE_DIR") or os.path.join(os.path.expanduser("~"), ".ray_harness", "runtime")
+    directory = os.path.join(base, "sandboxes")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in actor_name)
+    return os.path.join(directory, f"{safe}.groups")
+
+
 @functools.cache
 def _sandbox_class() -> Any:
     return ray.remote(SandboxActor)
@@ -91,11 +131,14 @@ class RemoteSandbox(Sandbox):
         resources: Custom Ray resources, e.g. ``{"docker_host": 1}`` to run next to a Docker engine.
         num_cpus: CPUs reserved for the actor.
         max_concurrency: Operations served at once (streams and file operations).
+        max_restarts: Restarts after the actor's process dies. A command running then fails with
+            ``RemoteActorError`` (commands are not retried: they are not idempotent); the restarted actor
+            kills the local process groups its predecessor left behind.
     """
 
     def __init__(self, sandbox: Sandbox, *, name: str | None = None, namespace: str | None = None,
                  resources: dict[str, float] | None = None, num_cpus: float = 0,
-                 max_concurrency: int = 100) -> None:
+                 max_concurrency: int = 100, max_restarts: int = 3) -> None:
         if not isinstance(sandbox, Sandbox):
             raise TypeError(f"sandbox must be a ray_harness Sandbox, got {type(sandbox).__name__}")
         if isinstance(sandbox, RemoteSandbox):
@@ -105,10 +148,11 @@ class RemoteSandbox(Sandbox):
         self.namespace = namespace or current_namespace()
         self.actor_name = SANDBOX_ACTOR_PREFIX + self.name
         options: dict[str, Any] = {"name": self.actor_name, "namespace": self.namespace, "num_cpus": num_cpus,
-                                   "max_concurrency": max_concurrency}
+                                   "max_concurrency": max_concurrency, "max_restarts": max_restarts,
+                                   "max_task_retries": 0}
         if resources:
             options["resources"] = dict(resources)
-        self._actor = _sandbox_class().options(**options).remote(sandbox)
+        self._actor = _sandbox_class().options(**options).remote(sandbox, self.actor_name)
         self._description = str(call_sync(self._actor.describe.remote(), self.actor_name))
 
     @property

@@ -12,15 +12,33 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 
 from ray_harness.sandbox._engine import QueuedExecution, drive, signal_exit_code
 from ray_harness.sandbox.types import ExecutionResult, StreamChunk, StreamType
 
-__all__ = ("ProcessExecution", "stream_process")
+__all__ = ("ProcessExecution", "add_group_listener", "live_process_groups", "stream_process")
 
 _READ_SIZE = 65_536
+_LIVE_GROUPS: set[int] = set()
+_LISTENERS: list[Callable[[set[int]], None]] = []
+
+
+def live_process_groups() -> set[int]:
+    """Process groups started by this process that have not been reaped yet."""
+    return set(_LIVE_GROUPS)
+
+
+def add_group_listener(listener: Callable[[set[int]], None]) -> None:
+    """Call ``listener(live_groups)`` whenever a group starts or ends (a sandbox actor records them, so
+    that after a crash its restarted self can kill what the dead process left running)."""
+    _LISTENERS.append(listener)
+
+
+def _groups_changed() -> None:
+    for listener in _LISTENERS:
+        listener(set(_LIVE_GROUPS))
 
 
 class ProcessExecution(QueuedExecution):
@@ -49,6 +67,8 @@ class ProcessExecution(QueuedExecution):
             env=dict(env) if env is not None else None,
             start_new_session=True,
         )
+        _LIVE_GROUPS.add(process.pid)
+        _groups_changed()
         return cls(process, stdin)
 
     @property
@@ -76,7 +96,14 @@ class ProcessExecution(QueuedExecution):
             writer.close()
 
     async def wait(self) -> int:
-        return signal_exit_code(await self._process.wait())
+        code = await self._process.wait()
+        self._forget()
+        return signal_exit_code(code)
+
+    def _forget(self) -> None:
+        if self._process.pid in _LIVE_GROUPS:
+            _LIVE_GROUPS.discard(self._process.pid)
+            _groups_changed()
 
     async def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -84,6 +111,7 @@ class ProcessExecution(QueuedExecution):
         if self._process.returncode is None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._process.wait(), 5.0)
+        self._forget()
 
     async def close(self) -> None:
         for task in self._tasks:

@@ -1,0 +1,70 @@
+"""kill -9 of a sandbox actor mid command: a typed error, no orphaned command, a working sandbox after."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness.types.exceptions import RemoteActorError
+from tests.integration.conftest import ray_session  # noqa: F401 - the shared session Ray
+
+pytestmark = [pytest.mark.ray, pytest.mark.reliability, pytest.mark.usefixtures("ray_session")]
+
+KILLS = int(os.environ.get("RAY_HARNESS_FAULT_KILLS", "10"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+async def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+async def _after_restart(sandbox: Any) -> str:
+    """Calls fail with RemoteActorError while Ray restarts the actor (≈1 s); then it works again."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return str((await sandbox.execute("echo back")).stdout)
+        except RemoteActorError:
+            assert time.monotonic() < deadline, "the sandbox actor did not come back"
+            await asyncio.sleep(0.2)
+
+
+async def test_sandbox_actor_killed_mid_command(tmp_path: Path) -> None:
+    from ray_harness.runtime import RemoteSandbox
+    from ray_harness.sandbox import LocalEnvironment
+
+    sandbox = RemoteSandbox(LocalEnvironment(), name=f"fault-sandbox-{os.getpid()}", max_restarts=-1)
+    try:
+        for attempt in range(KILLS):
+            marker = tmp_path / f"child-{attempt}.pid"
+            actor_pid = int((await sandbox.execute("echo $PPID")).stdout.split()[-1])
+            command = asyncio.create_task(sandbox.execute(f"echo $$ > {marker}; sleep 30; echo finished"))
+            await _wait_for(marker.exists)
+            await asyncio.sleep(random.uniform(0.0, 0.3))
+            child = int(marker.read_text())
+            os.kill(actor_pid, signal.SIGKILL)
+            with pytest.raises(RemoteActorError) as info:
+                await asyncio.wait_for(command, 60)
+            assert "ray_harness:sandbox:" in str(info.value)
+            # The restarted actor kills what its predecessor left running: no orphaned `sleep 30`.
+            assert await _after_restart(sandbox) == "back\n"
+            await _wait_for(lambda child=child: not _alive(child), timeout=10)
+    finally:
+        sandbox.shutdown()
