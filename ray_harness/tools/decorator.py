@@ -74,8 +74,10 @@ class DecoratedFunctionTool(AgentTool):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A module-level @tool shadows its function, so pickle by reference to the tool itself; anything
-        # else is rebuilt from the function (cloudpickle ships such functions by value).
-        module = sys.modules.get(getattr(self._func, "__module__", "") or "")
+        # else is rebuilt from the function (cloudpickle ships such functions by value). A script's
+        # ``__main__`` is another module in an actor process, so its tools ship by value too.
+        module_name = getattr(self._func, "__module__", "") or ""
+        module = sys.modules.get(module_name) if module_name != "__main__" else None
         target: Any = module
         for part in getattr(self._func, "__qualname__", "").split("."):
             target = getattr(target, part, None)
