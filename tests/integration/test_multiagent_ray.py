@@ -283,3 +283,59 @@ def test_ray_is_the_default_runtime(ray_session: Any) -> None:
     assert graph.runtime == "ray" and isinstance(graph._executor, RayExecutor)
     assert str(graph("t")) == "a: sync on ray"
     assert Swarm([make_agent("solo", text("x"))]).runtime == "ray"
+
+
+SCRIPT = '''
+import os
+from ray_harness import Agent, GraphBuilder, runtime, tool
+from ray_harness.testing import ScriptedModel, text, tool_call
+
+@tool
+def shout(word: str) -> str:
+    """Shout a word."""
+    return f"{word.upper()}! from {os.getpid()}"
+
+runtime.init(namespace="ray_harness_tests")
+builder = GraphBuilder()
+builder.add_node(Agent(ScriptedModel(tool_call("shout", {"word": "hi"}), text("done")), tools=[shout], name="a"), "a")
+graph = builder.build()  # the default runtime: Ray
+result = graph("go")
+print(result.status.value, graph.nodes["a"].executor.messages[2]["content"][0]["toolResult"]["content"][0]["text"])
+print(os.getpid())
+'''
+
+
+def test_a_script_with_tools_in_main_runs_its_graph_on_the_cluster(tmp_path: Path, ray_session: Any) -> None:
+    import subprocess
+    import sys
+
+    import ray
+
+    script = tmp_path / "user_script.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    completed = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, timeout=90,
+                               capture_output=True, text=True, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    first, driver_pid = completed.stdout.strip().splitlines()[-2:]
+    status, shouted, _, tool_pid = first.split()
+    assert (status, shouted) == ("completed", "HI!")
+    assert tool_pid != driver_pid  # the @tool defined in the script's __main__ ran in a host process
+
+
+def test_cancel_from_another_thread_stops_a_sync_graph_call(pool: Any) -> None:
+    import threading
+
+    builder = GraphBuilder()
+    builder.add_node(agents.slow_tool(), "tool_node")
+    builder.add_node(agents.slow_model(), "model_node")
+    graph = builder.build(runtime="ray")
+    timer = threading.Timer(1.5, graph.cancel)
+    timer.start()
+    started = time.monotonic()
+    result = graph("go")
+    timer.join()
+    assert result.status == Status.CANCELLED
+    assert time.monotonic() - started < 6
+    assert {result.results[n].status for n in ("tool_node", "model_node")} == {Status.CANCELLED}
