@@ -9,7 +9,10 @@ Message content is recorded only with ``capture_content=True`` or
 ``RAY_HARNESS_CAPTURE_CONTENT=1``: prompts can hold secrets.
 """
 
+from ray_harness.telemetry import metrics
 from ray_harness.telemetry.config import capture_content_enabled, setup, tracing_enabled
+from ray_harness.telemetry.metrics import enable_otel_metrics
 from ray_harness.telemetry.tracing import Tracer, get_tracer
 
-__all__ = ["Tracer", "capture_content_enabled", "get_tracer", "setup", "tracing_enabled"]
+__all__ = ["Tracer", "capture_content_enabled", "enable_otel_metrics", "get_tracer", "metrics", "setup",
+           "tracing_enabled"]
