@@ -49,7 +49,7 @@ down() {
   fi
   # Stop only the raylets/GCS of this cluster: their command lines carry our temp dir or head port.
   local pids
-  pids=$(pgrep -f -- "$STATE_DIR|--address=127.0.0.1:$HEAD_PORT|gcs_server.*--gcs_server_port=$HEAD_PORT" || true)
+  pids=$(pgrep -f -- "$STATE_DIR|--address=[^ ]*:$HEAD_PORT( |$)|gcs_server.*--gcs_server_port=$HEAD_PORT" || true)
   if [ -n "$pids" ]; then
     # shellcheck disable=SC2086
     kill $pids 2>/dev/null || true
