@@ -42,6 +42,7 @@ from ray_harness.multiagent.events import (
 )
 from ray_harness.multiagent.executor import DEFAULT_RUNTIME, make_executor, node_type
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
+from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
 __all__ = ("Graph", "GraphBuilder", "GraphEdge", "GraphNode", "GraphResult", "GraphState")
@@ -139,8 +140,10 @@ class Graph(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
-            async for event in self._invoke(task, state):
-                yield event
+            with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
+                                             "ray_harness.graph.nodes": len(self.nodes)}):
+                async for event in self._invoke(task, state):
+                    yield event
         finally:
             self._lock.release()
 
@@ -344,11 +347,12 @@ class Graph(MultiAgentBase):
             done.started = time.monotonic()
             try:
                 async with asyncio.timeout(self.node_timeout):
-                    async for item in self._executor.run_node(node_id, node_input, invocation_state):
-                        if isinstance(item, NodeResult):
-                            done.result = item
-                        else:
-                            queue.put_nowait(node_stream_event(node_id, item))
+                    with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}):
+                        async for item in self._executor.run_node(node_id, node_input, invocation_state):
+                            if isinstance(item, NodeResult):
+                                done.result = item
+                            else:
+                                queue.put_nowait(node_stream_event(node_id, item))
             except TimeoutError:
                 self._executor.cancel_node(node_id)
                 done.error = Exception(f"Node '{node_id}' execution timed out after {self.node_timeout}s")

@@ -42,6 +42,7 @@ from ray_harness.multiagent.events import (
     result_event,
 )
 from ray_harness.multiagent.executor import DEFAULT_RUNTIME, make_executor
+from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
 __all__ = ("SharedContext", "Swarm", "SwarmNode", "SwarmResult", "SwarmState")
@@ -202,8 +203,9 @@ class Swarm(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
-            async for event in self._invoke(task, state):
-                yield event
+            with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id}):
+                async for event in self._invoke(task, state):
+                    yield event
         finally:
             self._lock.release()
 
@@ -326,12 +328,13 @@ class Swarm(MultiAgentBase):
         error: Exception | None = None
         try:
             async with asyncio.timeout(timeout):
-                async for item in self._executor.run_node(node.node_id, node_input, invocation_state):
-                    if isinstance(item, NodeResult):
-                        result = item
-                    else:
-                        tracker.observe(item)
-                        yield node_stream_event(node.node_id, item)
+                with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id}):
+                    async for item in self._executor.run_node(node.node_id, node_input, invocation_state):
+                        if isinstance(item, NodeResult):
+                            result = item
+                        else:
+                            tracker.observe(item)
+                            yield node_stream_event(node.node_id, item)
         except TimeoutError:
             self._executor.cancel_node(node.node_id)
             error = Exception(f"Node '{node.node_id}' execution timed out after {self.node_timeout}s")

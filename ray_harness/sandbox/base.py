@@ -12,9 +12,11 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
+from ray_harness.telemetry.config import capture_content_enabled
+from ray_harness.telemetry.tracing import span_scope
 
 if TYPE_CHECKING:
     from ray_harness.tools.base import AgentTool
@@ -88,7 +90,11 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
     ) -> ExecutionResult:
         """Run a command to completion and return its result."""
-        return await _final(self.execute_streaming(command, timeout=timeout, cwd=cwd, env=env))
+        with span_scope("execute", _execute_attributes(self, command)) as span:
+            result = await _final(self.execute_streaming(command, timeout=timeout, cwd=cwd, env=env))
+            if span is not None:
+                span.set_attribute("ray_harness.sandbox.exit_code", result.exit_code)
+            return result
 
     async def execute_code(
         self,
@@ -130,6 +136,13 @@ class Sandbox(ABC):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+def _execute_attributes(sandbox: Sandbox, command: str) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"ray_harness.sandbox": type(sandbox).__name__}
+    if capture_content_enabled():  # commands can carry secrets: recorded only on opt-in
+        attributes["ray_harness.sandbox.command"] = command[:4096]
+    return attributes
 
 
 async def _final(stream: Stream) -> ExecutionResult:

@@ -8,13 +8,15 @@ provider is installed, :func:`get_tracer` returns a no-op whose methods cost a c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ray_harness.telemetry.config import capture_content_enabled, ensure_configured_from_env, tracing_enabled
 
-__all__ = ("NOOP", "Tracer", "get_tracer")
+__all__ = ("NOOP", "Tracer", "get_tracer", "span_scope")
 
 
 class Tracer:
@@ -84,6 +86,26 @@ class _OtelTracer(Tracer):
                 self._context.detach(token)
             except ValueError:  # detached from another context (a generator finished elsewhere)
                 pass
+
+
+@contextlib.contextmanager
+def span_scope(name: str, attributes: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A span that is current for the block (children created inside nest under it); no-op when off."""
+    tracer = get_tracer()
+    if not tracer.enabled:
+        yield None
+        return
+    span = tracer.start_span(name, None, attributes)
+    token = tracer.attach(span)
+    error: BaseException | None = None
+    try:
+        yield span
+    except BaseException as caught:
+        error = caught
+        raise
+    finally:
+        tracer.detach(token)
+        tracer.end_span(span, error=error if isinstance(error, Exception) else None)
 
 
 def get_tracer() -> Tracer:

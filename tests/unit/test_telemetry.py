@@ -111,3 +111,26 @@ def test_otel_metrics_of_a_tool_round_trip() -> None:
     assert points[("ray_harness_tokens", (("agent", "m"), ("direction", "output")))] == 6
     assert points[("ray_harness_tool_calls", (("agent", "m"), ("status", "success"), ("tool", "lookup")))] == 1
     assert points[("ray_harness_active_agents", (("agent", "m"),))] == 0
+
+
+def test_graph_node_and_sandbox_spans(spans: InMemorySpanExporter, tmp_path: object) -> None:
+    import asyncio
+
+    from ray_harness.multiagent import GraphBuilder
+    from ray_harness.sandbox import LocalEnvironment
+
+    builder = GraphBuilder()
+    builder.add_node(Agent(ScriptedModel(text("a")), name="first"), "first")
+    builder.add_node(Agent(ScriptedModel(text("b")), name="second"), "second")
+    builder.add_edge("first", "second")
+    builder.build(runtime="local")("task")
+    tree = _tree(spans)
+    assert tree["execute_node first"] == "invoke_graph"
+    assert tree["invoke_agent first"] == "execute_node first"
+    assert tree["invoke_agent second"] == "execute_node second"
+
+    result = asyncio.run(LocalEnvironment().execute(f"echo {FAKE_KEY}"))
+    assert result.exit_code == 0
+    (execute,) = [s for s in spans.get_finished_spans() if s.name == "execute"]
+    assert execute.attributes["ray_harness.sandbox.exit_code"] == 0
+    assert FAKE_KEY not in str(dict(execute.attributes))
