@@ -17,7 +17,7 @@ every run); the chain includes building one graph per input in both. Runs altern
 (ours, theirs, ours, ...) after a warm-up; the table shows the median and min–max.
 ``ray_harness (local)`` is the same graph with ``runtime="local"`` (one process), for context.
 
-    python -m benchmarks.graph [--repeats 3] [--inputs 1000] [--json out.json]
+    python -m benchmarks.graph [--repeats 3] [--inputs 1000] [--scenarios fanout_cpu ...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ async def measure(runs: dict[str, Callable[[], Awaitable[float]]], repeats: int)
     return samples
 
 
-async def main_async(repeats: int, inputs: int) -> dict[str, Any]:
+async def main_async(repeats: int, inputs: int, scenarios: list[str]) -> dict[str, Any]:
     from ray_harness import runtime
     from ray_harness.runtime._multiagent_pool import default_pool
 
@@ -214,6 +214,20 @@ async def main_async(repeats: int, inputs: int) -> dict[str, Any]:
     pool = default_pool()
     report: dict[str, Any] = {"cpus": os.cpu_count(), "pool_size": pool.size, "scenarios": {}}
 
+    if "fanout_io" in scenarios:
+        await _fanout_io(report, repeats)
+    if "fanout_cpu" in scenarios:
+        await _fanout_cpu(report, repeats)
+    if "chain_eval" in scenarios:
+        report["scenarios"]["chain_eval"] = await measure({
+            "ray_harness (ray)": lambda: _ours_chain(inputs),
+            "strands": lambda: _theirs_chain(inputs),
+            "ray_harness (local)": lambda: _ours_local_chain(inputs),
+        }, repeats)
+    return report
+
+
+async def _fanout_io(report: dict[str, Any], repeats: int) -> None:
     io_ray, io_local = (ours_fanout(FANOUT_NODES, _fanout_steps, r) for r in ("ray", "local"))
     io_theirs = theirs_fanout(FANOUT_NODES, _fanout_steps)
     report["scenarios"]["fanout_io"] = await measure({
@@ -222,6 +236,8 @@ async def main_async(repeats: int, inputs: int) -> dict[str, Any]:
         "ray_harness (local)": lambda: _timed_graph(io_local, FANOUT_NODES),
     }, repeats)
 
+
+async def _fanout_cpu(report: dict[str, Any], repeats: int) -> None:
     # The tool ships to the hosts by reference: name it through this module's import path, not ``__main__``.
     from benchmarks.graph import burn as shipped_burn
 
@@ -235,13 +251,6 @@ async def main_async(repeats: int, inputs: int) -> dict[str, Any]:
         "strands": lambda: _timed_graph(cpu_theirs, CPU_NODES),
         "ray_harness (local)": lambda: _timed_graph(cpu_local, CPU_NODES),
     }, repeats)
-
-    report["scenarios"]["chain_eval"] = await measure({
-        "ray_harness (ray)": lambda: _ours_chain(inputs),
-        "strands": lambda: _theirs_chain(inputs),
-        "ray_harness (local)": lambda: _ours_local_chain(inputs),
-    }, repeats)
-    return report
 
 
 LABELS = {
@@ -273,8 +282,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--inputs", type=int, default=1000)
     parser.add_argument("--json", help="also write the raw samples here")
+    parser.add_argument("--scenarios", nargs="+", choices=list(LABELS), default=list(LABELS))
     args = parser.parse_args()
-    report = asyncio.run(main_async(args.repeats, args.inputs))
+    report = asyncio.run(main_async(args.repeats, args.inputs, args.scenarios))
     report["inputs"] = args.inputs
     print(table(report, args.inputs))
     if args.json:
