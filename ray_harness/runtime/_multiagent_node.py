@@ -3,11 +3,12 @@
 The Ray executor keeps the driver's ``Agent`` objects authoritative (the same
 objects a ``runtime="local"`` graph mutates in place). Each node execution ships
 the agent by value to a host; :class:`NodeAgentSource` (the factory the host
-builds it with) wraps the agent's ``stream_async`` so that, just before the
-final ``result`` event (or before an exception leaves the run), it yields one
-:data:`NODE_STATE_EVENT` carrying what the run changed: messages, agent state,
-interrupt state, metrics, and the model and conversation manager objects
-(a scripted model's cursor, a sliding window's ``removed_message_count``).
+builds it with) wraps the agent's ``stream_async`` so that what the run changed
+comes back with it: messages, agent state, interrupt state, metrics, and the
+model and conversation manager objects (a scripted model's cursor, a sliding
+window's ``removed_message_count``). It rides on the final ``result`` event
+under :data:`NODE_STATE_KEY`, or, when the run raises, in one
+:data:`NODE_STATE_EVENT` just before the exception.
 :func:`apply_node_state` writes that back into the driver's agent.
 
 Why ship state rather than keep the agent resident on a host: revisits,
@@ -34,14 +35,16 @@ from ray_harness.agent.state import AgentState
 from ray_harness.interrupts import InterruptState
 from ray_harness.runtime._spec import AgentSpec
 
-__all__ = ("NODE_STATE_EVENT", "NodeAgentSource", "apply_node_state", "node_spec", "pack_node_state")
+__all__ = ("NODE_STATE_EVENT", "NODE_STATE_KEY", "NodeAgentSource", "apply_node_state", "node_spec", "pack_node_state")
 
 logger = logging.getLogger(__name__)
 
 cloudpickle: Any = _cloudpickle
 
 NODE_STATE_EVENT = "ray_harness_node_state"
-"""Internal stream event type; the executor consumes it and never forwards it to the orchestrator."""
+"""Internal stream event type (after a failed run); the executor consumes it and never forwards it."""
+NODE_STATE_KEY = "ray_harness_node_state"
+"""The key of the packed state on the final ``result`` event; the executor removes it before forwarding."""
 
 # Replaced in place (same object, new contents) so references held elsewhere stay valid: the hook registry
 # holds bound methods of the conversation manager, users hold the model.
@@ -62,7 +65,8 @@ class NodeAgentSource:
             try:
                 async for event in original(prompt, **kwargs):
                     if event.get("type") == "result":
-                        yield {"type": NODE_STATE_EVENT, "state": pack_node_state(agent)}
+                        # Carried on the result event: every streamed item is one Ray object.
+                        event = {**event, NODE_STATE_KEY: pack_node_state(agent)}
                     yield event
             except Exception:
                 # In-process the failed run still advanced the model and rolled the history back; mirror both.

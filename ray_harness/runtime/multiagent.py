@@ -56,7 +56,7 @@ from ray_harness.multiagent.base import MultiAgentBase, NodeResult
 from ray_harness.multiagent.executor import LocalExecutor, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._errors import raise_translated
-from ray_harness.runtime._multiagent_node import NODE_STATE_EVENT, apply_node_state, node_spec
+from ray_harness.runtime._multiagent_node import NODE_STATE_EVENT, NODE_STATE_KEY, apply_node_state, node_spec
 from ray_harness.runtime._multiagent_pool import default_pool
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
@@ -183,6 +183,9 @@ class RayExecutor:
                     apply_node_state(agent, event["state"])
                     continue
                 if kind == "result":
+                    if NODE_STATE_KEY in event:
+                        event = dict(event)
+                        apply_node_state(agent, event.pop(NODE_STATE_KEY))
                     result = event["result"]
                 yield event
         finally:

@@ -173,6 +173,9 @@ async def test_the_same_graph_gives_the_same_result_on_both_runtimes() -> None:
     assert remote.results["left"].accumulated_usage == {"inputTokens": 7, "outputTokens": 3, "totalTokens": 10}
     assert sorted(str(remote).splitlines()) == sorted(str(local).splitlines())  # completion order may differ
     assert remote_graph.nodes["plan"].executor.event_loop_metrics.tool_metrics["add"].call_count == 1
+    # A node that raised still reports back: its model's script advanced, its history rolled back, as in-process.
+    broken = remote_graph.nodes["broken"].executor
+    assert (broken.model.remaining, broken.messages) == (0, [])
 
 
 async def test_the_same_swarm_gives_the_same_result_on_both_runtimes() -> None:
