@@ -19,6 +19,14 @@ export RAY_AUTH_MODE="${RAY_AUTH_MODE:-token}"
 
 node_temp() { echo "$STATE_DIR/node$1"; }
 
+# Every node runs its own dashboard agent, metrics exporter and runtime-env agent; on one machine they
+# need distinct ports (Ray's fixed defaults would collide, and then jobs find "no available agent").
+agent_ports() {
+  local base=$((30000 + (HEAD_PORT % 500) * 8 + $1 * 2))
+  echo "--dashboard-agent-listen-port=$base --dashboard-agent-grpc-port=$((base + 5000))" \
+       "--metrics-export-port=$((base + 10000)) --runtime-env-agent-port=$((base + 15000))"
+}
+
 up() {
   local workers="${1:-2}"
   mkdir -p "$STATE_DIR"
@@ -30,11 +38,11 @@ up() {
   # Each node gets its own temp dir so `down` can stop exactly the processes it started.
   ray start --head --port="$HEAD_PORT" --num-cpus="$CPUS_PER_NODE" --resources='{"node0": 1}' \
     --dashboard-host=127.0.0.1 --dashboard-port="$DASHBOARD_PORT" --include-dashboard=true \
-    --temp-dir="$(node_temp 0)" --disable-usage-stats >"$STATE_DIR/node0.log" 2>&1
+    $(agent_ports 0) --temp-dir="$(node_temp 0)" --disable-usage-stats >"$STATE_DIR/node0.log" 2>&1
   echo "127.0.0.1:$HEAD_PORT" >"$STATE_DIR/address"
   for i in $(seq 1 "$workers"); do
     ray start --address="127.0.0.1:$HEAD_PORT" --num-cpus="$CPUS_PER_NODE" --resources="{\"node$i\": 1}" \
-      --min-worker-port=$((20000 + i * 1000)) --max-worker-port=$((20000 + i * 1000 + 999)) \
+      --min-worker-port=$((20000 + i * 1000)) --max-worker-port=$((20000 + i * 1000 + 999)) $(agent_ports "$i") \
       --disable-usage-stats >"$STATE_DIR/node$i.log" 2>&1
   done
   echo "$workers" >"$STATE_DIR/workers"

@@ -19,6 +19,9 @@ from typing import Any
 __all__ = ["main"]
 
 _USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, KeyError)
+# Not shipped with a job's working_dir: VCS data, caches and local outputs.
+_EXCLUDES = [".git", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__", "*.egg-info",
+             "ray_harness_demo", "benchmarks/results"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,9 +202,8 @@ def _submit(args: argparse.Namespace) -> int:
     if not address.startswith("http"):
         address = f"http://{address.split(':')[0]}:8265"
     client = JobSubmissionClient(address)
-    job_id = client.submit_job(entrypoint=shlex.join(command),
-                               runtime_env={"working_dir": args.working_dir,
-                                            "excludes": [".git", "ray_harness_demo", "*.jsonl"]})
+    job_id = _submit_with_retry(client, shlex.join(command),
+                                {"working_dir": args.working_dir, "excludes": _EXCLUDES})
     print(f"submitted {job_id} to {address}", flush=True)
     if args.no_wait:
         return 0
@@ -216,17 +218,32 @@ def _submit(args: argparse.Namespace) -> int:
     return 0 if status == JobStatus.SUCCEEDED else 1
 
 
+def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], wait_s: float = 60.0) -> str:
+    """A freshly started head answers "no available agent ... try again later" for a few seconds."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env))
+        except RuntimeError as error:
+            if "try again later" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 def _status(args: argparse.Namespace) -> int:
     import ray
     from ray.util.state import list_actors, list_jobs
 
     address = args.address or os.environ.get("RAY_ADDRESS") or "auto"
     ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
-    actors = [a for a in list_actors(limit=10_000) if (a.name or "").startswith("ray_harness:")]
+    gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters
+    actors = [a for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
     print(f"{len(actors)} ray_harness actor(s)")
     for actor in sorted(actors, key=lambda a: a.name or ""):
         print(f"  {actor.name:40s} {actor.state:10s} pid={actor.pid} node={str(actor.node_id)[:12]}")
-    jobs = list_jobs()
+    jobs = list_jobs(address=gcs)
     print(f"{len(jobs)} job(s)")
     for job in jobs:
         print(f"  {job.submission_id or job.job_id}  {job.status}  {job.entrypoint or ''}")

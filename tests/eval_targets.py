@@ -78,3 +78,20 @@ def slow_agent() -> Agent:
     delay = float(os.environ.get("RAY_HARNESS_TEST_DELAY", "0.05"))
     return Agent(ScriptedModel(lambda call: text(f"slow {call.last_text}", usage=USAGE, delay=delay),
                                record_calls=False), name="slow")
+
+
+def node_agent() -> Agent:
+    """Answers with the Ray node id of the process it runs in (where a pooled row really ran)."""
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    return Agent(ScriptedModel(lambda call: text(node_id, usage=USAGE), record_calls=False), name="where")
+
+
+def slow_node_agent() -> Agent:
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    delay = float(os.environ.get("RAY_HARNESS_TEST_DELAY", "0.2"))
+    return Agent(ScriptedModel(lambda call: text(node_id, usage=USAGE, delay=delay), record_calls=False),
+                 name="where-slow")

@@ -62,8 +62,10 @@ class RayMetricsSink:
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
         tags = {"agent": agent}
         self._calls.inc(1, tags)
-        self._tokens.inc(max(0, int(usage.get("inputTokens", 0))), {**tags, "direction": "input"})
-        self._tokens.inc(max(0, int(usage.get("outputTokens", 0))), {**tags, "direction": "output"})
+        for direction, key in (("input", "inputTokens"), ("output", "outputTokens")):
+            count = int(usage.get(key, 0))
+            if count > 0:  # Ray counters reject increments of 0
+                self._tokens.inc(count, {**tags, "direction": direction})
         if cost_usd > 0:
             self._cost.inc(cost_usd, tags)
         self._latency.observe(latency_s, tags)
@@ -83,7 +85,15 @@ class RayMetricsSink:
 
 
 def prepare_actor_process() -> None:
-    """Idempotent per process: tracing from the inherited ``OTEL_*`` variables, and Ray metrics."""
+    """Idempotent per process: tracing from the inherited ``OTEL_*`` variables, and Ray metrics.
+
+    Only inside a Ray actor: a runner driven in the driver process (tests, local tools) leaves the driver's
+    telemetry alone.
+    """
+    import ray
+
+    if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
+        return
     with _prepared:
         if _state["sink"] is not None:
             return
