@@ -16,7 +16,14 @@ from ray_harness.agent.retry import ModelRetryStrategy
 from ray_harness.agent.state import AgentState
 from ray_harness.agent.tool_caller import ToolCaller
 from ray_harness.hooks.events import AgentInitializedEvent, MessageAddedEvent
-from ray_harness.hooks.registry import BaseHookEvent, HookOrder, HookProvider, HookRegistry, infer_event_type
+from ray_harness.hooks.registry import (
+    BaseHookEvent,
+    HookOrder,
+    HookProvider,
+    HookRegistry,
+    infer_event_type,
+    is_hook_provider,
+)
 from ray_harness.interrupts import InterruptState
 from ray_harness.middleware.registry import MiddlewareRegistry
 from ray_harness.models.base import Model
@@ -103,7 +110,7 @@ class Agent:
         for hook in hooks or []:
             self._register_hook(hook)
         for provider in (self.conversation_manager, session_manager):
-            if provider is not None and isinstance(provider, HookProvider):
+            if provider is not None and is_hook_provider(provider):
                 provider.register_hooks(self.hooks, agent=self)
         self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
 
@@ -129,7 +136,7 @@ class Agent:
     # -- configuration ----------------------------------------------------------------------------------
 
     def _register_hook(self, hook: HookProvider | Callable[..., Any]) -> None:
-        if isinstance(hook, HookProvider):
+        if is_hook_provider(hook):
             hook.register_hooks(self.hooks)
         elif callable(hook):
             self.add_hook(hook)
@@ -139,7 +146,7 @@ class Agent:
     def add_hook(self, callback: Callable[..., Any], event_type: type[BaseHookEvent] | None = None,
                  order: int = HookOrder.DEFAULT) -> None:
         """Register ``callback``; its event type is inferred from the annotation when not given."""
-        if isinstance(callback, HookProvider) and event_type is None:
+        if is_hook_provider(callback) and event_type is None:
             callback.register_hooks(self.hooks)
             return
         self.hooks.add_callback(event_type or infer_event_type(callback), callback, order)

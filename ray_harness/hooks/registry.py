@@ -12,14 +12,14 @@ from __future__ import annotations
 import inspect
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, get_type_hints, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, TypeVar, get_type_hints, runtime_checkable
 
 from ray_harness.interrupts import Interrupt, InterruptException
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ("BaseHookEvent", "HookCallback", "HookEvent", "HookOrder", "HookProvider", "HookRegistry")
+__all__ = ("BaseHookEvent", "HookCallback", "HookEvent", "HookOrder", "HookProvider", "HookRegistry", "is_hook_provider")
 
 
 class HookOrder:
@@ -72,6 +72,11 @@ class HookProvider(Protocol):
     """An object that registers a group of related callbacks."""
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None: ...
+
+
+def is_hook_provider(value: Any) -> TypeGuard[HookProvider]:
+    """``isinstance(value, HookProvider)`` without the cost of a runtime-protocol check (≈20 µs)."""
+    return callable(getattr(value, "register_hooks", None)) and not isinstance(value, type)
 
 
 class HookRegistry:

@@ -16,7 +16,13 @@ from enum import Enum
 from typing import Any
 
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
-from ray_harness.hooks.registry import BaseHookEvent, HookOrder, HookProvider, HookRegistry, infer_event_type
+from ray_harness.hooks.registry import (
+    BaseHookEvent,
+    HookOrder,
+    HookRegistry,
+    infer_event_type,
+    is_hook_provider,
+)
 from ray_harness.interrupts import Interrupt
 
 __all__ = (
@@ -247,14 +253,14 @@ class MultiAgentBase(ABC):
     def add_hook(self, callback: Callable[..., Any], event_type: type[BaseHookEvent] | None = None,
                  order: int = HookOrder.DEFAULT) -> None:
         """Register a multi-agent hook callback (event type inferred from the annotation when not given)."""
-        if isinstance(callback, HookProvider) and event_type is None:
+        if is_hook_provider(callback) and event_type is None:
             callback.register_hooks(self.hooks)
             return
         self.hooks.add_callback(event_type or infer_event_type(callback), callback, order)
 
     def _register_hook_providers(self, hooks: list[Any] | None) -> None:
         for hook in hooks or []:
-            if isinstance(hook, HookProvider):
+            if is_hook_provider(hook):
                 hook.register_hooks(self.hooks)
             elif callable(hook):
                 self.add_hook(hook)
