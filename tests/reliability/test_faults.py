@@ -40,6 +40,17 @@ async def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.02)
 
 
+async def _stats_when_up(pool: Any) -> list[dict[str, Any]]:
+    """Host stats once Ray finished restarting the host (calls fail with RemoteActorError meanwhile)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return list(await pool.stats())
+        except RemoteActorError:
+            assert time.monotonic() < deadline, "the host did not come back"
+            await asyncio.sleep(0.2)
+
+
 async def test_dedicated_agent_killed_mid_model_call_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     from ray_harness.runtime import RemoteAgent
@@ -68,7 +79,7 @@ async def test_pooled_host_killed_mid_tool_batch_gives_a_typed_error_then_recove
     pool = AgentPool(size=1, max_restarts=-1, namespace="ray_harness_faults_pool")
     try:
         for attempt in range(KILLS):
-            pid = (await pool.stats())[0]["pid"]
+            pid = (await _stats_when_up(pool))[0]["pid"]
             run = asyncio.create_task(pool.run("tests.reliability.fault_targets:batch_agent", "go",
                                                run_id=f"batch-{attempt}"))
             await asyncio.sleep(random.uniform(0.2, 1.0))  # tool "a" done, tool "b" still running
@@ -76,6 +87,7 @@ async def test_pooled_host_killed_mid_tool_batch_gives_a_typed_error_then_recove
             with pytest.raises(RemoteActorError) as info:
                 await asyncio.wait_for(run, 60)
             assert "ray_harness:host:0" in str(info.value) or info.value.actor_name == "ray_harness:host:0"
+        await _stats_when_up(pool)
         healthy = await pool.run("tests.reliability.fault_targets:batch_agent", "go", run_id="after")
         assert str(healthy) == "got a,b\n"
     finally:
