@@ -17,6 +17,10 @@ DASHBOARD_PORT="${RAY_HARNESS_DASHBOARD_PORT:-8265}"
 CPUS_PER_NODE="${RAY_HARNESS_CPUS_PER_NODE:-1}"
 export RAY_AUTH_MODE="${RAY_AUTH_MODE:-token}"
 
+if ! command -v ray >/dev/null 2>&1; then
+  ray() { python3 -m ray.scripts.scripts "$@"; }  # the CLI without its console script on PATH
+fi
+
 node_temp() { echo "$STATE_DIR/node$1"; }
 
 # Every node runs its own dashboard agent, metrics exporter and runtime-env agent; on one machine they

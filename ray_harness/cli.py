@@ -194,8 +194,10 @@ def _submit(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise ValueError("nothing to submit: use 'ray-harness submit -- <ray-harness command>'")
-    if command[0] != "ray-harness":
-        command = ["ray-harness", *command]
+    if command[0] == "ray-harness":
+        command = command[1:]
+    # Through the interpreter rather than the console script: works wherever the package is importable.
+    command = ["python", "-m", "ray_harness.cli", *command]
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
