@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
+import itertools
 import random
 import sys
 import threading
@@ -123,15 +124,23 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
     factory = resolve_factory(target)
     backend: Backend = LocalBackend(factory) if runtime == "local" else RayBackend(
         target if isinstance(target, str) else factory, pool=pool, pool_size=pool_size)
+    rows = _peeked(iter_rows(dataset))  # a missing or unreadable dataset fails before any output is created
     writer = open_writer(output, resume)
     run = _Evaluation(backend, writer, list(scorers), concurrency or 32, limits, prompt_key, max_throttle_retries,
                       cancel_event)
     try:
         await backend.start()
-        return await run.execute(iter_rows(dataset), progress, output)
+        return await run.execute(rows, progress, output)
     finally:
         writer.close()
         await backend.close()
+
+
+def _peeked(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    first = next(rows, None)
+    if first is None:
+        return iter(())
+    return itertools.chain([first], rows)
 
 
 class _Evaluation:
