@@ -15,6 +15,7 @@ when the process died runs again (at-least-once): make such tools idempotent.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import uuid
@@ -64,6 +65,7 @@ class AgentActor:
         store = FileAgentStore(store_dir) if persist else None
         self._runner = AgentRunner(spec.build(), mode=mode, store=store, key=self._key)
         self._restored = False
+        self._tool_baselines: dict[str, tuple[list[Any], dict[str, Any]]] = {}
         if store is not None:
             if was_reconstructed():
                 self._restored = self._runner.restore()
@@ -97,6 +99,23 @@ class AgentActor:
 
     async def forget(self) -> None:
         self._runner.forget()
+
+    async def invoke_as_tool(self, invocation_id: str, prompt: Any, options: dict[str, Any], preserve_context: bool,
+                             call_key: str) -> dict[str, Any]:
+        """One call of this agent as a tool of another: busy → refused; the context is reset afterwards
+        unless ``preserve_context`` (kept while the call waits on an interrupt, reset once it finishes)."""
+        if self._runner.busy:
+            return {"busy": True}
+        agent = self._runner.agent
+        if not preserve_context and isinstance(prompt, str):
+            self._tool_baselines[call_key] = (copy.deepcopy(agent.messages), agent.state.get())
+        result = await self._runner.invoke(invocation_id, prompt, options)
+        if result.stop_reason != "interrupt" and call_key in self._tool_baselines:
+            messages, state = self._tool_baselines.pop(call_key)
+            agent.messages = messages
+            agent.state = AgentState(state)
+            self._runner.persist()
+        return {"busy": False, "result": result}
 
 
 @functools.cache
@@ -311,6 +330,14 @@ class RemoteAgent:
     @property
     def agent_name(self) -> str:
         return str(self._static_info()["agent_name"])
+
+    def as_tool(self, name: str | None = None, description: str | None = None, preserve_context: bool = False,
+                delegate: bool = False) -> Any:
+        """This remote agent as a tool of another agent (the sub-agent runs in its own actor)."""
+        from ray_harness.runtime.remote_tool import RemoteAgentAsTool
+
+        return RemoteAgentAsTool(self, name=name, description=description, preserve_context=preserve_context,
+                                 delegate=delegate)
 
     @property
     def tool_names(self) -> list[str]:

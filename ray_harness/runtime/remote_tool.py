@@ -1,0 +1,118 @@
+"""``RemoteAgent.as_tool()``: a sub-agent that runs in its own actor, called as a tool.
+
+Same contract as ``Agent.as_tool()`` (one ``input`` string; the child's context is reset after each
+call unless ``preserve_context``; a busy child answers with an error result; the child's interrupts
+surface as the parent's with ids ``v1:agent_as_tool:<toolUseId>:<child id>`` and resume through the
+parent; ``delegate=True`` ends the parent's turn with the child's answer). The reset happens inside
+the actor (:meth:`AgentActor.invoke_as_tool`), so no history crosses the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+import weakref
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.agent.as_tool import DELEGATION_SUFFIX, SubAgentInterrupt, _end_turn_with_delegate, _responses_for
+from ray_harness.hooks.events import AfterToolsEvent
+from ray_harness.hooks.registry import HookOrder
+from ray_harness.interrupts import Interrupt
+from ray_harness.middleware.types import ToolResultEvent
+from ray_harness.runtime._errors import await_ref
+from ray_harness.tools.base import AgentTool, ToolContext, error_result
+
+if TYPE_CHECKING:
+    from ray_harness.runtime.remote_agent import RemoteAgent
+    from ray_harness.types.content import ToolResult, ToolUse
+    from ray_harness.types.tools import ToolSpec
+
+__all__ = ("RemoteAgentAsTool",)
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_DELEGATED = "__ray_harness_delegated__"
+
+
+class RemoteAgentAsTool(AgentTool):
+    def __init__(self, remote: RemoteAgent, *, name: str | None = None, description: str | None = None,
+                 preserve_context: bool = False, delegate: bool = False) -> None:
+        tool_name = name or remote.agent_name
+        if not _NAME.fullmatch(tool_name):
+            raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}; pass name= to as_tool()")
+        self._remote = remote
+        self._name = tool_name
+        self._preserve_context = preserve_context
+        self._delegate = delegate
+        text = description or f"Use the {tool_name} agent (running in its own Ray actor) as a tool by providing " \
+                              "a natural language input"
+        self._description = text + (DELEGATION_SUFFIX if delegate else "")
+        self._parents: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @property
+    def tool_name(self) -> str:
+        return self._name
+
+    @property
+    def tool_type(self) -> str:
+        return "agent"
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        return {"name": self._name, "description": self._description, "inputSchema": {"json": {
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The input to send to the agent tool."}},
+            "required": ["input"],
+        }}}
+
+    async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
+        use_id = str(tool_use["toolUseId"])
+        raw = tool_use.get("input")
+        prompt: Any = raw.get("input", "") if isinstance(raw, dict) else str(raw or "")
+        prefix = f"v1:agent_as_tool:{use_id}:"
+        responses = _responses_for(context.agent, prefix)
+        if responses:
+            prompt = responses
+        invocation_id = uuid.uuid4().hex
+        actor = self._remote.actor
+        watcher = asyncio.ensure_future(self._forward_cancel(context, invocation_id))
+        try:
+            outcome = await await_ref(actor.invoke_as_tool.remote(invocation_id, prompt, {}, self._preserve_context,
+                                                                  use_id), self._remote.actor_name)
+        except Exception as error:
+            yield ToolResultEvent(error_result(use_id, f"Agent error: {error}"))
+            return
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        if outcome.get("busy"):
+            yield ToolResultEvent(error_result(use_id, f"Agent '{self._name}' is already processing a request"))
+            return
+        result = outcome["result"]
+        if result.stop_reason == "interrupt" and result.interrupts:
+            raise SubAgentInterrupt([Interrupt(id=prefix + item.id, name=item.name, reason=item.reason)
+                                     for item in result.interrupts])
+        yield ToolResultEvent(self._tool_result(use_id, result, context))
+
+    async def _forward_cancel(self, context: ToolContext, invocation_id: str) -> None:
+        while not context.cancel_signal.is_set():  # noqa: ASYNC110 - a threading.Event cannot be awaited
+            await asyncio.sleep(0.05)
+        await self._remote.cancel_async()
+
+    def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
+        if result.stop_reason == "cancelled":
+            return error_result(use_id, f"Agent '{self._name}' cancelled")
+        if result.structured_output is not None and hasattr(result.structured_output, "model_dump"):
+            return {"toolUseId": use_id, "status": "success",
+                    "content": [{"json": result.structured_output.model_dump(mode="json")}]}
+        if self._delegate:
+            blocks = [{"text": block["text"]} for block in result.message.get("content", []) if "text" in block]
+            context.invocation_state.setdefault(_DELEGATED, {})[use_id] = blocks or [{"text": str(result)}]
+            parent = context.agent
+            if parent is not None and parent not in self._parents:
+                self._parents.add(parent)
+                parent.hooks.add_callback(AfterToolsEvent, _end_turn_with_delegate, HookOrder.SDK_LAST)
+        return {"toolUseId": use_id, "status": "success", "content": [{"text": str(result)}]}
