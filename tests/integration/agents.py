@@ -209,3 +209,20 @@ def crashing_factory(workdir: str) -> Any:
 def shell_agent(sandbox: Any) -> Agent:
     model = ScriptedModel(tool_call("sandbox_shell", {"command": "echo from-the-sandbox"}), text("ran"))
     return Agent(model, name="shell_agent", sandbox=sandbox, retry_strategy=None)
+
+
+def mcp_agent() -> Agent:
+    """An agent whose tools come from a real stdio MCP server; the server starts inside the actor process."""
+    import sys
+
+    from ray_harness.tools.mcp import MCPClient
+
+    server = str(Path(__file__).resolve().parents[1] / "mcp" / "server_app.py")
+    client = MCPClient(command=[sys.executable, server, "stdio"], prefix="srv")
+
+    def answer(call: ModelCall) -> Any:
+        result = call.messages[-1]["content"][0]["toolResult"]
+        return text(f"server pid {result['content'][0]['text']}")
+
+    return Agent(ScriptedModel(tool_call("srv_pid", {}, tool_use_id="m1"), answer), tools=[client], name="mcp-user",
+                 retry_strategy=None)
