@@ -60,5 +60,5 @@ def default_pool(*, check: bool = True) -> AgentPool:
     with _guard:
         pool = _pools.get(namespace)
         if pool is None or (check and not pool_is_alive(pool)):
-            pool = _pools[namespace] = AgentPool(size=default_pool_size())
+            pool = _pools[namespace] = AgentPool(size=default_pool_size(), max_restarts=-1)  # hosts come back after a crash
         return pool

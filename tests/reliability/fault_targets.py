@@ -77,3 +77,10 @@ def load_agent() -> Agent:
         return text(f"{first}:{outcome}", usage=USAGE, delay=random.uniform(0, 0.1))
 
     return Agent(ScriptedModel(call_tool, answer, record_calls=False), tools=[flaky_lookup], name="load")
+
+
+def slow_node(name: str) -> Agent:
+    """A graph node whose model call takes a while (so that its host can be killed in the middle)."""
+    delay = float(os.environ.get("RAY_HARNESS_FAULT_DELAY", "0.6"))
+    return Agent(ScriptedModel(lambda call: text(f"{name} done", usage=USAGE, delay=delay), loop=True,
+                               record_calls=False), name=name)
