@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ray_harness.sandbox import LocalEnvironment
 
@@ -42,7 +41,7 @@ def test_env_keys_must_be_identifiers(key: str) -> None:
         result = _run(sandbox.execute("true", env={key: "x"}))
         assert result.exit_code == 0
     else:
-        with pytest.raises(ValueError):  # noqa: PT011
+        with pytest.raises(ValueError):
             _run(sandbox.execute("true", env={key: "x"}))
 
 
