@@ -133,3 +133,29 @@ def test_bad_targets_and_datasets(tmp_path: Path) -> None:
     bad.write_text('{"prompt": "ok"}\nnot json\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:2"):
         evaluate("tests.eval_targets:echo_agent", str(bad), runtime="local")
+
+
+def test_ctrl_c_flushes_finished_rows_and_resume_completes(tmp_path: Path) -> None:
+    out = tmp_path / "sigint.jsonl"
+    data = tmp_path / "sigint_in.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in _rows(80)))
+    script = (
+        "import os; os.environ['RAY_HARNESS_TEST_DELAY']='0.1'\n"
+        "from ray_harness.evaluation import evaluate\n"
+        f"evaluate('tests.eval_targets:slow_agent', {str(data)!r}, concurrency=4, output={str(out)!r}, "
+        "runtime='local')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
+    process = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 8):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode != 0 and "KeyboardInterrupt" in stderr
+    lines = out.read_text().splitlines()
+    assert 0 < len(lines) < 80
+    assert all(json.loads(line)["error"] is None for line in lines)  # in-flight rows were not recorded as failures
+    evaluate("tests.eval_targets:slow_agent", str(data), concurrency=40, output=str(out), runtime="local")
+    indices = [json.loads(line)["index"] for line in out.read_text().splitlines()]
+    assert sorted(indices) == list(range(80))
