@@ -84,15 +84,7 @@ class AgentAsTool(AgentTool):
 
     @property
     def tool_spec(self) -> ToolSpec:
-        return {
-            "name": self._name,
-            "description": self._description,
-            "inputSchema": {"json": {
-                "type": "object",
-                "properties": {"input": {"type": "string", "description": "The input to send to the agent tool."}},
-                "required": ["input"],
-            }},
-        }
+        return sub_agent_spec(self._name, self._description)
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
@@ -151,24 +143,40 @@ class AgentAsTool(AgentTool):
         yield ToolResultEvent(self._tool_result(use_id, result, context))
 
     def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
-        if result is None:
-            return error_result(use_id, "Agent did not produce a result")
-        if result.stop_reason == "cancelled":
-            return error_result(use_id, f"Agent '{self._name}' cancelled")
-        if result.structured_output is not None and hasattr(result.structured_output, "model_dump"):
-            return {"toolUseId": use_id, "status": "success",
-                    "content": [{"json": result.structured_output.model_dump(mode="json")}]}
-        if self._delegate:
-            blocks = [{"text": block["text"]} for block in result.message.get("content", []) if "text" in block]
-            self._register_delegation(context, use_id, blocks or [{"text": str(result).rstrip("\n")}])
-        return {"toolUseId": use_id, "status": "success", "content": [{"text": str(result)}]}
+        return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
 
-    def _register_delegation(self, context: ToolContext, use_id: str, blocks: list[dict[str, Any]]) -> None:
-        context.invocation_state.setdefault(_DELEGATED, {})[use_id] = blocks
+
+def sub_agent_spec(name: str, description: str) -> ToolSpec:
+    """The spec of an agent used as a tool: one ``input`` string."""
+    return {
+        "name": name,
+        "description": description,
+        "inputSchema": {"json": {
+            "type": "object",
+            "properties": {"input": {"type": "string", "description": "The input to send to the agent tool."}},
+            "required": ["input"],
+        }},
+    }
+
+
+def sub_agent_result(name: str, use_id: str, result: Any, context: ToolContext, delegate: bool,
+                     parents: weakref.WeakSet[Any]) -> ToolResult:
+    """The tool result for a finished sub-agent run (registering delegation with the parent if asked)."""
+    if result is None:
+        return error_result(use_id, "Agent did not produce a result")
+    if result.stop_reason == "cancelled":
+        return error_result(use_id, f"Agent '{name}' cancelled")
+    if result.structured_output is not None and hasattr(result.structured_output, "model_dump"):
+        return {"toolUseId": use_id, "status": "success",
+                "content": [{"json": result.structured_output.model_dump(mode="json")}]}
+    if delegate:
+        blocks = [{"text": block["text"]} for block in result.message.get("content", []) if "text" in block]
+        context.invocation_state.setdefault(_DELEGATED, {})[use_id] = blocks or [{"text": str(result).rstrip("\n")}]
         parent = context.agent
-        if parent is not None and parent not in self._parents:
-            self._parents.add(parent)
+        if parent is not None and parent not in parents:
+            parents.add(parent)
             parent.hooks.add_callback(AfterToolsEvent, _end_turn_with_delegate, HookOrder.SDK_LAST)
+    return {"toolUseId": use_id, "status": "success", "content": [{"text": str(result)}]}
 
 
 def _end_turn_with_delegate(event: AfterToolsEvent) -> None:

@@ -17,9 +17,13 @@ import weakref
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent.as_tool import DELEGATION_SUFFIX, SubAgentInterrupt, _end_turn_with_delegate, _responses_for
-from ray_harness.hooks.events import AfterToolsEvent
-from ray_harness.hooks.registry import HookOrder
+from ray_harness.agent.as_tool import (
+    DELEGATION_SUFFIX,
+    SubAgentInterrupt,
+    _responses_for,
+    sub_agent_result,
+    sub_agent_spec,
+)
 from ray_harness.interrupts import Interrupt
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.runtime._errors import await_ref
@@ -33,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = ("RemoteAgentAsTool",)
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_DELEGATED = "__ray_harness_delegated__"
 
 
 class RemoteAgentAsTool(AgentTool):
@@ -61,11 +64,7 @@ class RemoteAgentAsTool(AgentTool):
 
     @property
     def tool_spec(self) -> ToolSpec:
-        return {"name": self._name, "description": self._description, "inputSchema": {"json": {
-            "type": "object",
-            "properties": {"input": {"type": "string", "description": "The input to send to the agent tool."}},
-            "required": ["input"],
-        }}}
+        return sub_agent_spec(self._name, self._description)
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
@@ -103,16 +102,4 @@ class RemoteAgentAsTool(AgentTool):
         await self._remote.cancel_async()
 
     def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
-        if result.stop_reason == "cancelled":
-            return error_result(use_id, f"Agent '{self._name}' cancelled")
-        if result.structured_output is not None and hasattr(result.structured_output, "model_dump"):
-            return {"toolUseId": use_id, "status": "success",
-                    "content": [{"json": result.structured_output.model_dump(mode="json")}]}
-        if self._delegate:
-            blocks = [{"text": block["text"]} for block in result.message.get("content", []) if "text" in block]
-            context.invocation_state.setdefault(_DELEGATED, {})[use_id] = blocks or [{"text": str(result)}]
-            parent = context.agent
-            if parent is not None and parent not in self._parents:
-                self._parents.add(parent)
-                parent.hooks.add_callback(AfterToolsEvent, _end_turn_with_delegate, HookOrder.SDK_LAST)
-        return {"toolUseId": use_id, "status": "success", "content": [{"text": str(result)}]}
+        return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
