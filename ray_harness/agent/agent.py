@@ -101,9 +101,13 @@ class Agent:
         self.sandbox = sandbox if sandbox is not None else _default_sandbox()
         self._checkpoint_resume: Any = None
         self._init_runtime_fields()
-        from ray_harness.interventions.registry import InterventionRegistry
+        # Only with handlers: the registry points back at the agent, and that cycle would leave every agent
+        # to the cyclic garbage collector instead of reference counting.
+        self._interventions: Any = None
+        if interventions:
+            from ray_harness.interventions.registry import InterventionRegistry
 
-        self._interventions = InterventionRegistry(self, interventions or [])
+            self._interventions = InterventionRegistry(self, interventions)
         if sandbox is not None and hasattr(sandbox, "get_tools"):
             for vended in sandbox.get_tools():
                 self.tool_registry.add_default(vended)
