@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import inspect
 import itertools
 import random
@@ -159,10 +160,12 @@ class _Evaluation:
         self.run_prefix = uuid.uuid4().hex[:8]
         self.records: dict[int, dict[str, Any]] = {}
         self.new_rows = 0
+        self.bar_errors = 0
 
     async def execute(self, rows: Iterator[dict[str, Any]], progress: bool | None, output: str | None
                       ) -> dict[str, Any]:
         self.records = self.writer.done()
+        self.bar_errors = sum(1 for record in self.records.values() if record.get("error"))
         started = time.perf_counter()
         bar = _progress_bar(progress, initial=len(self.records))
         cancelled = False
@@ -179,6 +182,15 @@ class _Evaluation:
         source = enumerate(rows)
         retries: collections.deque[_Row] = collections.deque()
         in_flight: dict[asyncio.Task[Any], _Row] = {}
+        # Finished tasks arrive through their done callbacks: asyncio.wait() over every task in flight
+        # would add and remove a callback on each of them per wake-up (quadratic at high concurrency).
+        finished: collections.deque[asyncio.Task[Any]] = collections.deque()
+        wakeup = asyncio.Event()
+
+        def on_done(task: asyncio.Task[Any]) -> None:
+            finished.append(task)
+            wakeup.set()
+
         exhausted = False
         try:
             while True:
@@ -192,14 +204,19 @@ class _Evaluation:
                             exhausted = True
                         break
                     task = asyncio.ensure_future(self._run_row(row))
+                    task.add_done_callback(on_done)
                     in_flight[task] = row
                 if not in_flight:
                     if exhausted and not retries:
                         return False
                     await asyncio.sleep(min(0.05, max(0.0, retries[0].not_before - time.monotonic())))
                     continue
-                done, _ = await asyncio.wait(in_flight, timeout=0.25, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
+                if not finished:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wakeup.wait(), 0.25)
+                wakeup.clear()
+                while finished:
+                    task = finished.popleft()
                     row = in_flight.pop(task)
                     self._finish(row, task.result(), retries, bar)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -278,8 +295,9 @@ class _Evaluation:
             record["scores"] = _score_sync(self.scorers, row.data, result)
         self.writer.write(record)
         if bar is not None:
-            errors = sum(1 for r in self.records.values() if r.get("error"))
-            bar.set_postfix(errors=errors, concurrency=self.gate.limit, refresh=False)
+            if record.get("error"):
+                self.bar_errors += 1
+            bar.set_postfix(errors=self.bar_errors, concurrency=self.gate.limit, refresh=False)
             bar.update(1)
 
 
