@@ -116,8 +116,9 @@ async def measure(concurrencies: list[int], repeats: int) -> dict[str, Any]:
         print(f"concurrency {concurrency:>4} ({rows} rows): {medians} rows/s "
               f"(limit {physical_limit(concurrency):.1f})", file=sys.stderr, flush=True)
     from benchmarks.__main__ import _machine
+    from benchmarks.scaling import _source
 
-    return {"machine": _machine(), "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
+    return {"machine": _machine(), "source": _source(), "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
             "repeats": repeats, "model_latency_s": CHAIN_LATENCY_S, "points": points}
 
 

@@ -118,11 +118,22 @@ def run_driver(address: str, scenario: str, nodes: int, hosts: int, size: dict[s
     return dict(json.loads(next(line for line in reversed(completed.stdout.splitlines()) if line.startswith("{"))))
 
 
+def _source() -> dict[str, Any]:
+    """The code measured: this checkout and its commit (``COMMIT`` file of a ``git archive`` snapshot, or git)."""
+    marker = ROOT / "COMMIT"
+    if marker.exists():
+        return {"root": str(ROOT), "commit": marker.read_text(encoding="utf-8").strip(), "dirty": False}
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "ray_harness", "benchmarks/*.py"], cwd=ROOT,
+                           capture_output=True, text=True, check=False)
+    return {"root": str(ROOT), "commit": head.stdout.strip() or None, "dirty": bool(dirty.stdout.strip())}
+
+
 def measure_all(quick: bool, hosts: int = HOSTS, repeats: int | None = None) -> dict[str, Any]:
     size = sizes(quick)
     if repeats is not None:
         size["repeats"] = repeats
-    report: dict[str, Any] = {"sizes": size, "hosts": hosts, "note": NOTE, "runs": []}
+    report: dict[str, Any] = {"sizes": size, "hosts": hosts, "note": NOTE, "source": _source(), "runs": []}
     for nodes in NODE_COUNTS:
         print(f"-- P7: {nodes} node(s), load average {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
         with local_cluster(nodes) as address:
@@ -256,7 +267,14 @@ def driver_main(args: argparse.Namespace) -> None:
         samples = asyncio.run(_driver_p2(pool, args.inputs, args.repeats))
     else:
         samples = asyncio.run(_driver_p3(pool, args.cpu_nodes, args.cpu_ms, args.repeats))
+    import ray
+
+    import ray_harness
+
+    # The tree is shared with other engineers: record which ray_harness the driver and a host really ran.
+    host_source = ray.get(pool.hosts[-1].__ray_call__.remote(lambda actor: __import__("ray_harness").__file__))
     print(json.dumps({"scenario": args.driver, "nodes": args.nodes, "hosts_per_node": placement,
+                      "source": {"driver": ray_harness.__file__, "host": host_source},
                       "samples": samples, "load": [load_start, os.getloadavg()[0]]}), flush=True)
 
 
