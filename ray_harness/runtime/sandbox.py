@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import logging
 import os
 import signal
 import uuid
@@ -36,6 +38,7 @@ from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
 __all__ = ("SANDBOX_ACTOR_PREFIX", "RemoteSandbox", "SandboxActor")
 
 SANDBOX_ACTOR_PREFIX = "ray_harness:sandbox:"
+logger = logging.getLogger(__name__)
 Stream = AsyncGenerator[StreamChunk | ExecutionResult, None]
 
 
@@ -49,63 +52,93 @@ class SandboxActor:
     def __init__(self, sandbox: Sandbox, actor_name: str | None = None) -> None:
         self._sandbox = sandbox
         self._groups_file = _groups_file(actor_name) if actor_name else None
+        self._local_groups: set[int] = set()
+        self._pending_recovery: dict[str, Any] | None = None
         if self._groups_file is not None:
-            _reap_leftovers(self._groups_file)
-            add_group_listener(self._record_groups)
+            self._pending_recovery = _reap_leftovers(self._groups_file)
+            add_group_listener(self._on_local_groups)
+            sandbox.set_recovery_listener(self._record)
 
-    def _record_groups(self, groups: set[int]) -> None:
+    def _on_local_groups(self, groups: set[int]) -> None:
+        self._local_groups = groups
+        self._record()
+
+    def _record(self) -> None:
+        """What a restarted actor must clean up: local process groups and the sandbox's own state."""
         assert self._groups_file is not None
+        state = {"local": sorted(self._local_groups), "sandbox": self._sandbox.recovery_state()}
         temp = f"{self._groups_file}.tmp"
-        with open(temp, "w", encoding="ascii") as handle:
-            handle.write(" ".join(str(group) for group in sorted(groups)))
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump(state, handle)
         os.replace(temp, self._groups_file)
+
+    async def _recover(self) -> None:
+        pending, self._pending_recovery = self._pending_recovery, None
+        if pending:
+            try:
+                await self._sandbox.recover(pending)
+            except Exception:  # cleanup is best effort: the sandbox itself must still serve
+                logger.warning("sandbox recovery after a restart failed", exc_info=True)
 
     async def describe(self) -> str:
         return self._sandbox.describe()
 
     async def execute_streaming(self, command: str, timeout: float | None, cwd: str | None,
                                 env: dict[str, str] | None) -> Stream:
+        await self._recover()
         async with aclosing(self._sandbox.execute_streaming(command, timeout=timeout, cwd=cwd, env=env)) as items:
             async for item in items:
                 yield item
 
     async def execute_code_streaming(self, code: str, language: str, timeout: float | None, cwd: str | None,
                                      env: dict[str, str] | None) -> Stream:
+        await self._recover()
         stream = self._sandbox.execute_code_streaming(code, language, timeout=timeout, cwd=cwd, env=env)
         async with aclosing(stream) as items:
             async for item in items:
                 yield item
 
     async def read_file(self, path: str) -> bytes:
+        await self._recover()
         return await self._sandbox.read_file(path)
 
     async def write_file(self, path: str, content: bytes) -> None:
+        await self._recover()
         await self._sandbox.write_file(path, content)
 
     async def remove_file(self, path: str) -> None:
+        await self._recover()
         await self._sandbox.remove_file(path)
 
     async def list_files(self, path: str) -> list[FileInfo]:
+        await self._recover()
         return await self._sandbox.list_files(path)
 
     async def start(self) -> None:
+        await self._recover()
         await self._sandbox.start()
 
     async def close(self) -> None:
         await self._sandbox.close()
 
 
-def _reap_leftovers(groups_file: str) -> None:
+def _reap_leftovers(groups_file: str) -> dict[str, Any] | None:
+    """Kill the local process groups a dead predecessor left; return its sandbox state to recover."""
     try:
-        with open(groups_file, encoding="ascii") as handle:
-            groups = [int(token) for token in handle.read().split()]
+        with open(groups_file, encoding="utf-8") as handle:
+            state = json.load(handle)
     except (OSError, ValueError):
-        return
-    for group in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
+        return None
+    if not isinstance(state, dict):
+        return None
+    for group in state.get("local", []):
+        if isinstance(group, int):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
     with contextlib.suppress(OSError):
         os.remove(groups_file)
+    sandbox_state = state.get("sandbox")
+    return sandbox_state if isinstance(sandbox_state, dict) and sandbox_state else None
 
 
 def _groups_file(actor_name: str) -> str:

@@ -9,7 +9,7 @@ clients and connections are recreated on first use in the receiving process.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -119,6 +119,25 @@ class Sandbox(ABC):
         from ray_harness.sandbox.tools import sandbox_tools
 
         return sandbox_tools(self)
+
+    # -- recovery after a crash of the process that drives this sandbox ------------------------------
+
+    def recovery_state(self) -> dict[str, Any]:
+        """JSON describing what a successor must clean up if this process died now (running commands,
+        created containers). A host (``RemoteSandbox``) records it whenever it changes."""
+        return {}
+
+    async def recover(self, state: dict[str, Any]) -> None:
+        """Clean up after a predecessor that died with ``state``: kill its commands, remove what it created."""
+
+    def set_recovery_listener(self, listener: Callable[[], None] | None) -> None:
+        """Called (with no arguments) whenever :meth:`recovery_state` changes."""
+        self.__dict__["_recovery_listener"] = listener
+
+    def _recovery_changed(self) -> None:
+        listener = self.__dict__.get("_recovery_listener")
+        if listener is not None:
+            listener()
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

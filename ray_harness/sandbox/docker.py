@@ -169,7 +169,34 @@ class DockerSandbox(PosixShellSandbox):
                 raise SandboxError(f"Docker engine error: {error}") from None
             container_id: str = container.id
             self._container_id = container_id
-            return container_id
+        self._recovery_changed()
+        return container_id
+
+    def recovery_state(self) -> dict[str, Any]:
+        state = super().recovery_state()
+        if self._created and self._container_id is not None:
+            state["created_container"] = self._container_id
+        elif self._container_id is not None:
+            state["container"] = self._container_id
+        return state
+
+    async def recover(self, state: dict[str, Any]) -> None:
+        old = state.get("created_container")
+        if isinstance(old, str):
+            # The dead predecessor's own container: removing it ends everything that ran in it.
+            await asyncio.to_thread(self._remove_container, old)
+            return
+        if state.get("container") is not None:
+            await self.start()
+            await super().recover(state)  # an attached container lives on: kill the leftover commands
+
+    def _remove_container(self, container_id: str) -> None:
+        import docker
+
+        try:
+            self._docker().api.remove_container(container_id, force=True)
+        except docker.errors.NotFound:
+            pass
 
     def _create_options(self) -> dict[str, Any]:
         s = self.settings

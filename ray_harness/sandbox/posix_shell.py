@@ -27,7 +27,7 @@ import secrets
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from typing import Final
+from typing import Any, Final
 
 from ray_harness.sandbox._engine import RawExecution, check_timeout, drive
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
@@ -133,6 +133,24 @@ class PosixShellSandbox(Sandbox):
                     if directory is not None:
                         raise SandboxPathNotFoundError(directory)
                 yield item
+
+    def _track_group(self, pid: int, *, running: bool) -> None:
+        groups: set[int] = self.__dict__.setdefault("_running_groups", set())
+        changed = (pid not in groups) if running else (pid in groups)
+        if running:
+            groups.add(pid)
+        else:
+            groups.discard(pid)
+        if changed:
+            self._recovery_changed()
+
+    def recovery_state(self) -> dict[str, Any]:
+        return {"groups": sorted(self.__dict__.get("_running_groups", ()))}
+
+    async def recover(self, state: dict[str, Any]) -> None:
+        for pid in state.get("groups", []):
+            if isinstance(pid, int):
+                await self._kill_group(pid)
 
     async def _kill_group(self, pid: int) -> None:
         """Kill the process group ``pid`` leads. dash needs ``--``; busybox ash rejects it."""
@@ -247,18 +265,26 @@ class _PidHeader(RawExecution):
             self._pending = b""
             if newline and line.startswith(_PID_PREFIX) and line[len(_PID_PREFIX):].isdigit():
                 self.pid = int(line[len(_PID_PREFIX):])
+                self._sandbox._track_group(self.pid, running=True)
                 if rest:
                     return ("stdout", rest)
                 continue
             return ("stdout", line + newline + rest)
 
     async def wait(self) -> int:
-        return await self._inner.wait()
+        code = await self._inner.wait()
+        self._forget()
+        return code
+
+    def _forget(self) -> None:
+        if self.pid is not None:
+            self._sandbox._track_group(self.pid, running=False)
 
     async def kill(self) -> None:
         if not self._killed and self.pid is not None:
             self._killed = True
             await self._sandbox._kill_group(self.pid)
+        self._forget()
         await self._inner.kill()
 
     def abandon(self) -> None:

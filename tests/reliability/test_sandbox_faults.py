@@ -68,3 +68,59 @@ async def test_sandbox_actor_killed_mid_command(tmp_path: Path) -> None:
             await _wait_for(lambda child=child: not _alive(child), timeout=10)
     finally:
         sandbox.shutdown()
+
+
+def _docker() -> Any:
+    from tests.conftest import missing_service
+
+    image = os.environ.get("RAY_HARNESS_TEST_IMAGE", "rh-busybox:test")
+    try:
+        import docker
+
+        client = docker.from_env(version="auto")
+        client.images.get(image)
+    except Exception as error:
+        missing_service(f"dockerd with image {image} (run scripts/ci/docker.sh): {error}")
+    return client, image
+
+
+async def test_docker_sandbox_actor_killed_leaves_nothing_running(tmp_path: Path) -> None:
+    """Attached container: the leftover command is killed; image mode: the dead actor's container is removed."""
+    from ray_harness.runtime import RemoteSandbox
+    from ray_harness.sandbox import DockerSandbox
+
+    client, image = _docker()
+    attached = client.containers.run(image, ["sleep", "2147483647"], detach=True, init=True, network_mode="none")
+    created_by_dead_actor = None
+    try:
+        for mode in ("attached", "image"):
+            inner = DockerSandbox(container=attached.name) if mode == "attached" else DockerSandbox(image=image)
+            sandbox = RemoteSandbox(inner, name=f"fault-docker-{mode}-{os.getpid()}", max_restarts=-1)
+            try:
+                assert (await sandbox.execute("echo ok")).stdout == "ok\n"
+                marker = f"/tmp/victim-{mode}"
+                command = asyncio.create_task(sandbox.execute(f"echo $$ > {marker}; sleep 300; echo finished"))
+                await asyncio.sleep(1.0)
+                if mode == "image":
+                    created_by_dead_actor = [c.id for c in client.containers.list(filters={"ancestor": image})
+                                             if c.id != attached.id]
+                os.kill(_sandbox_actor_pid(sandbox), signal.SIGKILL)
+                with pytest.raises(RemoteActorError):
+                    await asyncio.wait_for(command, 60)
+                assert await _after_restart(sandbox) == "back\n"
+                if mode == "attached":
+                    processes = attached.exec_run(["ps", "-o", "args"]).output.decode().splitlines()
+                    assert not [line for line in processes if "sleep 300" in line]  # the command is gone
+                else:
+                    alive = {c.id for c in client.containers.list(filters={"ancestor": image})}
+                    assert created_by_dead_actor and not (set(created_by_dead_actor) & alive)
+            finally:
+                sandbox.shutdown()
+    finally:
+        attached.remove(force=True)
+
+
+def _sandbox_actor_pid(sandbox: Any) -> int:
+    import ray
+
+    return int(ray.get(sandbox._actor.__ray_call__.remote(lambda self: os.getpid())))
