@@ -285,6 +285,13 @@ class RemoteAgent:
                 if event.get("type") == "result":
                     finished = True
                 yield event
+            if not finished:
+                # The actor died mid-stream and Ray restarted it: the stream ends early. The invocation is
+                # idempotent by id, so ask for it again: the restored actor continues it (completed tools are
+                # not re-run) or returns its stored result, and the caller still gets its result event.
+                result = await await_ref(self._actor.invoke.remote(invocation_id, prompt, options), self.actor_name)
+                finished = True
+                yield {"type": "result", "result": result}
         finally:
             if not finished:
                 self._actor.cancel.remote(invocation_id)

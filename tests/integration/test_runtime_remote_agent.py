@@ -215,3 +215,31 @@ def test_unreachable_address_fails_fast_with_a_clear_error() -> None:
     assert time.monotonic() - started < 20
     assert "ConnectionError: cannot reach the Ray cluster at '127.0.0.1:9'" in completed.stdout
     assert "RAY_AUTH_MODE=token" in completed.stdout
+
+
+async def test_kill_9_mid_stream_still_ends_with_the_result(tmp_path: Path) -> None:
+    remote = _remote(crashing_factory(str(tmp_path)), name="crash-stream")
+    try:
+        kinds: list[str] = []
+        final = None
+
+        async def consume() -> None:
+            nonlocal final
+            async for event in remote.stream_async("run the batch"):
+                kinds.append(event["type"])
+                if event["type"] == "result":
+                    final = event["result"]
+
+        running = asyncio.create_task(consume())
+        pids, runs = tmp_path / "pids.txt", tmp_path / "runs.txt"
+        await _wait_until(lambda: pids.exists() and pids.read_text().strip() != "")
+        await _wait_until(lambda: runs.exists() and sorted(runs.read_text().split()) == ["a", "b", "c"])
+        await asyncio.sleep(0.2)
+        os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
+        await asyncio.wait_for(running, 60)
+        assert kinds[-1] == "result" and final is not None
+        assert str(final) == "results: recorded a, recorded b, recorded c\n"
+        counts = runs.read_text().split()
+        assert (counts.count("a"), counts.count("b")) == (1, 1)  # completed tools did not run again
+    finally:
+        remote.shutdown()
