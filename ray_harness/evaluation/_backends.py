@@ -90,7 +90,8 @@ class RayBackend(Backend):
         self._spec = self._pool.prepare(self._factory)  # pickled once, shared by every row
 
     async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
-        return await self._pool.run(self._spec, prompt, run_id=run_id, limits=limits)
+        # Rows started together share one host call per host (one Ray round trip per batch, not per row).
+        return await self._pool.run_batched(self._spec, prompt, run_id=run_id, limits=limits)
 
     async def cancel(self, run_ids: list[str]) -> None:
         if self._pool is not None and run_ids:

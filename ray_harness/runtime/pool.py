@@ -28,6 +28,8 @@ survive a crash mid-run.
 from __future__ import annotations
 
 import asyncio
+import collections
+import copy
 import functools
 import os
 import threading
@@ -45,11 +47,12 @@ from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
+from ray_harness.runtime._errors import await_ref, call_sync, raise_translated, translate
 from ray_harness.runtime._runner import AgentRunner
-from ray_harness.runtime._spec import AgentSpec, agent_spec
+from ray_harness.runtime._spec import AgentSpec, agent_spec, cloudpickle
 from ray_harness.runtime._telemetry import with_actor_env
 from ray_harness.telemetry.propagation import current_carrier
+from ray_harness.types.exceptions import RemoteActorError
 
 __all__ = ("HOST_ACTOR_PREFIX", "AgentHost", "AgentPool", "host_actor_name")
 
@@ -118,6 +121,34 @@ class AgentHost:
         finally:
             self._unregister(run_id)
 
+    async def run_batch(self, spec: AgentSpec, runs: list[tuple[str, Any, dict[str, Any]]]
+                        ) -> AsyncGenerator[list[tuple[str, bool, bytes]], None]:
+        """Run ``runs`` (``(run_id, prompt, options)``) concurrently, as :meth:`run` each.
+
+        Yields groups of finished runs, ``(run_id, ok, pickled result or exception)``: whatever finished
+        while the previous group was being sent, so a batch costs a few Ray messages instead of one call
+        per run. Each outcome is pickled on its own, so one unpicklable result fails only its run.
+        """
+        finished: collections.deque[tuple[str, asyncio.Task[Any]]] = collections.deque()
+        wakeup = asyncio.Event()
+        tasks: list[asyncio.Task[Any]] = []
+        for run_id, prompt, options in runs:
+            task = asyncio.ensure_future(self.run(run_id, spec, prompt, options))
+            task.add_done_callback(functools.partial(_collect, finished, wakeup, run_id))
+            tasks.append(task)
+        try:
+            remaining = len(tasks)
+            while remaining:
+                await wakeup.wait()
+                wakeup.clear()
+                group = [_outcome(run_id, task) for run_id, task in finished]
+                finished.clear()
+                remaining -= len(group)
+                yield group
+        finally:
+            for task in tasks:
+                task.cancel()  # the caller went away: its runs stop with it
+
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def cancel(self, run_ids: list[str] | None = None) -> int:
         """Cancel ``run_ids`` (all runs when ``None``); ids not running yet are cancelled when they start."""
@@ -147,6 +178,32 @@ class AgentHost:
                 "resident": len(self._resident), "rss_bytes": _rss_bytes()}
 
 
+def _collect(finished: collections.deque[tuple[str, asyncio.Task[Any]]], wakeup: asyncio.Event, run_id: str,
+             task: asyncio.Task[Any]) -> None:
+    finished.append((run_id, task))
+    wakeup.set()
+
+
+def _outcome(run_id: str, task: asyncio.Task[Any]) -> tuple[str, bool, bytes]:
+    """One finished run of a batch, pickled: its result, or the exception the caller should see."""
+    error: BaseException
+    if task.cancelled():
+        error = asyncio.CancelledError(f"run {run_id!r} was cancelled")
+    else:
+        exception = task.exception()
+        if exception is None:
+            try:
+                return run_id, True, cloudpickle.dumps(task.result())
+            except Exception as pickling:  # as a single run: a result that cannot leave the host fails its run
+                error = TypeError(f"the result of run {run_id!r} could not be pickled: {pickling}")
+        else:
+            error = exception
+    try:
+        return run_id, False, cloudpickle.dumps(error)
+    except Exception:
+        return run_id, False, cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
+
+
 def _rss_bytes() -> int:
     try:
         with open("/proc/self/statm", encoding="ascii") as handle:
@@ -155,6 +212,32 @@ def _rss_bytes() -> int:
         import resource
 
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+_Queued = tuple[str, Any, dict[str, Any], "asyncio.Future[AgentResult]"]
+"""A run waiting for its batch: run id, prompt, options, the future its caller awaits."""
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes) -> None:
+    try:
+        value = cloudpickle.loads(payload)
+    except Exception as error:  # e.g. the result's class cannot be imported here
+        future.set_exception(error)
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A copy per run: one exception object raised in many tasks would pile up their tracebacks."""
+    try:
+        clone = copy.copy(error)
+    except Exception:
+        return error
+    clone.__cause__ = error.__cause__
+    return clone
 
 
 @functools.cache
@@ -194,6 +277,9 @@ class AgentPool:
             call_sync(host.ready.remote(), name)  # pre-start: the first run does not pay for the process
         self._load = [0] * size
         self._where: dict[str, int] = {}
+        # run_batched: runs waiting for this loop iteration's flush, per event loop, by (host index, spec).
+        self._pending: dict[asyncio.AbstractEventLoop, dict[tuple[int, int], tuple[Any, list[_Queued]]]] = {}
+        self._senders: set[asyncio.Task[None]] = set()
 
     @property
     def size(self) -> int:
@@ -276,6 +362,70 @@ class AgentPool:
         finally:
             self._end(run_id, index)
 
+    async def run_batched(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
+                          invocation_state: dict[str, Any] | None = None, limits: Limits | None = None,
+                          structured_output_model: type | None = None) -> AgentResult:
+        """Like :meth:`run` (ephemeral agents only), for many runs started together.
+
+        Runs started in the same event-loop iteration with the same agent source go to each host in one
+        call, and their results come back in groups as they finish: a few Ray messages per host instead of
+        one call per run (an evaluation's rows). Placement, cancel and errors are as with :meth:`run`;
+        results and exceptions must pickle with cloudpickle.
+        """
+        options = self._options(invocation_state, limits, structured_output_model)
+        spec = self._spec(agent_or_factory)
+        run_id, index = self._start(run_id, None)
+        try:
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[AgentResult] = loop.create_future()
+            pending = self._pending.get(loop)
+            if pending is None:
+                pending = self._pending[loop] = {}
+                loop.call_soon(self._flush, loop)
+            pending.setdefault((index, id(spec)), (spec, []))[1].append((run_id, prompt, options, future))
+            return await future
+        finally:
+            self._end(run_id, index)
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        for (index, _), (spec, queued) in self._pending.pop(loop, {}).items():
+            sender = loop.create_task(self._send_batch(index, spec, queued))
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
+
+    async def _send_batch(self, index: int, spec: Any, queued: list[_Queued]) -> None:
+        name = self.host_names[index]
+        futures = {run_id: future for run_id, _, _, future in queued}
+        failure: BaseException | None = None
+        try:
+            generator = self._hosts[index].run_batch.remote(spec, [(run_id, prompt, options)
+                                                                   for run_id, prompt, options, _ in queued])
+            while futures:
+                try:
+                    group = await (await generator.__anext__())
+                except StopAsyncIteration:
+                    break
+                except RayError as error:
+                    failure = translate(error, name)
+                    if failure is not error:
+                        failure.__cause__ = error
+                    break
+                for run_id, ok, payload in group:
+                    future = futures.pop(run_id, None)
+                    if future is not None and not future.done():
+                        _settle(future, ok, payload)
+        finally:
+            for future in futures.values():
+                if future.done():
+                    continue
+                if failure is None and not asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    failure = RemoteActorError(f"host {name!r} ended a batch without a run's result",
+                                               actor_name=name)
+                if failure is None:
+                    future.cancel()
+                else:
+                    future.set_exception(_fresh(failure))
+
     def run_sync(self, agent_or_factory: Any, prompt: Any = None, **kwargs: Any) -> AgentResult:
         return run_sync(self.run(agent_or_factory, prompt, **kwargs))  # type: ignore[no-any-return]
 
@@ -302,6 +452,10 @@ class AgentPool:
                 event = await await_ref(ref, name)
                 finished = event.get("type") == "result"
                 yield event
+            if not finished:
+                # Pooled runs are not snapshotted: a host that died mid-stream ends it early. Say so.
+                raise RemoteActorError(f"host actor {name!r} stopped streaming run {run_id!r} before its result "
+                                       "(its process died or restarted)", actor_name=name)
         finally:
             if not finished:
                 self._hosts[index].cancel.remote([run_id])
