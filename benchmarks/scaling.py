@@ -89,19 +89,53 @@ def local_cluster(nodes: int) -> Iterator[str]:
     env = {**os.environ, "RAY_HARNESS_CLUSTER_DIR": str(state), "RAY_HARNESS_HEAD_PORT": str(port),
            "RAY_HARNESS_DASHBOARD_PORT": str(port + 2000), "RAY_AUTH_MODE": "token"}
     env.pop("RAY_ADDRESS", None)
+    # Its own session: an interrupted ``up`` (Ctrl-C mid ``ray start``) is stopped as a whole process group.
+    starter = subprocess.Popen(["bash", str(LOCAL_SH), "up", str(nodes - 1)], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        started = subprocess.run(["bash", str(LOCAL_SH), "up", str(nodes - 1)], env=env, capture_output=True,
-                                 text=True, timeout=300, check=False)
-        if started.returncode != 0:
+        output, _ = starter.communicate(timeout=300)
+        if starter.returncode != 0:
             logs = "".join(f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted(state.glob("*.log")))
-            raise RuntimeError(f"cluster/local.sh up {nodes - 1} failed: {started.stdout}{started.stderr}{logs}")
+            raise RuntimeError(f"cluster/local.sh up {nodes - 1} failed: {output}{logs}")
         yield f"127.0.0.1:{port}"
     finally:
+        if starter.poll() is None:
+            _signal_group(starter.pid, signal.SIGTERM)
+            try:
+                starter.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                _signal_group(starter.pid, signal.SIGKILL)
         subprocess.run(["bash", str(LOCAL_SH), "down"], env=env, capture_output=True, timeout=120, check=False)
-        leftover = subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True, check=False).stdout
+        _stop_leftovers(state, port)
         shutil.rmtree(state, ignore_errors=True)
-        if leftover.strip():
-            print(f"warning: processes of {state} still running after down: {leftover.split()}", file=sys.stderr)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_leftovers(state: Path, port: int) -> None:
+    """Processes of this cluster that ``down`` did not stop (it knows only a cluster whose ``up`` finished).
+
+    Ours by construction: their command lines name our private state dir or the head port we picked free.
+    """
+    pattern = f"{state}|ray start --head --port={port} |--address=127.0.0.1:{port} "
+    for attempt in (signal.SIGTERM, signal.SIGKILL):
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split()
+        pids = [int(pid) for pid in found if int(pid) != os.getpid()]
+        if not pids:
+            return
+        if attempt == signal.SIGKILL:
+            print(f"warning: cluster processes still running after down, killing {pids}", file=sys.stderr)
+        for pid in pids:
+            try:
+                os.kill(pid, attempt)
+            except ProcessLookupError:
+                pass
+        time.sleep(2)
 
 
 def run_driver(address: str, scenario: str, nodes: int, hosts: int, size: dict[str, int]) -> dict[str, Any]:
