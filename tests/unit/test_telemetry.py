@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -134,3 +135,42 @@ def test_graph_node_and_sandbox_spans(spans: InMemorySpanExporter, tmp_path: obj
     (execute,) = [s for s in spans.get_finished_spans() if s.name == "execute"]
     assert execute.attributes["ray_harness.sandbox.exit_code"] == 0
     assert FAKE_KEY not in str(dict(execute.attributes))
+
+
+def test_otlp_grpc_export_reaches_a_real_grpc_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """telemetry.setup("otlp-grpc") against a real OTLP/gRPC TraceService on 127.0.0.1."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    from ray_harness import telemetry
+
+    received: list[str] = []
+
+    class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):  # type: ignore[no-untyped-def]
+            for resource_spans in request.resource_spans:
+                for scope in resource_spans.scope_spans:
+                    received.extend(span.name for span in scope.spans)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Receiver(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    previous = trace._TRACER_PROVIDER
+    for key in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                "RAY_HARNESS_CAPTURE_CONTENT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(telemetry_config, "_state", {"capture_content": None, "env_checked": True, "provider": None})
+    provider = telemetry.setup("otlp-grpc", endpoint=f"http://127.0.0.1:{port}", simple=True)
+    try:
+        Agent(ScriptedModel(text("ok")), name="grpc-agent")("hi")
+    finally:
+        provider.shutdown()
+        trace._TRACER_PROVIDER = previous
+        server.stop(0)
+        for key in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+            os.environ.pop(key, None)  # setup() exported them for actors; later tests must not inherit them
+    assert "invoke_agent grpc-agent" in received and "chat" in received
