@@ -31,6 +31,7 @@ import asyncio
 import collections
 import copy
 import functools
+import gc
 import os
 import threading
 import uuid
@@ -71,6 +72,7 @@ class AgentHost:
     """The host actor class (plain; ``ray.remote`` is applied in :func:`_host_class`)."""
 
     def __init__(self, index: int) -> None:
+        _tune_gc()
         self._index = index
         self._runs: dict[str, AgentRunner] = {}
         self._resident: dict[str, AgentRunner] = {}
@@ -176,6 +178,23 @@ class AgentHost:
     async def stats(self) -> dict[str, Any]:
         return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
                 "resident": len(self._resident), "rss_bytes": _rss_bytes()}
+
+
+_HOST_GC_YOUNG = 10_000
+
+
+def _tune_gc() -> None:
+    """Collect the youngest generation after 10,000 allocations instead of 700 (this process is a host's).
+
+    A host keeps hundreds of runs in flight; their objects live for a model call or more, so with the
+    default threshold they survive several young collections, reach the oldest generation and trigger
+    full collections over everything alive: a third of a host's CPU in the P2 benchmark. With the higher
+    threshold most of them die young. Objects from start-up (modules, Ray) are frozen out of collections.
+    """
+    young, middle, old = gc.get_threshold()
+    if 0 < young < _HOST_GC_YOUNG:
+        gc.set_threshold(_HOST_GC_YOUNG, middle, old)
+    gc.freeze()
 
 
 def _collect(finished: collections.deque[tuple[str, asyncio.Task[Any]]], wakeup: asyncio.Event, run_id: str,
