@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import shlex
 import sys
@@ -198,57 +197,27 @@ def _submit(args: argparse.Namespace) -> int:
         command = command[1:]
     # Through the interpreter rather than the console script: works wherever the package is importable.
     command = ["python", "-m", "ray_harness.cli", *command]
-    from ray.job_submission import JobStatus, JobSubmissionClient
+    from ray_harness.runtime.jobs import submit_and_follow
 
     address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
     if not address.startswith("http"):
         address = f"http://{address.split(':')[0]}:8265"
-    client = JobSubmissionClient(address)
-    job_id = _submit_with_retry(client, shlex.join(command),
-                                {"working_dir": args.working_dir, "excludes": _EXCLUDES})
-    print(f"submitted {job_id} to {address}", flush=True)
-    if args.no_wait:
-        return 0
-
-    async def follow() -> None:
-        async for lines in client.tail_job_logs(job_id):
-            print(lines, end="", flush=True)
-
-    asyncio.run(follow())
-    status = client.get_job_status(job_id)
-    print(f"job {job_id}: {status}")
-    return 0 if status == JobStatus.SUCCEEDED else 1
-
-
-def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], wait_s: float = 60.0) -> str:
-    """A freshly started head answers "no available agent ... try again later" for a few seconds."""
-    import time
-
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env))
-        except RuntimeError as error:
-            if "try again later" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
+    _, succeeded = submit_and_follow(address, shlex.join(command),
+                                     {"working_dir": args.working_dir, "excludes": _EXCLUDES},
+                                     wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True))
+    return 0 if succeeded in (True, None) else 1
 
 
 def _status(args: argparse.Namespace) -> int:
-    import ray
-    from ray.util.state import list_actors, list_jobs
+    from ray_harness.runtime.jobs import cluster_status
 
-    address = args.address or os.environ.get("RAY_ADDRESS") or "auto"
-    ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
-    gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters
-    actors = [a for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
-    print(f"{len(actors)} ray_harness actor(s)")
-    for actor in sorted(actors, key=lambda a: a.name or ""):
-        print(f"  {actor.name:40s} {actor.state:10s} pid={actor.pid} node={str(actor.node_id)[:12]}")
-    jobs = list_jobs(address=gcs)
-    print(f"{len(jobs)} job(s)")
-    for job in jobs:
-        print(f"  {job.submission_id or job.job_id}  {job.status}  {job.entrypoint or ''}")
+    status = cluster_status(args.address or os.environ.get("RAY_ADDRESS") or "auto")
+    print(f"{len(status['actors'])} ray_harness actor(s)")
+    for actor in status["actors"]:
+        print(f"  {actor['name']:40s} {actor['state']:10s} pid={actor['pid']} node={actor['node_id'][:12]}")
+    print(f"{len(status['jobs'])} job(s)")
+    for job in status["jobs"]:
+        print(f"  {job['id']}  {job['status']}  {job['entrypoint']}")
     return 0
 
 

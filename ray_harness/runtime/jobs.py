@@ -1,0 +1,57 @@
+"""Ray Jobs and cluster state for the ``ray-harness submit`` and ``status`` commands."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray.job_submission import JobStatus, JobSubmissionClient
+from ray.util.state import list_actors, list_jobs
+
+__all__ = ("cluster_status", "submit_and_follow")
+
+
+def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any], *, wait: bool,
+                      echo: Callable[[str], None]) -> tuple[str, bool | None]:
+    """Submit a job; with ``wait``, stream its logs through ``echo`` and return whether it succeeded."""
+    client = JobSubmissionClient(address)
+    job_id = _submit_with_retry(client, entrypoint, runtime_env)
+    echo(f"submitted {job_id} to {address}\n")
+    if not wait:
+        return job_id, None
+
+    async def follow() -> None:
+        async for lines in client.tail_job_logs(job_id):
+            echo(lines)
+
+    asyncio.run(follow())
+    status = client.get_job_status(job_id)
+    echo(f"job {job_id}: {status}\n")
+    return job_id, status == JobStatus.SUCCEEDED
+
+
+def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], wait_s: float = 60.0) -> str:
+    """A freshly started head answers "no available agent ... try again later" for a few seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env))
+        except RuntimeError as error:
+            if "try again later" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+def cluster_status(address: str) -> dict[str, list[dict[str, Any]]]:
+    """The ``ray_harness:*`` actors and the jobs of the cluster at ``address``."""
+    ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
+    gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters
+    actors = [{"name": a.name, "state": a.state, "pid": a.pid, "node_id": str(a.node_id)}
+              for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
+    jobs = [{"id": job.submission_id or job.job_id, "status": str(job.status), "entrypoint": job.entrypoint or ""}
+            for job in list_jobs(address=gcs)]
+    return {"actors": sorted(actors, key=lambda a: a["name"] or ""), "jobs": jobs}
