@@ -41,7 +41,7 @@ def setup(exporter: Any = "console", *, endpoint: str | None = None, protocol: s
         provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
         processor = SimpleSpanProcessor(span_exporter) if simple else BatchSpanProcessor(span_exporter)
         provider.add_span_processor(processor)
-        trace.set_tracer_provider(provider)
+        _install(trace, provider)
         _state["provider"] = provider
         _state["capture_content"] = capture_content
         _state["env_checked"] = True
@@ -55,6 +55,15 @@ def setup(exporter: Any = "console", *, endpoint: str | None = None, protocol: s
         if capture_content:
             os.environ["RAY_HARNESS_CAPTURE_CONTENT"] = "1"
     return provider
+
+
+def _install(trace: Any, provider: Any) -> None:
+    """``trace.set_tracer_provider`` refuses a second call even after the first provider was removed
+    (tests, notebooks re-running setup); allow it again when no provider is installed."""
+    once = getattr(trace, "_TRACER_PROVIDER_SET_ONCE", None)
+    if once is not None and getattr(trace, "_TRACER_PROVIDER", None) is None and hasattr(once, "_done"):
+        once._done = False
+    trace.set_tracer_provider(provider)
 
 
 def _make_exporter(exporter: Any, endpoint: str | None, protocol: str | None, headers: dict[str, str] | None) -> Any:

@@ -102,7 +102,7 @@ def test_evaluation_host_killed_mid_dataset_loses_and_duplicates_nothing(tmp_pat
 
     pool = AgentPool(size=2, max_restarts=-1, namespace="ray_harness_faults_eval")
     out = tmp_path / "rows.jsonl"
-    rows = [{"prompt": f"r{i}"} for i in range(120)]
+    rows = [{"prompt": f"r{i}"} for i in range(400)]  # ≥ 400/16 × 0.15 s ≈ 3.8 s: time for several kills
     done = threading.Event()
     kills: list[int] = []
 
@@ -131,7 +131,7 @@ def test_evaluation_host_killed_mid_dataset_loses_and_duplicates_nothing(tmp_pat
         pool.shutdown()
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(kills) >= 3  # the faults really happened while rows were in flight
-    assert sorted(r["index"] for r in records) == list(range(120))  # none lost, none duplicated
+    assert sorted(r["index"] for r in records) == list(range(400))  # none lost, none duplicated
     assert summary["errors"] == 0
     assert all(r["output"] == f"row r{r['index']}\n" for r in records)
 
