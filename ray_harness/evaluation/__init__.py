@@ -37,7 +37,7 @@ from typing import Any
 
 from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, resolve_factory
 from ray_harness.evaluation._dataset import iter_rows
-from ray_harness.evaluation._records import RecordWriter, open_writer
+from ray_harness.evaluation._records import RecordWriter, ResultFields, open_writer, result_fields
 from ray_harness.evaluation._summary import summarize
 from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
 
@@ -123,8 +123,9 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
 
         validate_limits(limits)
     factory = resolve_factory(target)
+    scorers = list(scorers)
     backend: Backend = LocalBackend(factory) if runtime == "local" else RayBackend(
-        target if isinstance(target, str) else factory, pool=pool, pool_size=pool_size)
+        target if isinstance(target, str) else factory, pool=pool, pool_size=pool_size, results_needed=bool(scorers))
     rows = _peeked(iter_rows(dataset))  # a missing or unreadable dataset fails before any output is created
     writer = open_writer(output, resume)
     run = _Evaluation(backend, writer, list(scorers), concurrency or 32, limits, prompt_key, max_throttle_retries,
@@ -307,21 +308,8 @@ def _record(row: _Row, result: Any, error: BaseException | None, latency: float)
     if error is not None:
         record["error"] = {"type": type(error).__name__, "message": str(error)}
         return record
-    record["output"] = str(result)
-    structured = getattr(result, "structured_output", None)
-    if structured is not None:
-        record["structured_output"] = structured.model_dump(mode="json") if hasattr(structured, "model_dump") \
-            else structured
-    if hasattr(result, "stop_reason"):
-        record["stop_reason"] = result.stop_reason
-        metrics = getattr(result, "metrics", None)
-        record["usage"] = dict(getattr(metrics, "accumulated_usage", {}) or {})
-        record["cost_usd"] = float(getattr(metrics, "accumulated_cost_usd", 0.0) or 0.0)
-    else:
-        status = getattr(result, "status", None)
-        record["status"] = getattr(status, "value", status)
-        record["usage"] = dict(getattr(result, "accumulated_usage", {}) or {})
-        record["cost_usd"] = float(getattr(result, "accumulated_cost_usd", 0.0) or 0.0)
+    # A row without scorers comes back from its host as these fields already (see RayBackend).
+    record.update(result.fields if isinstance(result, ResultFields) else result_fields(result))
     return record
 
 

@@ -7,6 +7,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from ray_harness.evaluation._records import ResultFields, result_fields
+
 __all__ = ("Backend", "LocalBackend", "RayBackend", "resolve_factory")
 
 
@@ -73,8 +75,9 @@ class RayBackend(Backend):
     """Rows run on a pool of warm async host actors (never an actor per row)."""
 
     def __init__(self, factory: Callable[[], Any] | str, *, pool: Any = None, pool_size: int | None = None,
-                 pool_options: dict[str, Any] | None = None) -> None:
+                 pool_options: dict[str, Any] | None = None, results_needed: bool = True) -> None:
         self._factory = factory
+        self._results_needed = results_needed
         self._pool = pool
         self._pool_size = pool_size
         self._pool_options = pool_options or {}
@@ -91,7 +94,11 @@ class RayBackend(Backend):
 
     async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
         # Rows started together share one host call per host (one Ray round trip per batch, not per row).
-        return await self._pool.run_batched(self._spec, prompt, run_id=run_id, limits=limits)
+        if self._results_needed:
+            return await self._pool.run_batched(self._spec, prompt, run_id=run_id, limits=limits)
+        # Without scorers only the record's fields are used: the host computes them, the result stays there.
+        fields = await self._pool.run_batched(self._spec, prompt, run_id=run_id, limits=limits, digest=result_fields)
+        return ResultFields(fields)
 
     async def cancel(self, run_ids: list[str]) -> None:
         if self._pool is not None and run_ids:

@@ -7,7 +7,34 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ("RecordWriter", "open_writer")
+__all__ = ("RecordWriter", "ResultFields", "open_writer", "result_fields")
+
+
+def result_fields(result: Any) -> dict[str, Any]:
+    """What a record keeps of a row's result: output text, structured output, stop reason or status, usage, cost."""
+    fields: dict[str, Any] = {"output": str(result), "structured_output": None}
+    structured = getattr(result, "structured_output", None)
+    if structured is not None:
+        fields["structured_output"] = structured.model_dump(mode="json") if hasattr(structured, "model_dump") \
+            else structured
+    if hasattr(result, "stop_reason"):
+        fields["stop_reason"] = result.stop_reason
+        metrics = getattr(result, "metrics", None)
+        fields["usage"] = dict(getattr(metrics, "accumulated_usage", {}) or {})
+        fields["cost_usd"] = float(getattr(metrics, "accumulated_cost_usd", 0.0) or 0.0)
+    else:
+        status = getattr(result, "status", None)
+        fields["status"] = getattr(status, "value", status)
+        fields["usage"] = dict(getattr(result, "accumulated_usage", {}) or {})
+        fields["cost_usd"] = float(getattr(result, "accumulated_cost_usd", 0.0) or 0.0)
+    return fields
+
+
+class ResultFields:
+    """A row's :func:`result_fields`, computed where the row ran (its result did not travel: no scorer needs it)."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
 
 
 class RecordWriter:

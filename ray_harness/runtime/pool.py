@@ -37,7 +37,7 @@ import threading
 import uuid
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any
 
 import ray
@@ -123,13 +123,15 @@ class AgentHost:
         finally:
             self._unregister(run_id)
 
-    async def run_batch(self, spec: AgentSpec, runs: list[tuple[str, Any, dict[str, Any]]]
+    async def run_batch(self, spec: AgentSpec, runs: list[tuple[str, Any, dict[str, Any]]],
+                        digest: Callable[[Any], Any] | None = None
                         ) -> AsyncGenerator[list[tuple[str, bool, bytes]], None]:
         """Run ``runs`` (``(run_id, prompt, options)``) concurrently, as :meth:`run` each.
 
         Yields groups of finished runs, ``(run_id, ok, pickled result or exception)``: whatever finished
         while the previous group was being sent, so a batch costs a few Ray messages instead of one call
         per run. Each outcome is pickled on its own, so one unpicklable result fails only its run.
+        With ``digest``, ``digest(result)`` travels instead of the result.
         """
         finished: collections.deque[tuple[str, asyncio.Task[Any]]] = collections.deque()
         wakeup = asyncio.Event()
@@ -143,7 +145,7 @@ class AgentHost:
             while remaining:
                 await wakeup.wait()
                 wakeup.clear()
-                group = [_outcome(run_id, task) for run_id, task in finished]
+                group = [_outcome(run_id, task, digest) for run_id, task in finished]
                 finished.clear()
                 remaining -= len(group)
                 yield group
@@ -203,7 +205,7 @@ def _collect(finished: collections.deque[tuple[str, asyncio.Task[Any]]], wakeup:
     wakeup.set()
 
 
-def _outcome(run_id: str, task: asyncio.Task[Any]) -> tuple[str, bool, bytes]:
+def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] | None) -> tuple[str, bool, bytes]:
     """One finished run of a batch, pickled: its result, or the exception the caller should see."""
     error: BaseException
     if task.cancelled():
@@ -212,9 +214,10 @@ def _outcome(run_id: str, task: asyncio.Task[Any]) -> tuple[str, bool, bytes]:
         exception = task.exception()
         if exception is None:
             try:
-                return run_id, True, cloudpickle.dumps(task.result())
+                result = task.result()
+                return run_id, True, cloudpickle.dumps(result if digest is None else digest(result))
             except Exception as pickling:  # as a single run: a result that cannot leave the host fails its run
-                error = TypeError(f"the result of run {run_id!r} could not be pickled: {pickling}")
+                error = TypeError(f"the result of run {run_id!r} could not be returned: {pickling}")
         else:
             error = exception
     try:
@@ -233,8 +236,10 @@ def _rss_bytes() -> int:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-_Queued = tuple[str, Any, dict[str, Any], "asyncio.Future[AgentResult]"]
+_Queued = tuple[str, Any, dict[str, Any], "asyncio.Future[Any]"]
 """A run waiting for its batch: run id, prompt, options, the future its caller awaits."""
+_Batch = tuple[Any, "Callable[[Any], Any] | None", list[_Queued]]
+"""The runs of one host call: agent source, digest, runs."""
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes) -> None:
@@ -297,7 +302,7 @@ class AgentPool:
         self._load = [0] * size
         self._where: dict[str, int] = {}
         # run_batched: runs waiting for this loop iteration's flush, per event loop, by (host index, spec).
-        self._pending: dict[asyncio.AbstractEventLoop, dict[tuple[int, int], tuple[Any, list[_Queued]]]] = {}
+        self._pending: dict[asyncio.AbstractEventLoop, dict[tuple[int, int, int], _Batch]] = {}
         self._senders: set[asyncio.Task[None]] = set()
 
     @property
@@ -383,42 +388,56 @@ class AgentPool:
 
     async def run_batched(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
                           invocation_state: dict[str, Any] | None = None, limits: Limits | None = None,
-                          structured_output_model: type | None = None) -> AgentResult:
+                          structured_output_model: type | None = None,
+                          digest: Callable[[AgentResult], Any] | None = None) -> Any:
         """Like :meth:`run` (ephemeral agents only), for many runs started together.
 
         Runs started in the same event-loop iteration with the same agent source go to each host in one
         call, and their results come back in groups as they finish: a few Ray messages per host instead of
         one call per run (an evaluation's rows). Placement, cancel and errors are as with :meth:`run`;
-        results and exceptions must pickle with cloudpickle.
+        results and exceptions must pickle with cloudpickle. With ``digest`` (a picklable function, best a
+        module-level one), the host returns ``digest(result)`` instead of the result, which stays there.
         """
         options = self._options(invocation_state, limits, structured_output_model)
         spec = self._spec(agent_or_factory)
         run_id, index = self._start(run_id, None)
+        future: asyncio.Future[Any] | None = None
         try:
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[AgentResult] = loop.create_future()
-            pending = self._pending.get(loop)
-            if pending is None:
-                pending = self._pending[loop] = {}
-                loop.call_soon(self._flush, loop)
-            pending.setdefault((index, id(spec)), (spec, []))[1].append((run_id, prompt, options, future))
+            future = self._enqueue(index, spec, digest, (run_id, prompt, options))
             return await future
         finally:
+            # A raised exception's traceback holds this frame, whose future holds the exception: without this
+            # the cycle would keep the pool (and its host handles) alive until the cyclic collector runs.
+            future = None
             self._end(run_id, index)
 
+    def _enqueue(self, index: int, spec: Any, digest: Callable[[Any], Any] | None,
+                 run: tuple[str, Any, dict[str, Any]]) -> asyncio.Future[Any]:
+        """Queue a run for this loop iteration's flush (scheduled by the first run queued)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = {}
+            loop.call_soon(self._flush, loop)
+        pending.setdefault((index, id(spec), id(digest)), (spec, digest, []))[2].append((*run, future))
+        return future
+
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        for (index, _), (spec, queued) in self._pending.pop(loop, {}).items():
-            sender = loop.create_task(self._send_batch(index, spec, queued))
+        for (index, _, _), (spec, digest, queued) in self._pending.pop(loop, {}).items():
+            sender = loop.create_task(self._send_batch(index, spec, digest, queued))
             self._senders.add(sender)
             sender.add_done_callback(self._senders.discard)
 
-    async def _send_batch(self, index: int, spec: Any, queued: list[_Queued]) -> None:
+    async def _send_batch(self, index: int, spec: Any, digest: Callable[[Any], Any] | None,
+                          queued: list[_Queued]) -> None:
         name = self.host_names[index]
         futures = {run_id: future for run_id, _, _, future in queued}
         failure: BaseException | None = None
         try:
             generator = self._hosts[index].run_batch.remote(spec, [(run_id, prompt, options)
-                                                                   for run_id, prompt, options, _ in queued])
+                                                                   for run_id, prompt, options, _ in queued],
+                                                           digest)
             while futures:
                 try:
                     group = await (await generator.__anext__())

@@ -75,3 +75,14 @@ async def test_a_caller_that_stops_waiting_leaves_the_other_runs_alone(pool: Any
     assert str(await asyncio.wait_for(kept, 20)) == "echo kept\n"
     with pytest.raises(asyncio.CancelledError):
         await abandoned
+
+
+def _length(result: Any) -> int:
+    return len(str(result))
+
+
+async def test_a_digest_travels_instead_of_the_result(pool: Any) -> None:
+    spec = pool.prepare(echo_agent)
+    digests = await asyncio.gather(*(pool.run_batched(spec, "x" * i, digest=_length) for i in range(1, 4)))
+    assert digests == [len(f"echo {'x' * i}\n") for i in range(1, 4)]
+
