@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,14 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
 
 @pytest.fixture(scope="module")
-def pool(ray_session: dict[str, Any]) -> Any:
+def pool(ray_session: dict[str, Any]) -> Iterator[Any]:
     from ray_harness.runtime import AgentPool
 
-    return AgentPool(size=2)
+    created = AgentPool(size=2)
+    yield created
+    # Shut down here, not whenever the garbage collector frees the pool: its hosts carry the shared host
+    # names, and a late collection would kill hosts that a later module's pool looked up by name.
+    created.shutdown()
 
 
 def exact(row: dict, result: object) -> float:

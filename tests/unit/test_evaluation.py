@@ -66,10 +66,12 @@ def test_throttling_backs_off_and_every_row_completes(tmp_path: Path) -> None:
     assert summary["rows"] == 20 and summary["errors"] == 0
 
 
-def test_cancel_event_keeps_finished_rows_and_resume_completes(tmp_path: Path) -> None:
+def test_cancel_event_keeps_finished_rows_and_resume_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
     out = tmp_path / "c.jsonl"
     stop = threading.Event()
-    os.environ["RAY_HARNESS_TEST_DELAY"] = "0.05"
+    # Not left behind: Ray processes started later by other tests (a multi-node cluster) inherit the environment.
+    monkeypatch.setenv("RAY_HARNESS_TEST_DELAY", "0.05")
     timer = threading.Timer(0.3, stop.set)
     timer.start()
     first = evaluate("tests.eval_targets:slow_agent", _rows(100), concurrency=4, output=str(out), runtime="local",
