@@ -14,10 +14,11 @@ from typing import Any
 
 from ray_harness.models._anthropic_format import AnthropicStreamState, format_messages, format_tool_choice, format_tools
 from ray_harness.models._clients import LoopClientCache
-from ray_harness.models._config import ProviderConfig, split_params, validated
+from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
+from ray_harness.models._provider import ConfiguredModel
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
-from ray_harness.models.base import Model, ModelPrices
+from ray_harness.models.base import ModelPrices
 from ray_harness.types.content import Messages
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
@@ -37,7 +38,7 @@ class AnthropicConfig(ProviderConfig):
     max_tokens: int = 4096
 
 
-class AnthropicModel(Model):
+class AnthropicModel(ConfiguredModel):
     """Claude models on the Anthropic Messages API.
 
     Args:
@@ -51,6 +52,10 @@ class AnthropicModel(Model):
         prices: Optional price table for cost accounting.
     """
 
+    config_type = AnthropicConfig
+    provider = "Anthropic"
+    config: AnthropicConfig
+
     def __init__(
         self,
         model_id: str,
@@ -61,20 +66,13 @@ class AnthropicModel(Model):
         context_window: int | None = None,
         prices: ModelPrices | None = None,
     ) -> None:
-        self.config = validated(AnthropicConfig, {"model_id": model_id, "max_tokens": max_tokens, "params": params},
-                                "Anthropic")
+        self._set_config({"model_id": model_id, "max_tokens": max_tokens, "params": params})
         self.client_args: dict[str, Any] = dict(client_args or {})
         self.context_window = context_window
         self.prices = prices
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
 
     # -- Model protocol ----------------------------------------------------------------------------------
-
-    def update_config(self, **model_config: Any) -> None:
-        self.config = validated(AnthropicConfig, {**self.config.model_dump(), **model_config}, "Anthropic")
-
-    def get_config(self) -> dict[str, Any]:
-        return self.config.model_dump()
 
     async def stream(
         self,

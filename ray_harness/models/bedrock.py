@@ -19,10 +19,11 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from ray_harness.models._bedrock_format import convert_event, format_messages, format_tool_config
-from ray_harness.models._config import ProviderConfig, validated
+from ray_harness.models._config import ProviderConfig
 from ray_harness.models._errors import is_overflow_message
+from ray_harness.models._provider import ConfiguredModel
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
-from ray_harness.models.base import Model, ModelPrices
+from ray_harness.models.base import ModelPrices
 from ray_harness.types.content import Messages
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
@@ -44,7 +45,7 @@ _AUTH_CODES = {"unrecognizedclientexception", "invalidsignatureexception", "expi
 _DONE = object()
 
 
-class BedrockModel(Model):
+class BedrockModel(ConfiguredModel):
     """Models on Amazon Bedrock (Converse API).
 
     Args:
@@ -59,6 +60,10 @@ class BedrockModel(Model):
         prices: Optional price table for cost accounting.
     """
 
+    config_type = ProviderConfig
+    provider = "Bedrock"
+    config: ProviderConfig
+
     def __init__(
         self,
         model_id: str,
@@ -71,7 +76,7 @@ class BedrockModel(Model):
         context_window: int | None = None,
         prices: ModelPrices | None = None,
     ) -> None:
-        self.config = validated(ProviderConfig, {"model_id": model_id, "params": params}, "Bedrock")
+        self._set_config({"model_id": model_id, "params": params})
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self.boto_session = boto_session
@@ -82,12 +87,6 @@ class BedrockModel(Model):
         self._client_lock = threading.Lock()
 
     # -- Model protocol ----------------------------------------------------------------------------------
-
-    def update_config(self, **model_config: Any) -> None:
-        self.config = validated(ProviderConfig, {**self.config.model_dump(), **model_config}, "Bedrock")
-
-    def get_config(self) -> dict[str, Any]:
-        return self.config.model_dump()
 
     async def stream(
         self,

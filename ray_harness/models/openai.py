@@ -14,10 +14,11 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from ray_harness.models._clients import LoopClientCache
-from ray_harness.models._config import ProviderConfig, split_params, validated
+from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
 from ray_harness.models._openai_format import OpenAIStreamState, format_messages, format_tool_choice, format_tools
-from ray_harness.models.base import Model, ModelPrices, estimate_tokens
+from ray_harness.models._provider import ConfiguredModel
+from ray_harness.models.base import ModelPrices, estimate_tokens
 from ray_harness.types.content import Messages
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
@@ -32,7 +33,7 @@ __all__ = ("OpenAIModel",)
 _AUTH_HELP = "set the OPENAI_API_KEY environment variable or pass client_args={'api_key': ...}"
 
 
-class OpenAIModel(Model):
+class OpenAIModel(ConfiguredModel):
     """Chat models on the OpenAI Chat Completions API or an OpenAI-compatible server.
 
     Args:
@@ -44,6 +45,10 @@ class OpenAIModel(Model):
         prices: Optional price table for cost accounting.
     """
 
+    config_type = ProviderConfig
+    provider = "OpenAI"
+    config: ProviderConfig
+
     def __init__(
         self,
         model_id: str,
@@ -53,19 +58,13 @@ class OpenAIModel(Model):
         context_window: int | None = None,
         prices: ModelPrices | None = None,
     ) -> None:
-        self.config = validated(ProviderConfig, {"model_id": model_id, "params": params}, "OpenAI")
+        self._set_config({"model_id": model_id, "params": params})
         self.client_args: dict[str, Any] = dict(client_args or {})
         self.context_window = context_window
         self.prices = prices
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
 
     # -- Model protocol ----------------------------------------------------------------------------------
-
-    def update_config(self, **model_config: Any) -> None:
-        self.config = validated(ProviderConfig, {**self.config.model_dump(), **model_config}, "OpenAI")
-
-    def get_config(self) -> dict[str, Any]:
-        return self.config.model_dump()
 
     async def stream(
         self,
