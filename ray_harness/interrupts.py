@@ -87,14 +87,17 @@ class InterruptState:
             raise TypeError(
                 f"content_types=<{invalid}> | must resume from interrupt with a list of interruptResponse blocks"
             )
-        for block in prompt:
+        answers: list[tuple[str, Any]] = []
+        for block in prompt:  # all checked before any is applied: a bad block changes nothing
             response = block["interruptResponse"]
             if not isinstance(response, dict) or "interruptId" not in response or "response" not in response:
                 raise TypeError("interruptResponse must be {'interruptId': str, 'response': value}")
             key = response["interruptId"]
             if key not in self.interrupts:
                 raise KeyError(f"interrupt_id=<{key}> | no interrupt found")
-            self.interrupts[key].response = response["response"]
+            answers.append((key, response["response"]))
+        for key, value in answers:
+            self.interrupts[key].response = value
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -4,10 +4,21 @@ The tool takes one ``input`` string. By default every call starts from the
 child's conversation as it was before the call (restored afterwards), so calls
 do not leak into each other; ``preserve_context=True`` keeps the history. A
 child that is already busy answers with an error result instead of raising.
-Interrupts of the child surface as interrupts of the parent with ids
-``v1:agent_as_tool:<toolUseId>:<child id>``; resuming the parent resumes the
-child (in the same process: the child keeps its interrupted turn in memory).
 ``delegate=True`` ends the parent's turn with the child's answer.
+
+Interrupts. The child's interrupts surface as interrupts of the parent with ids
+``v1:agent_as_tool:<toolUseId>:<child id>``; resuming the parent resumes the
+child. The child's interrupted turn (its messages up to the interrupt, its agent
+state, its interrupt state and, unless ``preserve_context``, the conversation to
+restore once the call finishes) is *parked* in the parent's interrupt context
+(``context["agent_as_tool"][toolUseId]``, a :class:`ParkedTurn` as JSON), which a
+session manager persists with the parent. On resume the parked turn is loaded
+into the child — the same instance, or a fresh one built from the same code in
+another process — and the child continues it: only its interrupted tools run
+again, with the responses. With ``preserve_context=False`` the child is back at
+its baseline as soon as it parks, so it is free while the parent waits. The
+same path runs in one process and across processes, so both give the same
+histories.
 """
 
 from __future__ import annotations
@@ -18,26 +29,32 @@ import re
 import threading
 import weakref
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ray_harness.agent.state import AgentState
-from ray_harness.hooks.events import AfterToolsEvent
+from ray_harness.hooks.events import AfterInvocationEvent, AfterToolsEvent
 from ray_harness.hooks.registry import HookOrder
-from ray_harness.interrupts import Interrupt, InterruptException
+from ray_harness.interrupts import Interrupt, InterruptException, InterruptState
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, error_result
+from ray_harness.types.exceptions import RayHarnessError
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("AgentAsTool", "SubAgentInterrupt")
+__all__ = ("PARKED_TURNS_KEY", "AgentAsTool", "ParkedTurn", "SubAgentInterrupt")
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _DELEGATED = "__ray_harness_delegated__"
+_PARKING = "__ray_harness_parking__"
+PARKED_TURNS_KEY = "agent_as_tool"
+"""Key of the parent's interrupt context that holds parked child turns, by toolUseId."""
 DELEGATION_SUFFIX = (" Calling this tool returns its response directly to the user as the final answer."
                      " It should be the only tool called in the turn.")
+_PARKED_VERSION = 1
 
 
 class SubAgentInterrupt(InterruptException):
@@ -49,6 +66,76 @@ class SubAgentInterrupt(InterruptException):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SubAgentInterrupt, (self.interrupts,))
+
+
+@dataclass
+class ParkedTurn:
+    """A child's interrupted turn, kept in the parent's interrupt context until the parent resumes.
+
+    ``to_dict()`` is JSON (bytes in messages aside, which the session store encodes); ``from_dict``
+    validates and names the bad field.
+    """
+
+    interrupt_ids: list[str]
+    """The child's own ids of the interrupts it paused on (the parent's ids add the call prefix)."""
+    messages: list[Any]
+    state: dict[str, Any]
+    interrupt_state: dict[str, Any]
+    baseline: dict[str, Any] | None = None
+    """``{"messages", "state"}`` to restore once the call finishes; None with ``preserve_context``."""
+
+    @classmethod
+    def capture(cls, agent: Agent, interrupts: list[Interrupt], baseline: dict[str, Any] | None) -> ParkedTurn:
+        return cls(interrupt_ids=[item.id for item in interrupts], messages=copy.deepcopy(agent.messages),
+                   state=agent.state.get(), interrupt_state=agent._interrupt_state.to_dict(),
+                   baseline=copy.deepcopy(baseline))
+
+    def load_into(self, agent: Agent) -> None:
+        """Put the interrupted turn back into ``agent`` (messages, state, interrupt state)."""
+        agent.messages = copy.deepcopy(self.messages)
+        agent.state = AgentState(copy.deepcopy(self.state))
+        agent._interrupt_state = InterruptState.from_dict(self.interrupt_state)
+
+    def interrupts(self, prefix: str) -> list[Interrupt]:
+        """The child's pending interrupts, re-keyed for the parent."""
+        known = InterruptState.from_dict(self.interrupt_state).interrupts
+        return [Interrupt(id=prefix + key, name=known[key].name, reason=known[key].reason)
+                for key in self.interrupt_ids if key in known]
+
+    def responses(self, parent_state: InterruptState, prefix: str) -> list[dict[str, Any]]:
+        """The parent's answers to this turn's interrupts as ``interruptResponse`` blocks with the child's ids."""
+        blocks = []
+        for key in self.interrupt_ids:
+            item = parent_state.interrupts.get(prefix + key)
+            if item is not None and item.response is not None:
+                blocks.append({"interruptResponse": {"interruptId": key, "response": item.response}})
+        return blocks
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": _PARKED_VERSION, "interrupt_ids": list(self.interrupt_ids),
+                "messages": copy.deepcopy(self.messages), "state": copy.deepcopy(self.state),
+                "interrupt_state": copy.deepcopy(self.interrupt_state), "baseline": copy.deepcopy(self.baseline)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ParkedTurn:
+        if not isinstance(data, dict):
+            raise RayHarnessError(f"parked agent-as-tool turn must be a dict, got {type(data).__name__}")
+        if data.get("version") != _PARKED_VERSION:
+            raise RayHarnessError(f"parked agent-as-tool turn has version {data.get('version')!r}; "
+                                  f"this ray_harness reads version {_PARKED_VERSION}")
+        fields = {"interrupt_ids": list, "messages": list, "state": dict, "interrupt_state": dict}
+        for name, kind in fields.items():
+            if not isinstance(data.get(name), kind):
+                raise RayHarnessError(f"parked agent-as-tool turn field {name!r} must be a {kind.__name__}")
+        baseline = data.get("baseline")
+        if baseline is not None and not (isinstance(baseline, dict) and isinstance(baseline.get("messages"), list)
+                                         and isinstance(baseline.get("state"), dict)):
+            raise RayHarnessError("parked agent-as-tool turn field 'baseline' must be null or "
+                                  "{'messages': list, 'state': dict}")
+        InterruptState.from_dict(data["interrupt_state"])  # raises naming the bad field
+        return cls(interrupt_ids=[str(key) for key in data["interrupt_ids"]], messages=copy.deepcopy(data["messages"]),
+                   state=copy.deepcopy(data["state"]), interrupt_state=copy.deepcopy(data["interrupt_state"]),
+                   baseline=copy.deepcopy(baseline))
 
 
 class AgentAsTool(AgentTool):
@@ -68,7 +155,6 @@ class AgentAsTool(AgentTool):
         self._description = text + (DELEGATION_SUFFIX if delegate else "")
         self._busy = threading.Lock()
         self._parents: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._baselines: dict[str, dict[str, Any]] = {}
 
     @property
     def agent(self) -> Agent:
@@ -88,62 +174,112 @@ class AgentAsTool(AgentTool):
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
-        raw = tool_use.get("input")
-        prompt: Any = raw.get("input", "") if isinstance(raw, dict) else str(raw or "")
-        prefix = f"v1:agent_as_tool:{use_id}:"
-        parent = context.agent
         if not self._busy.acquire(blocking=False):
             yield ToolResultEvent(error_result(use_id, f"Agent '{self._name}' is already processing a request"))
             return
         try:
-            responses = _responses_for(parent, prefix)
-            if responses:
-                if not self._agent._interrupt_state.activated:
-                    yield ToolResultEvent(error_result(
-                        use_id, f"Agent '{self._name}' did NOT run: its interrupted turn is not available in this "
-                                "process, so the response was not applied."))
-                    return
-                prompt = responses
-            async for event in self._run_child(prompt, tool_use, context, prefix):
+            start = resume_or_start(context, use_id, self._name)
+            if isinstance(start, dict):
+                yield ToolResultEvent(start)
+                return
+            parked, prompt = start
+            if parked is not None:
+                parked.load_into(self._agent)
+                baseline = parked.baseline
+            else:
+                baseline = None if self._preserve_context else snapshot_context(self._agent)
+            async for event in self._run_child(prompt, tool_use, context, baseline):
                 yield event
         finally:
             self._busy.release()
 
     async def _run_child(self, prompt: Any, tool_use: ToolUse, context: ToolContext,
-                         prefix: str) -> AsyncGenerator[Any, None]:
+                         baseline: dict[str, Any] | None) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
-        resuming = not isinstance(prompt, str)
-        saved = None if (self._preserve_context or resuming) else _snapshot(self._agent)
-        watcher = asyncio.create_task(_forward_cancel(context.cancel_signal, self._agent))
+        child = self._agent
+        watcher = asyncio.create_task(_forward_cancel(context.cancel_signal, child))
         result = None
         try:
-            async for event in self._agent.stream_async(prompt):
+            async for event in child.stream_async(prompt):
                 if event.get("type") == "result":
                     result = event["result"]
                 else:
                     yield ToolStreamEvent(tool_use, event)
         except Exception as error:
-            if saved is not None:
-                _restore(self._agent, saved)
+            if baseline is not None:
+                restore_context(child, baseline)
             yield ToolResultEvent(error_result(use_id, f"Agent error: {error}"))
             return
         finally:
             watcher.cancel()
         if result is not None and result.stop_reason == "interrupt" and result.interrupts:
-            # The child keeps its interrupted turn (no restore) so that the parent's resume can finish it;
-            # the conversation to restore afterwards waits here.
-            if saved is not None:
-                self._baselines[use_id] = saved
-            raise SubAgentInterrupt([Interrupt(id=prefix + item.id, name=item.name, reason=item.reason)
-                                     for item in result.interrupts])
-        if resuming:
-            saved = self._baselines.pop(use_id, None)
-        if saved is not None:
-            _restore(self._agent, saved)
+            parked = ParkedTurn.capture(child, result.interrupts, baseline)
+            if baseline is not None:
+                restore_context(child, baseline)  # the parent holds the turn: the child is free meanwhile
+            park(context, use_id, parked)  # raises
+        if baseline is not None:
+            restore_context(child, baseline)
         yield ToolResultEvent(self._tool_result(use_id, result, context))
 
     def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
         return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
+
+
+def call_prefix(use_id: str) -> str:
+    return f"v1:agent_as_tool:{use_id}:"
+
+
+def parked_turn(parent: Any, use_id: str) -> ParkedTurn | None:
+    """The child turn parked for call ``use_id`` in the parent's interrupt context, if the parent is resuming."""
+    state = getattr(parent, "_interrupt_state", None)
+    if state is None or not state.activated:
+        return None
+    raw = (state.context.get(PARKED_TURNS_KEY) or {}).get(use_id)
+    return None if raw is None else ParkedTurn.from_dict(raw)
+
+
+def resume_or_start(context: ToolContext, use_id: str, name: str) -> tuple[ParkedTurn | None, Any] | ToolResult:
+    """How a call starts: ``(parked turn, responses)`` to resume, ``(None, input)`` for a new run, or an error result.
+
+    A parked turn with no answer yet is parked again and its interrupts raised again, without running the child.
+    """
+    parent = context.agent
+    prefix = call_prefix(use_id)
+    parked = parked_turn(parent, use_id)
+    if parked is not None:
+        responses = parked.responses(parent._interrupt_state, prefix)
+        if responses:
+            return parked, responses
+        park(context, use_id, parked)
+    if _responses_for(parent, prefix):
+        return error_result(use_id, f"Agent '{name}' did NOT run: the parent's interrupt context holds no "
+                                    "interrupted turn for this call, so the response was not applied.")
+    raw = context.tool_use.get("input")
+    return None, (raw.get("input", "") if isinstance(raw, dict) else str(raw or ""))
+
+
+def park(context: ToolContext, use_id: str, parked: ParkedTurn) -> NoReturn:
+    """Raise the child's interrupts in the parent; the turn goes into the parent's interrupt context.
+
+    The parent's tool phase replaces its interrupt context when it suspends the batch, so the turn waits in
+    the invocation state until the parent's ``AfterInvocationEvent`` (before any session manager writes).
+    """
+    parent = context.agent
+    context.invocation_state.setdefault(_PARKING, {})[use_id] = parked.to_dict()
+    if parent is not None and _store_parked_turns not in _after_invocation_callbacks(parent):
+        parent.hooks.add_callback(AfterInvocationEvent, _store_parked_turns, HookOrder.SDK_FIRST)
+    raise SubAgentInterrupt(parked.interrupts(call_prefix(use_id)))
+
+
+def _after_invocation_callbacks(parent: Any) -> list[Any]:
+    return list(parent.hooks.get_callbacks_for(AfterInvocationEvent(agent=parent)))
+
+
+def _store_parked_turns(event: AfterInvocationEvent) -> None:
+    parked = event.invocation_state.pop(_PARKING, None)
+    state = event.agent._interrupt_state
+    if parked and state.activated:
+        state.context.setdefault(PARKED_TURNS_KEY, {}).update(parked)
 
 
 def sub_agent_spec(name: str, description: str) -> ToolSpec:
@@ -198,13 +334,14 @@ def _responses_for(parent: Any, prefix: str) -> list[dict[str, Any]]:
             for key, item in state.interrupts.items() if key.startswith(prefix) and item.response is not None]
 
 
-def _snapshot(agent: Agent) -> dict[str, Any]:
+def snapshot_context(agent: Agent) -> dict[str, Any]:
     return {"messages": copy.deepcopy(agent.messages), "state": agent.state.get()}
 
 
-def _restore(agent: Agent, saved: dict[str, Any]) -> None:
+def restore_context(agent: Agent, saved: dict[str, Any]) -> None:
     agent.messages = copy.deepcopy(saved["messages"])
-    agent.state = AgentState(saved["state"])
+    agent.state = AgentState(copy.deepcopy(saved["state"]))
+    agent._interrupt_state = InterruptState()
 
 
 async def _forward_cancel(signal: threading.Event, child: Agent) -> None:

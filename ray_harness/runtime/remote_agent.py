@@ -15,7 +15,6 @@ when the process died runs again (at-least-once): make such tools idempotent.
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import uuid
@@ -65,7 +64,6 @@ class AgentActor:
         store = FileAgentStore(store_dir) if persist else None
         self._runner = AgentRunner(spec.build(), mode=mode, store=store, key=self._key)
         self._restored = False
-        self._tool_baselines: dict[str, tuple[list[Any], dict[str, Any]]] = {}
         if store is not None:
             if was_reconstructed():
                 self._restored = self._runner.restore()
@@ -101,21 +99,12 @@ class AgentActor:
         self._runner.forget()
 
     async def invoke_as_tool(self, invocation_id: str, prompt: Any, options: dict[str, Any], preserve_context: bool,
-                             call_key: str) -> dict[str, Any]:
-        """One call of this agent as a tool of another: busy → refused; the context is reset afterwards
-        unless ``preserve_context`` (kept while the call waits on an interrupt, reset once it finishes)."""
-        if self._runner.busy:
-            return {"busy": True}
-        agent = self._runner.agent
-        if not preserve_context and isinstance(prompt, str):
-            self._tool_baselines[call_key] = (copy.deepcopy(agent.messages), agent.state.get())
-        result = await self._runner.invoke(invocation_id, prompt, options)
-        if result.stop_reason != "interrupt" and call_key in self._tool_baselines:
-            messages, state = self._tool_baselines.pop(call_key)
-            agent.messages = messages
-            agent.state = AgentState(state)
-            self._runner.persist()
-        return {"busy": False, "result": result}
+                             call_key: str, turn: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One call of this agent as a tool of another (see :func:`ray_harness.runtime.remote_tool.invoke_in_actor`):
+        busy → refused; an interrupted call returns its turn; the context is reset unless ``preserve_context``."""
+        from ray_harness.runtime.remote_tool import invoke_in_actor
+
+        return await invoke_in_actor(self._runner, invocation_id, prompt, options, preserve_context, turn)
 
 
 @functools.cache

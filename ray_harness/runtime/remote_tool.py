@@ -4,7 +4,12 @@ Same contract as ``Agent.as_tool()`` (one ``input`` string; the child's context 
 call unless ``preserve_context``; a busy child answers with an error result; the child's interrupts
 surface as the parent's with ids ``v1:agent_as_tool:<toolUseId>:<child id>`` and resume through the
 parent; ``delegate=True`` ends the parent's turn with the child's answer). The reset happens inside
-the actor (:meth:`AgentActor.invoke_as_tool`), so no history crosses the wire.
+the actor (:func:`invoke_in_actor`), so no history crosses the wire for calls that finish.
+
+An interrupted call is the exception: the actor returns the child's interrupted turn, the parent parks
+it in its interrupt context (persisted by the parent's session manager) and sends it back with the
+responses. So a new driver process can resume through any actor built from the same agent code: the
+detached actor that still holds the turn, a restarted one, or a new one.
 """
 
 from __future__ import annotations
@@ -19,22 +24,25 @@ from typing import TYPE_CHECKING, Any
 
 from ray_harness.agent.as_tool import (
     DELEGATION_SUFFIX,
-    SubAgentInterrupt,
-    _responses_for,
+    ParkedTurn,
+    park,
+    restore_context,
+    resume_or_start,
+    snapshot_context,
     sub_agent_result,
     sub_agent_spec,
 )
-from ray_harness.interrupts import Interrupt
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.runtime._errors import await_ref
 from ray_harness.tools.base import AgentTool, ToolContext, error_result
 
 if TYPE_CHECKING:
+    from ray_harness.runtime._runner import AgentRunner
     from ray_harness.runtime.remote_agent import RemoteAgent
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("RemoteAgentAsTool",)
+__all__ = ("RemoteAgentAsTool", "invoke_in_actor")
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -68,18 +76,18 @@ class RemoteAgentAsTool(AgentTool):
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
-        raw = tool_use.get("input")
-        prompt: Any = raw.get("input", "") if isinstance(raw, dict) else str(raw or "")
-        prefix = f"v1:agent_as_tool:{use_id}:"
-        responses = _responses_for(context.agent, prefix)
-        if responses:
-            prompt = responses
+        start = resume_or_start(context, use_id, self._name)
+        if isinstance(start, dict):
+            yield ToolResultEvent(start)
+            return
+        parked, prompt = start
         invocation_id = uuid.uuid4().hex
         actor = self._remote.actor
         watcher = asyncio.ensure_future(self._forward_cancel(context, invocation_id))
         try:
-            outcome = await await_ref(actor.invoke_as_tool.remote(invocation_id, prompt, {}, self._preserve_context,
-                                                                  use_id), self._remote.actor_name)
+            outcome = await await_ref(actor.invoke_as_tool.remote(
+                invocation_id, prompt, {}, self._preserve_context, use_id,
+                parked.to_dict() if parked is not None else None), self._remote.actor_name)
         except Exception as error:
             yield ToolResultEvent(error_result(use_id, f"Agent error: {error}"))
             return
@@ -92,8 +100,13 @@ class RemoteAgentAsTool(AgentTool):
             return
         result = outcome["result"]
         if result.stop_reason == "interrupt" and result.interrupts:
-            raise SubAgentInterrupt([Interrupt(id=prefix + item.id, name=item.name, reason=item.reason)
-                                     for item in result.interrupts])
+            turn = outcome.get("turn")
+            if turn is None:
+                yield ToolResultEvent(error_result(
+                    use_id, f"Agent '{self._name}' paused on an interrupt but its actor returned no interrupted "
+                            "turn (an older ray_harness in the actor?); the interrupt cannot be resumed."))
+                return
+            park(context, use_id, ParkedTurn.from_dict(turn))
         yield ToolResultEvent(self._tool_result(use_id, result, context))
 
     async def _forward_cancel(self, context: ToolContext, invocation_id: str) -> None:
@@ -103,3 +116,37 @@ class RemoteAgentAsTool(AgentTool):
 
     def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
         return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
+
+
+async def invoke_in_actor(runner: AgentRunner, invocation_id: str, prompt: Any, options: dict[str, Any],
+                          preserve_context: bool, turn: dict[str, Any] | None) -> dict[str, Any]:
+    """The actor's half of one call (``AgentActor.invoke_as_tool``).
+
+    ``turn`` (a parked :class:`ParkedTurn`) is loaded into the agent before the responses in ``prompt``
+    are applied. An interrupted call returns its turn (``"turn"``) and, unless ``preserve_context``, the
+    agent goes back to its baseline at once; a finished call restores the baseline.
+    """
+    if runner.busy:
+        return {"busy": True}
+    agent = runner.agent
+    if turn is not None:
+        parked = ParkedTurn.from_dict(turn)
+        parked.load_into(agent)
+        baseline = parked.baseline
+        runner.persist()
+    else:
+        baseline = None if preserve_context or not isinstance(prompt, str) else snapshot_context(agent)
+    try:
+        result = await runner.invoke(invocation_id, prompt, options)
+    except BaseException:
+        if baseline is not None:
+            restore_context(agent, baseline)
+            runner.persist()
+        raise
+    outcome: dict[str, Any] = {"busy": False, "result": result}
+    if result.stop_reason == "interrupt" and result.interrupts:
+        outcome["turn"] = ParkedTurn.capture(agent, result.interrupts, baseline).to_dict()
+    if baseline is not None:
+        restore_context(agent, baseline)
+        runner.persist()
+    return outcome

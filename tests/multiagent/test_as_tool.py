@@ -1,13 +1,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ray_harness import Agent, tool
+from ray_harness.agent.as_tool import PARKED_TURNS_KEY, ParkedTurn
 from ray_harness.hooks import BeforeToolCallEvent
+from ray_harness.interrupts import Interrupt, InterruptState
 from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
+from ray_harness.types.exceptions import RayHarnessError
 from tests.multiagent.conftest import make_agent
+from tests.session._as_tool_process import build, confirm_wipe, echo_last_result, ops_tools
 
 
 async def test_agent_in_tools_is_wrapped_and_context_is_reset() -> None:
@@ -98,3 +106,152 @@ async def test_cancelling_the_parent_cancels_the_child() -> None:
 def test_bad_tool_name_is_rejected() -> None:
     with pytest.raises(ValueError, match="must match"):
         Agent(ScriptedModel(), name="has space").as_tool()
+
+
+# -- interrupted turns parked in the parent: serialization and fresh instances (no subprocess, no Ray) --------
+
+
+def _answers(interrupts: list[Any], response: str = "yes") -> list[dict[str, Any]]:
+    return [{"interruptResponse": {"interruptId": item.id, "response": response}} for item in interrupts]
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def _outcome(parent: Agent, children: dict[str, Agent], result: Any) -> dict[str, Any]:
+    return _json({"text": str(result), "stop_reason": result.stop_reason, "messages": parent.messages,
+                  "children": {name: child.messages for name, child in children.items()},
+                  "states": {name: child.state.get() for name, child in children.items()}})
+
+
+@pytest.mark.parametrize("scenario", ["basic", "preserve", "delegate", "nested", "pair"])
+async def test_fresh_instances_resume_from_the_json_of_the_parent(scenario: str, tmp_path: Path) -> None:
+    same_parent, same_children = build(scenario, resume=False, log=tmp_path / "same.log")
+    first = await same_parent.invoke_async("start")
+    expected = _outcome(same_parent, same_children, await same_parent.invoke_async(_answers(first.interrupts)))
+
+    old_parent, _ = build(scenario, resume=False, log=tmp_path / "fresh.log")
+    paused = await old_parent.invoke_async("start")
+    stored = _json({"messages": old_parent.messages, "interrupt_state": old_parent._interrupt_state.to_dict()})
+    assert set(stored["interrupt_state"]["context"][PARKED_TURNS_KEY]) == {
+        item.id.split(":")[2] for item in paused.interrupts}
+    parent, children = build(scenario, resume=True, log=tmp_path / "fresh.log")
+    parent.messages = stored["messages"]
+    parent._interrupt_state = InterruptState.from_dict(stored["interrupt_state"])
+    resumed = _outcome(parent, children, await parent.invoke_async(_answers(paused.interrupts)))
+
+    assert resumed == expected
+    assert sorted((tmp_path / "fresh.log").read_text().splitlines()) == sorted(
+        (tmp_path / "same.log").read_text().splitlines())
+    for agent in (parent, *children.values()):
+        agent.model.assert_complete()  # type: ignore[attr-defined]
+    assert not parent._interrupt_state.activated and parent._interrupt_state.context == {}
+
+
+def test_parked_turn_round_trips_through_json() -> None:
+    child = Agent(ScriptedModel(), messages=[{"role": "user", "content": [{"text": "q"}]}], state={"k": [1, 2]})
+    child._interrupt_state.interrupts["i-1"] = Interrupt(id="i-1", name="ask", reason={"why": "x"})
+    child._interrupt_state.context = {"tool_use_message": {"role": "assistant", "content": []}, "tool_results": []}
+    child._interrupt_state.activate()
+    turn = ParkedTurn.capture(child, [child._interrupt_state.interrupts["i-1"]],
+                              {"messages": [], "state": {"k": []}})
+    again = ParkedTurn.from_dict(_json(turn.to_dict()))
+    assert again == turn
+    fresh = Agent(ScriptedModel())
+    again.load_into(fresh)
+    assert fresh.messages == child.messages and fresh.state.get() == {"k": [1, 2]}
+    assert fresh._interrupt_state.to_dict() == child._interrupt_state.to_dict()
+    assert [(i.id, i.name, i.reason) for i in again.interrupts("v1:agent_as_tool:t:")] == [
+        ("v1:agent_as_tool:t:i-1", "ask", {"why": "x"})]
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"version": 99}, "version"),
+    ({"messages": "nope"}, "'messages'"),
+    ({"interrupt_ids": None}, "'interrupt_ids'"),
+    ({"baseline": {"messages": []}}, "'baseline'"),
+    ({"interrupt_state": {"interrupts": {"x": {"name": "n"}}}}, "interrupts.x"),
+])
+def test_a_bad_parked_turn_names_the_field(change: dict[str, Any], field: str) -> None:
+    data = ParkedTurn(interrupt_ids=["i"], messages=[], state={}, interrupt_state={}).to_dict()
+    with pytest.raises(RayHarnessError, match=re.escape(field)):
+        ParkedTurn.from_dict({**data, **change})
+
+
+async def test_the_child_is_free_while_the_parent_holds_its_turn(tmp_path: Path) -> None:
+    parent, children = build("basic", resume=False, log=tmp_path / "log")
+    ops = children["ops"]
+    baseline = _json(ops.messages)
+    first = await parent.invoke_async("start")
+    assert first.stop_reason == "interrupt"
+    assert ops.messages == baseline and not ops._interrupt_state.activated and ops.state.get() == {"role": "ops"}
+    turn = ParkedTurn.from_dict(parent._interrupt_state.context[PARKED_TURNS_KEY]["p-1"])
+    assert len(turn.messages) == len(baseline) + 2 and turn.baseline == {"messages": baseline,
+                                                                          "state": {"role": "ops"}}
+    assert turn.state == {"role": "ops", "checked": "db"}
+
+
+async def test_preserve_context_child_keeps_its_paused_turn_too(tmp_path: Path) -> None:
+    parent, children = build("preserve", resume=False, log=tmp_path / "log")
+    await parent.invoke_async("start")
+    ops = children["ops"]
+    assert ops._interrupt_state.activated and len(ops.messages) == 4  # hi/ready + prompt, tool use
+    turn = ParkedTurn.from_dict(parent._interrupt_state.context[PARKED_TURNS_KEY]["p-1"])
+    assert turn.baseline is None and turn.messages == ops.messages
+
+
+async def test_only_the_answered_child_runs_the_other_is_parked_again(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    parent, children = build("pair", resume=False, log=log)
+    first = await parent.invoke_async("start")
+    by_call = {item.id.split(":")[2]: item for item in first.interrupts}
+    second = await parent.invoke_async(_answers([by_call["p-1"]]))
+    assert second.stop_reason == "interrupt"
+    assert [item.id for item in second.interrupts] == [by_call["p-2"].id]
+    assert set(parent._interrupt_state.context[PARKED_TURNS_KEY]) == {"p-2"}
+    assert len(children["ops2"].model.calls) == 1  # type: ignore[attr-defined]  # not run again
+    assert sorted(log.read_text().splitlines()) == ["ops check db", "ops wipe db", "ops2 check cache"]
+    third = await parent.invoke_async(_answers(second.interrupts))
+    assert str(third) == "boss: ops: db healthy | wiped db (checked: db) | ops2: cache healthy | wiped cache " \
+                         "(checked: cache)\n"
+    assert len(parent.model.calls) == 2  # type: ignore[attr-defined]
+
+
+async def test_a_child_with_two_interrupts_answered_one_at_a_time(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    ops = Agent(ScriptedModel(tool_calls(("wipe", {"target": "db"}, "w-1"), ("wipe", {"target": "cache"}, "w-2")),
+                              echo_last_result("ops")), tools=ops_tools(log), hooks=[confirm_wipe], name="ops")
+    parent = Agent(ScriptedModel(tool_call("ops", {"input": "wipe all"}, tool_use_id="p-1"), echo_last_result("boss")),
+                   tools=[ops], name="boss")
+    first = await parent.invoke_async("start")
+    assert len(first.interrupts) == 2
+    second = await parent.invoke_async(_answers(first.interrupts[:1]))
+    assert [item.id for item in second.interrupts] == [first.interrupts[1].id]
+    assert log.read_text() == f"ops wipe {first.interrupts[0].reason['target']}\n"
+    third = await parent.invoke_async(_answers(second.interrupts, "no"))
+    assert "wipe refused: no" in str(third)
+    assert len(ops.model.calls) == 2 and ops.messages == []  # type: ignore[attr-defined]
+
+
+async def test_unknown_interrupt_id_raises_naming_it_and_changes_nothing(tmp_path: Path) -> None:
+    parent, _ = build("nested", resume=False, log=tmp_path / "log")
+    first = await parent.invoke_async("start")
+    before = _json({"messages": parent.messages, "state": parent._interrupt_state.to_dict()})
+    bad_id = "v1:agent_as_tool:p-1:no-such-interrupt"
+    with pytest.raises(KeyError, match=re.escape(bad_id)):
+        await parent.invoke_async([*_answers(first.interrupts),
+                                   {"interruptResponse": {"interruptId": bad_id, "response": "yes"}}])
+    assert _json({"messages": parent.messages, "state": parent._interrupt_state.to_dict()}) == before
+    done = await parent.invoke_async(_answers(first.interrupts))
+    assert str(done) == "boss: manager: ops: db healthy | wiped db (checked: db)\n"
+
+
+async def test_an_answer_without_a_parked_turn_is_refused_not_run_from_scratch(tmp_path: Path) -> None:
+    parent, children = build("basic", resume=False, log=tmp_path / "log")
+    first = await parent.invoke_async("start")
+    del parent._interrupt_state.context[PARKED_TURNS_KEY]  # e.g. a session written before turns were parked
+    parent.model = ScriptedModel(echo_last_result("boss"))
+    done = await parent.invoke_async(_answers(first.interrupts))
+    assert "did NOT run" in str(done)
+    assert len(children["ops"].model.calls) == 1  # type: ignore[attr-defined]
