@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,3 +55,67 @@ def test_remote_sub_agent_interrupts_surface_in_the_parent_and_resume() -> None:
         assert child.messages == []  # reset once the interrupted call finished
     finally:
         child.shutdown()
+
+
+# -- a new driver process resumes a remote sub-agent's interrupt ------------------------------------------------
+
+DRIVER = Path(__file__).with_name("_remote_as_tool_driver.py")
+
+
+def _drive(*args: str) -> dict[str, Any]:
+    import ray
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": root, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    done = subprocess.run([sys.executable, str(DRIVER), *args], cwd=root, env=env, timeout=120,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _same_driver(tmp_path: Path, preserve: bool) -> dict[str, Any]:
+    from ray_harness.runtime import RemoteAgent
+    from tests.integration._remote_as_tool_driver import factory, parent
+
+    log = tmp_path / "same.log"
+    remote = RemoteAgent(factory(str(log)), name=f"ops-same-{uuid.uuid4().hex[:6]}")
+    try:
+        boss = parent(str(tmp_path / "same-sessions"), remote, preserve, "all")
+        first = boss("start")
+        result = boss([{"interruptResponse": {"interruptId": item.id, "response": "yes"}} for item in first.interrupts])
+        return {"text": str(result), "messages": boss.messages, "child_messages": remote.messages,
+                "log": log.read_text()}
+    finally:
+        remote.shutdown()
+
+
+@pytest.mark.parametrize(("lifetime", "reach", "preserve"), [
+    ("detached", "attach", "1"),  # the detached actor still holds the turn; the parent's copy matches it
+    ("detached", "attach", "0"),  # the actor went back to its baseline; the turn comes from the parent
+    ("owned", "new", "0"),  # the first driver's actor died with it; a new actor from the same code resumes
+])
+def test_a_new_driver_resumes_the_remote_sub_agent(tmp_path: Path, lifetime: str, reach: str, preserve: str) -> None:
+    from ray_harness.runtime import RemoteAgent
+
+    expected = _same_driver(tmp_path, preserve == "1")
+    storage, log = str(tmp_path / "sessions"), tmp_path / "tools.log"
+    first_actor = f"ops-{uuid.uuid4().hex[:6]}"
+    paused = _drive("interrupt", storage, str(log), first_actor, lifetime, preserve)
+    try:
+        assert paused["stop_reason"] == "interrupt"
+        (pending,) = paused["interrupts"]
+        assert pending["id"].startswith("v1:agent_as_tool:p-1:") and pending["reason"] == {"target": "db"}
+        assert log.read_text() == "ops check db\n"
+        second_actor = first_actor if reach == "attach" else f"ops-{uuid.uuid4().hex[:6]}"
+        resumed = _drive("resume", storage, str(log), second_actor, reach, preserve,
+                         json.dumps([{"interruptId": pending["id"], "response": "yes"}]))
+    finally:
+        if lifetime == "detached":
+            with contextlib.suppress(ValueError):
+                RemoteAgent.kill(first_actor)
+    assert resumed["stop_reason"] == "end_turn"
+    assert resumed["text"] == expected["text"] == "boss: ops: db healthy | wiped db (checked: db)\n"
+    assert resumed["messages"] == expected["messages"]
+    assert resumed["child_messages"] == expected["child_messages"]
+    assert len(resumed["child_messages"]) == (4 if preserve == "1" else 0)
+    assert log.read_text() == expected["log"] == "ops check db\nops wipe db\n"  # each tool once
