@@ -251,7 +251,7 @@ def resume_or_start(context: ToolContext, use_id: str, name: str) -> tuple[Parke
         if responses:
             return parked, responses
         park(context, use_id, parked)
-    if _responses_for(parent, prefix):
+    elif _responses_for(parent, prefix) and not parent._interrupt_state.context.get(PARKED_TURNS_KEY):
         return error_result(use_id, f"Agent '{name}' did NOT run: the parent's interrupt context holds no "
                                     "interrupted turn for this call, so the response was not applied.")
     raw = context.tool_use.get("input")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,30 @@ def test_unknown_interrupt_id_names_it_and_loses_nothing(tmp_path: Path) -> None
     resumed = run("resume", "nested", str(storage), str(log), json.dumps(answers(paused["interrupts"])))
     assert resumed["text"] == "boss: manager: ops: db healthy | wiped db (checked: db)\n"
     assert log.read_text() == "ops check db\nops wipe db\n"
+
+
+@pytest.mark.services
+def test_nested_resume_from_an_s3_session(moto_endpoint: str, tmp_path: Path) -> None:
+    """The same parked turns through S3SessionManager (a real moto server), with fresh agent instances."""
+    import boto3
+
+    from ray_harness.session import S3SessionManager
+
+    boto = boto3.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
+    bucket = f"astool-{uuid.uuid4().hex[:12]}"
+    boto.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket=bucket)
+
+    def sessions() -> S3SessionManager:
+        return S3SessionManager("astool", bucket, endpoint_url=moto_endpoint, boto_session=boto)
+
+    _, expected = same_process("nested", tmp_path / "same.log")
+    log = tmp_path / "tools.log"
+    parent, _ = build("nested", resume=False, log=log, sessions=sessions())
+    paused = parent("start")
+    del parent
+    parent, children = build("nested", resume=True, log=log, sessions=sessions())
+    result = parent([{"interruptResponse": answer} for answer in answers([i.to_dict() for i in paused.interrupts])])
+    resumed = json.loads(json.dumps(snapshot(parent, children, result)))
+    assert (resumed["text"], resumed["messages"], resumed["children"]) == (
+        expected["text"], expected["messages"], expected["children"])
+    assert lines(log) == ["ops check db", "ops wipe db"]
