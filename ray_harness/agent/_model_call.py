@@ -132,24 +132,25 @@ def _invoke_chain(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         specs.append(inv.structured.spec)
         tool_choice = inv.structured.tool_choice()
     middleware = agent._middleware
-    terminal = _terminal(agent, inv)
     if not middleware.has(InvokeModelStage):
-        # Fast path: no middleware, no defensive copies (the terminal does not mutate its inputs).
+        # Fast path: no middleware, no defensive copies (the terminal does not mutate its inputs). Nobody
+        # between the model and a quiet caller reads the chunk events, so they are not even produced.
+        terminal = _terminal(agent, inv, chunk_events=not inv.quiet)
         ctx = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, tool_choice, inv.state)
         return terminal(ctx)  # type: ignore[no-any-return]
     ctx = InvokeModelContext(agent, copy.deepcopy(agent.messages), agent.system_prompt, copy.deepcopy(specs),
                              copy.deepcopy(tool_choice), inv.state)
-    return middleware.compose(InvokeModelStage, terminal)(ctx)
+    return middleware.compose(InvokeModelStage, _terminal(agent, inv, chunk_events=True))(ctx)
 
 
-def _terminal(agent: Agent, inv: Invocation) -> Any:
+def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
     async def terminal(ctx: InvokeModelContext) -> AsyncGenerator[Any, None]:
         if inv.cancelled:
             yield _cancelled_stop()
             return
         stream = agent.model.stream(ctx.messages, ctx.tool_specs or None, ctx.system_prompt,
                                     tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
-        events = process_stream(stream)  # type: ignore[arg-type]
+        events = process_stream(stream, raw_events=chunk_events, deltas=chunk_events)  # type: ignore[arg-type]
         try:
             while not inv.cancelled:
                 # The flag is up only while parked on the provider, never across our own yields: a cancel

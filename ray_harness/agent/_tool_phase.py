@@ -83,7 +83,7 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
                 yield {"type": "tool_result", "tool_result": event.result}
             elif isinstance(event, _ToolInterrupted):
                 interrupts.extend(event.interrupts)
-            else:
+            elif not inv.quiet:
                 yield event
     if interrupts:
         _suspend(agent, message, results, interrupts)
@@ -94,7 +94,8 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     ordered = [results[use["toolUseId"]] for use in tool_uses]
     result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
     await agent._append_message(result_message, inv.state)
-    yield {"type": "message", "message": result_message}
+    if not inv.quiet:
+        yield {"type": "message", "message": result_message}
     after, _ = await agent.hooks.invoke_callbacks_async(
         AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
     )

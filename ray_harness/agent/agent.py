@@ -208,20 +208,40 @@ class Agent:
                            limits: Limits | None = None, structured_output_model: type | None = None,
                            cancel_signal: threading.Event | None = None, **kwargs: Any) -> AgentResult:
         result: AgentResult | None = None
-        async for event in self.stream_async(prompt, invocation_state=invocation_state, limits=limits,
-                                             structured_output_model=structured_output_model,
-                                             cancel_signal=cancel_signal, **kwargs):
+        async for event in self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal,
+                                        kwargs, quiet=True):
             if event.get("type") == "result":
                 result = event["result"]
         if result is None:  # pragma: no cover - the loop always ends with a result event
             raise RuntimeError("agent loop ended without a result")
         return result
 
-    async def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
-                           limits: Limits | None = None, structured_output_model: type | None = None,
-                           cancel_signal: threading.Event | None = None, **kwargs: Any
-                           ) -> AsyncGenerator[dict[str, Any], None]:
+    def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
+                     limits: Limits | None = None, structured_output_model: type | None = None,
+                     cancel_signal: threading.Event | None = None, **kwargs: Any
+                     ) -> AsyncGenerator[dict[str, Any], None]:
         """Run one invocation, yielding typed events; the last is ``{"type": "result", "result": AgentResult}``."""
+        return self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal, kwargs,
+                            quiet=False)
+
+    def _quiet_stream(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
+                      limits: Limits | None = None, structured_output_model: type | None = None,
+                      cancel_signal: threading.Event | None = None, **kwargs: Any
+                      ) -> AsyncGenerator[dict[str, Any], None]:
+        """``stream_async`` for callers that want only the result (actors' invoke paths): see :meth:`_stream`."""
+        return self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal, kwargs,
+                            quiet=True)
+
+    async def _stream(self, prompt: Any, invocation_state: dict[str, Any] | None, limits: Limits | None,
+                      structured_output_model: type | None, cancel_signal: threading.Event | None,
+                      kwargs: dict[str, Any], *, quiet: bool) -> AsyncGenerator[dict[str, Any], None]:
+        """The invocation behind ``stream_async`` and ``invoke_async``.
+
+        ``quiet=True`` (for callers that only want the result) skips the per-chunk events — model
+        events, deltas, ``message``, ``tool_start``, tool stream events — which otherwise travel up
+        through every layer of the loop; ``tool_result``, ``interrupt`` and ``result`` still come.
+        Hooks and middleware see exactly the same events either way.
+        """
         from ray_harness.agent.loop import Invocation, run_invocation
 
         checked_limits = validate_limits(limits)
@@ -233,7 +253,7 @@ class Agent:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
             invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits,
-                                    structured_output_model)
+                                    structured_output_model, quiet=quiet)
             self._cancel_message = None
             self._cancel_after_tools = False
             self._invocation = invocation

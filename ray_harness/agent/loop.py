@@ -41,8 +41,9 @@ class Invocation:
     """Per-invocation control state: cancel signal, limits, structured output, the model-wait interrupter."""
 
     def __init__(self, agent: Agent, cancel_signal: threading.Event, state: dict[str, Any],
-                 limits: Limits | None, structured_output_model: type | None) -> None:
+                 limits: Limits | None, structured_output_model: type | None, *, quiet: bool = False) -> None:
         self.agent = agent
+        self.quiet = quiet  # the caller wants only the result: per-chunk events are not produced
         self.cancel_signal = cancel_signal
         self.state = state
         self.limits = limits
@@ -258,7 +259,8 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
             yield inv.result("cancelled", message)
             return
         await agent._append_message(message, inv.state)
-        yield {"type": "message", "message": message}
+        if not inv.quiet:
+            yield {"type": "message", "message": message}
         stop_reason = outcome.stop_reason
         has_tools = any("toolUse" in block for block in message["content"])
         if stop_reason == "max_tokens":

@@ -129,9 +129,12 @@ class _Assembler:
         return ModelStopReason(stop_reason=self.stop_reason, message=message, usage=self.usage, metrics=self.metrics)
 
 
-async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: bool = True
+async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: bool = True, deltas: bool = True
                          ) -> AsyncGenerator[Any, None]:
-    """Yield agent events for ``chunks``; the last event is a ``ModelStopReason``."""
+    """Yield agent events for ``chunks``; the last event is a ``ModelStopReason``.
+
+    ``raw_events=False`` leaves out the ``model_event`` wrappers, ``deltas=False`` the ``*_delta`` events.
+    """
     state = _Assembler()
     async for chunk in chunks:
         if not isinstance(chunk, dict):
@@ -140,7 +143,8 @@ async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: b
             yield {"type": "model_event", "event": chunk}
         if "contentBlockDelta" in chunk:
             for event in state.on_delta(chunk["contentBlockDelta"]):
-                yield event
+                if deltas:
+                    yield event
         elif "contentBlockStart" in chunk:
             state.on_start(chunk["contentBlockStart"])
         elif "contentBlockStop" in chunk:

@@ -32,6 +32,7 @@ from ray_harness.agent.result import AgentResult
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt, InterruptState
+from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import prepare_actor_process
 from ray_harness.telemetry.propagation import attached
@@ -80,24 +81,27 @@ class AgentRunner:
 
     async def invoke(self, invocation_id: str, prompt: Any, options: dict[str, Any]) -> AgentResult:
         result: AgentResult | None = None
-        async for event in self.stream(invocation_id, prompt, options):
+        async for event in self.stream(invocation_id, prompt, options, quiet=True):
             if event.get("type") == "result":
                 result = event["result"]
         if result is None:  # pragma: no cover - the agent loop always ends with a result event
             raise RuntimeError("agent invocation ended without a result")
         return result
 
-    async def stream(self, invocation_id: str, prompt: Any, options: dict[str, Any]
+    async def stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], *, quiet: bool = False
                      ) -> AsyncGenerator[dict[str, Any], None]:
-        """Run (or continue, or replay) invocation ``invocation_id``; yields the agent's events."""
+        """Run (or continue, or replay) invocation ``invocation_id``; yields the agent's events.
+
+        ``quiet=True``: the caller wants the result only, so the agent skips its per-chunk events.
+        """
         options = dict(options)
         carrier = options.pop("trace_context", None)
         prepare_actor_process()
         with attached(carrier):  # the driver's span is the parent of this invocation's spans
-            async for event in self._stream(invocation_id, prompt, options):
+            async for event in self._stream(invocation_id, prompt, options, quiet):
                 yield event
 
-    async def _stream(self, invocation_id: str, prompt: Any, options: dict[str, Any]
+    async def _stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], quiet: bool
                       ) -> AsyncGenerator[dict[str, Any], None]:
         if self.mode == "throw" and self._lock.locked():
             raise ConcurrencyException(
@@ -120,17 +124,18 @@ class AgentRunner:
                         self._finish(invocation_id, finished)
                         yield {"type": "result", "result": finished}
                         return
-                async for event in self._run(invocation_id, prompt, options, signal):
+                async for event in self._run(invocation_id, prompt, options, signal, quiet):
                     yield event
             finally:
                 with self._guard:
                     self._running = None
                     self._signals.pop(invocation_id, None)
 
-    async def _run(self, invocation_id: str, prompt: Any, options: dict[str, Any], signal: threading.Event
-                   ) -> AsyncGenerator[dict[str, Any], None]:
+    async def _run(self, invocation_id: str, prompt: Any, options: dict[str, Any], signal: threading.Event,
+                   quiet: bool) -> AsyncGenerator[dict[str, Any], None]:
         try:
-            events = self.agent.stream_async(prompt, cancel_signal=signal, **options)
+            source = getattr(self.agent, "_quiet_stream", None) if quiet else None
+            events = (source or self.agent.stream_async)(prompt, cancel_signal=signal, **options)
             try:
                 async for event in events:
                     kind = event.get("type")
@@ -151,7 +156,7 @@ class AgentRunner:
 
     def _start(self, invocation_id: str) -> threading.Event:
         with self._guard:
-            signal = threading.Event()
+            signal = CancelSignal()
             if invocation_id in self._early_cancels:
                 del self._early_cancels[invocation_id]
                 signal.set()

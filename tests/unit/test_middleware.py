@@ -200,3 +200,33 @@ def test_bad_registration() -> None:
         agent.add_middleware("model", lambda c: c)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="async generator"):
         agent.add_middleware(InvokeModelStage, lambda c, n: None)
+
+
+def test_invoke_without_streaming_still_shows_chunk_events_to_model_wrap_middleware() -> None:
+    # invoke_async/__call__ skip per-chunk events nobody reads; a Wrap layer still sees every one of them.
+    seen: list[str] = []
+
+    async def observe(ctx, next_fn):  # type: ignore[no-untyped-def]
+        async for event in next_fn(ctx):
+            if isinstance(event, dict):
+                seen.append(event["type"])
+            yield event
+
+    agent = Agent(ScriptedModel(tool_call("echo", {"value": "v"}), text("done")), tools=[echo])
+    agent.add_middleware(InvokeModelStage, observe)
+    assert str(agent("x")).strip() == "done"
+    assert seen.count("text_delta") == 1 and "model_event" in seen and "tool_use_delta" in seen
+
+
+async def test_stream_async_keeps_every_event_and_invoke_async_gets_the_same_result() -> None:
+    def script() -> ScriptedModel:
+        return ScriptedModel(tool_call("echo", {"value": "v"}, tool_use_id="t1"), text("done"))
+
+    streamed = Agent(script(), tools=[echo])
+    kinds = [event["type"] async for event in streamed.stream_async("x")]
+    assert {"model_event", "text_delta", "tool_use_delta", "message", "tool_start", "tool_result",
+            "result"} <= set(kinds)
+    invoked = Agent(script(), tools=[echo])
+    result = await invoked.invoke_async("x")
+    assert str(result).strip() == "done"
+    assert invoked.messages == streamed.messages
