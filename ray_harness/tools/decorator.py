@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import importlib
 import inspect
@@ -14,6 +13,7 @@ from typing import Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ray_harness.middleware.types import ToolResultEvent
+from ray_harness.tools._threads import run_in_tool_thread
 from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, error_result
 from ray_harness.types.content import ToolResult, ToolUse
 from ray_harness.types.tools import ToolSpec
@@ -119,7 +119,7 @@ class DecoratedFunctionTool(AgentTool):
             value = await func(**kwargs)
         else:
             # NOTE: sync tools run in a thread so they never block the loop (or other concurrent tools).
-            value = await asyncio.to_thread(func, **kwargs)
+            value = await run_in_tool_thread(func, **kwargs)
         yield ToolResultEvent(to_tool_result(use_id, value))
 
 
