@@ -1,8 +1,8 @@
 """Run a Graph or Swarm where the runtime expects an Agent (a pooled evaluation row, for example).
 
 The host runner drives ``stream_async(prompt, cancel_signal=..., limits=..., ...)`` and waits for a
-``{"type": "result"}`` event; :class:`MultiAgentTarget` gives a ``MultiAgentBase`` that surface: the
-cancel signal is watched and turned into ``graph.cancel()``, and the final ``multiagent_result``
+``{"type": "result"}`` event; :class:`MultiAgentTarget` gives a ``MultiAgentBase`` that surface: setting
+the cancel signal calls ``graph.cancel()`` on the loop, and the final ``multiagent_result``
 event is also reported as the run's result.
 """
 
@@ -11,12 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
+
+from ray_harness.runtime._signal import CancelSignal
 
 __all__ = ("MultiAgentTarget", "is_multi_agent")
 
 _POLL_S = 0.02
+
+
+def _nothing() -> None:
+    return None
 
 
 def is_multi_agent(target: Any) -> bool:
@@ -49,20 +55,26 @@ class MultiAgentTarget:
                            structured_output_model: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
         if limits is not None or structured_output_model is not None:
             raise TypeError("limits and structured_output_model apply to agents, not to graphs or swarms")
-        watcher = asyncio.ensure_future(self._watch(cancel_signal)) if cancel_signal is not None else None
+        remove: Callable[[], None] = _nothing
+        watcher: asyncio.Future[None] | None = None
+        if isinstance(cancel_signal, CancelSignal):
+            remove = cancel_signal.on_set(asyncio.get_running_loop(), self.orchestrator.cancel)
+        elif cancel_signal is not None:
+            watcher = asyncio.ensure_future(self._watch(cancel_signal))
         try:
             async for event in self.orchestrator.stream_async(prompt, invocation_state):
                 yield event
                 if event.get("type") == "multiagent_result":
                     yield {"type": "result", "result": event["result"]}
         finally:
+            remove()
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
 
     async def _watch(self, signal: threading.Event) -> None:
-        # The signal is a threading.Event set from the host's control thread: poll it cheaply.
+        # A plain threading.Event (not the runner's CancelSignal) cannot call back: poll it.
         while not signal.is_set():  # noqa: ASYNC110 - a threading.Event cannot be awaited
             await asyncio.sleep(_POLL_S)
         self.orchestrator.cancel()
