@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
 import threading
 from typing import Any
@@ -19,8 +21,11 @@ from ray.util import metrics as ray_metrics
 from ray_harness.telemetry import metrics as harness_metrics
 from ray_harness.telemetry.config import ensure_configured_from_env
 
-__all__ = ("RayMetricsSink", "actor_env", "prepare_actor_process", "with_actor_env")
+__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "prepare_actor_process", "with_actor_env")
 
+logger = logging.getLogger(__name__)
+
+_Tags = tuple[tuple[str, str], ...]
 _ENV_PREFIXES = ("OTEL_", "RAY_HARNESS_CAPTURE_CONTENT")
 _prepared = threading.Lock()
 _state: dict[str, Any] = {"sink": None}
@@ -42,9 +47,17 @@ def with_actor_env(options: dict[str, Any]) -> dict[str, Any]:
 
 
 class RayMetricsSink:
-    """``ray.util.metrics`` counters and histograms for the harness metrics."""
+    """``ray.util.metrics`` counters, gauges and histograms for the harness metrics.
 
-    def __init__(self) -> None:
+    Each Ray metric call costs ≈2 µs plus tag handling, and an agent invocation makes about eight; a host
+    runs thousands of invocations per second. Counters and gauges are therefore summed (last value kept)
+    in plain dicts and handed to Ray by a background thread every :data:`FLUSH_INTERVAL_S` — Ray exports
+    metrics every few seconds anyway. Histogram observations are queued and observed at the same time.
+    """
+
+    FLUSH_INTERVAL_S = 1.0
+
+    def __init__(self, *, flush_interval_s: float | None = None) -> None:
         self._calls = ray_metrics.Counter("ray_harness_model_calls", "Model calls", tag_keys=("agent",))
         self._tokens = ray_metrics.Counter("ray_harness_tokens", "Tokens", tag_keys=("agent", "direction"))
         self._cost = ray_metrics.Counter("ray_harness_cost_usd", "Model cost in USD", tag_keys=("agent",))
@@ -58,30 +71,76 @@ class RayMetricsSink:
                                           tag_keys=("agent",))
         self._active_counts: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Pending updates: (metric, tags) -> amount / last value; histogram observations in order.
+        self._increments: dict[tuple[Any, _Tags], float] = {}
+        self._gauge_values: dict[tuple[Any, _Tags], float] = {}
+        self._observations: list[tuple[Any, float, _Tags]] = []
+        self._interval = self.FLUSH_INTERVAL_S if flush_interval_s is None else flush_interval_s
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_periodically, name="ray_harness-metrics", daemon=True)
+        self._flusher.start()
+        atexit.register(self.flush)
+
+    # -- MetricsSink ----------------------------------------------------------------------------------------
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
-        tags = {"agent": agent}
-        self._calls.inc(1, tags)
-        for direction, key in (("input", "inputTokens"), ("output", "outputTokens")):
-            count = int(usage.get(key, 0))
-            if count > 0:  # Ray counters reject increments of 0
-                self._tokens.inc(count, {**tags, "direction": direction})
-        if cost_usd > 0:
-            self._cost.inc(cost_usd, tags)
-        self._latency.observe(latency_s, tags)
+        inputs, outputs = int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))
+        with self._lock:
+            increments = self._increments
+            key: tuple[Any, _Tags] = (self._calls, (("agent", agent),))
+            increments[key] = increments.get(key, 0) + 1
+            if inputs > 0:  # Ray counters reject increments of 0
+                key = (self._tokens, (("agent", agent), ("direction", "input")))
+                increments[key] = increments.get(key, 0) + inputs
+            if outputs > 0:
+                key = (self._tokens, (("agent", agent), ("direction", "output")))
+                increments[key] = increments.get(key, 0) + outputs
+            if cost_usd > 0:
+                key = (self._cost, (("agent", agent),))
+                increments[key] = increments.get(key, 0) + cost_usd
+            self._observations.append((self._latency, latency_s, (("agent", agent),)))
 
     def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
-        self._tools.inc(1, {"agent": agent, "tool": tool, "status": status})
-        self._tool_latency.observe(latency_s, {"agent": agent, "tool": tool})
+        with self._lock:
+            key = (self._tools, (("agent", agent), ("tool", tool), ("status", status)))
+            self._increments[key] = self._increments.get(key, 0) + 1
+            self._observations.append((self._tool_latency, latency_s, (("agent", agent), ("tool", tool))))
 
     def active_agents(self, agent: str, delta: int) -> None:
         with self._lock:
             count = max(0, self._active_counts.get(agent, 0) + delta)
             self._active_counts[agent] = count
-        self._active.set(count, {"agent": agent})
+            self._gauge_values[(self._active, (("agent", agent),))] = count
 
     def interrupts_pending(self, agent: str, count: int) -> None:
-        self._pending.set(count, {"agent": agent})
+        with self._lock:
+            self._gauge_values[(self._pending, (("agent", agent),))] = count
+
+    # -- flushing -------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Hand everything recorded so far to Ray."""
+        with self._lock:
+            increments, self._increments = self._increments, {}
+            gauges, self._gauge_values = self._gauge_values, {}
+            observations, self._observations = self._observations, []
+        for (counter, tags), amount in increments.items():
+            counter.inc(amount, dict(tags))
+        for (gauge, tags), value in gauges.items():
+            gauge.set(value, dict(tags))
+        for histogram, value, tags in observations:
+            histogram.observe(value, dict(tags))
+
+    def close(self) -> None:
+        self._stop.set()
+        self.flush()
+
+    def _flush_periodically(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.flush()
+            except Exception as error:  # metrics must never take the host down
+                logger.warning("error=<%s> | could not export harness metrics to Ray", error)
 
 
 def prepare_actor_process() -> None:
@@ -99,3 +158,10 @@ def prepare_actor_process() -> None:
             return
         ensure_configured_from_env()
         _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
+
+
+def flush_metrics() -> None:
+    """Hand this process's buffered harness metrics to Ray now (before the actor is killed, for example)."""
+    sink = _state["sink"]
+    if sink is not None:
+        sink.flush()

@@ -51,7 +51,7 @@ from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, raise_translated, translate
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec, cloudpickle
-from ray_harness.runtime._telemetry import with_actor_env
+from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.exceptions import RemoteActorError
 
@@ -175,6 +175,10 @@ class AgentHost:
         if runner is None:
             raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
         return runner.agent.messages
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def flush_metrics(self) -> None:
+        flush_metrics()
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def stats(self) -> dict[str, Any]:
@@ -534,6 +538,10 @@ class AgentPool:
 
     def shutdown(self) -> None:
         """Kill the host actors (shared with other pools in the namespace that use the same names)."""
+        try:  # best effort: metrics buffered in the hosts (up to a second's worth) reach Ray first
+            ray.get([host.flush_metrics.remote() for host in self._hosts], timeout=2)
+        except (RayError, ValueError):
+            pass
         for host in self._hosts:
             try:
                 ray.kill(host, no_restart=True)

@@ -33,7 +33,7 @@ from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._store import FileAgentStore
-from ray_harness.runtime._telemetry import with_actor_env
+from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.content import Message
 
@@ -97,6 +97,7 @@ class AgentActor:
 
     async def forget(self) -> None:
         self._runner.forget()
+        flush_metrics()  # the actor is about to be killed
 
     async def invoke_as_tool(self, invocation_id: str, prompt: Any, options: dict[str, Any], preserve_context: bool,
                              call_key: str, turn: dict[str, Any] | None = None) -> dict[str, Any]:

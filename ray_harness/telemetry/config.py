@@ -111,7 +111,14 @@ def ensure_configured_from_env() -> None:
 def tracing_enabled() -> bool:
     from opentelemetry import trace
 
-    return _is_sdk_provider(trace.get_tracer_provider())
+    # Asked several times per agent invocation. get_tracer_provider() reads os.environ on every call until a
+    # provider is installed, so the installed one (OpenTelemetry's module global) is looked at first.
+    provider = getattr(trace, "_TRACER_PROVIDER", None)
+    if provider is None:
+        if "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ:
+            return False
+        provider = trace.get_tracer_provider()
+    return _is_sdk_provider(provider)
 
 
 def _is_sdk_provider(provider: Any) -> bool:
