@@ -98,7 +98,7 @@ class Agent:
         self.session_manager = session_manager
         # The default environment is reachable as agent.sandbox, but only an explicit sandbox vends
         # shell/file tools below: an agent must never silently get a shell on this machine.
-        self.sandbox = sandbox if sandbox is not None else _default_sandbox()
+        self._sandbox = sandbox  # the default one is created on first access (agents are built per dataset row)
         self._checkpoint_resume: Any = None
         self._init_runtime_fields()
         # Only with handlers: the registry points back at the agent, and that cycle would leave every agent
@@ -120,16 +120,26 @@ class Agent:
 
     def _init_runtime_fields(self) -> None:
         self._lock = threading.Lock()
-        self._cancel_signal = threading.Event()
         self._cancel_message: str | None = None
         self._cancel_after_tools = False
         self._invocation: Any = None
+
+    @property
+    def sandbox(self) -> Any:
+        """Where this agent's shell and file tools run (a ``LocalEnvironment`` unless one was given)."""
+        if self._sandbox is None:
+            self._sandbox = _default_sandbox()
+        return self._sandbox
+
+    @sandbox.setter
+    def sandbox(self, value: Any) -> None:
+        self._sandbox = value
 
     # -- pickling (agents ship into Ray actors) -------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_lock", "_cancel_signal", "_invocation"):
+        for key in ("_lock", "_invocation"):
             state.pop(key, None)
         return state
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from typing import Any
@@ -115,10 +116,16 @@ def tracing_enabled() -> bool:
     # provider is installed, so the installed one (OpenTelemetry's module global) is looked at first.
     provider = getattr(trace, "_TRACER_PROVIDER", None)
     if provider is None:
-        if "OTEL_PYTHON_TRACER_PROVIDER" not in os.environ:
+        if not _provider_from_env():
             return False
         provider = trace.get_tracer_provider()
     return _is_sdk_provider(provider)
+
+
+@functools.cache
+def _provider_from_env() -> bool:
+    # Read once: a provider named by environment is configured at start-up, not in the middle of a run.
+    return "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def _is_sdk_provider(provider: Any) -> bool:
