@@ -269,6 +269,9 @@ class AgentRunner:
         state.interrupts[RESTORE_INTERRUPT_ID] = Interrupt(
             id=RESTORE_INTERRUPT_ID, name="ray_harness_restore", reason="actor restarted", response=True
         )
-        state.context = {"tool_use_message": last, "tool_results": list(done.values())}
+        # Other keys of an interrupted batch's context stay (agent-as-tool keeps paused child turns there).
+        kept = {key: value for key, value in state.context.items()
+                if key not in ("tool_use_message", "tool_results")} if state.activated else {}
+        state.context = {**kept, "tool_use_message": last, "tool_results": list(done.values())}
         state.activate()
         return [{"interruptResponse": {"interruptId": RESTORE_INTERRUPT_ID, "response": True}}], None
