@@ -242,6 +242,16 @@ class MultiAgentBase(ABC):
     def cancel(self) -> None:
         """Stop the running invocation; it returns a result with ``Status.CANCELLED``."""
 
+    def shutdown(self) -> None:
+        """Release what the runtime holds for this orchestrator; idempotent.
+
+        With ``runtime="ray"`` this kills its orchestrator actor (the next invocation starts a new one); it
+        also happens when the object is garbage collected and at ``ray_harness.runtime.shutdown()``.
+        """
+        release = getattr(getattr(self, "_executor", None), "shutdown", None)
+        if callable(release):
+            release()
+
     @abstractmethod
     def serialize_state(self) -> dict[str, Any]:
         """A JSON-serializable snapshot of the orchestration state."""

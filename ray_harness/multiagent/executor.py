@@ -14,6 +14,14 @@ nested orchestrator can fail without raising). An exception raised by the node
 propagates out of the generator unchanged; the orchestrator turns it into a
 FAILED result and applies its failure policy. Timeouts are the orchestrator's:
 it cancels the consuming task (and calls ``cancel_node``).
+
+Optional: an executor may also run the *orchestration* elsewhere. When it has
+``stream_orchestrator(orchestrator, task, invocation_state)`` returning an async
+generator of the invocation's events (or None to run it here), Graph and Swarm
+delegate their whole invocation to it at the entry of ``stream_async``
+(:func:`delegated_stream`); the Ray executor runs it in the orchestrator's
+actor. ``shutdown()``, when present, releases what the executor holds
+(``MultiAgentBase.shutdown``).
 """
 
 from __future__ import annotations
@@ -30,8 +38,8 @@ from ray_harness.agent.state import AgentState
 from ray_harness.interrupts import InterruptState
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
 
-__all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "make_executor", "node_result_from_agent",
-           "node_result_from_multiagent", "node_type")
+__all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "delegated_stream", "make_executor",
+           "node_result_from_agent", "node_result_from_multiagent", "node_type")
 
 DEFAULT_RUNTIME = "ray"
 """The default ``runtime=`` (API.md): an embedded local Ray starts on first use when none is running."""
@@ -67,6 +75,15 @@ class NodeExecutor(Protocol):
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
         """Restore a snapshot made by :meth:`export_node_state`."""
+
+
+def delegated_stream(executor: Any, orchestrator: MultiAgentBase, task: Any,
+                     invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None] | None:
+    """The invocation's events when ``executor`` runs the orchestration elsewhere, else None (run it here)."""
+    method = getattr(executor, "stream_orchestrator", None)
+    if method is None:
+        return None
+    return method(orchestrator, task, invocation_state)  # type: ignore[no-any-return]
 
 
 def node_type(target: Any) -> str:

@@ -40,7 +40,7 @@ from ray_harness.multiagent.events import (
     node_stream_event,
     result_event,
 )
-from ray_harness.multiagent.executor import DEFAULT_RUNTIME, make_executor, node_type
+from ray_harness.multiagent.executor import DEFAULT_RUNTIME, delegated_stream, make_executor, node_type
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
@@ -140,6 +140,11 @@ class Graph(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
+            delegated = delegated_stream(self._executor, self, task, state)
+            if delegated is not None:  # e.g. runtime="ray": the orchestration runs in its actor
+                async for event in delegated:
+                    yield event
+                return
             with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
                                              "ray_harness.graph.nodes": len(self.nodes)}):
                 async for event in self._invoke(task, state):

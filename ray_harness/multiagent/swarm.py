@@ -41,7 +41,7 @@ from ray_harness.multiagent.events import (
     node_stream_event,
     result_event,
 )
-from ray_harness.multiagent.executor import DEFAULT_RUNTIME, make_executor
+from ray_harness.multiagent.executor import DEFAULT_RUNTIME, delegated_stream, make_executor
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -203,6 +203,11 @@ class Swarm(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
+            delegated = delegated_stream(self._executor, self, task, state)
+            if delegated is not None:  # e.g. runtime="ray": the orchestration runs in its actor
+                async for event in delegated:
+                    yield event
+                return
             with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id}):
                 async for event in self._invoke(task, state):
                     yield event

@@ -12,11 +12,16 @@ Importing this package does not import Ray; each name below loads its module
 * :class:`RunHandle` broadcasts a cancel to every actor/slot of a run at once.
 * :class:`RemoteSandbox` serves any ``Sandbox`` from its own actor
   (``ray_harness:sandbox:<name>``).
+* Graphs and swarms (``runtime="ray"``) run their orchestration in an actor
+  per instance (``ray_harness:graph:<id>`` / ``ray_harness:swarm:<id>``), see
+  :mod:`ray_harness.runtime._orchestrator`.
+* :func:`shutdown` kills this driver's orchestrator actors and disconnects.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 __all__ = (
@@ -35,13 +40,22 @@ _LAZY = {
     "DEFAULT_NAMESPACE": "ray_harness.runtime._cluster",
     "init": "ray_harness.runtime._cluster",
     "is_initialized": "ray_harness.runtime._cluster",
-    "shutdown": "ray_harness.runtime._cluster",
     "FileAgentStore": "ray_harness.runtime._store",
     "RemoteAgent": "ray_harness.runtime.remote_agent",
     "AgentPool": "ray_harness.runtime.pool",
     "RunHandle": "ray_harness.runtime._cancel",
     "RemoteSandbox": "ray_harness.runtime.sandbox",
 }
+
+
+def shutdown() -> None:
+    """Kill the orchestrator actors this process created, then disconnect (an embedded Ray stops with it)."""
+    orchestrators = sys.modules.get("ray_harness.runtime._orchestrator")
+    if orchestrators is not None:  # never imported: no orchestrator actor was created
+        orchestrators.shutdown_all()
+    from ray_harness.runtime._cluster import shutdown as disconnect
+
+    disconnect()
 
 
 def __getattr__(name: str) -> Any:

@@ -1,8 +1,12 @@
-"""``RayExecutor``: Graph and Swarm nodes on Ray (``build(runtime="ray")``, ``Swarm(..., runtime="ray")``).
+"""``RayExecutor``: Graph and Swarm on Ray (``build(runtime="ray")``, ``Swarm(..., runtime="ray")``).
 
-The orchestrator (Graph or Swarm: readiness, joins, conditions, limits,
-failure policies, interrupts, persistence) runs where it was invoked and is
-the same code as with ``runtime="local"``; only where nodes run differs:
+Invoked from a driver, the orchestration (Graph or Swarm: readiness, joins,
+conditions, limits, failure policies, hooks, interrupts) runs in the
+orchestrator actor of that Graph/Swarm (``ray_harness:graph:<id>`` /
+``ray_harness:swarm:<id>``, see :mod:`ray_harness.runtime._orchestrator`):
+:meth:`RayExecutor.stream_orchestrator` ships the orchestrator there and
+streams its events back. It is the same code as with ``runtime="local"``; in
+the actor, a ``RayExecutor`` runs the nodes:
 
 * **Agent nodes** run on a pre-started pool of async host actors
   (:func:`~ray_harness.runtime._multiagent_pool.default_pool`, or the pool
@@ -11,30 +15,34 @@ the same code as with ``runtime="local"``; only where nodes run differs:
   streaming generator and its completion is handled when it arrives. No actor
   is created per node execution.
 * **Node state** travels with the node (see :mod:`ray_harness.runtime._multiagent_node`):
-  the driver's ``Agent`` is shipped by value and its messages, state, interrupt
-  state, metrics and model come back at the end of the run. The driver's agents
-  stay authoritative, so revisits, ``reset_on_revisit``, ``reset_members``,
-  interrupt resume and session restore are the local code paths.
+  the orchestrator's ``Agent`` is shipped by value and its messages, state,
+  interrupt state, metrics and model come back at the end of the node's run,
+  and from the orchestrator actor to the driver at the end of the invocation.
+  The driver's agents stay authoritative, so revisits, ``reset_on_revisit``,
+  ``reset_members``, interrupt resume and session restore are the local code paths.
 * **Swarm handoffs** are the same: the next member is shipped to a host with
   its history and a prompt carrying the handoff message and shared context;
   the handoff tool was added to the member before it ships, and the swarm
   learns about the handoff from the member's streamed tool events.
-* **Nested Graph/Swarm nodes** run their own orchestration here in the driver,
-  their agent nodes on the pool through their own executor.
+* **Nested Graph/Swarm nodes** run their own orchestration in the parent's
+  orchestrator actor (no actor of their own), their agent nodes on the pool
+  through their own executor.
 * **RemoteAgent nodes** call their dedicated actor; that actor keeps the
   history (``reset_on_revisit`` is not supported for them).
-* **Cancel** (``graph.cancel()`` / ``swarm.cancel()``) broadcasts with one
+* **Cancel** (``graph.cancel()`` / ``swarm.cancel()``) in the driver is one
+  message to the orchestrator actor; there it broadcasts with one
   :class:`~ray_harness.runtime.RunHandle` to every host slot of the run at
   once, plus every RemoteAgent node and nested orchestrator; hosts handle it
   mid-call. Nodes started after a cancel start cancelled.
 
-``invocation_state`` is shipped to the hosts, so it must pickle; changes a node
-makes to it stay in the host.
+``invocation_state`` is shipped to the orchestrator actor and the hosts, so it
+must pickle; changes the run makes to it stay there.
 
-A graph or swarm that itself runs inside a Ray actor (an evaluation row on a
-host, a tool of a RemoteAgent) is already placed: its nodes run in that
-actor's process, as with ``runtime="local"``. Fanning out again from inside a
-host could wait on the host's own event loop.
+A graph or swarm that itself runs inside another Ray actor (an evaluation row
+on a host, a tool of a RemoteAgent) is already placed: it creates no
+orchestrator actor and its nodes run in that actor's process, as with
+``runtime="local"``. Fanning out again from inside a host could wait on the
+host's own event loop.
 """
 
 from __future__ import annotations
@@ -48,7 +56,6 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-import ray
 from ray.exceptions import RayError
 
 from ray_harness.agent.result import AgentResult
@@ -58,6 +65,7 @@ from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._errors import raise_translated
 from ray_harness.runtime._multiagent_node import NODE_STATE_EVENT, NODE_STATE_KEY, apply_node_state, node_spec
 from ray_harness.runtime._multiagent_pool import default_pool
+from ray_harness.runtime._orchestrator import OrchestratorClient, drive, in_actor, in_orchestrator_process
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
 
@@ -81,16 +89,66 @@ class RayExecutor:
             raise TypeError(f"pool must be an AgentPool, got {type(pool).__name__}")
         self._pool = pool
         self._nodes: dict[str, Any] = {}
-        self._local = LocalExecutor()  # nested orchestrators and the driver-side node state
+        self._local = LocalExecutor()  # nested orchestrators and the orchestrator-side node state
+        self._cancelled = False
+        self._setup()
+
+    def _setup(self) -> None:
+        """Per-process state (also after unpickling in an orchestrator actor)."""
         self._prefix = f"ray_harness-node-{uuid.uuid4().hex[:12]}"
         self._counter = itertools.count()
         self._pooled: dict[str, str] = {}  # node id -> run id of its pooled run in flight
         self._remote: dict[str, tuple[RemoteAgent, str]] = {}  # node id -> (agent, invocation id) in flight
-        self._cancelled = False
         self._checked_pool = False
         self._broadcasts: set[asyncio.Task[Any]] = set()
         self._guard = threading.Lock()  # cancel() may come from another thread
-        self._in_actor = ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+        self._client: OrchestratorClient | None = None  # the driver's orchestrator actor, created lazily
+        # Inside a pooled host or an agent actor, nodes run in that process; in an orchestrator actor, on the pool.
+        self._in_actor = in_actor() and not in_orchestrator_process()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What an orchestrator actor needs: the nodes, their initial state, the pool; nothing of this process."""
+        return {"pool": self._pool, "nodes": self._nodes, "local": self._local, "cancelled": self._cancelled}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._pool = state["pool"]
+        self._nodes = state["nodes"]
+        self._local = state["local"]
+        self._cancelled = state["cancelled"]
+        self._setup()
+
+    # -- the orchestrator actor -----------------------------------------------------------------------------
+
+    def stream_orchestrator(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any]
+                            ) -> AsyncGenerator[dict[str, Any], None] | None:
+        """The invocation's events from the orchestrator's actor; None to run it here (already inside an actor)."""
+        if in_actor():
+            return None
+        with self._guard:
+            self._cancelled = False
+        return drive(self._orchestrator_client, orchestrator, task, invocation_state)
+
+    def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
+        # The driver starts (so owns) the host pool, checked once per invocation: hosts started by an
+        # orchestrator actor would die with it.
+        self._checked_pool = False
+        self.pool  # noqa: B018 - the property starts or checks the pool
+        client = self._client
+        if client is None or client.closed:
+            client = self._client = OrchestratorClient(orchestrator)
+        return client
+
+    def shutdown(self) -> None:
+        """Kill the orchestrator actor, if one was created (the next invocation creates a new one)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    @property
+    def orchestrator_actor_name(self) -> str | None:
+        """The name of this orchestrator's actor (None until the first invocation from a driver)."""
+        client = self._client
+        return None if client is None or client.closed else client.name
 
     # -- NodeExecutor -------------------------------------------------------------------------------------
 
@@ -130,6 +188,9 @@ class RayExecutor:
         with self._guard:
             self._cancelled = True
             running = [*self._pooled, *self._remote]
+            client = self._client
+        if client is not None:
+            client.cancel()  # a run in the orchestrator actor: it broadcasts from there
         self._local.cancel()  # nested orchestrators broadcast through their own executors
         if running:
             self._broadcast(self._handle(running))

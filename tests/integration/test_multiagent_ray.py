@@ -5,6 +5,11 @@ fixture) are imported here and run with ``runtime="ray"`` on the session's
 local Ray: the same test bodies, so the two runtimes have one semantics. Their
 ``timeline`` records to a file, because the scripted model calls it times run
 in host processes.
+
+Invoked from the driver, a graph's orchestration runs in its orchestrator actor
+(``ray_harness:graph:<id>``): hooks and edge conditions run there, so the few
+shared tests that read what a hook or condition stored in a driver-side list
+have Ray versions here that assert on results and events instead.
 """
 
 from __future__ import annotations
@@ -18,21 +23,19 @@ from typing import Any
 import pytest
 
 from ray_harness import Agent, GraphBuilder, Status, Swarm
-from ray_harness.hooks import BeforeNodeCallEvent
-from ray_harness.multiagent import MultiAgentResult
+from ray_harness.hooks import AfterNodeCallEvent, BeforeNodeCallEvent
+from ray_harness.multiagent import MultiAgentResult, NodeResult
 from ray_harness.testing import ScriptedModel, text, tool_call
 from tests.integration import agents
 from tests.integration.multiagent_agents import FileTimeline, burn, where
-from tests.multiagent.conftest import make_agent
+from tests.multiagent.conftest import JsonFileStore, make_agent
 from tests.multiagent.test_cancel import (  # noqa: F401 - collected here with runtime="ray"
     test_concurrent_invocations_of_one_graph_are_refused,
-    test_graph_cancel_returns_cancelled_and_stops_every_running_node,
     test_swarm_cancel_returns_cancelled,
 )
 from tests.multiagent.test_graph import (  # noqa: F401
     test_cancel_node_raises_under_fail_fast,
     test_cancel_node_skips_without_failing_under_continue,
-    test_conditions_see_state_and_invocation_state,
     test_continue_prunes_only_successors_of_the_failed_node,
     test_cycle_stops_at_max_node_executions,
     test_diamond_runs_b_and_c_together_and_d_after_both,
@@ -45,11 +48,9 @@ from tests.multiagent.test_graph import (  # noqa: F401
     test_nested_graph_and_swarm_nodes,
     test_node_timeout_fails_fast_with_the_strands_text,
     test_result_round_trips_through_dict,
-    test_stream_events_hooks_and_handoffs,
     test_usage_and_cost_accumulate_over_nodes,
 )
 from tests.multiagent.test_graph_interrupts import (  # noqa: F401
-    test_interrupt_before_node_and_resume_runs_only_that_node,
     test_interrupt_inside_nested_graph_surfaces_and_resumes,
     test_interrupt_inside_node_resumes_the_node_agent,
     test_new_graph_instance_resumes_from_the_session_store,
@@ -58,7 +59,6 @@ from tests.multiagent.test_graph_interrupts import (  # noqa: F401
 from tests.multiagent.test_swarm import (  # noqa: F401
     test_entry_point_by_name_and_members_keep_history,
     test_handoff_chain_with_shared_context,
-    test_interrupts_before_and_inside_members_resume,
     test_max_handoffs_ends_failed,
     test_member_failure_and_timeout_end_failed_without_raising,
     test_ping_pong_is_detected,
@@ -84,6 +84,148 @@ def pool(ray_session: Any) -> Any:
     from ray_harness.runtime._multiagent_pool import default_pool
 
     return default_pool()
+
+
+# -- the shared tests that read driver-side hook state, asserting on results and events -----------------------
+
+
+async def test_graph_cancel_returns_cancelled_and_stops_every_running_node_once_warm(runtime: str) -> None:
+    # As tests/multiagent/test_cancel.py, after one run: the first run also starts the orchestrator actor (≈1 s).
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("warm"), text("a", delay=5)), "a")
+    builder.add_node(make_agent("b", text("warm"), text("b", delay=5)), "b")
+    builder.add_node(make_agent("after", text("warm")), "after")
+    builder.add_edge("a", "after")
+    graph = builder.build(runtime=runtime)
+    await graph.invoke_async("warm up")
+    graph.cancel()  # idle: no effect on the next run
+    task = asyncio.create_task(graph.invoke_async("t"))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    graph.cancel()
+    result = await asyncio.wait_for(task, 3)
+    assert time.monotonic() - started < 1.0
+    assert result.status == Status.CANCELLED
+    assert {result.results["a"].status, result.results["b"].status} == {Status.CANCELLED}
+    assert "after" not in result.results
+    assert graph.nodes["a"].executor.messages[-1]["role"] == "assistant"
+    graph.nodes["a"].executor.model._steps.append(text("a again"))
+    graph.nodes["b"].executor.model._steps.append(text("b again"))
+    graph.nodes["after"].executor.model._steps.append(text("after"))
+    assert (await graph.invoke_async("t2")).status == Status.COMPLETED
+
+
+async def test_conditions_see_state_and_invocation_state_on_ray(runtime: str) -> None:
+    def plain(state: Any) -> bool:
+        return "urgent" in str(state.results["router"])
+
+    def with_context(state: Any, *, invocation_state: dict[str, Any]) -> bool:
+        return invocation_state.get("tier") == "gold"
+
+    def build() -> Any:
+        builder = GraphBuilder()
+        builder.add_node(make_agent("router", text("urgent ticket")), "router")
+        builder.add_node(make_agent("escalate", text("escalated")), "escalate")
+        builder.add_node(make_agent("vip", text("vip")), "vip")
+        builder.add_node(make_agent("normal", text("never")), "normal")
+        builder.add_edge("router", "escalate", condition=plain)
+        builder.add_edge("router", "vip", condition=with_context)
+        builder.add_edge("router", "normal", condition=lambda state: "urgent" not in str(state.results["router"]))
+        return builder.build(runtime=runtime)
+
+    result = await build().invoke_async("t", {"tier": "gold"})
+    assert set(result.results) == {"router", "escalate", "vip"}
+    silver = await build().invoke_async("t", {"tier": "silver"})
+    assert set(silver.results) == {"router", "escalate"}
+
+
+async def test_stream_events_hooks_and_handoffs_on_ray(runtime: str) -> None:
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("x")), "a")
+    builder.add_node(make_agent("b", text("y")), "b")
+    builder.add_edge("a", "b")
+    graph = builder.build(runtime=runtime)
+
+    def on_after(event: AfterNodeCallEvent) -> None:  # runs in the orchestrator actor: visible through the state
+        event.invocation_state.setdefault("after", []).append(event.node_id)
+
+    def on_before(event: BeforeNodeCallEvent) -> None:
+        if event.node_id == "b":
+            assert event.invocation_state["after"] == ["a"]  # a failing hook would fail the node
+
+    graph.add_hook(on_after)
+    graph.add_hook(on_before)
+    events = [event async for event in graph.stream_async("t")]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "multiagent_node_start" and kinds[-1] == "multiagent_result"
+    assert {"type": "multiagent_handoff", "from_node_ids": ["a"], "to_node_ids": ["b"]} in events
+    stops = [e for e in events if e["type"] == "multiagent_node_stop"]
+    assert [e["node_id"] for e in stops] == ["a", "b"] and isinstance(stops[0]["node_result"], NodeResult)
+    assert events[-1]["result"].status == Status.COMPLETED
+    assert graph._invocation_state["after"] == ["a", "b"]  # the end state came back from the actor
+
+
+async def test_interrupt_before_node_and_resume_runs_only_that_node_on_ray(timeline: Any, runtime: str) -> None:
+    builder = GraphBuilder()
+    for name in "ABCD":
+        builder.add_node(make_agent(name, timeline.step(name, delay=0.01)), name)
+    for source, target in (("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")):
+        builder.add_edge(source, target)
+    graph = builder.build(runtime=runtime)
+
+    def gate(event: BeforeNodeCallEvent) -> None:
+        if event.node_id == "B":
+            answer = event.interrupt("gate", reason="run B?")
+            if answer != "yes":
+                event.cancel_node = f"answer was {answer!r}"
+
+    graph.add_hook(gate)
+    events = [event async for event in graph.stream_async("t")]
+    first = events[-1]["result"]
+    assert first.status == Status.INTERRUPTED
+    assert [item.name for item in first.interrupts] == ["gate"]
+    assert first.interrupts[0].id.startswith("v1:before_node_call:B:")
+    assert any(e["type"] == "multiagent_node_interrupt" and e["node_id"] == "B" for e in events)
+    assert first.results["C"].status == Status.COMPLETED and "B" not in first.results
+    responses = [{"interruptResponse": {"interruptId": item.id, "response": "yes"}} for item in first.interrupts]
+    second = await graph.invoke_async(responses)
+    assert second.status == Status.COMPLETED  # the hook got "yes" (else it would have cancelled B)
+    assert timeline.starts("C") == 1 and timeline.starts("B") == 1 and timeline.starts("D") == 1
+    assert [n.node_id for n in second.execution_order] == ["A", "C", "B", "D"]
+
+
+async def test_swarm_interrupts_before_and_inside_members_resume_on_ray(tmp_path: Path, runtime: str) -> None:
+    from tests.multiagent.test_swarm import handoff, pay
+
+    store = JsonFileStore(tmp_path / "swarm.json")
+    clerk = make_agent("clerk", handoff("cashier", "pay 5"), text("handed"))
+    cashier = make_agent("cashier", tool_call("pay", {"amount": 5}), text("payment done"), tools=[pay])
+    swarm = Swarm([clerk, cashier], session_manager=store, runtime=runtime)
+
+    def gate(event: BeforeNodeCallEvent) -> None:
+        if event.node_id == "cashier" and event.interrupt("open till") != "opened":
+            event.cancel_node = "till stays closed"
+
+    swarm.add_hook(gate)
+    first = await swarm.invoke_async("buy")
+    assert first.status == Status.INTERRUPTED
+    assert [item.name for item in first.interrupts] == ["open till"]
+    second = await swarm.invoke_async([{"interruptResponse": {"interruptId": first.interrupts[0].id,
+                                                              "response": "opened"}}])
+    assert second.status == Status.INTERRUPTED  # the hook got "opened": the member ran and asked in its tool
+    assert [item.name for item in second.interrupts] == ["approve payment"]
+    assert store.writes > 0
+
+    restored_cashier = make_agent("cashier", text("payment done"), tools=[pay])
+    restored = Swarm([make_agent("clerk"), restored_cashier], session_manager=JsonFileStore(tmp_path / "swarm.json"),
+                     runtime=runtime)
+    restored.add_hook(gate)
+    third = await restored.invoke_async([{"interruptResponse": {"interruptId": second.interrupts[0].id,
+                                                                "response": "approved"}}])
+    assert third.status == Status.COMPLETED
+    assert [n.node_id for n in third.node_history] == ["clerk", "cashier"]
+    assert any(block.get("toolResult", {}).get("content") == [{"text": "paid 5 (approved)"}]
+               for message in restored_cashier.messages for block in message["content"])
 
 
 # -- where nodes run ----------------------------------------------------------------------------------------

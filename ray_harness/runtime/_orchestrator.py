@@ -1,0 +1,568 @@
+"""The orchestrator actor of a Graph or Swarm (``runtime="ray"``, invoked from a driver).
+
+With ``runtime="ray"`` the orchestration itself (readiness, joins, conditions,
+limits, failure policies, hooks, interrupts) runs in one async actor per Graph
+or Swarm instance, named ``ray_harness:graph:<id>`` / ``ray_harness:swarm:<id>``
+in the driver's namespace (``"ray_harness"`` by default), so the Ray dashboard
+shows it. Agent nodes still run on the shared pooled hosts
+(:mod:`ray_harness.runtime._multiagent_pool`): the actor submits each ready
+batch as parallel remote calls and handles completions as they arrive.
+
+**Names.** ``<id>`` is the orchestrator's ``id`` when the user set one
+(``GraphBuilder.set_graph_id``, ``Swarm(id=...)``) and no live actor of this
+namespace has that name yet; the default ids (``default_graph``,
+``default_swarm``) and taken names get ``-<8 hex>`` appended, so two instances
+never share an actor and killing one never stops another's run.
+
+**Lifetime.** The actor is created lazily at the first invocation from a
+driver and reused by every later invocation of the same instance (an actor
+costs ≈1 s and ≈50 MB). It is killed when the Graph/Swarm is garbage
+collected, by ``graph.shutdown()`` / ``swarm.shutdown()``, and by
+``ray_harness.runtime.shutdown()``. It holds no run state between invocations:
+the orchestrator is shipped by value (cloudpickle) with each invocation.
+
+**One invocation.** The driver pickles the Graph/Swarm (its agents with their
+conversations, hooks, conditions), the actor unpickles it and runs its
+``stream_async``; every event comes back, in order, as one item of a Ray
+streaming generator. The last item carries the end-of-run state: the
+orchestrators' attributes (results, scheduler, interrupt state, ...), their
+nodes' attributes and each agent node's exported state (messages, agent state,
+interrupt state, metrics, model; see :mod:`ray_harness.runtime._multiagent_node`).
+The driver writes it into its own objects *before* it yields the final
+``multiagent_result`` event, so after a run the driver's Graph/Swarm and node
+Agents are authoritative and up to date (``graph.nodes["a"].executor.messages``,
+interrupt resume by calling the driver's graph again, ``graph.state``). Node
+objects, agents, edges, hook registries and session managers cross in both
+directions as references (pickle persistent ids), so ``result.execution_order``
+holds the driver's own ``GraphNode`` objects.
+
+**What runs where.** Hooks registered on the Graph/Swarm (the multi-agent
+events, ``BeforeNodeCallEvent`` interrupts and ``cancel_node``) and edge
+conditions run in the orchestrator actor, as an agent's hooks run in its actor
+for ``RemoteAgent``: state they keep in Python objects changes the actor's
+copy, not the driver's (assert on results and events). ``MultiAgentInitializedEvent``
+fires at construction, in the driver. ``invocation_state`` is shipped by value.
+
+**Persistence.** Session managers stay in the driver: in the actor each one is
+replaced by a relay whose writes travel back in the event stream, and the
+driver writes them with its own session manager, in order. A new process
+resumes a suspended run from the session store exactly as with
+``runtime="local"`` (build the graph again with the same session manager and
+call it with the interrupt responses); its invocation runs in its own
+orchestrator actor.
+
+**Cancel.** ``graph.cancel()`` in the driver is one message to the actor,
+which cancels its copy of the run: the Ray executor there broadcasts to every
+host slot, RemoteAgent and nested orchestrator of the run. A cancel that
+overtakes its invocation is remembered and applied when the run starts.
+
+**Errors.** An exception raised by the run (``fail_fast``) is shipped back and
+raised in the driver as its original type, never ``RayTaskError``; a dead
+actor becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
+
+**Not here.** Where the orchestration already runs inside an actor (an
+evaluation row on a pooled host, a tool of a RemoteAgent, a nested Graph/Swarm
+inside an orchestrator actor), no orchestrator actor is created: nested
+orchestrators run inside their parent's orchestrator actor, their agent nodes
+on the pool; graphs on pooled hosts run their nodes in that host's process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import io
+import logging
+import os
+import pickle
+import queue
+import threading
+import uuid
+import weakref
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import ray
+from ray import cloudpickle as _cloudpickle
+from ray.exceptions import RayError
+
+from ray_harness.multiagent.base import MultiAgentBase
+from ray_harness.multiagent.graph_model import GraphNode
+from ray_harness.multiagent.swarm import SwarmNode
+from ray_harness.runtime._cluster import current_namespace, ensure_initialized
+from ray_harness.runtime._errors import raise_translated
+from ray_harness.runtime._multiagent_node import apply_node_state, pack_node_state
+from ray_harness.runtime._multiagent_pool import POOL_SIZE_ENV
+from ray_harness.runtime._telemetry import prepare_actor_process, with_actor_env
+from ray_harness.telemetry.propagation import attached, current_carrier
+
+__all__ = ("ORCHESTRATOR_PREFIX", "OrchestratorActor", "OrchestratorClient", "drive", "in_actor",
+           "in_orchestrator_process", "shutdown_all")
+
+logger = logging.getLogger(__name__)
+
+cloudpickle: Any = _cloudpickle
+
+ORCHESTRATOR_PREFIX = "ray_harness:"
+_DEFAULT_IDS = ("default_graph", "default_swarm")  # the defaults of Graph(graph_id=...) and Swarm(id=...)
+_EARLY_CANCELS = 1024  # cancels remembered for invocations that have not started (bounded)
+_process: dict[str, bool] = {"orchestrator": False}
+
+
+def in_actor() -> bool:
+    """Whether this process is a Ray actor (a pooled host, an agent actor, an orchestrator actor)."""
+    return bool(ray.is_initialized()) and ray.get_runtime_context().get_actor_id() is not None
+
+
+def in_orchestrator_process() -> bool:
+    """Whether this process is an orchestrator actor (its nodes go to the pool, not in-process)."""
+    return _process["orchestrator"]
+
+
+# -- what crosses as a reference ------------------------------------------------------------------------------
+
+_ATTRIBUTES = ("hooks", "_executor", "_lock", "session_manager")
+_NODE_TYPES = (GraphNode, SwarmNode)
+
+
+def object_table(root: MultiAgentBase) -> dict[tuple[str, ...], Any]:
+    """Key → object for everything of an orchestrator tree that crosses by reference.
+
+    Keys name the object's place (``path`` is ``""`` for the root, ``"/inner"`` for a nested node), so the
+    driver's and the actor's copies of one tree map onto each other.
+    """
+    table: dict[tuple[str, ...], Any] = {}
+
+    def walk(orchestrator: MultiAgentBase, path: str) -> None:
+        table[("orch", path)] = orchestrator
+        for attribute in _ATTRIBUTES:
+            value = getattr(orchestrator, attribute, None)
+            if value is not None:
+                table[(attribute, path)] = value
+        for index, edge in enumerate(getattr(orchestrator, "edges", None) or []):
+            table[("edge", path, str(index))] = edge
+        for node_id, node in getattr(orchestrator, "nodes", {}).items():
+            table[("node", path, node_id)] = node
+            target = node.executor
+            table[("target", path, node_id)] = target
+            if isinstance(target, MultiAgentBase):
+                walk(target, f"{path}/{node_id}")
+
+    walk(root, "")
+    return table
+
+
+class _RefPickler(cloudpickle.CloudPickler):  # type: ignore[misc]
+    """cloudpickle, with the objects of ``refs`` (``id(obj)`` → key) written as persistent ids."""
+
+    def __init__(self, file: io.BytesIO, refs: dict[int, tuple[str, ...]]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._refs = refs
+
+    def persistent_id(self, obj: Any) -> tuple[str, ...] | None:
+        return self._refs.get(id(obj))
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) in _NODE_TYPES:
+            # Nodes hash by node_id and sit in sets of each other (dependencies, cycles): rebuilt from node_id
+            # first, so a set that refers back to a node being unpickled can hash it.
+            return _new_node, (type(obj), obj.node_id), dict(vars(obj))
+        return super().reducer_override(obj)
+
+
+def _new_node(kind: Any, node_id: str) -> Any:
+    node = kind.__new__(kind)
+    node.node_id = node_id
+    return node
+
+
+class _RefUnpickler(pickle.Unpickler):
+    def __init__(self, file: io.BytesIO, resolve: Any) -> None:
+        super().__init__(file)
+        self._resolve = resolve
+
+    def persistent_load(self, pid: Any) -> Any:
+        return self._resolve(tuple(pid))
+
+
+def dumps(value: Any, refs: dict[int, tuple[str, ...]]) -> bytes:
+    buffer = io.BytesIO()
+    _RefPickler(buffer, refs).dump(value)
+    return buffer.getvalue()
+
+
+def loads(payload: bytes, resolve: Any) -> Any:
+    return _RefUnpickler(io.BytesIO(payload), resolve).load()
+
+
+def _by_table(table: dict[tuple[str, ...], Any]) -> Any:
+    def resolve(key: tuple[str, ...]) -> Any:
+        try:
+            return table[key]
+        except KeyError:
+            raise pickle.UnpicklingError(f"orchestrator state refers to {key!r}, which this side does not have") from None
+    return resolve
+
+
+# -- the driver ships the orchestrator -----------------------------------------------------------------------
+
+
+def dump_orchestrator(orchestrator: MultiAgentBase, table: dict[tuple[str, ...], Any]) -> bytes:
+    """The orchestrator by value, its locks and session managers as references (rebuilt in the actor).
+
+    Raises:
+        TypeError: a part of it does not pickle; the message names the part.
+    """
+    refs = {id(value): key for key, value in table.items() if key[0] in ("_lock", "session_manager")}
+    try:
+        return dumps(orchestrator, refs)
+    except Exception as error:
+        raise TypeError(_unpicklable_message(orchestrator, table, error)) from error
+
+
+def _unpicklable_message(orchestrator: MultiAgentBase, table: dict[tuple[str, ...], Any], error: Exception) -> str:
+    culprits: list[str] = []
+    for key, value in table.items():
+        kind = key[0]
+        if kind not in ("target", "hooks", "edge"):
+            continue
+        if kind == "target" and isinstance(value, MultiAgentBase):
+            continue  # its own parts are checked under their own keys
+        try:
+            cloudpickle.dumps(value)
+        except Exception as part_error:
+            place = f" of {key[1].lstrip('/')!r}" if key[1] else ""
+            what = "the hook registry" if kind == "hooks" else (f"node {key[2]!r}" if kind == "target"
+                                                               else f"the condition of edge #{key[2]}")
+            culprits.append(f"{what}{place} ({type(value).__name__}: {part_error})")
+    named = "; ".join(culprits) if culprits else f"{type(error).__name__}: {error}"
+    kind = type(orchestrator).__name__
+    return (f"{kind} {orchestrator.id!r} cannot be shipped to its orchestrator actor (runtime='ray'): "
+            f"{named}. Use runtime='local', or make the part picklable (e.g. build clients lazily, pass "
+            "factories or module-level functions).")
+
+
+class _SessionRelay:
+    """Stands in for a session manager in the actor: writes go back to the driver through the event stream."""
+
+    def __init__(self, path: str, outbox: list[tuple[Any, ...]]) -> None:
+        self._path = path
+        self._outbox = outbox
+
+    def write_multi_agent_json(self, data: dict[str, Any]) -> None:
+        self._outbox.append(("save", self._path, data))
+
+    def read_multi_agent_json(self) -> dict[str, Any] | None:
+        return None  # state is restored in the driver (at construction), never in the actor
+
+
+def load_orchestrator(payload: bytes, outbox: list[tuple[Any, ...]]) -> MultiAgentBase:
+    def resolve(key: tuple[str, ...]) -> Any:
+        if key[0] == "_lock":
+            return threading.Lock()
+        if key[0] == "session_manager":
+            return _SessionRelay(key[1], outbox)
+        raise pickle.UnpicklingError(f"unexpected reference {key!r}")
+
+    orchestrator = loads(payload, resolve)
+    if not isinstance(orchestrator, MultiAgentBase):
+        raise TypeError(f"expected a Graph or Swarm, got {type(orchestrator).__name__}")
+    return orchestrator
+
+
+# -- end-of-run state ------------------------------------------------------------------------------------------
+
+
+def pack_tree(table: dict[tuple[str, ...], Any]) -> dict[str, Any]:
+    """Per orchestrator path: its attributes, its nodes' attributes and its agent nodes' packed state."""
+    tree: dict[str, Any] = {}
+    for key, orchestrator in table.items():
+        if key[0] != "orch":
+            continue
+        path = key[1]
+        nodes = {node_id: dict(vars(node)) for node_id, node in orchestrator.nodes.items()}
+        agents = {node_id: pack_node_state(node.executor) for node_id, node in orchestrator.nodes.items()
+                  if _is_agent(node.executor)}
+        tree[path] = {"orch": dict(vars(orchestrator)), "nodes": nodes, "agents": agents}
+    return tree
+
+
+def apply_tree(tree: dict[str, Any], table: dict[tuple[str, ...], Any]) -> None:
+    for path, part in tree.items():
+        vars(table[("orch", path)]).update(part["orch"])
+        for node_id, attributes in part["nodes"].items():
+            vars(table[("node", path, node_id)]).update(attributes)
+        for node_id, packed in part["agents"].items():
+            apply_node_state(table[("target", path, node_id)], packed)
+
+
+def _is_agent(target: Any) -> bool:
+    from ray_harness.agent.agent import Agent
+
+    return isinstance(target, Agent)
+
+
+# -- the actor -----------------------------------------------------------------------------------------------
+
+
+class OrchestratorActor:
+    """Runs Graph/Swarm invocations shipped by a driver (plain class; ``ray.remote`` in :func:`_actor_class`)."""
+
+    def __init__(self) -> None:
+        _process["orchestrator"] = True  # before any RayExecutor is unpickled in this process
+        self._runs: dict[str, MultiAgentBase] = {}
+        self._early: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    async def ready(self) -> int:
+        return os.getpid()
+
+    async def running(self) -> list[str]:
+        return list(self._runs)
+
+    async def stream(self, invocation_id: str, payload: bytes, task: Any, invocation_state: dict[str, Any],
+                     options: dict[str, Any]) -> AsyncGenerator[tuple[Any, ...], None]:
+        """Run one invocation; yields ``("event", bytes)``, ``("save", path, data)`` and last ``("end", bytes)``."""
+        prepare_actor_process()
+        outbox: list[tuple[Any, ...]] = []
+        orchestrator = load_orchestrator(payload, outbox)
+        table = object_table(orchestrator)
+        refs = {id(value): key for key, value in table.items()}
+        await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
+        final: dict[str, Any] | None = None
+        error: Exception | None = None
+        events = orchestrator.stream_async(task, invocation_state)
+        self._runs[invocation_id] = orchestrator
+        if self._early.pop(invocation_id, "absent") is None:
+            # Runs at the first suspension of the stream below, once the run holds its lock (cancel() needs it).
+            asyncio.get_running_loop().call_soon(orchestrator.cancel)
+        try:
+            with attached(options.get("trace_context")):  # the driver's span is the parent of invoke_graph/swarm
+                try:
+                    async for event in events:
+                        while outbox:
+                            yield outbox.pop(0)
+                        if event.get("type") == "multiagent_result":
+                            final = event  # held back: the driver applies the end state before yielding it
+                            continue
+                        yield ("event", dumps(event, refs))
+                except Exception as failure:
+                    error = failure
+            while outbox:
+                yield outbox.pop(0)
+            yield ("end", _dump_end(pack_tree(table), final, error, refs))
+        finally:
+            self._runs.pop(invocation_id, None)
+            await events.aclose()
+
+    async def cancel(self, invocation_id: str) -> bool:
+        """Cancel a running invocation (its executor broadcasts to every actor of the run)."""
+        orchestrator = self._runs.get(invocation_id)
+        if orchestrator is None:
+            self._early[invocation_id] = None
+            while len(self._early) > _EARLY_CANCELS:
+                self._early.popitem(last=False)
+            return False
+        orchestrator.cancel()
+        return True
+
+
+def _dump_end(tree: dict[str, Any], final: dict[str, Any] | None, error: Exception | None,
+              refs: dict[int, tuple[str, ...]]) -> bytes:
+    try:
+        return dumps({"tree": tree, "final": final, "error": error}, refs)
+    except Exception as pickling_error:
+        if error is None:
+            raise
+        logger.warning("error=<%s> | run error does not pickle; shipping its text", pickling_error)
+        stand_in = RuntimeError(f"{type(error).__name__}: {error}")
+        return dumps({"tree": tree, "final": final, "error": stand_in}, refs)
+
+
+def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
+    """Attach the executors' host pools before the run (a blocking GCS look-up per host)."""
+    for key, executor in table.items():
+        if key[0] == "_executor" and hasattr(executor, "pool"):
+            executor.pool  # noqa: B018 - the property attaches (and checks) the pool
+
+
+_ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0}
+
+
+def _actor_class() -> Any:
+    cached = _cache.get("class")
+    if cached is None:
+        cached = _cache["class"] = ray.remote(OrchestratorActor)
+    return cached
+
+
+_cache: dict[str, Any] = {}
+
+
+# -- the driver's handle ---------------------------------------------------------------------------------------
+
+_clients: weakref.WeakSet[OrchestratorClient] = weakref.WeakSet()
+_clients_guard = threading.Lock()
+
+
+def _kill(actor: Any, name: str) -> None:
+    try:
+        if ray.is_initialized():
+            ray.kill(actor, no_restart=True)
+    except Exception as error:  # a dead actor, a disconnected driver
+        logger.debug("actor=<%s>, error=<%s> | orchestrator actor not killed", name, error)
+
+
+# A finalizer runs inside garbage collection, which can happen inside Ray's own code (deserialization holds
+# its locks): calling ray.kill there deadlocks. Finalizers only queue the actor; this thread kills it.
+_doomed: queue.SimpleQueue[tuple[Any, str]] = queue.SimpleQueue()
+_reaper: dict[str, threading.Thread] = {}
+
+
+def _reap(actor: Any, name: str) -> None:
+    _doomed.put((actor, name))  # SimpleQueue.put is safe in finalizers
+
+
+def _reap_forever() -> None:
+    while True:
+        actor, name = _doomed.get()
+        _kill(actor, name)
+
+
+def _start_reaper() -> None:
+    with _clients_guard:
+        if "thread" not in _reaper:
+            thread = threading.Thread(target=_reap_forever, name="ray_harness-orchestrator-reaper", daemon=True)
+            thread.start()
+            _reaper["thread"] = thread
+
+
+class OrchestratorClient:
+    """The driver's handle on one orchestrator actor: created lazily, killed with its owner (see module doc)."""
+
+    def __init__(self, orchestrator: MultiAgentBase) -> None:
+        ensure_initialized()
+        self.namespace = current_namespace()
+        kind = "swarm" if type(orchestrator).__name__ == "Swarm" else "graph"
+        wanted = str(orchestrator.id)
+        options = _actor_options()
+        actor = None
+        if wanted not in _DEFAULT_IDS:
+            actor = self._create(f"{ORCHESTRATOR_PREFIX}{kind}:{wanted}", options)
+        if actor is None:
+            actor = self._create(f"{ORCHESTRATOR_PREFIX}{kind}:{wanted}-{uuid.uuid4().hex[:8]}", options)
+        if actor is None:  # pragma: no cover - 8 random hex digits collided
+            raise RuntimeError(f"could not name the orchestrator actor of {kind} {wanted!r}")
+        self.actor = actor
+        self.invocation: str | None = None
+        _start_reaper()
+        self._finalizer = weakref.finalize(self, _reap, actor, self.name)
+        self._finalizer.atexit = False  # at exit the driver disconnects, which stops its actors
+        with _clients_guard:
+            _clients.add(self)
+
+    def _create(self, name: str, options: dict[str, Any]) -> Any:
+        try:
+            actor = _actor_class().options(name=name, namespace=self.namespace, **options).remote()
+        except ValueError as error:
+            if "already" not in str(error) and "exist" not in str(error):
+                raise
+            return None
+        self.name = name
+        return actor
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def cancel(self) -> None:
+        """Ask the running invocation to stop (fire and forget; safe from any thread)."""
+        invocation = self.invocation
+        if invocation is not None and not self.closed:
+            self.actor.cancel.remote(invocation)
+
+    def close(self) -> None:
+        """Kill the actor now (idempotent)."""
+        if self._finalizer.detach() is not None:
+            _kill(self.actor, self.name)
+
+
+def _actor_options() -> dict[str, Any]:
+    options = dict(_ACTOR_OPTIONS)
+    size = os.environ.get(POOL_SIZE_ENV)
+    if size:  # the actor attaches to the pool this driver would use
+        options["runtime_env"] = {"env_vars": {POOL_SIZE_ENV: size}}
+    return with_actor_env(options)
+
+
+def shutdown_all() -> None:
+    """Kill every orchestrator actor this process created (``ray_harness.runtime.shutdown()``)."""
+    with _clients_guard:
+        clients = list(_clients)
+    for client in clients:
+        client.close()
+
+
+# -- one invocation, seen from the driver -------------------------------------------------------------------
+
+
+async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any,
+                invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+    """Run ``orchestrator``'s invocation in its actor; yields its events; syncs the end state into it.
+
+    ``client_of(orchestrator)`` returns the (lazily created) :class:`OrchestratorClient`.
+    """
+    ensure_initialized()
+    table = object_table(orchestrator)
+    payload = dump_orchestrator(orchestrator, table)
+    client: OrchestratorClient = client_of(orchestrator)
+    invocation_id = uuid.uuid4().hex
+    options = {"trace_context": current_carrier()}
+    resolve = _by_table(table)
+    finished = False
+    client.invocation = invocation_id
+    try:
+        generator = client.actor.stream.remote(invocation_id, payload, task, invocation_state, options)
+        while True:
+            try:
+                ref = await generator.__anext__()
+                item = await ref
+            except StopAsyncIteration:
+                break
+            except RayError as error:
+                raise_translated(error, client.name)
+            kind = item[0]
+            if kind == "event":
+                yield loads(item[1], resolve)
+            elif kind == "save":
+                _save(table[("orch", item[1])], item[2])
+            elif kind == "end":
+                end = loads(item[1], resolve)
+                apply_tree(end["tree"], table)
+                finished = True
+                if end["error"] is not None:
+                    raise end["error"]
+                if end["final"] is not None:
+                    yield end["final"]
+        if not finished:
+            raise RuntimeError(f"orchestrator actor {client.name!r} ended the run without its final state")
+    finally:
+        client.invocation = None
+        if not finished and not client.closed:
+            client.actor.cancel.remote(invocation_id)  # the consumer stopped early: stop the run too
+
+
+def _save(orchestrator: MultiAgentBase, data: dict[str, Any]) -> None:
+    """Write a relayed snapshot with the driver's session manager (with ``multi_agent_id`` when it takes one)."""
+    store = getattr(orchestrator, "session_manager", None)
+    if store is None:
+        return
+    method = store.write_multi_agent_json
+    try:
+        takes_id = "multi_agent_id" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        takes_id = False
+    if takes_id:
+        method(data, multi_agent_id=orchestrator.id)
+    else:
+        method(data)

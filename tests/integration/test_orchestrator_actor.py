@@ -1,0 +1,296 @@
+"""Graph and Swarm orchestration in their own actor (``runtime="ray"``, see ``ray_harness.runtime._orchestrator``).
+
+Assertions are on results, events and actors: the orchestrator's hooks and the node models run in actors.
+Module-level tools here are imported by the host actors (``tests.integration.test_orchestrator_actor``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent, GraphBuilder, Status, Swarm, ToolContext, tool
+from ray_harness.hooks import BeforeNodeCallEvent
+from ray_harness.testing import ScriptedModel, text, tool_call
+from tests.multiagent.conftest import make_agent
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+
+
+@tool(context=True)
+async def sleep_then_mark(path: str, seconds: float, tool_context: ToolContext) -> str:
+    """Wait (stopping early on cancel), then write a marker file: it must never appear once the run is cancelled."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if tool_context.cancel_signal.is_set():
+            return "stopped by cancel"
+        await asyncio.sleep(0.02)
+    Path(path).write_text("still running", encoding="utf-8")  # noqa: ASYNC240 - tiny write in a test tool
+    return "marked"
+
+
+@tool(context=True)
+def approve(tool_context: ToolContext) -> str:
+    """Ask a human."""
+    return f"approved: {tool_context.interrupt('approval', reason='go?')}"
+
+
+def actor_of(name: str) -> Any:
+    import ray
+
+    from ray_harness.runtime._cluster import current_namespace
+
+    return ray.get_actor(name, namespace=current_namespace())
+
+
+def is_alive(name: str) -> bool:
+    try:
+        actor_of(name)
+    except ValueError:
+        return False
+    return True
+
+
+def two_node_graph(graph_id: str | None = None, delay: float = 0.0) -> Any:
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", *[text("a done", delay=delay)] * 3), "a")
+    builder.add_node(make_agent("b", *[text("b done", delay=delay)] * 3), "b")
+    builder.add_edge("a", "b")
+    if graph_id is not None:
+        builder.set_graph_id(graph_id)
+    return builder.build(runtime="ray")
+
+
+async def test_the_orchestrator_actor_has_its_documented_name_and_is_reused() -> None:
+    graph_id = f"named-{uuid.uuid4().hex[:6]}"
+    graph = two_node_graph(graph_id, delay=0.5)
+    task = asyncio.create_task(graph.invoke_async("t"))
+    name = f"ray_harness:graph:{graph_id}"
+    deadline = time.monotonic() + 20
+    while not is_alive(name):  # exists while the graph runs
+        assert time.monotonic() < deadline, f"no actor named {name!r}"
+        await asyncio.sleep(0.05)
+    assert graph._executor.orchestrator_actor_name == name
+    assert (await task).status == Status.COMPLETED
+    first = actor_of(name)._actor_id
+    pid = await actor_of(name).ready.remote()
+    assert pid != os.getpid()
+    assert (await graph.invoke_async("again")).status == Status.COMPLETED
+    assert actor_of(name)._actor_id == first  # no new actor per invocation
+    assert graph._executor.orchestrator_actor_name == name
+    # A second graph with the same id does not share (or take over) the first one's actor.
+    other = two_node_graph(graph_id)
+    assert (await other.invoke_async("t")).status == Status.COMPLETED
+    assert other._executor.orchestrator_actor_name.startswith(f"{name}-")
+    graph.shutdown()
+    other.shutdown()
+
+
+async def test_a_swarm_gets_its_actor_and_default_ids_get_a_unique_suffix() -> None:
+    swarm = Swarm([make_agent("solo", text("x"))], runtime="ray")
+    assert (await swarm.invoke_async("t")).status == Status.COMPLETED
+    name = swarm._executor.orchestrator_actor_name
+    assert name is not None and name.startswith("ray_harness:swarm:default_swarm-") and is_alive(name)
+    graph = two_node_graph()
+    await graph.invoke_async("t")
+    graph_name = graph._executor.orchestrator_actor_name
+    assert graph_name is not None and graph_name.startswith("ray_harness:graph:default_graph-")
+    swarm.shutdown()
+    graph.shutdown()
+    assert not is_alive(name) or await _gone(name)
+
+
+async def _gone(name: str, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while is_alive(name):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+async def test_garbage_collection_and_shutdown_kill_the_actor() -> None:
+    graph = two_node_graph()
+    await graph.invoke_async("t")
+    name = graph._executor.orchestrator_actor_name
+    assert name is not None and is_alive(name)
+    del graph
+    gc.collect()
+    assert await _gone(name), "the orchestrator actor outlived its graph"
+
+    graph = two_node_graph()
+    await graph.invoke_async("t")
+    name = graph._executor.orchestrator_actor_name
+    graph.shutdown()
+    assert await _gone(name)
+    assert graph._executor.orchestrator_actor_name is None
+    assert (await graph.invoke_async("after shutdown")).status == Status.COMPLETED  # a new actor
+    graph.shutdown()
+
+
+async def test_a_ready_batch_starts_in_parallel_and_events_arrive_in_order_per_node() -> None:
+    builder = GraphBuilder()
+    names = [f"n{i}" for i in range(4)]
+    for name in names:
+        builder.add_node(make_agent(name, text("warm"), text(f"{name} done", delay=0.6)), name)
+    graph = builder.build(runtime="ray")
+    await graph.invoke_async("warm up")  # actor start and first use of the hosts are not what we time
+    started = time.monotonic()
+    events = [event async for event in graph.stream_async("go")]
+    elapsed = time.monotonic() - started
+    assert events[-1]["result"].status == Status.COMPLETED
+    assert elapsed < 0.6 * 2, f"4 nodes of 0.6 s took {elapsed:.2f}s: the batch did not run in parallel"
+    for name in names:
+        mine = [e for e in events if e.get("node_id") == name]
+        assert mine[0]["type"] == "multiagent_node_start" and mine[-1]["type"] == "multiagent_node_stop"
+        inner = [e["event"]["type"] for e in mine if e["type"] == "multiagent_node_stream"]
+        assert inner and inner[-1] == "result"
+        assert mine[-1]["node_result"].status == Status.COMPLETED
+    # The driver's agents have the run's messages.
+    assert graph.nodes["n0"].executor.messages[-1]["content"] == [{"text": "n0 done"}]
+    assert graph.nodes["n0"].executor.model.remaining == 0
+    assert [n.node_id for n in events[-1]["result"].execution_order][:0] == []
+    assert all(node is graph.nodes[node.node_id] for node in events[-1]["result"].execution_order)
+    graph.shutdown()
+
+
+async def test_cancel_mid_run_stops_every_host(tmp_path: Path) -> None:
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    marker = tmp_path / "marker.txt"
+    builder = GraphBuilder()
+    for name in ("t1", "t2"):
+        model = ScriptedModel(text("warm"), tool_call("sleep_then_mark", {"path": str(marker), "seconds": 2.0}),
+                              text("never"))
+        builder.add_node(Agent(model, tools=[sleep_then_mark], name=name, retry_strategy=None), name)
+    graph = builder.build(runtime="ray")
+    await graph.invoke_async("warm up")
+    task = asyncio.create_task(graph.invoke_async("go"))
+    pool = default_pool()
+    deadline = time.monotonic() + 20
+    while sum(host["running"] for host in await pool.stats()) < 2:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    graph.cancel()
+    result = await asyncio.wait_for(task, 10)
+    assert time.monotonic() - started < 1.5
+    assert result.status == Status.CANCELLED
+    assert {result.results[n].status for n in ("t1", "t2")} == {Status.CANCELLED}
+    assert sum(host["running"] for host in await pool.stats()) == 0
+    await asyncio.sleep(2.5)
+    assert not marker.exists(), "a tool kept running after cancel"
+    assert await actor_of(graph._executor.orchestrator_actor_name).running.remote() == []
+    graph.shutdown()
+
+
+async def test_interrupt_in_a_node_suspends_and_resumes_from_the_driver() -> None:
+    builder = GraphBuilder()
+    builder.add_node(make_agent("ask", tool_call("approve", {}), text("asked"), tools=[approve]), "ask")
+    builder.add_node(make_agent("other", text("other done")), "other")
+    builder.add_node(make_agent("last", text("last done")), "last")
+    builder.add_edge("ask", "last")
+    builder.add_edge("other", "last")
+    graph = builder.set_join("all").build(runtime="ray")
+    first = await graph.invoke_async("t")
+    assert first.status == Status.INTERRUPTED and graph.state.status == Status.INTERRUPTED
+    assert [item.name for item in first.interrupts] == ["approval"]
+    assert graph.nodes["other"].executor.model.remaining == 0
+    responses = [{"interruptResponse": {"interruptId": first.interrupts[0].id, "response": "yes"}}]
+    second = await graph.invoke_async(responses)
+    assert second.status == Status.COMPLETED
+    assert [n.node_id for n in second.execution_order] == ["other", "ask", "last"]  # "other" did not run again
+    ask = graph.nodes["ask"].executor
+    assert any(block.get("toolResult", {}).get("content") == [{"text": "approved: yes"}]
+               for message in ask.messages for block in message["content"])
+    graph.shutdown()
+
+
+async def test_node_errors_are_failed_results_or_the_original_type() -> None:
+    from ray.exceptions import RayError
+
+    builder = GraphBuilder()
+    builder.add_node(make_agent("bad", RuntimeError("model exploded")), "bad")
+    graph = builder.build(runtime="ray")
+    with pytest.raises(RuntimeError, match="model exploded") as raised:
+        await graph.invoke_async("t")
+    assert type(raised.value) is RuntimeError and not isinstance(raised.value, RayError)
+    assert graph.state.results["bad"].status == Status.FAILED  # the driver's graph has the end state
+
+    swarm = Swarm([make_agent("broken", ValueError("provider down"))], runtime="ray")
+    result = await swarm.invoke_async("t")
+    assert result.status == Status.FAILED
+    assert isinstance(result.results["broken"].result, ValueError)
+    graph.shutdown()
+    swarm.shutdown()
+
+
+async def test_an_unpicklable_graph_is_a_clear_type_error(tmp_path: Path) -> None:
+    handle = open(tmp_path / "log.txt", "w", encoding="utf-8")  # noqa: SIM115, ASYNC230 - it must not pickle
+    try:
+        graph = two_node_graph()
+
+        def log(event: BeforeNodeCallEvent) -> None:
+            handle.write(event.node_id)
+
+        graph.add_hook(log)
+        with pytest.raises(TypeError, match=r"hook registry.*runtime='local'"):
+            await graph.invoke_async("t")
+        assert graph._executor.orchestrator_actor_name is None  # nothing was started
+    finally:
+        handle.close()
+
+
+async def test_nested_orchestrators_run_inside_the_parent_actor() -> None:
+    inner = GraphBuilder()
+    inner.add_node(make_agent("i1", text("inner one")), "i1")
+    inner_graph = inner.build(runtime="ray")
+    team = Swarm([make_agent("s1", text("swarm answer"))], runtime="ray")
+    outer = GraphBuilder()
+    outer.add_node(inner_graph, "inner")
+    outer.add_node(team, "team")
+    graph = outer.build(runtime="ray")
+    result = await graph.invoke_async("t")
+    assert result.status == Status.COMPLETED
+    assert graph._executor.orchestrator_actor_name is not None
+    assert inner_graph._executor.orchestrator_actor_name is None and team._executor.orchestrator_actor_name is None
+    # The nested orchestrators' state and agents came back to the driver.
+    assert inner_graph.state.status == Status.COMPLETED
+    assert inner_graph.nodes["i1"].executor.messages[-1]["content"] == [{"text": "inner one"}]
+    assert team.nodes["s1"].executor.messages[-1]["content"] == [{"text": "swarm answer"}]
+    graph.shutdown()
+
+
+async def test_session_writes_happen_in_the_driver(tmp_path: Path) -> None:
+    from tests.multiagent.conftest import JsonFileStore
+
+    store = JsonFileStore(tmp_path / "graph.json")
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("x")), "a")
+    graph = builder.set_session_manager(store).build(runtime="ray")
+    assert (await graph.invoke_async("t")).status == Status.COMPLETED
+    assert store.writes >= 2  # the driver's store object did the writes
+    graph.shutdown()
+
+
+def test_runtime_shutdown_kills_the_orchestrator_actors() -> None:
+    from ray_harness.runtime import _orchestrator
+
+    graph = two_node_graph()
+    graph("t")
+    name = graph._executor.orchestrator_actor_name
+    assert name is not None
+    _orchestrator.shutdown_all()  # what runtime.shutdown() does before it disconnects
+    deadline = time.monotonic() + 10
+    while is_alive(name):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert graph._executor.orchestrator_actor_name is None
