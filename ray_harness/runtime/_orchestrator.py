@@ -506,11 +506,12 @@ def shutdown_all() -> None:
 # -- one invocation, seen from the driver -------------------------------------------------------------------
 
 
-async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any,
-                invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
+                cancelled: Any = None) -> AsyncGenerator[dict[str, Any], None]:
     """Run ``orchestrator``'s invocation in its actor; yields its events; syncs the end state into it.
 
-    ``client_of(orchestrator)`` returns the (lazily created) :class:`OrchestratorClient`.
+    ``client_of(orchestrator)`` returns the (lazily created) :class:`OrchestratorClient`; ``cancelled()``
+    tells whether a cancel came before the invocation was registered with the client.
     """
     ensure_initialized()
     table = object_table(orchestrator)
@@ -523,6 +524,8 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any,
     client.invocation = invocation_id
     try:
         generator = client.actor.stream.remote(invocation_id, payload, task, invocation_state, options)
+        if cancelled is not None and cancelled():
+            client.cancel()  # cancel() landed while the run was being shipped; the actor applies it at start
         while True:
             try:
                 ref = await generator.__anext__()

@@ -126,7 +126,7 @@ class RayExecutor:
             return None
         with self._guard:
             self._cancelled = False
-        return drive(self._orchestrator_client, orchestrator, task, invocation_state)
+        return drive(self._orchestrator_client, orchestrator, task, invocation_state, lambda: self._cancelled)
 
     def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
         # The driver starts (so owns) the host pool, checked once per invocation: hosts started by an
