@@ -153,15 +153,20 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
         result: AgentResult | None = None
         resume: Any = None
         try:
-            before, _ = await agent.hooks.invoke_callbacks_async(
-                BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=new_messages)
-            )
-            if before.cancel:
-                text = before.cancel if isinstance(before.cancel, str) else "invocation denied by hook"
+            veto: Any = None
+            messages: list[Message] | None = new_messages
+            # Events are built only for registered callbacks: most agents have none, and a graph row makes dozens.
+            if agent.hooks.has_callbacks(BeforeInvocationEvent):
+                before, _ = await agent.hooks.invoke_callbacks_async(
+                    BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=new_messages)
+                )
+                veto, messages = before.cancel, before.messages
+            if veto:
+                text = veto if isinstance(veto, str) else "invocation denied by hook"
                 # NOTE: not appended, so history keeps alternating roles (Strands appends it).
                 result = inv.result("end_turn", {"role": "assistant", "content": [{"text": text}]})
             else:
-                for message in before.messages or []:
+                for message in messages or []:
                     await agent._append_message(message, inv.state)
                 async for event in _cycles(agent, inv):
                     if isinstance(event, AgentResult):
@@ -173,10 +178,11 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
             _rollback(agent, inv, start_length)
             await agent.hooks.invoke_callbacks_async(AfterInvocationEvent(agent=agent, invocation_state=inv.state))
             raise
-        after, _ = await agent.hooks.invoke_callbacks_async(
-            AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
-        )
-        resume = after.resume
+        if agent.hooks.has_callbacks(AfterInvocationEvent):
+            after, _ = await agent.hooks.invoke_callbacks_async(
+                AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
+            )
+            resume = after.resume
         if resume is not None and result is not None and result.stop_reason != "interrupt":
             current = resume
             continue

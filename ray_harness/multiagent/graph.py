@@ -167,8 +167,9 @@ class Graph(MultiAgentBase):
         self._fatal = None
         self._deadline_hit = False
         self._executor.start_invocation()
-        await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
-                                                                               invocation_state=invocation_state))
+        if self.hooks.has_callbacks(BeforeMultiAgentInvocationEvent):
+            await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
+                                                                                   invocation_state=invocation_state))
         relaunch = self._prepare(task)
         interrupts: list[Interrupt] = []
         self.state.status = Status.EXECUTING
@@ -185,8 +186,9 @@ class Graph(MultiAgentBase):
         finally:
             self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
             self._resume_pending = False
-            await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(source=self,
-                                                                                  invocation_state=invocation_state))
+            if self.hooks.has_callbacks(AfterMultiAgentInvocationEvent):
+                await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(
+                    source=self, invocation_state=invocation_state))
             save_state(self, self.session_manager)
         yield result_event(self._build_result(interrupts))
 
@@ -350,15 +352,16 @@ class Graph(MultiAgentBase):
         try:
             if not quiet:
                 queue.put_nowait(node_start_event(node_id, node_type(self.nodes[node_id].executor)))
-            before, interrupts = await self.hooks.invoke_callbacks_async(
-                BeforeNodeCallEvent(source=self, node_id=node_id, invocation_state=invocation_state))
-            if interrupts:
-                done.interrupts = interrupts
-                return done
-            if before.cancel_node:
-                done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
-                                       else "node cancelled by user")
-                return done
+            if self.hooks.has_callbacks(BeforeNodeCallEvent):
+                before, interrupts = await self.hooks.invoke_callbacks_async(
+                    BeforeNodeCallEvent(source=self, node_id=node_id, invocation_state=invocation_state))
+                if interrupts:
+                    done.interrupts = interrupts
+                    return done
+                if before.cancel_node:
+                    done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
+                                           else "node cancelled by user")
+                    return done
             done.started = time.monotonic()
             try:
                 async with asyncio.timeout(self.node_timeout):
@@ -408,8 +411,9 @@ class Graph(MultiAgentBase):
         self._store(node, result, ran=done.result is not None and not done.stopped)
         if not self._quiet:
             yield node_stop_event(node.node_id, result)
-        await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
-                                                                   invocation_state=invocation_state))
+        if self.hooks.has_callbacks(AfterNodeCallEvent):
+            await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
+                                                                       invocation_state=invocation_state))
         save_state(self, self.session_manager)
 
     def _store(self, node: GraphNode, result: NodeResult, *, ran: bool) -> None:
