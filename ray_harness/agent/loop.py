@@ -89,19 +89,10 @@ class Invocation:
 
 
 async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
+    """One invocation with its metrics and its ``invoke_agent`` span (one generator layer for both)."""
     reporting = bool(metric_sinks())
     if reporting:
         metrics.active_agents(agent.name, 1)
-    try:
-        async for event in _traced_invocation(agent, prompt, inv):
-            yield event
-    finally:
-        if reporting:
-            metrics.active_agents(agent.name, -1)
-            metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
-
-
-async def _traced_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
     tracer = inv.tracer
     if tracer.enabled:
         inv.agent_span = tracer.start_span(f"invoke_agent {agent.name}", None, agent_attributes(agent))
@@ -118,6 +109,9 @@ async def _traced_invocation(agent: Agent, prompt: Any, inv: Invocation) -> Asyn
     finally:
         if inv.agent_span is not None:
             tracer.end_span(inv.agent_span, _invocation_attributes(agent, final, inv), error=error)
+        if reporting:
+            metrics.active_agents(agent.name, -1)
+            metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
 
 
 def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invocation) -> dict[str, Any]:
