@@ -33,13 +33,16 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
     attempt = 0
     while True:
         attempt += 1
-        before, _ = await agent.hooks.invoke_callbacks_async(
-            BeforeModelCallEvent(agent=agent, invocation_state=inv.state)
-        )
+        veto: Any = None
+        if agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
+            before, _ = await agent.hooks.invoke_callbacks_async(
+                BeforeModelCallEvent(agent=agent, invocation_state=inv.state)
+            )
+            veto = before.cancel
         stop: ModelStopReason | None = None
         error: Exception | None = None
-        if before.cancel:
-            text = before.cancel if isinstance(before.cancel, str) else "model call denied by hook"
+        if veto:
+            text = veto if isinstance(veto, str) else "model call denied by hook"
             stop = ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]})
         else:
             await agent.conversation_manager.before_model_call_async(agent)
@@ -70,12 +73,13 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
         if stop is not None and stop.stop_reason == "cancelled":
             yield stop  # cancelled: no AfterModelCallEvent retry can undo a user's cancel
             return
-        response = ModelStopResponse(message=stop.message, stop_reason=stop.stop_reason) if stop else None
-        after, _ = await agent.hooks.invoke_callbacks_async(
-            AfterModelCallEvent(agent=agent, invocation_state=inv.state, stop_response=response, exception=error)
-        )
-        if after.retry:
-            continue
+        if agent.hooks.has_callbacks(AfterModelCallEvent):
+            response = ModelStopResponse(message=stop.message, stop_reason=stop.stop_reason) if stop else None
+            after, _ = await agent.hooks.invoke_callbacks_async(
+                AfterModelCallEvent(agent=agent, invocation_state=inv.state, stop_response=response, exception=error)
+            )
+            if after.retry:
+                continue
         if error is not None:
             delay = _retry_delay(agent, error, attempt)
             if delay is None:

@@ -89,19 +89,10 @@ class Invocation:
 
 
 async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
+    """One invocation with its metrics and its ``invoke_agent`` span (one generator layer for both)."""
     reporting = bool(metric_sinks())
     if reporting:
         metrics.active_agents(agent.name, 1)
-    try:
-        async for event in _traced_invocation(agent, prompt, inv):
-            yield event
-    finally:
-        if reporting:
-            metrics.active_agents(agent.name, -1)
-            metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
-
-
-async def _traced_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
     tracer = inv.tracer
     if tracer.enabled:
         inv.agent_span = tracer.start_span(f"invoke_agent {agent.name}", None, agent_attributes(agent))
@@ -118,6 +109,9 @@ async def _traced_invocation(agent: Agent, prompt: Any, inv: Invocation) -> Asyn
     finally:
         if inv.agent_span is not None:
             tracer.end_span(inv.agent_span, _invocation_attributes(agent, final, inv), error=error)
+        if reporting:
+            metrics.active_agents(agent.name, -1)
+            metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
 
 
 def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invocation) -> dict[str, Any]:
@@ -153,15 +147,20 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
         result: AgentResult | None = None
         resume: Any = None
         try:
-            before, _ = await agent.hooks.invoke_callbacks_async(
-                BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=new_messages)
-            )
-            if before.cancel:
-                text = before.cancel if isinstance(before.cancel, str) else "invocation denied by hook"
+            veto: Any = None
+            messages: list[Message] | None = new_messages
+            # Events are built only for registered callbacks: most agents have none, and a graph row makes dozens.
+            if agent.hooks.has_callbacks(BeforeInvocationEvent):
+                before, _ = await agent.hooks.invoke_callbacks_async(
+                    BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=new_messages)
+                )
+                veto, messages = before.cancel, before.messages
+            if veto:
+                text = veto if isinstance(veto, str) else "invocation denied by hook"
                 # NOTE: not appended, so history keeps alternating roles (Strands appends it).
                 result = inv.result("end_turn", {"role": "assistant", "content": [{"text": text}]})
             else:
-                for message in before.messages or []:
+                for message in messages or []:
                     await agent._append_message(message, inv.state)
                 async for event in _cycles(agent, inv):
                     if isinstance(event, AgentResult):
@@ -173,10 +172,11 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
             _rollback(agent, inv, start_length)
             await agent.hooks.invoke_callbacks_async(AfterInvocationEvent(agent=agent, invocation_state=inv.state))
             raise
-        after, _ = await agent.hooks.invoke_callbacks_async(
-            AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
-        )
-        resume = after.resume
+        if agent.hooks.has_callbacks(AfterInvocationEvent):
+            after, _ = await agent.hooks.invoke_callbacks_async(
+                AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
+            )
+            resume = after.resume
         if resume is not None and result is not None and result.stop_reason != "interrupt":
             current = resume
             continue

@@ -226,12 +226,22 @@ class MultiAgentBase(ABC):
     async def invoke_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
                            **kwargs: Any) -> MultiAgentResult:
         result: MultiAgentResult | None = None
-        async for event in self.stream_async(task, invocation_state, **kwargs):
+        async for event in self._quiet_stream(task, invocation_state, **kwargs):
             if event.get("type") == "multiagent_result":
                 result = event["result"]
         if result is None:  # pragma: no cover - stream_async always ends with a result
             raise RuntimeError(f"{type(self).__name__} ended without a result")
         return result
+
+    def _quiet_stream(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                      **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """``stream_async`` for callers that want only the result (``invoke_async``, a pooled row).
+
+        An orchestrator may leave out the events nobody reads — node stream events, node start/stop,
+        handoffs — as long as ``multiagent_node_interrupt`` and the final ``multiagent_result`` still
+        come; hooks run exactly as with ``stream_async``. The default streams everything.
+        """
+        return self.stream_async(task, invocation_state, **kwargs)
 
     def __call__(self, task: Any, invocation_state: dict[str, Any] | None = None, **kwargs: Any) -> MultiAgentResult:
         from ray_harness.agent.agent import run_sync

@@ -57,9 +57,13 @@ class NodeExecutor(Protocol):
     def start_invocation(self) -> None:
         """A new invocation begins: forget the cancel request of the previous one."""
 
-    def run_node(self, node_id: str, node_input: Any,
-                 invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
-        """Run one node; yields its events, then its ``NodeResult``."""
+    def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
+                 quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        """Run one node; yields its events, then its ``NodeResult``.
+
+        ``quiet=True``: the orchestrator forwards none of the node's events, so the node need not produce
+        them (an executor may still yield some; only the ``NodeResult`` matters).
+        """
 
     def cancel_node(self, node_id: str) -> None:
         """Ask one running node to stop (cooperatively)."""
@@ -135,8 +139,8 @@ class LocalExecutor:
     def start_invocation(self) -> None:
         self._cancelled = False
 
-    async def run_node(self, node_id: str, node_input: Any,
-                       invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+    async def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
+                       quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
         target = self._nodes[node_id]
         self._running.add(node_id)
         started = time.monotonic()
@@ -146,7 +150,8 @@ class LocalExecutor:
                     yield NodeResult(result=MultiAgentResult(status=Status.CANCELLED), status=Status.CANCELLED)
                     return
                 final: Any = None
-                async for event in target.stream_async(node_input, invocation_state):
+                nested = target._quiet_stream if quiet else target.stream_async
+                async for event in nested(node_input, invocation_state):
                     yield event
                     if event.get("type") == "multiagent_result":
                         final = event["result"]
@@ -161,8 +166,9 @@ class LocalExecutor:
             if self._cancelled:
                 signal.set()
             self._signals[node_id] = signal
-            async for event in target.stream_async(node_input, invocation_state=invocation_state,
-                                                   cancel_signal=signal):
+            run = getattr(target, "_quiet_stream", None) if quiet else None
+            async for event in (run or target.stream_async)(node_input, invocation_state=invocation_state,
+                                                            cancel_signal=signal):
                 yield event
                 if event.get("type") == "result":
                     agent_result = event["result"]

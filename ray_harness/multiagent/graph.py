@@ -106,6 +106,7 @@ class Graph(MultiAgentBase):
         self._lock = threading.Lock()
         self._cancel_requested = False
         self._stop_reason: str | None = None
+        self._quiet = False
         self._fatal: BaseException | None = None
         self._deadline_hit = False
         self._invocation_state: dict[str, Any] = {}
@@ -133,8 +134,16 @@ class Graph(MultiAgentBase):
 
     # -- invocation ---------------------------------------------------------------------------------------
 
-    async def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
-                           **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+    def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                     **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        return self._stream(task, invocation_state, kwargs, quiet=False)
+
+    def _quiet_stream(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                      **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        return self._stream(task, invocation_state, kwargs, quiet=True)
+
+    async def _stream(self, task: Any, invocation_state: dict[str, Any] | None, kwargs: dict[str, Any], *,
+                      quiet: bool) -> AsyncGenerator[dict[str, Any], None]:
         if not self._lock.acquire(blocking=False):
             raise ConcurrencyException(f"graph {self.id!r} is already running an invocation")
         try:
@@ -147,20 +156,25 @@ class Graph(MultiAgentBase):
                 return
             with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
                                              "ray_harness.graph.nodes": len(self.nodes)}):
-                async for event in self._invoke(task, state):
+                async for event in self._invoke(task, state, quiet):
                     yield event
         finally:
             self._lock.release()
 
-    async def _invoke(self, task: Any, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+    async def _invoke(self, task: Any, invocation_state: dict[str, Any], quiet: bool = False
+                      ) -> AsyncGenerator[dict[str, Any], None]:
+        # Quiet (invoke_async, pooled rows): nodes run without their stream events, and only interrupt and
+        # result events are produced here; hooks, results and state are the same.
+        self._quiet = quiet
         self._invocation_state = invocation_state
         self._cancel_requested = False
         self._stop_reason = None
         self._fatal = None
         self._deadline_hit = False
         self._executor.start_invocation()
-        await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
-                                                                               invocation_state=invocation_state))
+        if self.hooks.has_callbacks(BeforeMultiAgentInvocationEvent):
+            await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
+                                                                                   invocation_state=invocation_state))
         relaunch = self._prepare(task)
         interrupts: list[Interrupt] = []
         self.state.status = Status.EXECUTING
@@ -177,8 +191,9 @@ class Graph(MultiAgentBase):
         finally:
             self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
             self._resume_pending = False
-            await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(source=self,
-                                                                                  invocation_state=invocation_state))
+            if self.hooks.has_callbacks(AfterMultiAgentInvocationEvent):
+                await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(
+                    source=self, invocation_state=invocation_state))
             save_state(self, self.session_manager)
         yield result_event(self._build_result(interrupts))
 
@@ -317,7 +332,7 @@ class Graph(MultiAgentBase):
             self.state.launched += 1
             launched.append(node_id)
             self._start_task(node_id, self._node_input(node_id), queue, tasks, invocation_state)
-        if launched and from_ids:
+        if launched and from_ids and not self._quiet:
             yield handoff_event(from_ids, launched)
 
     def _propagate(self, invocation_state: dict[str, Any]) -> list[str]:
@@ -338,25 +353,29 @@ class Graph(MultiAgentBase):
     async def _node_task(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
                          invocation_state: dict[str, Any]) -> _NodeDone:
         done = _NodeDone(node_id)
+        quiet = self._quiet
         try:
-            queue.put_nowait(node_start_event(node_id, node_type(self.nodes[node_id].executor)))
-            before, interrupts = await self.hooks.invoke_callbacks_async(
-                BeforeNodeCallEvent(source=self, node_id=node_id, invocation_state=invocation_state))
-            if interrupts:
-                done.interrupts = interrupts
-                return done
-            if before.cancel_node:
-                done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
-                                       else "node cancelled by user")
-                return done
+            if not quiet:
+                queue.put_nowait(node_start_event(node_id, node_type(self.nodes[node_id].executor)))
+            if self.hooks.has_callbacks(BeforeNodeCallEvent):
+                before, interrupts = await self.hooks.invoke_callbacks_async(
+                    BeforeNodeCallEvent(source=self, node_id=node_id, invocation_state=invocation_state))
+                if interrupts:
+                    done.interrupts = interrupts
+                    return done
+                if before.cancel_node:
+                    done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
+                                           else "node cancelled by user")
+                    return done
             done.started = time.monotonic()
             try:
                 async with asyncio.timeout(self.node_timeout):
                     with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}):
-                        async for item in self._executor.run_node(node_id, node_input, invocation_state):
+                        async for item in self._executor.run_node(node_id, node_input, invocation_state,
+                                                                  quiet=quiet):
                             if isinstance(item, NodeResult):
                                 done.result = item
-                            else:
+                            elif not quiet:
                                 queue.put_nowait(node_stream_event(node_id, item))
             except TimeoutError:
                 self._executor.cancel_node(node_id)
@@ -378,7 +397,8 @@ class Graph(MultiAgentBase):
             save_state(self, self.session_manager)
             return
         if done.cancel_message is not None:
-            yield node_cancel_event(node.node_id, done.cancel_message)
+            if not self._quiet:
+                yield node_cancel_event(node.node_id, done.cancel_message)
             cancelled = RuntimeError(done.cancel_message)
             result = NodeResult(result=cancelled, status=Status.CANCELLED, execution_count=0)
             if self.failure_policy == "fail_fast":
@@ -394,9 +414,11 @@ class Graph(MultiAgentBase):
             if status == Status.FAILED and self.failure_policy == "fail_fast":
                 self._fatal = error
         self._store(node, result, ran=done.result is not None and not done.stopped)
-        yield node_stop_event(node.node_id, result)
-        await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
-                                                                   invocation_state=invocation_state))
+        if not self._quiet:
+            yield node_stop_event(node.node_id, result)
+        if self.hooks.has_callbacks(AfterNodeCallEvent):
+            await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
+                                                                       invocation_state=invocation_state))
         save_state(self, self.session_manager)
 
     def _store(self, node: GraphNode, result: NodeResult, *, ran: bool) -> None:

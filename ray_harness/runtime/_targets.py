@@ -50,9 +50,20 @@ class MultiAgentTarget:
                 result = event["result"]
         return result
 
-    async def stream_async(self, prompt: Any, *, cancel_signal: threading.Event | None = None,
-                           invocation_state: dict[str, Any] | None = None, limits: Any = None,
-                           structured_output_model: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+    def stream_async(self, prompt: Any, *, cancel_signal: threading.Event | None = None,
+                     invocation_state: dict[str, Any] | None = None, limits: Any = None,
+                     structured_output_model: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        return self._events(prompt, cancel_signal, invocation_state, limits, structured_output_model, quiet=False)
+
+    def _quiet_stream(self, prompt: Any, *, cancel_signal: threading.Event | None = None,
+                      invocation_state: dict[str, Any] | None = None, limits: Any = None,
+                      structured_output_model: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """For the runner's invoke path: the orchestrator leaves out the events nobody reads."""
+        return self._events(prompt, cancel_signal, invocation_state, limits, structured_output_model, quiet=True)
+
+    async def _events(self, prompt: Any, cancel_signal: threading.Event | None,
+                      invocation_state: dict[str, Any] | None, limits: Any, structured_output_model: Any, *,
+                      quiet: bool) -> AsyncGenerator[dict[str, Any], None]:
         if limits is not None or structured_output_model is not None:
             raise TypeError("limits and structured_output_model apply to agents, not to graphs or swarms")
         remove: Callable[[], None] = _nothing
@@ -62,7 +73,9 @@ class MultiAgentTarget:
         elif cancel_signal is not None:
             watcher = asyncio.ensure_future(self._watch(cancel_signal))
         try:
-            async for event in self.orchestrator.stream_async(prompt, invocation_state):
+            orchestrator = self.orchestrator
+            source = orchestrator._quiet_stream if quiet else orchestrator.stream_async
+            async for event in source(prompt, invocation_state):
                 yield event
                 if event.get("type") == "multiagent_result":
                     yield {"type": "result", "result": event["result"]}

@@ -162,11 +162,11 @@ class RayExecutor:
         self._checked_pool = False
         self._local.start_invocation()
 
-    async def run_node(self, node_id: str, node_input: Any,
-                       invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+    async def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
+                       quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
         target = self._nodes[node_id]
         if isinstance(target, MultiAgentBase) or (self._in_actor and not isinstance(target, RemoteAgent)):
-            runner = self._local.run_node(node_id, node_input, invocation_state)
+            runner = self._local.run_node(node_id, node_input, invocation_state, quiet=quiet)
         elif isinstance(target, RemoteAgent):
             runner = self._run_remote(node_id, target, node_input, invocation_state)
         else:

@@ -352,3 +352,38 @@ def test_sync_call_works() -> None:
     builder = GraphBuilder()
     builder.add_node(make_agent("a", text("sync")), "a")
     assert builder.build(runtime="local")("t").status == Status.COMPLETED
+
+
+async def test_invoke_async_skips_unread_events_but_results_hooks_and_histories_match_streaming(
+        runtime: str) -> None:
+    def build(hooks: RecordingHooks) -> Any:
+        inner = GraphBuilder()
+        inner.add_node(make_agent("i", text("inner done")), "i")
+        builder = GraphBuilder()
+        builder.add_node(make_agent("a", text("a done")), "a")
+        builder.add_node(make_agent("b", text("b done")), "b")
+        builder.add_node(inner.build(runtime=runtime), "nested")
+        builder.add_edge("a", "b")
+        builder.add_edge("a", "nested")
+        builder.set_hook_providers([hooks])
+        return builder.build(runtime=runtime)
+
+    streamed_hooks, invoked_hooks = RecordingHooks(), RecordingHooks()
+    streamed = build(streamed_hooks)
+    events = [event async for event in streamed.stream_async("task")]
+    kinds = {event["type"] for event in events}
+    assert {"multiagent_node_start", "multiagent_node_stream", "multiagent_node_stop", "multiagent_handoff"} <= kinds
+    invoked = build(invoked_hooks)
+    result = await invoked.invoke_async("task")
+    expected = events[-1]["result"]
+    assert result.status == expected.status == Status.COMPLETED
+    assert result.execution_order[0].node_id == "a"
+    assert {n.node_id for n in result.execution_order} == {n.node_id for n in expected.execution_order}
+    assert {k: str(v) for k, v in result.results.items()} == {k: str(v) for k, v in expected.results.items()}
+    assert result.accumulated_usage == expected.accumulated_usage
+    if runtime == "local":  # with runtime="ray" the graph's hooks run in its orchestrator actor
+        assert sorted(invoked_hooks.names()) == sorted(streamed_hooks.names())
+        quiet = [event["type"] async for event in build(RecordingHooks())._quiet_stream("task")]
+        assert quiet == ["multiagent_result"]
+    for node_id in ("a", "b"):
+        assert invoked.nodes[node_id].executor.messages == streamed.nodes[node_id].executor.messages
