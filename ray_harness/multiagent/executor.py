@@ -81,13 +81,16 @@ class NodeExecutor(Protocol):
         """Restore a snapshot made by :meth:`export_node_state`."""
 
 
-def delegated_stream(executor: Any, orchestrator: MultiAgentBase, task: Any,
-                     invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None] | None:
-    """The invocation's events when ``executor`` runs the orchestration elsewhere, else None (run it here)."""
+def delegated_stream(executor: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
+                     *, quiet: bool = False) -> AsyncGenerator[dict[str, Any], None] | None:
+    """The invocation's events when ``executor`` runs the orchestration elsewhere, else None (run it here).
+
+    ``quiet``: the caller wants only the result (see ``MultiAgentBase._quiet_stream``).
+    """
     method = getattr(executor, "stream_orchestrator", None)
     if method is None:
         return None
-    return method(orchestrator, task, invocation_state)  # type: ignore[no-any-return]
+    return method(orchestrator, task, invocation_state, quiet=quiet)  # type: ignore[no-any-return]
 
 
 def node_type(target: Any) -> str:

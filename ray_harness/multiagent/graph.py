@@ -149,7 +149,7 @@ class Graph(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
-            delegated = delegated_stream(self._executor, self, task, state)
+            delegated = delegated_stream(self._executor, self, task, state, quiet=quiet)
             if delegated is not None:  # e.g. runtime="ray": the orchestration runs in its actor
                 async for event in delegated:
                     yield event

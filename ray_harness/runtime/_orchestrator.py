@@ -112,7 +112,12 @@ _process: dict[str, bool] = {"orchestrator": False}
 
 def in_actor() -> bool:
     """Whether this process is a Ray actor (a pooled host, an agent actor, an orchestrator actor)."""
-    return bool(ray.is_initialized()) and ray.get_runtime_context().get_actor_id() is not None
+    if _process.get("actor"):
+        return True  # a process that is an actor stays one; asked for every graph a host builds
+    found = bool(ray.is_initialized()) and ray.get_runtime_context().get_actor_id() is not None
+    if found:
+        _process["actor"] = True
+    return found
 
 
 def in_orchestrator_process() -> bool:
@@ -331,7 +336,8 @@ class OrchestratorActor:
         await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
         final: dict[str, Any] | None = None
         error: Exception | None = None
-        events = orchestrator.stream_async(task, invocation_state)
+        quiet = bool(options.get("quiet"))
+        events = (orchestrator._quiet_stream if quiet else orchestrator.stream_async)(task, invocation_state)
         self._runs[invocation_id] = orchestrator
         if self._early.pop(invocation_id, "absent") is None:
             # Runs at the first suspension of the stream below, once the run holds its lock (cancel() needs it).
@@ -507,7 +513,7 @@ def shutdown_all() -> None:
 
 
 async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
-                cancelled: Any = None) -> AsyncGenerator[dict[str, Any], None]:
+                cancelled: Any = None, *, quiet: bool = False) -> AsyncGenerator[dict[str, Any], None]:
     """Run ``orchestrator``'s invocation in its actor; yields its events; syncs the end state into it.
 
     ``client_of(orchestrator)`` returns the (lazily created) :class:`OrchestratorClient`; ``cancelled()``
@@ -518,7 +524,7 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
     payload = dump_orchestrator(orchestrator, table)
     client: OrchestratorClient = client_of(orchestrator)
     invocation_id = uuid.uuid4().hex
-    options = {"trace_context": current_carrier()}
+    options = {"trace_context": current_carrier(), "quiet": quiet}
     resolve = _by_table(table)
     finished = False
     client.invocation = invocation_id

@@ -119,14 +119,19 @@ class RayExecutor:
 
     # -- the orchestrator actor -----------------------------------------------------------------------------
 
-    def stream_orchestrator(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any]
-                            ) -> AsyncGenerator[dict[str, Any], None] | None:
-        """The invocation's events from the orchestrator's actor; None to run it here (already inside an actor)."""
+    def stream_orchestrator(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any], *,
+                            quiet: bool = False) -> AsyncGenerator[dict[str, Any], None] | None:
+        """The invocation's events from the orchestrator's actor; None to run it here (already inside an actor).
+
+        ``quiet``: the actor runs the orchestrator's ``_quiet_stream``, so only interrupt and result events
+        (and the end state) cross back to the driver.
+        """
         if in_actor():
             return None
         with self._guard:
             self._cancelled = False
-        return drive(self._orchestrator_client, orchestrator, task, invocation_state, lambda: self._cancelled)
+        return drive(self._orchestrator_client, orchestrator, task, invocation_state, lambda: self._cancelled,
+                     quiet=quiet)
 
     def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
         # The driver starts (so owns) the host pool, checked once per invocation: hosts started by an
@@ -162,20 +167,15 @@ class RayExecutor:
         self._checked_pool = False
         self._local.start_invocation()
 
-    async def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
-                       quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+    def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
+                 quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        # Returns the chosen runner itself: a wrapping generator would cost a layer per node and event.
         target = self._nodes[node_id]
         if isinstance(target, MultiAgentBase) or (self._in_actor and not isinstance(target, RemoteAgent)):
-            runner = self._local.run_node(node_id, node_input, invocation_state, quiet=quiet)
-        elif isinstance(target, RemoteAgent):
-            runner = self._run_remote(node_id, target, node_input, invocation_state)
-        else:
-            runner = self._run_pooled(node_id, target, node_input, invocation_state)
-        try:
-            async for item in runner:
-                yield item
-        finally:
-            await runner.aclose()
+            return self._local.run_node(node_id, node_input, invocation_state, quiet=quiet)
+        if isinstance(target, RemoteAgent):
+            return self._run_remote(node_id, target, node_input, invocation_state)
+        return self._run_pooled(node_id, target, node_input, invocation_state)
 
     def cancel_node(self, node_id: str) -> None:
         target = self._nodes.get(node_id)

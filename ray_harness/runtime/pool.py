@@ -305,8 +305,11 @@ class AgentPool:
         self.host_names = [host_actor_name(i) for i in range(size)]
         options = with_actor_env(options)
         self._hosts = [_host_class().options(name=name, **options).remote(i) for i, name in enumerate(self.host_names)]
-        for name, host in zip(self.host_names, self._hosts, strict=True):
-            call_sync(host.ready.remote(), name)  # pre-start: the first run does not pay for the process
+        if ray.get_runtime_context().get_actor_id() is None:
+            # Pre-start: the first run does not pay for the process. Not inside an actor (an orchestrator
+            # attaching to the driver's pool): a blocking get there would stall an async actor's loop.
+            for name, host in zip(self.host_names, self._hosts, strict=True):
+                call_sync(host.ready.remote(), name)
         self._load = [0] * size
         self._where: dict[str, int] = {}
         # run_batched: runs waiting for this loop iteration's flush, per event loop, by (host index, spec).

@@ -42,6 +42,7 @@ from tests.multiagent.test_graph import (  # noqa: F401
     test_eager_scheduling_starts_successors_without_waiting_for_the_batch,
     test_execution_timeout_ends_failed_without_raising,
     test_fail_fast_raises_and_cancels_siblings,
+    test_invoke_async_skips_unread_events_but_results_hooks_and_histories_match_streaming,
     test_join_all_runs_fan_in_node_once_with_all_inputs,
     test_join_all_with_a_branch_not_taken_still_runs,
     test_join_any_runs_fan_in_node_once_per_arriving_input,

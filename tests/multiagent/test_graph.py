@@ -383,7 +383,7 @@ async def test_invoke_async_skips_unread_events_but_results_hooks_and_histories_
     assert result.accumulated_usage == expected.accumulated_usage
     if runtime == "local":  # with runtime="ray" the graph's hooks run in its orchestrator actor
         assert sorted(invoked_hooks.names()) == sorted(streamed_hooks.names())
-        quiet = [event["type"] async for event in build(RecordingHooks())._quiet_stream("task")]
-        assert quiet == ["multiagent_result"]
+    quiet = [event["type"] async for event in build(RecordingHooks())._quiet_stream("task")]
+    assert quiet == ["multiagent_result"]
     for node_id in ("a", "b"):
         assert invoked.nodes[node_id].executor.messages == streamed.nodes[node_id].executor.messages
