@@ -2,8 +2,12 @@
 
 Graphs and swarms have the Agent surface (``__call__``, ``invoke_async``,
 ``stream_async``, ``cancel``), so they nest in each other. ``runtime="local"``
-runs nodes in this process; ``runtime="ray"`` runs them on Ray actors with the
-same semantics.
+runs the orchestration and the nodes in this process; ``runtime="ray"`` (the
+default) runs the orchestration in one named orchestrator actor per instance
+(``ray_harness:graph:<id>`` / ``ray_harness:swarm:<id>``) and the agent nodes on
+pooled host actors, with the same semantics (see
+:mod:`ray_harness.runtime._orchestrator`). ``invoke_async`` leaves out the
+stream events nobody reads; ``stream_async`` yields them all.
 """
 
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status
