@@ -6,7 +6,7 @@ so model latency is a scripted ``asyncio.sleep`` in both. Scenarios:
 
 * ``fanout_io``: 100 independent nodes in one batch, one model call each (200 ms latency).
 * ``fanout_cpu``: 20 independent nodes; each calls a tool doing a fixed amount of
-  pure-Python work calibrated to 200 ms on one core (it holds the GIL). Strands runs all of them in one process; ray_harness spreads them over
+  pure-Python work until it has used 200 ms of CPU time (it holds the GIL). Strands runs all of them in one process; ray_harness spreads them over
   the host pool's processes. Target: >= 1.8x Strands on 2 cores.
 * ``chain_eval``: a 3-node chain (50 ms per model call) over 1,000 inputs. ray_harness:
   ``ray_harness.evaluation.evaluate`` (rows on the host pool, each row's graph in its host);
@@ -51,38 +51,31 @@ CHAIN_LATENCY_S = 0.05
 USAGE = {"inputTokens": 20, "outputTokens": 5, "totalTokens": 25}
 
 
-def burn_cpu(spins: int) -> str:
-    """A fixed amount of pure-Python work (holds the GIL the whole time)."""
+def burn_cpu(milliseconds: int) -> str:
+    """Pure-Python work until this thread has used ``milliseconds`` of CPU time (it holds the GIL meanwhile).
+
+    Measured with ``time.thread_time()``, so every tool call costs the same CPU on either SDK whatever else
+    runs on the machine (a spin count calibrated once drifted with the load and with hyperthread sharing).
+    """
+    deadline = time.thread_time() + milliseconds / 1000
     total = 0
-    for i in range(spins):
-        total += i * i % 7
+    while time.thread_time() < deadline:
+        for i in range(2_000):
+            total += i * i % 7
     return f"burned {total}"
 
 
-def calibrate(milliseconds: int) -> int:
-    """How many spins of :func:`burn_cpu` take ``milliseconds`` on one core of this machine (best of 5)."""
-    probe = 200_000
-    best = min(_time(burn_cpu, probe) for _ in range(5))
-    return int(probe * milliseconds / 1000 / best)
-
-
-def _time(function: Callable[[int], Any], argument: int) -> float:
-    started = time.perf_counter()
-    function(argument)
-    return time.perf_counter() - started
-
-
 @tool
-def burn(spins: int) -> str:
-    """Burn CPU for the given number of spins."""
-    return burn_cpu(spins)
+def burn(milliseconds: int) -> str:
+    """Burn the given milliseconds of CPU time."""
+    return burn_cpu(milliseconds)
 
 
 def _strands_burn() -> Any:
     @strands.tool
-    def burn(spins: int) -> str:
-        """Burn CPU for the given number of spins."""
-        return burn_cpu(spins)
+    def burn(milliseconds: int) -> str:
+        """Burn the given milliseconds of CPU time."""
+        return burn_cpu(milliseconds)
 
     return burn
 
@@ -94,11 +87,8 @@ def _fanout_steps() -> list[Any]:
     return [text("node answer", delay=FANOUT_LATENCY_S, usage=USAGE)]
 
 
-CPU_SPINS = 0  # set by main_async from calibrate()
-
-
 def _cpu_steps() -> list[Any]:
-    return [tool_call("burn", {"spins": CPU_SPINS}, usage=USAGE), text("burned", usage=USAGE)]
+    return [tool_call("burn", {"milliseconds": CPU_BURN_MS}, usage=USAGE), text("burned", usage=USAGE)]
 
 
 def ours_fanout(nodes: int, steps: Callable[[], list[Any]], runtime: str, tools: list[Any] | None = None) -> Any:
@@ -241,9 +231,6 @@ async def _fanout_cpu(report: dict[str, Any], repeats: int) -> None:
     # The tool ships to the hosts by reference: name it through this module's import path, not ``__main__``.
     from benchmarks.graph import burn as shipped_burn
 
-    global CPU_SPINS
-    CPU_SPINS = calibrate(CPU_BURN_MS)
-    report["cpu_spins"] = CPU_SPINS
     cpu_ray, cpu_local = (ours_fanout(CPU_NODES, _cpu_steps, r, tools=[shipped_burn]) for r in ("ray", "local"))
     cpu_theirs = theirs_fanout(CPU_NODES, _cpu_steps, tools=[_strands_burn()])
     report["scenarios"]["fanout_cpu"] = await measure({

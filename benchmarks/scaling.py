@@ -281,7 +281,7 @@ async def _driver_p3(pool: Any, cpu_nodes: int, cpu_ms: int, repeats: int) -> li
     if [h._actor_id for h in default_pool().hosts] != [h._actor_id for h in pool.hosts]:
         raise RuntimeError("the default pool is not the spread pool; is RAY_HARNESS_POOL_SIZE set to --hosts?")
 
-    graph_bench.CPU_SPINS = graph_bench.calibrate(cpu_ms)
+    graph_bench.CPU_BURN_MS = cpu_ms
     graph = graph_bench.ours_fanout(cpu_nodes, graph_bench._cpu_steps, "ray", tools=[graph_bench.burn])
     await graph_bench._timed_graph(graph, cpu_nodes)  # warm-up
     return [await graph_bench._timed_graph(graph, cpu_nodes) for _ in range(repeats)]

@@ -59,23 +59,28 @@ class NodeAgentSource:
 
     def __call__(self) -> Agent:
         agent = self.agent
-        original = agent.stream_async
-
-        async def stream_async(prompt: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
-            try:
-                async for event in original(prompt, **kwargs):
-                    if event.get("type") == "result":
-                        # Carried on the result event: every streamed item is one Ray object.
-                        event = {**event, NODE_STATE_KEY: pack_node_state(agent)}
-                    yield event
-            except Exception:
-                # In-process the failed run still advanced the model and rolled the history back; mirror both.
-                yield {"type": NODE_STATE_EVENT, "state": pack_node_state(agent)}
-                raise
-
-        # An instance attribute shadows the method for the runner that drives this agent in the host.
-        agent.__dict__["stream_async"] = stream_async
+        # Instance attributes shadow the methods for the runner that drives this agent in the host.
+        agent.__dict__["stream_async"] = _reporting(agent, agent.stream_async)
+        agent.__dict__["_quiet_stream"] = _reporting(agent, agent._quiet_stream)
         return agent
+
+
+def _reporting(agent: Agent, original: Any) -> Any:
+    """``original`` (a stream method of ``agent``) with the agent's state added at the end of the run."""
+
+    async def stream(prompt: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        try:
+            async for event in original(prompt, **kwargs):
+                if event.get("type") == "result":
+                    # Carried on the result event: every streamed item is one Ray object.
+                    event = {**event, NODE_STATE_KEY: pack_node_state(agent)}
+                yield event
+        except Exception:
+            # In-process the failed run still advanced the model and rolled the history back; mirror both.
+            yield {"type": NODE_STATE_EVENT, "state": pack_node_state(agent)}
+            raise
+
+    return stream
 
 
 def node_spec(agent: Agent) -> AgentSpec:

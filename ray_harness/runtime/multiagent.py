@@ -175,7 +175,7 @@ class RayExecutor:
             return self._local.run_node(node_id, node_input, invocation_state, quiet=quiet)
         if isinstance(target, RemoteAgent):
             return self._run_remote(node_id, target, node_input, invocation_state)
-        return self._run_pooled(node_id, target, node_input, invocation_state)
+        return self._run_pooled(node_id, target, node_input, invocation_state, quiet)
 
     def cancel_node(self, node_id: str) -> None:
         target = self._nodes.get(node_id)
@@ -224,8 +224,8 @@ class RayExecutor:
         self._checked_pool = True
         return pool
 
-    async def _run_pooled(self, node_id: str, agent: Any, node_input: Any,
-                          invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+    async def _run_pooled(self, node_id: str, agent: Any, node_input: Any, invocation_state: dict[str, Any],
+                          quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
         pool = self.pool
         run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
         with self._guard:
@@ -238,7 +238,7 @@ class RayExecutor:
                 # As in-process, a node that starts after cancel() runs no model call: the host starts it cancelled.
                 await pool.run_handle([run_id]).cancel()
             async for event in pool.stream(node_spec(agent), node_input, run_id=run_id,
-                                           invocation_state=invocation_state):
+                                           invocation_state=invocation_state, quiet=quiet):
                 kind = event.get("type")
                 if kind == NODE_STATE_EVENT:
                     apply_node_state(agent, event["state"])

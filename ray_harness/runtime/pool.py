@@ -113,12 +113,18 @@ class AgentHost:
             self._unregister(run_id)
 
     async def stream(self, run_id: str, spec: AgentSpec, prompt: Any, options: dict[str, Any],
-                     agent_key: str | None, include_model_events: bool) -> AsyncGenerator[dict[str, Any], None]:
+                     agent_key: str | None, include_model_events: bool, quiet: bool = False
+                     ) -> AsyncGenerator[dict[str, Any], None]:
         runner = self._runner_for(run_id, spec, agent_key)
         self._register(run_id, runner)
         try:
-            async for event in runner.stream(run_id, prompt, options):
-                if include_model_events or event.get("type") != "model_event":
+            async for event in runner.stream(run_id, prompt, options, quiet=quiet):
+                kind = event.get("type")
+                if quiet:
+                    # A quiet agent still reports these (its runner may persist them); the caller does not.
+                    if kind not in _QUIET_DROPPED:
+                        yield event
+                elif include_model_events or kind != "model_event":
                     yield event
         finally:
             self._unregister(run_id)
@@ -186,6 +192,7 @@ class AgentHost:
                 "resident": len(self._resident), "rss_bytes": _rss_bytes()}
 
 
+_QUIET_DROPPED = frozenset({"tool_result", "interrupt"})
 _HOST_GC_YOUNG = 300_000
 _HOST_GC_MIDDLE = 20
 
@@ -481,8 +488,13 @@ class AgentPool:
     async def stream(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
                      agent_key: str | None = None, invocation_state: dict[str, Any] | None = None,
                      limits: Limits | None = None, structured_output_model: type | None = None,
-                     include_model_events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
-        """Like :meth:`run`, yielding the agent's events as they happen (last: ``{"type": "result"}``)."""
+                     include_model_events: bool = False, quiet: bool = False
+                     ) -> AsyncGenerator[dict[str, Any], None]:
+        """Like :meth:`run`, yielding the agent's events as they happen (last: ``{"type": "result"}``).
+
+        ``quiet=True``: the agent runs quiet in the host and only its ``result`` event comes back (each
+        streamed event is a Ray object; a graph node run for ``invoke_async`` needs none of the others).
+        """
         options = self._options(invocation_state, limits, structured_output_model)
         spec = self._spec(agent_or_factory)
         run_id, index = self._start(run_id, agent_key)
@@ -490,7 +502,7 @@ class AgentPool:
         finished = False
         try:
             generator = self._hosts[index].stream.remote(run_id, spec, prompt, options, agent_key,
-                                                         include_model_events)
+                                                         include_model_events, quiet)
             while True:
                 try:
                     ref = await generator.__anext__()

@@ -122,6 +122,14 @@ async def test_streaming_from_a_pooled_host(pool: Any) -> None:
     assert kinds.count("text_delta") == 4
 
 
+async def test_a_quiet_pooled_stream_sends_only_the_result(pool: Any) -> None:
+    loud = [event async for event in pool.stream("tests.integration.agents:calculator", "2+2?")]
+    quiet = [event async for event in pool.stream("tests.integration.agents:calculator", "2+2?", quiet=True)]
+    assert "tool_result" in {event["type"] for event in loud}
+    assert [event["type"] for event in quiet] == ["result"]
+    assert str(quiet[0]["result"]) == str(loud[-1]["result"])
+
+
 async def test_errors_keep_their_type_across_the_pool(pool: Any) -> None:
     with pytest.raises(RuntimeError, match="policy store is down"):
         await pool.run("tests.integration.agents:broken_policy", "hi")
