@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import inspect
 import io
 import logging
@@ -251,18 +252,19 @@ def _unpicklable_message(orchestrator: MultiAgentBase, table: dict[tuple[str, ..
 class _SessionRelay:
     """Stands in for a session manager in the actor: writes go back to the driver through the event stream."""
 
-    def __init__(self, path: str, outbox: list[tuple[Any, ...]]) -> None:
+    def __init__(self, path: str, outbox: asyncio.Queue[Any]) -> None:
         self._path = path
         self._outbox = outbox
 
     def write_multi_agent_json(self, data: dict[str, Any]) -> None:
-        self._outbox.append(("save", self._path, data))
+        # Sent at once (not with the next event): a quiet run has almost no events to ride on.
+        self._outbox.put_nowait(("save", self._path, data))
 
     def read_multi_agent_json(self) -> dict[str, Any] | None:
         return None  # state is restored in the driver (at construction), never in the actor
 
 
-def load_orchestrator(payload: bytes, outbox: list[tuple[Any, ...]]) -> MultiAgentBase:
+def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentBase:
     def resolve(key: tuple[str, ...]) -> Any:
         if key[0] == "_lock":
             return threading.Lock()
@@ -311,6 +313,24 @@ def _is_agent(target: Any) -> bool:
 # -- the actor -----------------------------------------------------------------------------------------------
 
 
+_DONE = object()
+
+
+async def _pump(events: AsyncGenerator[dict[str, Any], None], outbox: asyncio.Queue[Any],
+                refs: dict[int, tuple[str, ...]], outcome: dict[str, Any]) -> None:
+    """Run the invocation, putting its events on ``outbox``; the final result and any error go to ``outcome``."""
+    try:
+        async for event in events:
+            if event.get("type") == "multiagent_result":
+                outcome["final"] = event  # held back: the driver applies the end state before yielding it
+                continue
+            outbox.put_nowait(("event", dumps(event, refs)))
+    except Exception as failure:
+        outcome["error"] = failure
+    finally:
+        outbox.put_nowait(_DONE)
+
+
 class OrchestratorActor:
     """Runs Graph/Swarm invocations shipped by a driver (plain class; ``ray.remote`` in :func:`_actor_class`)."""
 
@@ -329,36 +349,34 @@ class OrchestratorActor:
                      options: dict[str, Any]) -> AsyncGenerator[tuple[Any, ...], None]:
         """Run one invocation; yields ``("event", bytes)``, ``("save", path, data)`` and last ``("end", bytes)``."""
         prepare_actor_process()
-        outbox: list[tuple[Any, ...]] = []
+        # One channel, in order: the run's events and its session writes, as they happen.
+        outbox: asyncio.Queue[Any] = asyncio.Queue()
         orchestrator = load_orchestrator(payload, outbox)
         table = object_table(orchestrator)
         refs = {id(value): key for key, value in table.items()}
         await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
-        final: dict[str, Any] | None = None
-        error: Exception | None = None
+        outcome: dict[str, Any] = {"final": None, "error": None}
         quiet = bool(options.get("quiet"))
         events = (orchestrator._quiet_stream if quiet else orchestrator.stream_async)(task, invocation_state)
         self._runs[invocation_id] = orchestrator
+        with attached(options.get("trace_context")):  # the driver's span is the parent of invoke_graph/swarm
+            pump = asyncio.ensure_future(_pump(events, outbox, refs, outcome))
         if self._early.pop(invocation_id, "absent") is None:
-            # Runs at the first suspension of the stream below, once the run holds its lock (cancel() needs it).
+            # Runs after the pump's first step, once the run holds its lock (cancel() needs it).
             asyncio.get_running_loop().call_soon(orchestrator.cancel)
         try:
-            with attached(options.get("trace_context")):  # the driver's span is the parent of invoke_graph/swarm
-                try:
-                    async for event in events:
-                        while outbox:
-                            yield outbox.pop(0)
-                        if event.get("type") == "multiagent_result":
-                            final = event  # held back: the driver applies the end state before yielding it
-                            continue
-                        yield ("event", dumps(event, refs))
-                except Exception as failure:
-                    error = failure
-            while outbox:
-                yield outbox.pop(0)
-            yield ("end", _dump_end(pack_tree(table), final, error, refs))
+            while True:
+                item = await outbox.get()
+                if item is _DONE:
+                    break
+                yield item
+            yield ("end", _dump_end(pack_tree(table), outcome["final"], outcome["error"], refs))
         finally:
             self._runs.pop(invocation_id, None)
+            if not pump.done():
+                pump.cancel()  # the driver went away: stop the run
+                with contextlib.suppress(BaseException):
+                    await pump
             await events.aclose()
 
     async def cancel(self, invocation_id: str) -> bool:

@@ -282,6 +282,29 @@ async def test_session_writes_happen_in_the_driver(tmp_path: Path) -> None:
     graph.shutdown()
 
 
+async def test_session_writes_reach_the_driver_while_a_quiet_run_goes_on(tmp_path: Path) -> None:
+    # invoke_async sends almost no events back; the writes must not wait for the end of the run.
+    from tests.multiagent.conftest import JsonFileStore
+
+    store = JsonFileStore(tmp_path / "graph.json")
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("a done")), "a")
+    builder.add_node(make_agent("b", text("b done", delay=3.0)), "b")
+    builder.add_edge("a", "b")
+    graph = builder.set_session_manager(store).build(runtime="ray")
+    run = asyncio.ensure_future(graph.invoke_async("t"))
+    deadline = time.monotonic() + 2.5
+    completed: list[str] = []
+    while time.monotonic() < deadline and "a" not in completed:
+        await asyncio.sleep(0.05)
+        saved = store.read_multi_agent_json() or {}
+        completed = list(saved.get("completed_nodes") or [])
+    assert not run.done()
+    assert completed == ["a"], saved
+    assert (await run).status == Status.COMPLETED
+    graph.shutdown()
+
+
 def test_runtime_shutdown_kills_the_orchestrator_actors() -> None:
     from ray_harness.runtime import _orchestrator
 
