@@ -347,7 +347,8 @@ class OrchestratorActor:
 
     async def stream(self, invocation_id: str, payload: bytes, task: Any, invocation_state: dict[str, Any],
                      options: dict[str, Any]) -> AsyncGenerator[tuple[Any, ...], None]:
-        """Run one invocation; yields ``("event", bytes)``, ``("save", path, data)`` and last ``("end", bytes)``."""
+        """Run one invocation; yields ``("event", bytes)``, ``("save", path, data)``, ``("batch", [those])`` for
+        items that piled up while the previous one was sent, and last ``("end", bytes)``."""
         prepare_actor_process()
         # One channel, in order: the run's events and its session writes, as they happen.
         outbox: asyncio.Queue[Any] = asyncio.Queue()
@@ -365,11 +366,16 @@ class OrchestratorActor:
             # Runs after the pump's first step, once the run holds its lock (cancel() needs it).
             asyncio.get_running_loop().call_soon(orchestrator.cancel)
         try:
-            while True:
-                item = await outbox.get()
-                if item is _DONE:
-                    break
-                yield item
+            done = False
+            while not done:
+                items = [await outbox.get()]
+                while not outbox.empty():  # what piled up meanwhile travels as one Ray object
+                    items.append(outbox.get_nowait())
+                if items[-1] is _DONE:
+                    items.pop()
+                    done = True
+                if items:
+                    yield items[0] if len(items) == 1 else ("batch", items)
             yield ("end", _dump_end(pack_tree(table), outcome["final"], outcome["error"], refs))
         finally:
             self._runs.pop(invocation_id, None)
@@ -559,10 +565,12 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
             except RayError as error:
                 raise_translated(error, client.name)
             kind = item[0]
-            if kind == "event":
-                yield loads(item[1], resolve)
-            elif kind == "save":
-                _save(table[("orch", item[1])], item[2])
+            if kind in ("event", "save", "batch"):
+                for part in (item[1] if kind == "batch" else [item]):
+                    if part[0] == "event":
+                        yield loads(part[1], resolve)
+                    else:
+                        _save(table[("orch", part[1])], part[2])
             elif kind == "end":
                 end = loads(item[1], resolve)
                 apply_tree(end["tree"], table)
