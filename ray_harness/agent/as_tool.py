@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import re
 import threading
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("PARKED_TURNS_KEY", "AgentAsTool", "ParkedTurn", "SubAgentInterrupt")
+__all__ = ("PARKED_TURNS_KEY", "AgentAsTool", "ParkedTurn", "SubAgentInterrupt", "SubAgentTool", "forward_cancel")
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _DELEGATED = "__ray_harness_delegated__"
@@ -138,27 +139,17 @@ class ParkedTurn:
                    baseline=copy.deepcopy(baseline))
 
 
-class AgentAsTool(AgentTool):
-    """A tool that runs an agent with the given ``input`` and returns its answer."""
+class SubAgentTool(AgentTool):
+    """What an agent used as a tool shares, in this process or in its own actor: name, spec, delegation, results."""
 
-    def __init__(self, agent: Agent, *, name: str | None = None, description: str | None = None,
-                 preserve_context: bool = False, delegate: bool = False) -> None:
-        tool_name = name or agent.name
+    def __init__(self, tool_name: str, description: str, *, preserve_context: bool, delegate: bool) -> None:
         if not _NAME.fullmatch(tool_name):
             raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}; pass name= to as_tool()")
-        self._agent = agent
         self._name = tool_name
         self._preserve_context = preserve_context
         self._delegate = delegate
-        text = description or agent.description or f"Use the {tool_name} agent as a tool by providing a natural " \
-                                                    "language input"
-        self._description = text + (DELEGATION_SUFFIX if delegate else "")
-        self._busy = threading.Lock()
+        self._description = description + (DELEGATION_SUFFIX if delegate else "")
         self._parents: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    @property
-    def agent(self) -> Agent:
-        return self._agent
 
     @property
     def tool_name(self) -> str:
@@ -171,6 +162,26 @@ class AgentAsTool(AgentTool):
     @property
     def tool_spec(self) -> ToolSpec:
         return sub_agent_spec(self._name, self._description)
+
+    def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
+        return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
+
+
+class AgentAsTool(SubAgentTool):
+    """A tool that runs an agent with the given ``input`` and returns its answer."""
+
+    def __init__(self, agent: Agent, *, name: str | None = None, description: str | None = None,
+                 preserve_context: bool = False, delegate: bool = False) -> None:
+        tool_name = name or agent.name
+        text = description or agent.description or f"Use the {tool_name} agent as a tool by providing a natural " \
+                                                    "language input"
+        super().__init__(tool_name, text, preserve_context=preserve_context, delegate=delegate)
+        self._agent = agent
+        self._busy = threading.Lock()
+
+    @property
+    def agent(self) -> Agent:
+        return self._agent
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
@@ -197,7 +208,7 @@ class AgentAsTool(AgentTool):
                          baseline: dict[str, Any] | None) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
         child = self._agent
-        watcher = asyncio.create_task(_forward_cancel(context.cancel_signal, child))
+        watcher = asyncio.create_task(forward_cancel(context.cancel_signal, child.cancel))
         result = None
         try:
             async for event in child.stream_async(prompt):
@@ -220,9 +231,6 @@ class AgentAsTool(AgentTool):
         if baseline is not None:
             restore_context(child, baseline)
         yield ToolResultEvent(self._tool_result(use_id, result, context))
-
-    def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
-        return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
 
 
 def call_prefix(use_id: str) -> str:
@@ -344,10 +352,14 @@ def restore_context(agent: Agent, saved: dict[str, Any]) -> None:
     agent._interrupt_state = InterruptState()
 
 
-async def _forward_cancel(signal: threading.Event, child: Agent) -> None:
-    """Cancelling the parent cancels the child (polled: the parent's signal is a threading.Event)."""
-    # Polled rather than awaited in a thread: a thread blocked in Event.wait() could not be stopped
-    # when the child finishes first.
+async def forward_cancel(signal: threading.Event, cancel: Callable[[], Any]) -> None:
+    """Cancelling the parent cancels the child: ``cancel()`` (awaited when it returns an awaitable).
+
+    Polled: the parent's signal is a threading.Event, and a thread blocked in ``Event.wait()`` could not be
+    stopped when the child finishes first.
+    """
     while not signal.is_set():  # noqa: ASYNC110
         await asyncio.sleep(0.05)
-    child.cancel()
+    outcome = cancel()
+    if inspect.isawaitable(outcome):
+        await outcome

@@ -16,63 +16,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import uuid
-import weakref
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from ray_harness.agent.as_tool import (
-    DELEGATION_SUFFIX,
     ParkedTurn,
+    SubAgentTool,
+    forward_cancel,
     park,
     restore_context,
     resume_or_start,
     snapshot_context,
-    sub_agent_result,
-    sub_agent_spec,
 )
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.runtime._errors import await_ref
-from ray_harness.tools.base import AgentTool, ToolContext, error_result
+from ray_harness.tools.base import ToolContext, error_result
 
 if TYPE_CHECKING:
     from ray_harness.runtime._runner import AgentRunner
     from ray_harness.runtime.remote_agent import RemoteAgent
-    from ray_harness.types.content import ToolResult, ToolUse
-    from ray_harness.types.tools import ToolSpec
+    from ray_harness.types.content import ToolUse
 
 __all__ = ("RemoteAgentAsTool", "invoke_in_actor")
 
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-class RemoteAgentAsTool(AgentTool):
+class RemoteAgentAsTool(SubAgentTool):
     def __init__(self, remote: RemoteAgent, *, name: str | None = None, description: str | None = None,
                  preserve_context: bool = False, delegate: bool = False) -> None:
         tool_name = name or remote.agent_name
-        if not _NAME.fullmatch(tool_name):
-            raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}; pass name= to as_tool()")
-        self._remote = remote
-        self._name = tool_name
-        self._preserve_context = preserve_context
-        self._delegate = delegate
         text = description or f"Use the {tool_name} agent (running in its own Ray actor) as a tool by providing " \
                               "a natural language input"
-        self._description = text + (DELEGATION_SUFFIX if delegate else "")
-        self._parents: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    @property
-    def tool_name(self) -> str:
-        return self._name
-
-    @property
-    def tool_type(self) -> str:
-        return "agent"
-
-    @property
-    def tool_spec(self) -> ToolSpec:
-        return sub_agent_spec(self._name, self._description)
+        super().__init__(tool_name, text, preserve_context=preserve_context, delegate=delegate)
+        self._remote = remote
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
@@ -83,7 +58,7 @@ class RemoteAgentAsTool(AgentTool):
         parked, prompt = start
         invocation_id = uuid.uuid4().hex
         actor = self._remote.actor
-        watcher = asyncio.ensure_future(self._forward_cancel(context, invocation_id))
+        watcher = asyncio.ensure_future(forward_cancel(context.cancel_signal, self._remote.cancel_async))
         try:
             outcome = await await_ref(actor.invoke_as_tool.remote(
                 invocation_id, prompt, {}, self._preserve_context, use_id,
@@ -108,14 +83,6 @@ class RemoteAgentAsTool(AgentTool):
                 return
             park(context, use_id, ParkedTurn.from_dict(turn))
         yield ToolResultEvent(self._tool_result(use_id, result, context))
-
-    async def _forward_cancel(self, context: ToolContext, invocation_id: str) -> None:
-        while not context.cancel_signal.is_set():  # noqa: ASYNC110 - a threading.Event cannot be awaited
-            await asyncio.sleep(0.05)
-        await self._remote.cancel_async()
-
-    def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
-        return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
 
 
 async def invoke_in_actor(runner: AgentRunner, invocation_id: str, prompt: Any, options: dict[str, Any],
