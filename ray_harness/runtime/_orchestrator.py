@@ -33,8 +33,8 @@ The driver writes it into its own objects *before* it yields the final
 Agents are authoritative and up to date (``graph.nodes["a"].executor.messages``,
 interrupt resume by calling the driver's graph again, ``graph.state``). Node
 objects, agents, edges, hook registries and session managers cross in both
-directions as references (pickle persistent ids), so ``result.execution_order``
-holds the driver's own ``GraphNode`` objects.
+directions as references (pickle persistent ids; :mod:`ray_harness.runtime._orchestrator_wire`),
+so ``result.execution_order`` holds the driver's own ``GraphNode`` objects.
 
 **What runs where.** Hooks registered on the Graph/Swarm (the multi-agent
 events, ``BeforeNodeCallEvent`` interrupts and ``cancel_node``) and edge
@@ -73,10 +73,8 @@ import asyncio
 import collections
 import contextlib
 import inspect
-import io
 import logging
 import os
-import pickle
 import queue
 import threading
 import uuid
@@ -89,12 +87,19 @@ from ray import cloudpickle as _cloudpickle
 from ray.exceptions import RayError
 
 from ray_harness.multiagent.base import MultiAgentBase
-from ray_harness.multiagent.graph_model import GraphNode
-from ray_harness.multiagent.swarm import SwarmNode
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import raise_translated
-from ray_harness.runtime._multiagent_node import apply_node_state, pack_node_state
 from ray_harness.runtime._multiagent_pool import POOL_SIZE_ENV
+from ray_harness.runtime._orchestrator_wire import (
+    apply_tree,
+    by_table,
+    dump_orchestrator,
+    dumps,
+    load_orchestrator,
+    loads,
+    object_table,
+    pack_tree,
+)
 from ray_harness.runtime._telemetry import prepare_actor_process, with_actor_env
 from ray_harness.telemetry.propagation import attached, current_carrier
 
@@ -124,190 +129,6 @@ def in_actor() -> bool:
 def in_orchestrator_process() -> bool:
     """Whether this process is an orchestrator actor (its nodes go to the pool, not in-process)."""
     return _process["orchestrator"]
-
-
-# -- what crosses as a reference ------------------------------------------------------------------------------
-
-_ATTRIBUTES = ("hooks", "_executor", "_lock", "session_manager")
-_NODE_TYPES = (GraphNode, SwarmNode)
-
-
-def object_table(root: MultiAgentBase) -> dict[tuple[str, ...], Any]:
-    """Key → object for everything of an orchestrator tree that crosses by reference.
-
-    Keys name the object's place (``path`` is ``""`` for the root, ``"/inner"`` for a nested node), so the
-    driver's and the actor's copies of one tree map onto each other.
-    """
-    table: dict[tuple[str, ...], Any] = {}
-
-    def walk(orchestrator: MultiAgentBase, path: str) -> None:
-        table[("orch", path)] = orchestrator
-        for attribute in _ATTRIBUTES:
-            value = getattr(orchestrator, attribute, None)
-            if value is not None:
-                table[(attribute, path)] = value
-        for index, edge in enumerate(getattr(orchestrator, "edges", None) or []):
-            table[("edge", path, str(index))] = edge
-        for node_id, node in getattr(orchestrator, "nodes", {}).items():
-            table[("node", path, node_id)] = node
-            target = node.executor
-            table[("target", path, node_id)] = target
-            if isinstance(target, MultiAgentBase):
-                walk(target, f"{path}/{node_id}")
-
-    walk(root, "")
-    return table
-
-
-class _RefPickler(cloudpickle.CloudPickler):  # type: ignore[misc]
-    """cloudpickle, with the objects of ``refs`` (``id(obj)`` → key) written as persistent ids."""
-
-    def __init__(self, file: io.BytesIO, refs: dict[int, tuple[str, ...]]) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._refs = refs
-
-    def persistent_id(self, obj: Any) -> tuple[str, ...] | None:
-        return self._refs.get(id(obj))
-
-    def reducer_override(self, obj: Any) -> Any:
-        if type(obj) in _NODE_TYPES:
-            # Nodes hash by node_id and sit in sets of each other (dependencies, cycles): rebuilt from node_id
-            # first, so a set that refers back to a node being unpickled can hash it.
-            return _new_node, (type(obj), obj.node_id), dict(vars(obj))
-        return super().reducer_override(obj)
-
-
-def _new_node(kind: Any, node_id: str) -> Any:
-    node = kind.__new__(kind)
-    node.node_id = node_id
-    return node
-
-
-class _RefUnpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, resolve: Any) -> None:
-        super().__init__(file)
-        self._resolve = resolve
-
-    def persistent_load(self, pid: Any) -> Any:
-        return self._resolve(tuple(pid))
-
-
-def dumps(value: Any, refs: dict[int, tuple[str, ...]]) -> bytes:
-    buffer = io.BytesIO()
-    _RefPickler(buffer, refs).dump(value)
-    return buffer.getvalue()
-
-
-def loads(payload: bytes, resolve: Any) -> Any:
-    return _RefUnpickler(io.BytesIO(payload), resolve).load()
-
-
-def _by_table(table: dict[tuple[str, ...], Any]) -> Any:
-    def resolve(key: tuple[str, ...]) -> Any:
-        try:
-            return table[key]
-        except KeyError:
-            raise pickle.UnpicklingError(f"orchestrator state refers to {key!r}, which this side does not have") from None
-    return resolve
-
-
-# -- the driver ships the orchestrator -----------------------------------------------------------------------
-
-
-def dump_orchestrator(orchestrator: MultiAgentBase, table: dict[tuple[str, ...], Any]) -> bytes:
-    """The orchestrator by value, its locks and session managers as references (rebuilt in the actor).
-
-    Raises:
-        TypeError: a part of it does not pickle; the message names the part.
-    """
-    refs = {id(value): key for key, value in table.items() if key[0] in ("_lock", "session_manager")}
-    try:
-        return dumps(orchestrator, refs)
-    except Exception as error:
-        raise TypeError(_unpicklable_message(orchestrator, table, error)) from error
-
-
-def _unpicklable_message(orchestrator: MultiAgentBase, table: dict[tuple[str, ...], Any], error: Exception) -> str:
-    culprits: list[str] = []
-    for key, value in table.items():
-        kind = key[0]
-        if kind not in ("target", "hooks", "edge"):
-            continue
-        if kind == "target" and isinstance(value, MultiAgentBase):
-            continue  # its own parts are checked under their own keys
-        try:
-            cloudpickle.dumps(value)
-        except Exception as part_error:
-            place = f" of {key[1].lstrip('/')!r}" if key[1] else ""
-            what = "the hook registry" if kind == "hooks" else (f"node {key[2]!r}" if kind == "target"
-                                                               else f"the condition of edge #{key[2]}")
-            culprits.append(f"{what}{place} ({type(value).__name__}: {part_error})")
-    named = "; ".join(culprits) if culprits else f"{type(error).__name__}: {error}"
-    kind = type(orchestrator).__name__
-    return (f"{kind} {orchestrator.id!r} cannot be shipped to its orchestrator actor (runtime='ray'): "
-            f"{named}. Use runtime='local', or make the part picklable (e.g. build clients lazily, pass "
-            "factories or module-level functions).")
-
-
-class _SessionRelay:
-    """Stands in for a session manager in the actor: writes go back to the driver through the event stream."""
-
-    def __init__(self, path: str, outbox: asyncio.Queue[Any]) -> None:
-        self._path = path
-        self._outbox = outbox
-
-    def write_multi_agent_json(self, data: dict[str, Any]) -> None:
-        # Sent at once (not with the next event): a quiet run has almost no events to ride on.
-        self._outbox.put_nowait(("save", self._path, data))
-
-    def read_multi_agent_json(self) -> dict[str, Any] | None:
-        return None  # state is restored in the driver (at construction), never in the actor
-
-
-def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentBase:
-    def resolve(key: tuple[str, ...]) -> Any:
-        if key[0] == "_lock":
-            return threading.Lock()
-        if key[0] == "session_manager":
-            return _SessionRelay(key[1], outbox)
-        raise pickle.UnpicklingError(f"unexpected reference {key!r}")
-
-    orchestrator = loads(payload, resolve)
-    if not isinstance(orchestrator, MultiAgentBase):
-        raise TypeError(f"expected a Graph or Swarm, got {type(orchestrator).__name__}")
-    return orchestrator
-
-
-# -- end-of-run state ------------------------------------------------------------------------------------------
-
-
-def pack_tree(table: dict[tuple[str, ...], Any]) -> dict[str, Any]:
-    """Per orchestrator path: its attributes, its nodes' attributes and its agent nodes' packed state."""
-    tree: dict[str, Any] = {}
-    for key, orchestrator in table.items():
-        if key[0] != "orch":
-            continue
-        path = key[1]
-        nodes = {node_id: dict(vars(node)) for node_id, node in orchestrator.nodes.items()}
-        agents = {node_id: pack_node_state(node.executor) for node_id, node in orchestrator.nodes.items()
-                  if _is_agent(node.executor)}
-        tree[path] = {"orch": dict(vars(orchestrator)), "nodes": nodes, "agents": agents}
-    return tree
-
-
-def apply_tree(tree: dict[str, Any], table: dict[tuple[str, ...], Any]) -> None:
-    for path, part in tree.items():
-        vars(table[("orch", path)]).update(part["orch"])
-        for node_id, attributes in part["nodes"].items():
-            vars(table[("node", path, node_id)]).update(attributes)
-        for node_id, packed in part["agents"].items():
-            apply_node_state(table[("target", path, node_id)], packed)
-
-
-def _is_agent(target: Any) -> bool:
-    from ray_harness.agent.agent import Agent
-
-    return isinstance(target, Agent)
 
 
 # -- the actor -----------------------------------------------------------------------------------------------
@@ -549,7 +370,7 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
     client: OrchestratorClient = client_of(orchestrator)
     invocation_id = uuid.uuid4().hex
     options = {"trace_context": current_carrier(), "quiet": quiet}
-    resolve = _by_table(table)
+    resolve = by_table(table)
     finished = False
     client.invocation = invocation_id
     try:
