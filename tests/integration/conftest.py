@@ -33,7 +33,9 @@ def ray_session() -> Iterator[dict[str, Any]]:
     os.environ["RAY_HARNESS_STATE_DIR"] = state_dir  # inherited by the raylet, so by every actor
     started_here = not runtime.is_initialized()
     try:
-        info = runtime.init(num_cpus=2, include_dashboard=False, namespace=RAY_NAMESPACE)
+        # address="local": always our own instance, never a `ray start` cluster that happens to run on this
+        # machine (ray.init() with no address joins the one recorded in /tmp/ray/ray_current_cluster).
+        info = runtime.init(address="local", num_cpus=2, include_dashboard=False, namespace=RAY_NAMESPACE)
     except Exception as error:  # pragma: no cover - depends on the machine
         missing_service(f"cannot start a local Ray: {error}")
     yield {**info, "state_dir": state_dir}
