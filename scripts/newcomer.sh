@@ -26,35 +26,47 @@ check_summary() {
 git clone --quiet "$(pwd)" "$work/clone"
 git -C "$work/clone" checkout --quiet --detach "$(git rev-parse HEAD)"
 
-echo "== newcomer: fresh venv, stock pip ($("$PYTHON" -m pip --version | cut -d' ' -f1-2)), bash scripts/demo.sh"
-"$PYTHON" -m venv "$work/venv"
-(
-  # shellcheck disable=SC1091
-  source "$work/venv/bin/activate"
-  cd "$work/clone"
-  bash scripts/demo.sh --rows 8
-) >"$work/demo.log" 2>&1 || fail "bash scripts/demo.sh exited non-zero" "$work/demo.log"
-check_summary "$work/demo.log"
-grep -E '^rows ' "$work/demo.log"
+demo_flow() {
+  "$PYTHON" -m venv "$work/venv"
+  (
+    # shellcheck disable=SC1091
+    source "$work/venv/bin/activate"
+    cd "$work/clone"
+    bash scripts/demo.sh --rows 8
+  ) >"$work/demo.log" 2>&1 || fail "bash scripts/demo.sh exited non-zero" "$work/demo.log"
+  check_summary "$work/demo.log"
+}
 
-echo "== newcomer: the wheel in another fresh venv, ray-harness demo outside the checkout"
-"$work/venv/bin/python" -m pip wheel --quiet --no-deps -w "$work/dist" "$work/clone" >"$work/wheel.log" 2>&1 \
-  || fail "building the wheel failed" "$work/wheel.log"
-"$PYTHON" -m venv "$work/venv-wheel"
-"$work/venv-wheel/bin/python" -m pip install --quiet "$work"/dist/ray_harness-*.whl >"$work/install.log" 2>&1 \
-  || fail "installing the wheel failed" "$work/install.log"
-mkdir -p "$work/elsewhere"
-(
-  cd "$work/elsewhere"
-  "$work/venv-wheel/bin/python" -c "
+wheel_flow() {
+  "$PYTHON" -m pip wheel --quiet --no-deps -w "$work/dist" "$work/clone" >"$work/wheel.log" 2>&1 \
+    || fail "building the wheel failed" "$work/wheel.log"
+  "$PYTHON" -m venv "$work/venv-wheel"
+  "$work/venv-wheel/bin/python" -m pip install --quiet "$work"/dist/ray_harness-*.whl >"$work/install.log" 2>&1 \
+    || fail "installing the wheel failed" "$work/install.log"
+  mkdir -p "$work/elsewhere"
+  (
+    cd "$work/elsewhere"
+    "$work/venv-wheel/bin/python" -c "
 from importlib import resources
 root = resources.files('ray_harness')
 missing = [name for name in ('py.typed', 'demo_data/questions.jsonl') if not (root / name).is_file()]
 assert not missing, f'missing from the wheel: {missing}'
 assert 'site-packages' in str(root), root
 "
-  "$work/venv-wheel/bin/ray-harness" demo --rows 8
-) >"$work/wheel-demo.log" 2>&1 || fail "ray-harness demo from the wheel exited non-zero" "$work/wheel-demo.log"
-check_summary "$work/wheel-demo.log"
-grep -E '^rows ' "$work/wheel-demo.log"
+    "$work/venv-wheel/bin/ray-harness" demo --rows 8
+  ) >"$work/wheel-demo.log" 2>&1 || fail "ray-harness demo from the wheel exited non-zero" "$work/wheel-demo.log"
+  check_summary "$work/wheel-demo.log"
+}
+
+# The two flows are independent (each its own venv, pip and embedded Ray): run them side by side.
+echo "== newcomer: fresh venv with stock pip ($("$PYTHON" -m pip --version | cut -d' ' -f1-2)) + bash scripts/demo.sh;" \
+     "the wheel in another fresh venv + ray-harness demo outside the checkout"
+demo_flow & demo_pid=$!
+wheel_flow & wheel_pid=$!
+status=0
+wait "$demo_pid" || status=1
+wait "$wheel_pid" || status=1
+[ "$status" = 0 ] || exit 1
+echo "demo.sh:      $(grep -E '^rows ' "$work/demo.log")"
+echo "wheel demo:   $(grep -E '^rows ' "$work/wheel-demo.log")"
 echo "newcomer check passed"
