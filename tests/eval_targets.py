@@ -80,6 +80,23 @@ def slow_agent() -> Agent:
                                record_calls=False), name="slow")
 
 
+def gated_agent() -> Agent:
+    """Prompts ``q0``..``q7`` answer at once; later ones wait (cancellably) until the file named by
+    ``RAY_HARNESS_TEST_GATE`` exists: a run can be caught in a known state, with no timing involved."""
+    import asyncio
+    from pathlib import Path
+
+    gate = Path(os.environ["RAY_HARNESS_TEST_GATE"])
+
+    async def answer(call: Any) -> Any:
+        if int(call.last_text.lstrip("q")) >= 8:
+            while not gate.exists():
+                await asyncio.sleep(0.02)
+        return text(f"gated {call.last_text}", usage=USAGE)
+
+    return Agent(ScriptedModel(answer, record_calls=False), name="gated")
+
+
 def node_agent() -> Agent:
     """Answers with the Ray node id of the process it runs in (where a pooled row really ran)."""
     import ray

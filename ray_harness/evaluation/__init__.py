@@ -37,6 +37,7 @@ from typing import Any
 
 from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, resolve_factory
 from ray_harness.evaluation._dataset import iter_rows
+from ray_harness.evaluation._interrupt import SigintTrap
 from ray_harness.evaluation._records import RecordWriter, ResultFields, open_writer, result_fields
 from ray_harness.evaluation._summary import summarize
 from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
@@ -96,13 +97,20 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
         progress: Show a progress bar (default: when stderr is a terminal).
         max_throttle_retries: Throttled attempts per row before it is recorded as an error.
         cancel_event: Set it (from any thread) to stop: in-flight rows are cancelled, finished ones kept.
+            Ctrl-C (in the main thread) sets it too, and ``evaluate()`` then raises ``KeyboardInterrupt``.
+
+    Raises:
+        KeyboardInterrupt: After a Ctrl-C, once the rows in flight were cancelled and finished rows written.
     """
     from ray_harness.agent.agent import run_sync
 
-    summary: dict[str, Any] = run_sync(evaluate_async(
-        target, dataset, scorers=scorers, concurrency=concurrency, output=output, resume=resume, limits=limits,
-        prompt_key=prompt_key, runtime=runtime, pool=pool, pool_size=pool_size, progress=progress,
-        max_throttle_retries=max_throttle_retries, cancel_event=cancel_event))
+    with SigintTrap(cancel_event) as trap:
+        summary: dict[str, Any] = run_sync(evaluate_async(
+            target, dataset, scorers=scorers, concurrency=concurrency, output=output, resume=resume, limits=limits,
+            prompt_key=prompt_key, runtime=runtime, pool=pool, pool_size=pool_size, progress=progress,
+            max_throttle_retries=max_throttle_retries, cancel_event=trap.event))
+    if trap.fired:
+        raise KeyboardInterrupt
     return summary
 
 
@@ -213,8 +221,10 @@ class _Evaluation:
                     await asyncio.sleep(min(0.05, max(0.0, retries[0].not_before - time.monotonic())))
                     continue
                 if not finished:
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (Ctrl-C).
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wakeup.wait(), 0.25)
+                        async with asyncio.timeout(0.25):
+                            await wakeup.wait()
                 wakeup.clear()
                 while finished:
                     task = finished.popleft()

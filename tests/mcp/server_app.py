@@ -57,6 +57,20 @@ async def slow(seconds: float, tag: str = "slow") -> str:
     return f"slept {seconds}"
 
 
+_arrived: dict[str, int] = {}
+
+
+@server.tool(description="Wait until `count` calls with this `group` are inside the tool at once.")
+async def meet(group: str, count: int) -> str:
+    # Proves concurrency by state, not by timing: calls served one after the other never meet.
+    _arrived[group] = _arrived.get(group, 0) + 1
+    with anyio.move_on_after(60):
+        while _arrived[group] < count:
+            await anyio.sleep(0.01)
+        return "met"
+    return "alone"
+
+
 @server.tool(description="Return a tiny PNG.")
 def picture() -> Image:
     return Image(data=PNG, format="png")

@@ -57,9 +57,9 @@ async def test_cancel_ends_a_running_http_call_and_tells_the_server(http_server:
 
         started = time.monotonic()
         agent.cancel()
-        result = await asyncio.wait_for(run, 5)
+        result = await asyncio.wait_for(run, 30)
 
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 30  # the call would sleep 60 s
         assert result.stop_reason == "cancelled"
         assert _tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
         # The server was told: its handler saw the cancellation (notifications/cancelled).
@@ -75,7 +75,7 @@ async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_wo
         started = time.monotonic()
         result = await agent.invoke_async("go")
 
-        assert time.monotonic() - started < 15
+        assert time.monotonic() - started < 60  # two server starts included; no hang on the dead one
         assert str(result) == "the server is gone\n"
         crashed, retried = _tool_results(agent)
         assert crashed["status"] == "error"

@@ -41,11 +41,11 @@ def test_alias_names_the_danger() -> None:
 
 
 async def test_sh_c_cmd_then_sleep_ends_at_the_timeout() -> None:
-    marker = "sleep 61.424242"
+    marker = "sleep 161.424242"
     started = time.monotonic()
     with pytest.raises(SandboxTimeoutError) as caught:
         await LocalEnvironment().execute(f"echo hi; sh -c '{marker}'; {marker}", timeout=1)
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 60  # at the timeout, not after the 161 s sleeps
     assert caught.value.stdout == "hi\n"
     assert caught.value.seconds == 1
     assert local_pids_with(marker) == []

@@ -63,13 +63,13 @@ async def test_reconnects_after_the_connection_drops(sshd: SshServer) -> None:
 
 
 async def test_timeout_kills_the_remote_process_group(sshd: SshServer) -> None:
-    marker = "sleep 73.313131"
+    marker = "sleep 173.313131"
     async with sshd.sandbox() as sandbox:
         started = time.monotonic()
         with pytest.raises(SandboxTimeoutError):
             await sandbox.execute(f"({marker}) & {marker}", timeout=1)
-        assert time.monotonic() - started < 6
-    deadline = time.monotonic() + 5
+        assert time.monotonic() - started < 60  # at the timeout, not after the 173 s sleeps
+    deadline = time.monotonic() + 60
     while local_pids_with(marker):  # the "remote" host is this machine
         assert time.monotonic() < deadline, "remote processes survived the timeout"
         await asyncio.sleep(0.1)

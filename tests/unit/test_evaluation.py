@@ -140,24 +140,38 @@ def test_bad_targets_and_datasets(tmp_path: Path) -> None:
 def test_ctrl_c_flushes_finished_rows_and_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "sigint.jsonl"
     data = tmp_path / "sigint_in.jsonl"
+    gate = tmp_path / "gate"
     data.write_text("".join(json.dumps(row) + "\n" for row in _rows(80)))
     script = (
-        "import os; os.environ['RAY_HARNESS_TEST_DELAY']='0.1'\n"
         "from ray_harness.evaluation import evaluate\n"
-        f"evaluate('tests.eval_targets:slow_agent', {str(data)!r}, concurrency=4, output={str(out)!r}, "
+        f"evaluate('tests.eval_targets:gated_agent', {str(data)!r}, concurrency=16, output={str(out)!r}, "
         "runtime='local')\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path]),
+           "RAY_HARNESS_TEST_GATE": str(gate)}
     process = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 8):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=30)
-    assert process.returncode != 0 and "KeyboardInterrupt" in stderr
+    try:
+        # State, not time: rows 0-7 finish at once, the other rows in flight wait on the gate (not opened
+        # yet), so the run is certainly still going, with exactly 8 rows recorded, when Ctrl-C arrives.
+        deadline = time.monotonic() + 120
+        while not out.exists() or len(out.read_text().splitlines()) < 8:
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "the first 8 rows were never recorded"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0 and "KeyboardInterrupt" in stderr, stderr
     lines = out.read_text().splitlines()
-    assert 0 < len(lines) < 80
+    assert sorted(json.loads(line)["index"] for line in lines) == list(range(8))
     assert all(json.loads(line)["error"] is None for line in lines)  # in-flight rows were not recorded as failures
-    evaluate("tests.eval_targets:slow_agent", str(data), concurrency=40, output=str(out), runtime="local")
+    gate.touch()
+    os.environ["RAY_HARNESS_TEST_GATE"] = str(gate)
+    try:
+        evaluate("tests.eval_targets:gated_agent", str(data), concurrency=40, output=str(out), runtime="local")
+    finally:
+        del os.environ["RAY_HARNESS_TEST_GATE"]
     indices = [json.loads(line)["index"] for line in out.read_text().splitlines()]
     assert sorted(indices) == list(range(80))

@@ -17,14 +17,18 @@ def test_top_level_names_of_the_contract() -> None:
         assert getattr(ray_harness, name) is not None
 
 
-def test_import_does_not_import_ray_and_is_fast() -> None:
-    code = "import sys, time; t = time.perf_counter(); import ray_harness; " \
-           "print(time.perf_counter() - t); print('ray' in sys.modules)"
+# What makes `import ray_harness` slow is what it drags in; the seconds themselves are measured in benchmarks/.
+_HEAVY = ("ray", "anthropic", "openai", "boto3", "botocore", "docker", "paramiko", "mcp", "pyarrow", "pandas",
+          "numpy", "httpx", "opentelemetry.sdk", "a2a", "starlette", "fastapi", "tqdm", "cloudpickle")
+
+
+def test_import_pulls_in_no_heavy_dependency() -> None:
+    code = "import sys; import ray_harness; print(' '.join(sorted(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    seconds, has_ray = out.stdout.split()
-    assert has_ray == "False"
-    assert float(seconds) < 1.5  # the target is < 0.5 s; CI machines are noisy, so the test allows slack
+    modules = out.stdout.split()
+    assert "ray_harness" in modules
+    assert not [m for m in modules if any(m == heavy or m.startswith(heavy + ".") for heavy in _HEAVY)]
 
 
 def test_importtime_lists_no_ray_module() -> None:

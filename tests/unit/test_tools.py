@@ -111,19 +111,27 @@ async def test_async_and_streaming_tools() -> None:
 
 
 def test_concurrent_by_default_results_in_tool_use_order() -> None:
+    # All three must be inside the tool at once to pass the barrier: run one after the other, the first
+    # would wait in vain and break it. C finishes first (A and B wait for it), yet results keep toolUse order.
+    barrier = threading.Barrier(3, timeout=60)
+    c_done = threading.Event()
+    finished: list[str] = []
+
     @tool
-    def sleepy(seconds: float, label: str) -> str:
-        """Sleeps in a thread."""
-        time.sleep(seconds)
+    def sleepy(label: str) -> str:
+        """Waits for its siblings in a thread."""
+        barrier.wait()
+        if label != "C":
+            assert c_done.wait(60)
+        finished.append(label)
+        if label == "C":
+            c_done.set()
         return label
 
-    started = time.perf_counter()
-    agent = _run([sleepy], tool_calls(("sleepy", {"seconds": 0.3, "label": "A"}, "a"),
-                                      ("sleepy", {"seconds": 0.05, "label": "B"}, "b"),
-                                      ("sleepy", {"seconds": 0.3, "label": "C"}, "c")), text("ok"))
-    elapsed = time.perf_counter() - started
+    agent = _run([sleepy], tool_calls(("sleepy", {"label": "A"}, "a"), ("sleepy", {"label": "B"}, "b"),
+                                      ("sleepy", {"label": "C"}, "c")), text("ok"))
     assert [r["content"][0]["text"] for r in _results(agent)] == ["A", "B", "C"]
-    assert elapsed < 0.55, elapsed  # sequential would take ≥ 0.65 s
+    assert finished[0] == "C"
 
 
 def test_sequential_executor_runs_in_order() -> None:
