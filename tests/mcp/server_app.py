@@ -57,16 +57,18 @@ async def slow(seconds: float, tag: str = "slow") -> str:
     return f"slept {seconds}"
 
 
-_arrived: dict[str, int] = {}
+_meetings: dict[str, tuple[list[int], anyio.Event]] = {}
 
 
 @server.tool(description="Wait until `count` calls with this `group` are inside the tool at once.")
 async def meet(group: str, count: int) -> str:
     # Proves concurrency by state, not by timing: calls served one after the other never meet.
-    _arrived[group] = _arrived.get(group, 0) + 1
+    arrived, everyone_in = _meetings.setdefault(group, ([0], anyio.Event()))
+    arrived[0] += 1
+    if arrived[0] >= count:
+        everyone_in.set()
     with anyio.move_on_after(60):
-        while _arrived[group] < count:
-            await anyio.sleep(0.01)
+        await everyone_in.wait()
         return "met"
     return "alone"
 
