@@ -139,12 +139,12 @@ def streaming() -> Agent:
 
 
 def slow_model() -> Agent:
-    """Every call answers after 30 s (long enough that only a cancel ends it in a test)."""
-    return Agent(ScriptedModel(text("too late", delay=30), loop=True), name="slow_model", retry_strategy=None)
+    """Every call answers after 300 s: in a test only a cancel ends it (a test that waits less proves the cancel)."""
+    return Agent(ScriptedModel(text("too late", delay=300), loop=True), name="slow_model", retry_strategy=None)
 
 
 def slow_tool() -> Agent:
-    model = ScriptedModel(tool_call("wait_for_cancel", {"seconds": 30}), text("finished"), loop=True)
+    model = ScriptedModel(tool_call("wait_for_cancel", {"seconds": 300}), text("finished"), loop=True)
     return Agent(model, tools=[wait_for_cancel], name="slow_tool", retry_strategy=None)
 
 
@@ -154,6 +154,44 @@ def quick() -> Agent:
 
 def sleepy(seconds: float = 0.5) -> Agent:
     return Agent(ScriptedModel(text("rested", delay=seconds), loop=True), name="sleepy", retry_strategy=None)
+
+
+# -- rendezvous: concurrency proven by state, not by elapsed time ----------------------------------------------
+
+
+async def meet(directory: str, party: str, count: int, timeout: float = 120) -> str:
+    """Mark ``party`` as arrived in ``directory`` (with this process id), then wait until ``count`` parties have.
+
+    Returns ``"met"``, or ``"alone"`` after ``timeout``: parties run one after the other never meet.
+    """
+    Path(directory, party).write_text(str(os.getpid()), encoding="utf-8")  # noqa: ASYNC240 - tiny marker write
+    deadline = time.monotonic() + timeout
+    while len(await asyncio.to_thread(os.listdir, directory)) < count:
+        if time.monotonic() > deadline:
+            return "alone"
+        await asyncio.sleep(0.02)
+    return "met"
+
+
+def party_pids(directory: str) -> dict[str, int]:
+    """The process id each party of a rendezvous ran in."""
+    return {path.name: int(path.read_text(encoding="utf-8")) for path in Path(directory).iterdir()}
+
+
+@tool
+async def rendezvous(directory: str, party: str, count: int) -> str:
+    """Wait until ``count`` parties are inside this tool at once (see :func:`meet`)."""
+    return await meet(directory, party, count)
+
+
+def meeting() -> Agent:
+    """Answers ``met`` once every party of the prompt ``"<dir>|<party>|<count>"`` has started its call."""
+
+    async def answer(call: ModelCall) -> Any:
+        directory, party, count = call.last_text.rsplit("|", 2)
+        return text(await meet(directory, party, int(count)))
+
+    return Agent(ScriptedModel(answer, loop=True), name="meeting", retry_strategy=None)
 
 
 # -- crash and restart ---------------------------------------------------------------------------------------

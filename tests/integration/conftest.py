@@ -20,6 +20,24 @@ from tests.conftest import missing_service
 RAY_NAMESPACE = "ray_harness_tests"
 
 
+def _start_ray(runtime: Any) -> dict[str, Any]:
+    # address="local": always our own instance, never a `ray start` cluster that happens to run on this
+    # machine (ray.init() with no address joins the one recorded in /tmp/ray/ray_current_cluster).
+    # Ray gives its raylet a fixed 30 s to register; on a heavily loaded 2-core machine that can pass, so a
+    # failed start is retried (after cleaning up) before the service counts as missing.
+    import ray
+
+    error: Exception | None = None
+    for _ in range(3):
+        try:
+            return dict(runtime.init(address="local", num_cpus=2, include_dashboard=False, namespace=RAY_NAMESPACE))
+        except Exception as failure:  # pragma: no cover - depends on the machine
+            error = failure
+            ray.shutdown()
+    missing_service(f"cannot start a local Ray: {error}")
+    raise AssertionError("unreachable")  # missing_service raises
+
+
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[dict[str, Any]]:
     try:
@@ -32,12 +50,7 @@ def ray_session() -> Iterator[dict[str, Any]]:
     previous = os.environ.get("RAY_HARNESS_STATE_DIR")
     os.environ["RAY_HARNESS_STATE_DIR"] = state_dir  # inherited by the raylet, so by every actor
     started_here = not runtime.is_initialized()
-    try:
-        # address="local": always our own instance, never a `ray start` cluster that happens to run on this
-        # machine (ray.init() with no address joins the one recorded in /tmp/ray/ray_current_cluster).
-        info = runtime.init(address="local", num_cpus=2, include_dashboard=False, namespace=RAY_NAMESPACE)
-    except Exception as error:  # pragma: no cover - depends on the machine
-        missing_service(f"cannot start a local Ray: {error}")
+    info = _start_ray(runtime)
     yield {**info, "state_dir": state_dir}
     if started_here:
         runtime.shutdown()

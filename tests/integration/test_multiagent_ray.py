@@ -27,7 +27,7 @@ from ray_harness.hooks import AfterNodeCallEvent, BeforeNodeCallEvent
 from ray_harness.multiagent import MultiAgentResult, NodeResult
 from ray_harness.testing import ScriptedModel, text, tool_call
 from tests.integration import agents
-from tests.integration.multiagent_agents import FileTimeline, burn, where
+from tests.integration.multiagent_agents import FileTimeline, where
 from tests.multiagent.conftest import JsonFileStore, make_agent
 from tests.multiagent.test_cancel import (  # noqa: F401 - collected here with runtime="ray"
     test_concurrent_invocations_of_one_graph_are_refused,
@@ -93,8 +93,8 @@ def pool(ray_session: Any) -> Any:
 async def test_graph_cancel_returns_cancelled_and_stops_every_running_node_once_warm(runtime: str) -> None:
     # As tests/multiagent/test_cancel.py, after one run: the first run also starts the orchestrator actor (≈1 s).
     builder = GraphBuilder()
-    builder.add_node(make_agent("a", text("warm"), text("a", delay=5)), "a")
-    builder.add_node(make_agent("b", text("warm"), text("b", delay=5)), "b")
+    builder.add_node(make_agent("a", text("warm"), text("a", delay=300)), "a")
+    builder.add_node(make_agent("b", text("warm"), text("b", delay=300)), "b")
     builder.add_node(make_agent("after", text("warm")), "after")
     builder.add_edge("a", "after")
     graph = builder.build(runtime=runtime)
@@ -102,10 +102,8 @@ async def test_graph_cancel_returns_cancelled_and_stops_every_running_node_once_
     graph.cancel()  # idle: no effect on the next run
     task = asyncio.create_task(graph.invoke_async("t"))
     await asyncio.sleep(0.2)
-    started = time.monotonic()
     graph.cancel()
-    result = await asyncio.wait_for(task, 3)
-    assert time.monotonic() - started < 1.0
+    result = await asyncio.wait_for(task, 120)  # the nodes' models would answer after 300 s
     assert result.status == Status.CANCELLED
     assert {result.results["a"].status, result.results["b"].status} == {Status.CANCELLED}
     assert "after" not in result.results
@@ -256,21 +254,21 @@ async def test_a_ready_batch_runs_on_the_pooled_hosts_not_on_new_actors(pool: An
     assert len(pids) == min(4, len(host_pids))  # the batch was spread over the hosts
 
 
-async def test_cpu_bound_nodes_run_in_parallel_processes(pool: Any) -> None:
-    # Two nodes each burning 0.4 s of pure-Python CPU: one GIL would need 0.8 s; two hosts need ~0.4 s.
+async def test_cpu_bound_nodes_run_in_parallel_processes(pool: Any, tmp_path: Path) -> None:
+    # Both nodes must be inside their tool at once (a rendezvous), each in its own host process.
+    directory = str(tmp_path)
     builder = GraphBuilder()
     for name in ("c0", "c1"):
-        model = ScriptedModel(tool_call("burn", {"milliseconds": 400}), text("burned"))
-        builder.add_node(Agent(model, tools=[burn], name=name, retry_strategy=None), name)
+        model = ScriptedModel(tool_call("rendezvous", {"directory": directory, "party": name, "count": 2}),
+                              text("burned"))
+        builder.add_node(Agent(model, tools=[agents.rendezvous], name=name, retry_strategy=None), name)
     graph = builder.build(runtime="ray")
-    await graph.invoke_async("warm up")  # first use of the tool module in each host
-    for name in ("c0", "c1"):
-        graph.nodes[name].executor.model._steps += [tool_call("burn", {"milliseconds": 400}), text("burned")]
-    started = time.monotonic()
     result = await graph.invoke_async("burn")
-    elapsed = time.monotonic() - started
     assert result.status == Status.COMPLETED
-    assert elapsed < 0.75, f"two CPU-bound nodes took {elapsed:.2f}s: they did not run in parallel processes"
+    for name in ("c0", "c1"):
+        assert graph.nodes[name].executor.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "met"}]
+    pids = agents.party_pids(directory)
+    assert pids["c0"] != pids["c1"], "the two nodes ran in one process"
 
 
 # -- one semantics ------------------------------------------------------------------------------------------
@@ -339,7 +337,7 @@ async def test_the_same_swarm_gives_the_same_result_on_both_runtimes() -> None:
 # -- cancel reaches every actor -----------------------------------------------------------------------------
 
 
-async def _wait_running(pool: Any, count: int, timeout: float = 20) -> None:
+async def _wait_running(pool: Any, count: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while sum(host["running"] for host in await pool.stats()) < count:
         if time.monotonic() > deadline:
@@ -358,10 +356,8 @@ async def test_graph_cancel_reaches_every_host_slot_and_nested_swarm(pool: Any) 
     graph = builder.build(runtime="ray")
     task = asyncio.create_task(graph.invoke_async("go"))
     await _wait_running(pool, 3)
-    started = time.monotonic()
     graph.cancel()
-    result = await asyncio.wait_for(task, 10)
-    assert time.monotonic() - started < 3
+    result = await asyncio.wait_for(task, 120)  # the slow model and tool would take 300 s
     assert result.status == Status.CANCELLED
     assert {result.results[n].status for n in ("tool_node", "model_node", "team")} == {Status.CANCELLED}
     assert "after" not in result.results
@@ -382,7 +378,7 @@ async def test_a_node_started_after_cancel_starts_cancelled(pool: Any) -> None:
         graph.cancel()
 
     graph.add_hook(cancel_now)
-    result = await asyncio.wait_for(graph.invoke_async("go"), 10)
+    result = await asyncio.wait_for(graph.invoke_async("go"), 120)
     assert result.status == Status.CANCELLED
     assert result.results["late"].status == Status.CANCELLED
     assert late.model.remaining == 1  # the model was never called
@@ -412,7 +408,7 @@ async def test_remote_agent_node_runs_in_its_own_actor_and_can_be_cancelled(ray_
         task = asyncio.create_task(graph.invoke_async("wait"))
         await asyncio.sleep(1.0)
         graph.cancel()
-        cancelled = await asyncio.wait_for(task, 10)
+        cancelled = await asyncio.wait_for(task, 120)
         assert cancelled.status == Status.CANCELLED
         assert cancelled.results["slow"].status == Status.CANCELLED
     finally:
@@ -483,5 +479,5 @@ def test_cancel_from_another_thread_stops_a_sync_graph_call(pool: Any) -> None:
     result = graph("go")
     timer.join()
     assert result.status == Status.CANCELLED
-    assert time.monotonic() - started < 6
+    assert time.monotonic() - started < 120  # the slow model and tool would take 300 s
     assert {result.results[n].status for n in ("tool_node", "model_node")} == {Status.CANCELLED}

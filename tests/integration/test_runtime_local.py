@@ -102,5 +102,5 @@ async def test_a_replayed_invocation_skips_completed_tools(tmp_path: Path) -> No
 async def test_cancel_that_overtakes_its_invocation_lands() -> None:
     runner = AgentRunner(Agent(ScriptedModel(text("late", delay=30)), retry_strategy=None))
     assert runner.cancel("inv-9") is False
-    result = await asyncio.wait_for(runner.invoke("inv-9", "hi", {}), 5)
+    result = await asyncio.wait_for(runner.invoke("inv-9", "hi", {}), 120)
     assert result.stop_reason == "cancelled"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ def pool(ray_session: Any) -> Iterator[Any]:
     created.shutdown()
 
 
-async def _wait_running(pool: Any, count: int, timeout: float = 20) -> None:
+async def _wait_running(pool: Any, count: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while sum(host["running"] for host in await pool.stats()) < count:
         if time.monotonic() > deadline:
@@ -40,12 +41,13 @@ async def test_runs_an_agent_by_value_and_by_factory(pool: Any) -> None:
     assert (str(by_factory), str(by_value), str(by_callable)) == ("5\n", "by value\n", "5\n")
 
 
-async def test_many_concurrent_runs_share_the_hosts(pool: Any) -> None:
-    spec = pool.prepare("tests.integration.agents:sleepy")
-    started = time.monotonic()
-    results = await asyncio.gather(*(pool.run(spec, f"run {i}") for i in range(60)))
-    assert {str(r) for r in results} == {"rested\n"}
-    assert time.monotonic() - started < 10  # 60 half-second runs, concurrently on two processes
+async def test_many_concurrent_runs_share_the_hosts(pool: Any, tmp_path: Path) -> None:
+    spec = pool.prepare("tests.integration.agents:meeting")
+    directory = str(tmp_path)
+    results = await asyncio.gather(*(pool.run(spec, f"{directory}|run{i}|60") for i in range(60)))
+    # Each run's model call waited until all 60 had started: they ran at once, spread over both hosts.
+    assert {str(r) for r in results} == {"met\n"}
+    assert len(set(agents.party_pids(directory).values())) == 2
 
 
 async def test_cancel_one_pooled_run_leaves_the_others_alone(pool: Any) -> None:
@@ -54,12 +56,10 @@ async def test_cancel_one_pooled_run_leaves_the_others_alone(pool: Any) -> None:
     neighbours = [asyncio.create_task(pool.run("tests.integration.agents:sleepy", f"n{i}")) for i in range(4)]
     await _wait_running(pool, 6)
     await asyncio.sleep(0.2)
-    started = time.monotonic()
     await pool.cancel("to-cancel")
     await pool.cancel("tool-to-cancel")
-    cancelled = await asyncio.wait_for(slow, 5)
-    tool_cancelled = await asyncio.wait_for(tool, 5)
-    assert time.monotonic() - started < 2
+    cancelled = await asyncio.wait_for(slow, 120)  # the model and the tool would take 300 s
+    tool_cancelled = await asyncio.wait_for(tool, 120)
     assert (cancelled.stop_reason, str(cancelled)) == ("cancelled", "Cancelled by user\n")
     assert tool_cancelled.stop_reason == "cancelled"
     assert [str(r) for r in await asyncio.gather(*neighbours)] == ["rested\n"] * 4
@@ -70,17 +70,15 @@ async def test_cancel_all_broadcasts_to_every_host(pool: Any) -> None:
     runs = [asyncio.create_task(pool.run("tests.integration.agents:slow_model", "wait", run_id=i)) for i in ids]
     await _wait_running(pool, 20)
     assert {host["running"] > 0 for host in await pool.stats()} == {True}
-    started = time.monotonic()
     await pool.cancel_all(ids)
-    results = await asyncio.wait_for(asyncio.gather(*runs), 10)
-    assert time.monotonic() - started < 3
+    results = await asyncio.wait_for(asyncio.gather(*runs), 120)  # the models would answer after 300 s
     assert {r.stop_reason for r in results} == {"cancelled"}
 
 
 async def test_a_cancel_that_overtakes_its_run_still_lands(pool: Any) -> None:
     handle = pool.run_handle(["early-bird"])
     await handle.cancel()  # the run has not started anywhere yet: every host remembers the id
-    result = await asyncio.wait_for(pool.run("tests.integration.agents:slow_model", "wait", run_id="early-bird"), 5)
+    result = await asyncio.wait_for(pool.run("tests.integration.agents:slow_model", "wait", run_id="early-bird"), 120)
     assert result.stop_reason == "cancelled"
 
 
@@ -101,7 +99,7 @@ async def test_run_handle_reaches_dedicated_actors_and_pooled_slots(pool: Any) -
         assert slot is not None
         handle.add_pool_run(slot[0], slot[1], "handle-pooled")
         assert await handle.cancel() == 2
-        results = await asyncio.wait_for(asyncio.gather(dedicated, pooled), 5)
+        results = await asyncio.wait_for(asyncio.gather(dedicated, pooled), 120)
         assert [r.stop_reason for r in results] == ["cancelled", "cancelled"]
     finally:
         remote.shutdown()

@@ -80,7 +80,7 @@ def otlp(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Receiver]:
     receiver.close()
 
 
-def _wait(predicate: Any, timeout: float = 30.0) -> None:
+def _wait(predicate: Any, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting for telemetry"

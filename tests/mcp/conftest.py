@@ -35,7 +35,7 @@ def shared_stdio() -> Iterator[MCPClient]:
     client.close()
 
 
-async def wait_for_file(path: Path, timeout: float = 10.0) -> None:
+async def wait_for_file(path: Path, timeout: float = 60.0) -> None:
     """Wait for a marker file written by the test server."""
     deadline = time.monotonic() + timeout
     while not await asyncio.to_thread(path.exists):

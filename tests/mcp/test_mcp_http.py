@@ -53,7 +53,7 @@ async def test_cancel_ends_a_running_http_call_and_tells_the_server(http_server:
     with MCPClient(url=http_server.url) as client:
         agent = Agent(ScriptedModel(tool_call("slow", {"seconds": 60, "tag": "http"})), tools=[client])
         run = asyncio.create_task(agent.invoke_async("go"))
-        await wait_for_file(http_server.marker_dir / "started-http", timeout=20)
+        await wait_for_file(http_server.marker_dir / "started-http", timeout=60)
 
         started = time.monotonic()
         agent.cancel()

@@ -128,7 +128,7 @@ async def test_cancel_from_another_task_returns_quickly(tmp_path: Path) -> None:
     agent = Agent(ScriptedModel(tool_call("slow", {"seconds": 60, "tag": "task"})), tools=[client])
     try:
         run = asyncio.create_task(agent.invoke_async("go"))
-        await wait_for_file(tmp_path / "started-task", timeout=20)
+        await wait_for_file(tmp_path / "started-task", timeout=60)
         started = time.monotonic()
         agent.cancel()
         result = await asyncio.wait_for(run, 30)

@@ -32,7 +32,7 @@ def _kill(pid: int) -> None:
         pass
 
 
-async def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
+async def _wait_for(predicate: Any, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

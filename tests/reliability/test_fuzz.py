@@ -138,7 +138,7 @@ class RawModel(Model):
 def test_malformed_model_streams_never_corrupt_history(events: list[Any]) -> None:
     agent = Agent(RawModel(events), retry_strategy=None)
     try:
-        result = asyncio.run(asyncio.wait_for(agent.invoke_async("q"), timeout=10))
+        result = asyncio.run(asyncio.wait_for(agent.invoke_async("q"), timeout=120))
     except (EventLoopException, ValueError, TypeError, KeyError, AttributeError) as error:
         assert agent.messages == []
         assert not isinstance(error, asyncio.TimeoutError)

@@ -85,7 +85,7 @@ def _keygen(path: Path) -> None:
 
 
 def _wait_for_banner(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"sshd exited: {log.read_text()}")
