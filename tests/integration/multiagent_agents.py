@@ -15,7 +15,12 @@ from typing import Any
 
 from ray_harness import tool
 from ray_harness.testing import Step, text
-from tests.multiagent.conftest import Timeline
+from tests.multiagent.conftest import Timeline, wait_for_starts
+
+
+def _read_marks(path: str) -> list[tuple[str, str, float]]:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [(name, kind, float(at)) for name, kind, at in (json.loads(line) for line in lines if line)]
 
 
 def _mark(path: str, name: str, kind: str) -> None:
@@ -37,14 +42,15 @@ class FileTimeline(Timeline):
 
     @property  # type: ignore[override]
     def marks(self) -> list[tuple[str, str, float]]:
-        lines = Path(self.path).read_text(encoding="utf-8").splitlines()
-        return [(name, kind, float(at)) for name, kind, at in (json.loads(line) for line in lines if line)]
+        return _read_marks(self.path)
 
-    def step(self, name: str, answer: str | None = None, delay: float = 0.2) -> Callable[[Any], Any]:
+    def step(self, name: str, answer: str | None = None, delay: float = 0.2,
+             wait_for: tuple[str, ...] = ()) -> Callable[[Any], Any]:
         path = self.path
 
         async def respond(call: Any) -> Step:
             _mark(path, name, "start")
+            await wait_for_starts(lambda: _read_marks(path), name, wait_for)
             await asyncio.sleep(delay)
             _mark(path, name, "end")
             return text(answer or f"{name} done")

@@ -37,15 +37,33 @@ def make_agent(name: str, *steps: Any, **kwargs: Any) -> Agent:
     return Agent(ScriptedModel(*steps), name=name, **kwargs)
 
 
+async def wait_for_starts(read_marks: Callable[[], list[tuple[str, str, float]]], me: str,
+                          others: tuple[str, ...], timeout: float = 120) -> None:
+    """Wait until every step in ``others`` has started: concurrency proven by state, not by elapsed time.
+
+    Steps run one after the other never see each other start, so the wait fails the step (and the test).
+    """
+    deadline = time.monotonic() + timeout
+    while not all(any(n == other and k == "start" for n, k, _ in read_marks()) for other in others):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{me} waited in vain for {others} to start: they did not run concurrently")
+        await asyncio.sleep(0.01)
+
+
 class Timeline:
-    """Records when scripted model calls start and end, to prove what ran concurrently."""
+    """Records when scripted model calls start and end, to prove what ran concurrently.
+
+    ``step(..., wait_for=("B",))`` makes a step wait (after its start) until step B has started too.
+    """
 
     def __init__(self) -> None:
         self.marks: list[tuple[str, str, float]] = []
 
-    def step(self, name: str, answer: str | None = None, delay: float = 0.2) -> Callable[[Any], Any]:
+    def step(self, name: str, answer: str | None = None, delay: float = 0.2,
+             wait_for: tuple[str, ...] = ()) -> Callable[[Any], Any]:
         async def respond(call: Any) -> Step:
             self.marks.append((name, "start", time.monotonic()))
+            await wait_for_starts(lambda: self.marks, name, wait_for)
             await asyncio.sleep(delay)
             self.marks.append((name, "end", time.monotonic()))
             return text(answer or f"{name} done")

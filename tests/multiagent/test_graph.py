@@ -12,17 +12,19 @@ from ray_harness.testing import RecordingHooks, text
 from tests.multiagent.conftest import Timeline, make_agent
 
 
-def diamond(timeline: Timeline, **delays: float) -> GraphBuilder:
+def diamond(timeline: Timeline, waits: dict[str, tuple[str, ...]] | None = None, **delays: float) -> GraphBuilder:
     builder = GraphBuilder()
     for name in "ABCD":
-        builder.add_node(make_agent(name, timeline.step(name, delay=delays.get(name, 0.2))), name)
+        step = timeline.step(name, delay=delays.get(name, 0.2), wait_for=(waits or {}).get(name, ()))
+        builder.add_node(make_agent(name, step), name)
     for source, target in (("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")):
         builder.add_edge(source, target)
     return builder
 
 
 async def test_diamond_runs_b_and_c_together_and_d_after_both(timeline: Timeline, runtime: str) -> None:
-    graph = diamond(timeline, A=0.05, B=0.3, C=0.3, D=0.05).build(runtime=runtime)
+    # B and C each wait until the other started: run one after the other, they would fail.
+    graph = diamond(timeline, {"B": ("C",), "C": ("B",)}, A=0.05, B=0.05, C=0.05, D=0.05).build(runtime=runtime)
     result = await graph.invoke_async("task")
     assert result.status == Status.COMPLETED
     assert isinstance(result, GraphResult)
@@ -289,7 +291,8 @@ async def test_eager_scheduling_starts_successors_without_waiting_for_the_batch(
                                                                                 runtime: str) -> None:
     builder = GraphBuilder()
     builder.add_node(make_agent("fast", timeline.step("fast", delay=0.05)), "fast")
-    builder.add_node(make_agent("slow", timeline.step("slow", delay=0.4)), "slow")
+    # slow ends only after next started: with batch scheduling next would wait for slow, and slow would fail.
+    builder.add_node(make_agent("slow", timeline.step("slow", delay=0.05, wait_for=("next",))), "slow")
     builder.add_node(make_agent("next", timeline.step("next", delay=0.05)), "next")
     builder.add_edge("fast", "next")
     result = await builder.set_scheduling("eager").build(runtime=runtime).invoke_async("t")
