@@ -93,12 +93,13 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     state.deactivate()
     ordered = [results[use["toolUseId"]] for use in tool_uses]
     result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
-    await agent._append_message(result_message, inv.state)
-    if not inv.quiet:
-        yield {"type": "message", "message": result_message}
+    # As in Strands: AfterToolsEvent sees the results before they are added (and MessageAddedEvent fires).
     after, _ = await agent.hooks.invoke_callbacks_async(
         AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
     )
+    await agent._append_message(result_message, inv.state)
+    if not inv.quiet:
+        yield {"type": "message", "message": result_message}
     yield ToolsOutcome(end_turn=after.end_turn)
 
 
