@@ -18,6 +18,7 @@ from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, T
 from ray_harness.telemetry.metrics import sinks as metric_sinks, tool_call as report_tool_call
 from ray_harness.telemetry.tracing import tool_attributes, tool_result_attributes
 from ray_harness.tools.base import ToolContext, error_result
+from ray_harness.tools.executors import ToolInterruptedMarker
 from ray_harness.types.content import Message, ToolResult, ToolUse
 from ray_harness.types.validation import copy_json
 
@@ -44,7 +45,7 @@ class _ToolDone:
 
 
 @dataclass
-class _ToolInterrupted:
+class _ToolInterrupted(ToolInterruptedMarker):
     tool_use: ToolUse
     interrupts: list[Interrupt]
 
