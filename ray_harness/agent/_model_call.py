@@ -8,9 +8,10 @@ import copy
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent.streaming import process_stream
+from ray_harness.agent.streaming import StreamState, process_stream
 from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
 from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, ModelStopReason
+from ray_harness.models.base import estimate_tokens
 from ray_harness.telemetry.metrics import model_call as report_model_call, sinks as metric_sinks
 from ray_harness.telemetry.tracing import chat_attributes, chat_result_attributes
 from ray_harness.types.exceptions import (
@@ -71,6 +72,8 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
                         if stop is not None else None
                     inv.tracer.end_span(span, result_attributes, error=error)
         if stop is not None and stop.stop_reason == "cancelled":
+            if stop.usage.get("totalTokens"):
+                _account(agent, stop)  # a stream cut mid-way was still (partly) processed and billed
             yield stop  # cancelled: no AfterModelCallEvent retry can undo a user's cancel
             return
         if agent.hooks.has_callbacks(AfterModelCallEvent):
@@ -124,9 +127,11 @@ def _account(agent: Agent, stop: ModelStopReason) -> None:
         report_model_call(agent.name, stop.usage, latency_ms / 1000, cost)
 
 
-def _cancelled_stop() -> ModelStopReason:
-    return ModelStopReason(stop_reason="cancelled",
-                           message={"role": "assistant", "content": [{"text": CANCELLED_TEXT}]})
+def _cancelled_stop(usage: dict[str, int] | None = None) -> ModelStopReason:
+    message: Any = {"role": "assistant", "content": [{"text": CANCELLED_TEXT}]}
+    if usage is None:
+        return ModelStopReason(stop_reason="cancelled", message=message)
+    return ModelStopReason(stop_reason="cancelled", message=message, usage=usage)
 
 
 def _invoke_chain(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
@@ -154,9 +159,13 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
             return
         stream = agent.model.stream(ctx.messages, ctx.tool_specs or None, ctx.system_prompt,
                                     tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
-        events = process_stream(stream, raw_events=chunk_events, deltas=chunk_events)  # type: ignore[arg-type]
+        received = StreamState()
+        events = process_stream(stream, raw_events=chunk_events, deltas=chunk_events,  # type: ignore[arg-type]
+                                state=received)
+        requested = False
         try:
             while not inv.cancelled:
+                requested = True
                 # The flag is up only while parked on the provider, never across our own yields: a cancel
                 # then interrupts the wait itself instead of whatever the consumer awaits.
                 inv.model_streaming = True
@@ -178,7 +187,9 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
             with contextlib.suppress(Exception):
                 await stream.aclose()
         if inv.cancelled:
-            yield _cancelled_stop()
+            # The provider saw the request (and maybe streamed part of an answer): estimate what that cost.
+            yield _cancelled_stop(received.cut_usage(estimate_tokens(ctx.messages, ctx.system_prompt, ctx.tool_specs))
+                                  if requested else None)
 
     return terminal
 

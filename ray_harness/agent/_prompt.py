@@ -27,6 +27,9 @@ def prepare_prompt(agent: Agent, prompt: Any, inv: Invocation) -> list[Message]:
     state.resume(prompt)  # ValueError when responses arrive at an agent that is not interrupted
     checkpoint = _checkpoint_payload(prompt)
     if checkpoint is not None:
+        if not agent.checkpointing:
+            raise ValueError("prompt is a checkpointResume but the agent was created with checkpointing=False; "
+                             "pass checkpointing=True to Agent to resume from a checkpoint")
         _resume_checkpoint(agent, inv, checkpoint)
         return []
     if prompt is None:

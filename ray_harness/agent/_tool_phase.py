@@ -18,6 +18,7 @@ from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, T
 from ray_harness.telemetry.metrics import sinks as metric_sinks, tool_call as report_tool_call
 from ray_harness.telemetry.tracing import tool_attributes, tool_result_attributes
 from ray_harness.tools.base import ToolContext, error_result
+from ray_harness.tools.executors import ToolInterruptedMarker
 from ray_harness.types.content import Message, ToolResult, ToolUse
 from ray_harness.types.validation import copy_json
 
@@ -44,7 +45,7 @@ class _ToolDone:
 
 
 @dataclass
-class _ToolInterrupted:
+class _ToolInterrupted(ToolInterruptedMarker):
     tool_use: ToolUse
     interrupts: list[Interrupt]
 
@@ -93,12 +94,13 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     state.deactivate()
     ordered = [results[use["toolUseId"]] for use in tool_uses]
     result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
-    await agent._append_message(result_message, inv.state)
-    if not inv.quiet:
-        yield {"type": "message", "message": result_message}
+    # As in Strands: AfterToolsEvent sees the results before they are added (and MessageAddedEvent fires).
     after, _ = await agent.hooks.invoke_callbacks_async(
         AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
     )
+    await agent._append_message(result_message, inv.state)
+    if not inv.quiet:
+        yield {"type": "message", "message": result_message}
     yield ToolsOutcome(end_turn=after.end_turn)
 
 

@@ -168,8 +168,9 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
                     else:
                         yield event
                 agent.conversation_manager.apply_management(agent)
-        except BaseException:
-            _rollback(agent, inv, start_length)
+        except BaseException as error:
+            if not isinstance(error, MaxTokensReachedException):  # that one keeps its partial answer (as Strands)
+                _rollback(agent, inv, start_length)
             await agent.hooks.invoke_callbacks_async(AfterInvocationEvent(agent=agent, invocation_state=inv.state))
             raise
         if agent.hooks.has_callbacks(AfterInvocationEvent):
@@ -258,6 +259,8 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
             await agent._append_message(message, inv.state)
             yield inv.result("cancelled", message)
             return
+        if outcome.stop_reason == "max_tokens":
+            message = _without_unfinished_tool_uses(message)
         await agent._append_message(message, inv.state)
         if not inv.quiet:
             yield {"type": "message", "message": message}
@@ -265,8 +268,9 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         has_tools = any("toolUse" in block for block in message["content"])
         if stop_reason == "max_tokens":
             raise MaxTokensReachedException(
-                "the model stopped at its max_tokens limit; the partial message is in the history. "
-                "Raise the model's max_tokens or call the agent again to continue."
+                "the model stopped at its max_tokens limit; the partial message was kept in the history "
+                "(and is this exception's partial_message). Raise the model's max_tokens or call the agent "
+                "again to continue.", partial_message=message,
             )
         if not has_tools or stop_reason != "tool_use":
             final = await _finish_turn(agent, inv, message, stop_reason)
@@ -341,6 +345,17 @@ async def _after_tools(agent: Agent, inv: Invocation, message: Message, tools: T
         return inv.result("checkpoint", message,
                           checkpoint=Checkpoint(position="after_tools", cycle_index=inv.cycle_index))
     return None
+
+
+def _without_unfinished_tool_uses(message: Message) -> Message:
+    """A truncated answer's tool uses may be cut mid-input: each becomes a text note, so none runs half-formed
+    and the kept history has no tool use without a result (Strands does the same, with the same text)."""
+    content: list[Any] = [
+        {"text": f"The selected tool {block['toolUse'].get('name') or '<unknown>'}'s tool use was incomplete "
+                 "due to maximum token limits being reached."} if "toolUse" in block else block
+        for block in message["content"]
+    ]
+    return {"role": message["role"], "content": content}
 
 
 def _has_unanswered_tool_use(messages: list[Message]) -> bool:

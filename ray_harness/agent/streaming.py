@@ -20,12 +20,12 @@ from ray_harness.middleware.types import ModelStopReason
 from ray_harness.types.content import ContentBlock, Message
 from ray_harness.types.exceptions import EventLoopException
 
-__all__ = ("process_stream",)
+__all__ = ("StreamState", "process_stream")
 
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered", "guardrail_intervened"}
 
 
-class _Assembler:
+class StreamState:
     """Accumulates blocks; each ``on_*`` handles one Converse event kind and returns events to yield."""
 
     def __init__(self) -> None:
@@ -116,6 +116,22 @@ class _Assembler:
         if self.first_byte is None:
             self.first_byte = time.perf_counter()
 
+    def cut_usage(self, input_estimate: int) -> dict[str, int]:
+        """What a stream cut before its end (a cancel) spent: the provider's report if one arrived, else an estimate.
+
+        The estimate is ``input_estimate`` for the request plus one token per four characters that streamed;
+        ``estimatedTokens`` says how many of ``totalTokens`` are estimated, so limits and cost stay honest
+        and readers can tell a guess from a report.
+        """
+        if self.usage.get("totalTokens"):
+            return dict(self.usage)
+        streamed = sum(len(part) for part in (*self.text, *self.tool_input, *self.reasoning))
+        streamed += sum(len(block["text"]) if "text" in block else len(json.dumps(block, default=str))
+                        for block in self.content)
+        output = -(-streamed // 4)
+        total = input_estimate + output
+        return {"inputTokens": input_estimate, "outputTokens": output, "totalTokens": total, "estimatedTokens": total}
+
     def finish(self) -> ModelStopReason:
         self.close_block()
         if not self.saw_stop and any("toolUse" in block for block in self.content):
@@ -129,13 +145,14 @@ class _Assembler:
         return ModelStopReason(stop_reason=self.stop_reason, message=message, usage=self.usage, metrics=self.metrics)
 
 
-async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: bool = True, deltas: bool = True
-                         ) -> AsyncGenerator[Any, None]:
+async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: bool = True, deltas: bool = True,
+                         state: StreamState | None = None) -> AsyncGenerator[Any, None]:
     """Yield agent events for ``chunks``; the last event is a ``ModelStopReason``.
 
     ``raw_events=False`` leaves out the ``model_event`` wrappers, ``deltas=False`` the ``*_delta`` events.
+    ``state``: the accumulator to use, so a caller that cuts the stream can read what arrived.
     """
-    state = _Assembler()
+    state = state if state is not None else StreamState()
     async for chunk in chunks:
         if not isinstance(chunk, dict):
             raise EventLoopException(TypeError(f"model stream event must be a dict, got {type(chunk).__name__}"))

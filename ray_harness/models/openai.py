@@ -98,7 +98,7 @@ class OpenAIModel(ConfiguredModel):
             input_tokens = estimate_tokens(messages, system_prompt, tool_specs)
             output_tokens = max(1, output_chars // 4)
             usage = {"inputTokens": input_tokens, "outputTokens": output_tokens,
-                     "totalTokens": input_tokens + output_tokens}
+                     "totalTokens": input_tokens + output_tokens, "estimatedTokens": input_tokens + output_tokens}
         yield {"metadata": {"usage": usage,  # type: ignore[typeddict-item]
                             "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)}}}
 

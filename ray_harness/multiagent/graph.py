@@ -459,7 +459,7 @@ class Graph(MultiAgentBase):
         elif self.state.interrupted_nodes:
             self.state.status = Status.INTERRUPTED
             return
-        elif self._stop_reason is not None or self.state.failed_nodes:
+        elif self._stop_reason is not None or self.state.failed_nodes or self._a_node_cancelled_itself():
             self.state.status = Status.FAILED
         else:
             self.state.status = Status.COMPLETED
@@ -473,6 +473,18 @@ class Graph(MultiAgentBase):
                 self.state.results[node_id] = skipped
                 self.state.cancelled_nodes.add(node)
         self._interrupt_state.deactivate()
+
+    def _a_node_cancelled_itself(self) -> bool:
+        """Under fail_fast an agent node that cancelled itself fails the graph (as in Strands; the node is CANCELLED).
+
+        Its result is the agent's own (``stop_reason="cancelled"``), unlike a node that ``cancel_node`` skipped
+        (no execution) or one stopped by the graph (an error result).
+        """
+        return self.failure_policy == "fail_fast" and any(
+            node.result is not None and node.result.execution_count > 0
+            and not isinstance(node.result.result, BaseException)
+            for node in self.state.cancelled_nodes
+        )
 
     def _build_result(self, interrupts: list[Interrupt]) -> GraphResult:
         return GraphResult(

@@ -149,7 +149,8 @@ class AgentRunner:
             finally:
                 await events.aclose()
         except BaseException:
-            # The agent rolled its history back; forget the invocation so a new call starts clean.
+            # The agent rolled its history back (or kept a max_tokens partial answer, as Strands); forget the
+            # invocation so a new call starts from that history.
             if self._journal.pop(invocation_id, None) is not None:
                 self.persist()
             raise

@@ -1,8 +1,10 @@
 """``PosixShellSandbox``: every operation built from POSIX ``sh`` scripts.
 
-A backend only has to start ``/bin/sh -c <script>`` somewhere
-(:meth:`PosixShellSandbox._start_script`); commands, code and files all
-become scripts:
+A subclass only has to implement :meth:`~Sandbox.execute_streaming` (seed
+001 §2.5): code and file operations become shell scripts run through it. The
+built-in backends override :meth:`PosixShellSandbox._start_script` instead,
+an optional hook that starts ``/bin/sh -c <script>`` directly on the process
+engine (pid header, process-group kill, wall-clock timeout); either way:
 
 * file contents and source code travel base64-encoded inside a quoted
   here-document with a random delimiter, so no byte of them is ever shell
@@ -11,7 +13,7 @@ become scripts:
   reads a path as an option; interpreter names and env keys are validated
   (:mod:`ray_harness.sandbox._validation`);
 * environment variables are ``export``-ed with quoted values;
-* scripts print ``rh-pid:<pid>`` first. The shell is the leader of its own
+* on the process engine, scripts print ``rh-pid:<pid>`` first. The shell is the leader of its own
   process group (``docker exec`` and ``sshd`` sessions start one), so a
   timeout or cancel kills the whole tree with ``kill -s KILL -<pid>`` from a
   second script. A missing working directory exits 76/77 *before* that
@@ -24,10 +26,10 @@ import base64
 import logging
 import posixpath
 import secrets
-from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from typing import Any, Final
+from dataclasses import replace
+from typing import Any, Final, Self
 
 from ray_harness.sandbox._engine import RawExecution, check_timeout, drive
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
@@ -56,23 +58,41 @@ def _heredoc(data: bytes) -> tuple[str, str]:
 
 
 class PosixShellSandbox(Sandbox):
-    """A sandbox reached through a POSIX shell. Subclasses implement :meth:`_start_script`.
+    """A sandbox reached through a POSIX shell.
+
+    Subclasses implement :meth:`execute_streaming` (which must honour the
+    ``Sandbox`` contract: ``cwd``, ``timeout``, killing on close); code and
+    file operations then run as scripts through it, so relative paths resolve
+    wherever its commands start. Built-in backends override the optional
+    :meth:`_start_script` instead and get ``execute_streaming`` from the
+    process engine.
 
     Args:
         working_dir: Directory commands start in and relative paths resolve
-            against (the target's default if ``None``).
+            against (the target's default if ``None``). Applied by the process
+            engine; a subclass's own ``execute_streaming`` decides for itself.
         max_output_chars: Characters of stdout/stderr an ``ExecutionResult``
             retains per stream (``None``: unlimited); chunks always stream in full.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        if not _has_engine(cls) and cls.execute_streaming is PosixShellSandbox.execute_streaming:
+            raise TypeError(f"Can't instantiate {cls.__name__}: a PosixShellSandbox subclass must implement "
+                            "execute_streaming (or the process-engine hook _start_script)")
+        return super().__new__(cls)
 
     def __init__(self, *, working_dir: str | None = None,
                  max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS) -> None:
         self.working_dir = working_dir
         self.max_output_chars = max_output_chars
 
-    @abstractmethod
     async def _start_script(self, script: str) -> RawExecution:
-        """Start ``/bin/sh -c script`` in the target as the leader of a new process group."""
+        """Optional hook: start ``/bin/sh -c script`` in the target as the leader of a new process group.
+
+        Overriding it puts every operation on the process engine; without it, operations run through
+        the subclass's ``execute_streaming``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not start scripts on the process engine")
 
     # -- execution ----------------------------------------------------------------------------------
 
@@ -84,6 +104,8 @@ class PosixShellSandbox(Sandbox):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
+        if not _has_engine(type(self)):
+            raise NotImplementedError(f"{type(self).__name__} must implement execute_streaming")
         async with aclosing(self._run(command, timeout=timeout, cwd=cwd, env=env,
                                       limit=self.max_output_chars)) as items:
             async for item in items:
@@ -107,10 +129,20 @@ class PosixShellSandbox(Sandbox):
             staged = f"/tmp/.rh-code-{secrets.token_hex(8)}"
             await self.write_file(staged, source)
             script = f"{interpreter} < {staged}; rh_rc=$?; rm -f {staged}; exit $rh_rc\n"
-        async with aclosing(self._run(script, timeout=timeout, cwd=cwd, env=env,
-                                      limit=self.max_output_chars)) as items:
+        async with aclosing(self._shell(script, timeout=timeout, cwd=cwd, env=env,
+                                        limit=self.max_output_chars)) as items:
             async for item in items:
                 yield item
+
+    def _shell(
+        self, body: str, *, timeout: float | None, cwd: str | None, env: Mapping[str, str] | None,
+        limit: int | None,
+    ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
+        """Run a script on the process engine when the backend has one, else through ``execute_streaming``."""
+        if _has_engine(type(self)):
+            return self._run(body, timeout=timeout, cwd=cwd, env=env, limit=limit)
+        # Exported in the script (not passed as env) so every command of a pipeline sees the variables.
+        return self.execute_streaming(export_lines(env or {}) + body, timeout=timeout, cwd=cwd)
 
     async def _run(
         self, body: str, *, timeout: float | None, cwd: str | None, env: Mapping[str, str] | None,
@@ -164,11 +196,19 @@ class PosixShellSandbox(Sandbox):
             logger.debug("killing sandbox process group %s failed", pid, exc_info=True)
 
     async def _script(self, body: str) -> ExecutionResult:
-        """Run an internal script with unbounded output (file contents must arrive whole)."""
-        async with aclosing(self._run(body, timeout=None, cwd=None, env=None, limit=None)) as items:
+        """Run an internal script with unbounded output (file contents must arrive whole).
+
+        stdout is rebuilt from the streamed chunks, which always stream in full, so a subclass's
+        ``execute_streaming`` that caps what its result retains cannot truncate a file read.
+        """
+        streamed: list[str] = []
+        async with aclosing(self._shell(body, timeout=None, cwd=None, env=None, limit=None)) as items:
             async for item in items:
-                if isinstance(item, ExecutionResult):
-                    return item
+                if isinstance(item, StreamChunk):
+                    if item.stream_type == "stdout":
+                        streamed.append(item.data)
+                elif isinstance(item, ExecutionResult):
+                    return replace(item, stdout="".join(streamed)) if streamed else item
         raise RuntimeError("sandbox stream ended without an ExecutionResult")
 
     # -- files ----------------------------------------------------------------------------------------
@@ -221,6 +261,10 @@ class PosixShellSandbox(Sandbox):
         _check_file_result(result, "list_files", path)
         entries = {record[1:]: record[0] == "d" for record in result.stdout.split("\0") if record}
         return [FileInfo(name=name, is_dir=is_dir) for name, is_dir in sorted(entries.items())]
+
+
+def _has_engine(cls: type[PosixShellSandbox]) -> bool:
+    return cls._start_script is not PosixShellSandbox._start_script
 
 
 def _check_file_result(result: ExecutionResult, operation: str, path: str) -> None:

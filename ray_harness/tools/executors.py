@@ -16,10 +16,14 @@ from typing import Any
 
 from ray_harness.types.content import ToolUse
 
-__all__ = ("ConcurrentToolExecutor", "SequentialToolExecutor", "ToolExecutor")
+__all__ = ("ConcurrentToolExecutor", "SequentialToolExecutor", "ToolExecutor", "ToolInterruptedMarker")
 
 RunOne = Callable[[ToolUse], AsyncGenerator[Any, None]]
 _DONE = object()
+
+
+class ToolInterruptedMarker:
+    """Base of the event ``run_one`` yields when its tool paused on an interrupt (the loop defines it)."""
 
 
 class ToolExecutor(ABC):
@@ -30,15 +34,23 @@ class ToolExecutor(ABC):
 
 
 class SequentialToolExecutor(ToolExecutor):
-    """One tool at a time, in order; cancel is checked before each tool."""
+    """One tool at a time, in order; cancel is checked before each tool.
+
+    A tool that pauses on an interrupt stops the batch: the later tools neither run nor raise their own
+    interrupts until it is resumed (they have no result yet, so the resume runs them after it).
+    """
 
     async def execute(self, tool_uses: list[ToolUse], run_one: RunOne, cancel_signal: threading.Event,
                       skip: Callable[[ToolUse], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
         for tool_use in tool_uses:
             source = skip(tool_use) if cancel_signal.is_set() else run_one(tool_use)
+            interrupted = False
             async with contextlib.aclosing(source) as events:
                 async for event in events:
+                    interrupted = interrupted or isinstance(event, ToolInterruptedMarker)
                     yield event
+            if interrupted:
+                return
 
 
 class ConcurrentToolExecutor(ToolExecutor):

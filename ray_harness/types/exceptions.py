@@ -21,7 +21,10 @@ actor boundaries (``BaseException.__reduce__`` replays only ``args``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ray_harness.types.content import Message
 
 __all__ = (
     "CheckpointException",
@@ -66,7 +69,17 @@ class ContextWindowOverflowException(RayHarnessError):
 
 
 class MaxTokensReachedException(RayHarnessError):
-    """The model stopped at its output-token limit in a way the loop cannot continue."""
+    """The model stopped at its output-token limit mid-answer.
+
+    As in Strands, the invocation is not rolled back: the partial answer stays in the agent's history
+    (tool uses it could not finish replaced by a text note) and is also ``partial_message``, so calling
+    the agent again continues the conversation.
+    """
+
+    def __init__(self, message: str = "the model stopped at its max_tokens limit", *,
+                 partial_message: Message | None = None) -> None:
+        super().__init__(message)
+        self.partial_message = partial_message
 
 
 class ConcurrencyException(RayHarnessError):

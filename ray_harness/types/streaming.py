@@ -45,11 +45,14 @@ StopReason = Literal[
 
 
 class Usage(TypedDict):
+    """Token counts; ``estimatedTokens`` (ray_harness) is how many of ``totalTokens`` are estimates, not reports."""
+
     inputTokens: int
     outputTokens: int
     totalTokens: int
     cacheReadInputTokens: NotRequired[int]
     cacheWriteInputTokens: NotRequired[int]
+    estimatedTokens: NotRequired[int]
 
 
 class Metrics(TypedDict):

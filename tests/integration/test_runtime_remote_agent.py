@@ -59,6 +59,8 @@ async def test_cancel_during_a_long_model_call_returns_at_once() -> None:
         await remote.cancel_async()
         result = await asyncio.wait_for(running, 120)  # the model would answer after 300 s
         assert (result.stop_reason, str(result)) == ("cancelled", "Cancelled by user\n")
+        usage = result.metrics.accumulated_usage  # the cut call's request is estimated, not dropped
+        assert usage["estimatedTokens"] == usage["totalTokens"] == usage["inputTokens"] > 0
         assert remote.info()["busy"] is False
     finally:
         remote.shutdown()
@@ -164,6 +166,24 @@ def test_detached_agent_resumes_an_interrupt_after_its_driver_exits() -> None:
         RemoteAgent.kill("detached-approvals")
     with pytest.raises(ValueError, match="no RemoteAgent named 'detached-approvals'"):
         RemoteAgent.get("detached-approvals")
+
+
+def test_max_tokens_crosses_with_its_partial_message_and_the_actor_keeps_it() -> None:
+    from ray_harness import Agent
+    from ray_harness.testing import ScriptedModel, text
+    from ray_harness.types.exceptions import MaxTokensReachedException
+
+    agent = Agent(ScriptedModel(text("partial", stop_reason="max_tokens"), text("the rest")), name="truncated")
+    remote = _remote(agent, name="truncated")
+    try:
+        with pytest.raises(MaxTokensReachedException) as caught:
+            remote("x")
+        partial = {"role": "assistant", "content": [{"text": "partial"}]}
+        assert caught.value.partial_message == partial
+        assert remote.messages == [{"role": "user", "content": [{"text": "x"}]}, partial]
+        assert str(remote("continue")) == "the rest\n"
+    finally:
+        remote.shutdown()
 
 
 def test_a_dead_actor_is_a_remote_actor_error() -> None:

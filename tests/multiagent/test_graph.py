@@ -5,10 +5,10 @@ from typing import Any
 
 import pytest
 
-from ray_harness import GraphBuilder, Status
+from ray_harness import GraphBuilder, Status, ToolContext, tool
 from ray_harness.hooks import AfterNodeCallEvent, BeforeNodeCallEvent
 from ray_harness.multiagent import GraphResult, MultiAgentResult, NodeResult
-from ray_harness.testing import RecordingHooks, text
+from ray_harness.testing import RecordingHooks, text, tool_call
 from tests.multiagent.conftest import Timeline, make_agent
 
 
@@ -198,6 +198,32 @@ async def test_continue_prunes_only_successors_of_the_failed_node(runtime: str) 
     assert result.results["after_good"].status == Status.COMPLETED
     assert result.results["after_bad"].status == Status.CANCELLED
     assert result.failed_nodes == 1 and result.cancelled_nodes == 1
+
+
+@tool(context=True)
+def give_up(tool_context: ToolContext) -> str:
+    """Cancel the agent that called this tool."""
+    tool_context.agent.cancel()
+    return "giving up"
+
+
+async def test_an_agent_node_that_cancels_itself_fails_the_graph_under_fail_fast(runtime: str) -> None:
+    # root -> quitter -> after_quitter ; root -> good -> after_good
+    builder = GraphBuilder()
+    builder.add_node(make_agent("root", text("r")), "root")
+    builder.add_node(make_agent("quitter", tool_call("give_up", {}), text("never"), tools=[give_up]), "quitter")
+    builder.add_node(make_agent("after_quitter", text("never")), "after_quitter")
+    builder.add_node(make_agent("good", text("g")), "good")
+    builder.add_node(make_agent("after_good", text("ag")), "after_good")
+    for source, target in (("root", "quitter"), ("root", "good"), ("quitter", "after_quitter"),
+                           ("good", "after_good")):
+        builder.add_edge(source, target)
+    result = await builder.build(runtime=runtime).invoke_async("t")
+    assert result.results["quitter"].status == Status.CANCELLED
+    assert "after_quitter" not in result.results
+    assert result.results["after_good"].status == Status.COMPLETED  # as Strands: other branches finish
+    assert result.status == Status.FAILED
+    assert (result.completed_nodes, result.cancelled_nodes) == (3, 1)
 
 
 def cancel_hook(target: str) -> Any:

@@ -129,7 +129,8 @@ async def test_server_without_usage_gets_an_estimate(openai_server: OpenAIServer
 
     events = await drain(openai_model(openai_server), [{"role": "user", "content": [{"text": "b" * 80}]}])
 
-    assert events[-1]["metadata"]["usage"] == {"inputTokens": 20, "outputTokens": 10, "totalTokens": 30}
+    assert events[-1]["metadata"]["usage"] == {"inputTokens": 20, "outputTokens": 10, "totalTokens": 30,
+                                               "estimatedTokens": 30}
 
 
 def test_openai_compatible_spec_drives_any_base_url(openai_server: OpenAIServer) -> None:

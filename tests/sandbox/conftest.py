@@ -14,14 +14,15 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ray_harness.sandbox import DockerSandbox, LocalEnvironment, Sandbox, SshSandbox
+from ray_harness.sandbox import DockerSandbox, LocalEnvironment, PosixShellSandbox, Sandbox, SshSandbox
 from tests.conftest import missing_service
 
 TEST_IMAGE = os.environ.get("RAY_HARNESS_TEST_IMAGE", "rh-busybox:test")
@@ -138,12 +139,27 @@ def sshd() -> Iterator[SshServer]:
 # -- one sandbox per backend, each in a fresh directory ----------------------------------------------
 
 
-@pytest.fixture(params=["local", "docker", "ssh"])
+class ShellOnlySandbox(PosixShellSandbox):
+    """Seed 001 §2.5: a subclass that implements only ``execute_streaming`` (here: /bin/sh on this machine)."""
+
+    async def execute_streaming(self, command: str, *, timeout: float | None = None, cwd: str | None = None,
+                                env: Mapping[str, str] | None = None) -> AsyncGenerator[Any, None]:
+        local = LocalEnvironment(self.working_dir, max_output_chars=self.max_output_chars)
+        async with aclosing(local.execute_streaming(command, timeout=timeout, cwd=cwd, env=env)) as items:
+            async for item in items:
+                yield item
+
+
+@pytest.fixture(params=["local", "shell", "docker", "ssh"])
 async def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Sandbox]:
     kind = request.param
     if kind == "local":
         async with LocalEnvironment(working_dir=tmp_path) as local:
             yield local
+        return
+    if kind == "shell":
+        async with ShellOnlySandbox(working_dir=str(tmp_path)) as shell_only:
+            yield shell_only
         return
     if kind == "docker":
         container = request.getfixturevalue("docker_container")

@@ -1,4 +1,5 @@
-"""One behaviour suite, run against LocalEnvironment, DockerSandbox and SshSandbox (the ``sandbox`` fixture)."""
+"""One behaviour suite, run against LocalEnvironment, a shell-only PosixShellSandbox subclass, DockerSandbox and
+SshSandbox (the ``sandbox`` fixture)."""
 
 from __future__ import annotations
 

@@ -142,11 +142,28 @@ def test_no_retry_strategy_means_no_retries() -> None:
         agent("x")
 
 
-def test_max_tokens_raises_and_keeps_nothing_broken() -> None:
-    agent = Agent(ScriptedModel(text("partial", stop_reason="max_tokens")))
-    with pytest.raises(MaxTokensReachedException):
+def test_max_tokens_raises_with_the_partial_message_which_stays_in_the_history() -> None:
+    agent = Agent(ScriptedModel(text("partial", stop_reason="max_tokens"), text("the rest")))
+    with pytest.raises(MaxTokensReachedException, match="kept in the history") as caught:
         agent("x")
-    assert agent.messages == []
+    partial = {"role": "assistant", "content": [{"text": "partial"}]}
+    assert caught.value.partial_message == partial
+    assert agent.messages == [{"role": "user", "content": [{"text": "x"}]}, partial]
+    restored = pickle.loads(pickle.dumps(caught.value))  # it crosses actor boundaries
+    assert (str(restored), restored.partial_message) == (str(caught.value), partial)
+    assert str(agent("continue")) == "the rest\n"  # "call the agent again to continue" holds
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_max_tokens_turns_unfinished_tool_uses_into_text() -> None:
+    truncated = step({"text": "let me"}, {"toolUse": {"toolUseId": "t1", "name": "add", "input": {"a": 1}}},
+                     stop_reason="max_tokens")
+    agent = Agent(ScriptedModel(truncated), tools=[add])
+    with pytest.raises(MaxTokensReachedException) as caught:
+        agent("x")
+    note = "The selected tool add's tool use was incomplete due to maximum token limits being reached."
+    assert caught.value.partial_message == {"role": "assistant", "content": [{"text": "let me"}, {"text": note}]}
+    assert agent.messages[-1] == caught.value.partial_message
 
 
 class Weather(BaseModel):

@@ -48,6 +48,37 @@ async def test_cancel_during_streaming_stops_at_next_chunk() -> None:
     assert seen == 3
 
 
+async def test_a_stream_cut_by_cancel_records_its_estimated_usage_and_cost() -> None:
+    prices = ModelPrices(input_per_million=1_000_000.0, output_per_million=2_000_000.0)  # 1 and 2 USD per token
+    model = ScriptedModel(step({"text": "abcdefghij" * 10}, chunk_delay=0.01,
+                               usage={"inputTokens": 500, "outputTokens": 500, "totalTokens": 1000}),
+                          chunk_size=1, prices=prices)
+    agent = Agent(model)
+    seen = 0
+    async for event in agent.stream_async("y" * 400):  # 400 characters: an estimated 100 input tokens
+        if event["type"] == "text_delta":
+            seen += 1
+            if seen == 12:  # 12 characters streamed: an estimated 3 output tokens
+                agent.cancel()
+    expected = {"inputTokens": 100, "outputTokens": 3, "totalTokens": 103, "estimatedTokens": 103}
+    assert agent.event_loop_metrics.accumulated_usage == expected
+    assert agent.event_loop_metrics.model_calls == 1
+    assert agent.event_loop_metrics.accumulated_cost_usd == pytest.approx(100 * 1.0 + 3 * 2.0)
+
+
+async def test_a_cancel_before_the_request_records_no_model_call() -> None:
+    agent = Agent(ScriptedModel(text("never")))
+    result = await agent.invoke_async("x", cancel_signal=_set(threading.Event()))
+    assert result.stop_reason == "cancelled"
+    assert agent.event_loop_metrics.model_calls == 0
+    assert agent.event_loop_metrics.accumulated_usage["totalTokens"] == 0
+
+
+def _set(signal: threading.Event) -> threading.Event:
+    signal.set()
+    return signal
+
+
 async def test_cancel_from_another_thread_before_tools_gives_cancelled_results() -> None:
     agent = Agent(ScriptedModel(tool_calls(("nap", {"seconds": 0.01}, "a"), ("nap", {"seconds": 0.01}, "b"))),
                   tools=[nap])

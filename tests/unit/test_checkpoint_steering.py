@@ -77,6 +77,14 @@ def test_bad_checkpoint_resume_is_rejected() -> None:
         agent({"checkpointResume": {"checkpoint": {"position": "after_model", "schema_version": "0"}}})
 
 
+def test_checkpoint_resume_needs_checkpointing_and_fails_before_the_model_is_called() -> None:
+    model = ScriptedModel(text("never"))
+    agent = Agent(model)
+    with pytest.raises(ValueError, match="checkpointing"):
+        agent({"checkpointResume": {"checkpoint": Checkpoint(position="after_model", cycle_index=0).to_dict()}})
+    assert model.calls == [] and agent.messages == []
+
+
 def test_interrupt_beats_checkpoint() -> None:
     def ask(event: BeforeToolCallEvent) -> None:
         event.interrupt("ok?")

@@ -83,7 +83,7 @@ def test_full_event_sequence_of_a_tool_round_trip() -> None:
     assert recorder.names() == [
         "AgentInitializedEvent", "BeforeInvocationEvent", "MessageAddedEvent", "BeforeModelCallEvent",
         "AfterModelCallEvent", "MessageAddedEvent", "BeforeToolsEvent", "BeforeToolCallEvent", "AfterToolCallEvent",
-        "MessageAddedEvent", "AfterToolsEvent", "BeforeModelCallEvent", "AfterModelCallEvent", "MessageAddedEvent",
+        "AfterToolsEvent", "MessageAddedEvent", "BeforeModelCallEvent", "AfterModelCallEvent", "MessageAddedEvent",
         "AfterInvocationEvent",
     ]
     (after,) = recorder.of(AfterInvocationEvent)

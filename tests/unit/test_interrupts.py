@@ -6,6 +6,7 @@ from ray_harness import Agent, ToolContext, tool
 from ray_harness.hooks import BeforeToolCallEvent, BeforeToolsEvent
 from ray_harness.interrupts import Interrupt, InterruptState
 from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
+from ray_harness.tools import SequentialToolExecutor
 
 RAN: list[str] = []
 
@@ -80,6 +81,28 @@ def test_several_interrupts_collected_and_partial_answers_reraise_the_rest() -> 
     assert RAN == ["risky:a"]
     third = agent(_respond((by_use["rb"], "approve")))
     assert third.stop_reason == "end_turn" and RAN == ["risky:a", "risky:b"]
+
+
+def test_sequential_executor_raises_one_interrupt_per_resume_and_later_tools_wait() -> None:
+    model = ScriptedModel(
+        tool_calls(("risky", {"x": "a"}, "ra"), ("safe", {"x": "b"}, "sb"), ("risky", {"x": "c"}, "rc")),
+        text("ok"),
+    )
+    agent = Agent(model, tools=[safe, risky], hooks=[approve_risky], tool_executor=SequentialToolExecutor())
+    first = agent("go")
+    assert first.stop_reason == "interrupt"
+    assert [i.id.split(":")[2] for i in first.interrupts] == ["ra"]
+    assert RAN == []  # the later tools wait for the first to be approved
+    second = agent(_respond((first.interrupts[0], "approve")))
+    assert second.stop_reason == "interrupt"
+    assert [i.id.split(":")[2] for i in second.interrupts] == ["rc"]
+    assert RAN == ["risky:a", "safe:b"]
+    third = agent(_respond((second.interrupts[0], "approve")))
+    assert third.stop_reason == "end_turn"
+    assert RAN == ["risky:a", "safe:b", "risky:c"]
+    assert len(model.calls) == 2
+    results = [b["toolResult"]["toolUseId"] for b in agent.messages[2]["content"]]
+    assert results == ["ra", "sb", "rc"]
 
 
 def test_tool_context_interrupt() -> None:
