@@ -41,8 +41,13 @@ class Interrupt:
         return asdict(self)
 
 
-class InterruptException(Exception):
-    """Raised by ``interrupt()`` when no response is known yet; the loop turns it into a pause."""
+class InterruptException(RayHarnessError):
+    """Raised by ``interrupt()`` when no response is known yet; the loop turns it into a pause.
+
+    A control-flow signal rather than a failure: the agent loop (or the graph) catches it and
+    returns ``stop_reason="interrupt"``. Code that wraps ``interrupt()`` calls in a broad
+    ``except`` must re-raise it.
+    """
 
     def __init__(self, interrupt: Interrupt) -> None:
         super().__init__(interrupt.name)

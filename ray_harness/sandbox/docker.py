@@ -82,7 +82,7 @@ class DockerSandbox(PosixShellSandbox):
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         if container is not None and image is None and any(mark in container for mark in ":/@"):
-            # API.md's `DockerSandbox(container_or_image)`: container names never contain ":", "/" or "@",
+            # The first argument is a container or an image (`DockerSandbox("python:3.12")`): container names never contain ":", "/" or "@",
             # image references often do. A bare word stays a container name.
             container, image = None, container
         self.settings = validated(

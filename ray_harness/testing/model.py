@@ -29,6 +29,7 @@ from typing import Any, TypeAlias
 
 from ray_harness.models.base import Model, ModelPrices, estimate_tokens
 from ray_harness.types.content import ContentBlock, Messages
+from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.streaming import StreamEvent, Usage
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
@@ -45,7 +46,7 @@ __all__ = (
 )
 
 
-class ScriptError(AssertionError):
+class ScriptError(RayHarnessError, AssertionError):
     """The script and the run disagree: an unscripted call, or steps left over."""
 
 

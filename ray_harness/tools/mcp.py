@@ -47,6 +47,7 @@ from ray_harness.tools._mcp_convert import to_tool_result, to_tool_spec
 from ray_harness.tools._mcp_session import SessionRunner, describe_error
 from ray_harness.tools.base import AgentTool, ToolContext, error_result
 from ray_harness.types.content import ToolUse
+from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
 
@@ -60,11 +61,11 @@ _START_GRACE_SECONDS = 5.0  # beyond startup_timeout, for the session thread to 
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
-class MCPClientInitializationError(RuntimeError):
+class MCPClientInitializationError(RayHarnessError, RuntimeError):
     """The MCP server could not be started or reached; the message names the command or URL."""
 
 
-class MCPCallCancelled(Exception):
+class MCPCallCancelled(RayHarnessError):
     """The agent was cancelled while an MCP call was running (the server was sent ``notifications/cancelled``)."""
 
 
