@@ -82,8 +82,8 @@ class DockerSandbox(PosixShellSandbox):
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         if container is not None and image is None and any(mark in container for mark in ":/@"):
-            # The first argument is a container or an image (`DockerSandbox("python:3.12")`): container names never contain ":", "/" or "@",
-            # image references often do. A bare word stays a container name.
+            # The first argument is a container or an image (`DockerSandbox("python:3.12")`): container names
+            # never contain ":", "/" or "@", image references often do. A bare word stays a container name.
             container, image = None, container
         self.settings = validated(
             _DockerSettings, "DockerSandbox", container=container, image=image, docker_host=docker_host,
