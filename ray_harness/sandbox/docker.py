@@ -61,8 +61,11 @@ class DockerSandbox(PosixShellSandbox):
         docker_host: Engine URL; else ``DOCKER_HOST``; else the default socket.
         working_dir: Absolute directory commands start in (created with the container).
         user: ``user`` or ``uid:gid`` commands run as (and the created container's user).
-        network_mode, mem_limit, nano_cpus, pids_limit, read_only: Limits for a
-            created container (``read_only`` mounts a tmpfs on ``/tmp``).
+        network_mode: Network of a created container (default ``"none"``: no network).
+        mem_limit: Memory limit of a created container (bytes or ``"512m"``).
+        nano_cpus: CPU quota of a created container, in units of 1e-9 CPUs.
+        pids_limit: Maximum processes in a created container.
+        read_only: Create the container with a read-only root file system (and a tmpfs on ``/tmp``).
         max_output_chars: Retained stdout/stderr characters per stream.
     """
 
