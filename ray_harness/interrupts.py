@@ -38,6 +38,7 @@ class Interrupt:
     response: Any = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The interrupt as a JSON-ready dict (``id``, ``name``, ``reason``, ``response``)."""
         return asdict(self)
 
 
@@ -66,14 +67,17 @@ class InterruptState:
     activated: bool = False
 
     def activate(self) -> None:
+        """Mark the owner as interrupted (the next call must carry the responses)."""
         self.activated = True
 
     def deactivate(self) -> None:
+        """Forget every interrupt and its context (the run resumed to the end)."""
         self.interrupts = {}
         self.context = {}
         self.activated = False
 
     def pending(self) -> list[Interrupt]:
+        """The interrupts still waiting for a response."""
         return [item for item in self.interrupts.values() if item.response is None]
 
     def resume(self, prompt: Any) -> None:
@@ -105,6 +109,7 @@ class InterruptState:
             self.interrupts[key].response = value
 
     def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict (stored in sessions and snapshots)."""
         return {
             "interrupts": {key: item.to_dict() for key, item in self.interrupts.items()},
             "context": copy.deepcopy(self.context),
@@ -113,6 +118,11 @@ class InterruptState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InterruptState:
+        """Rebuild the state from :meth:`to_dict` output.
+
+        Raises:
+            RayHarnessError: ``data`` is malformed; the message names the field.
+        """
         if not isinstance(data, dict):
             raise RayHarnessError(f"interrupt state must be a dict, got {type(data).__name__}")
         raw = data.get("interrupts", {})

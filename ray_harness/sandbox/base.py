@@ -109,9 +109,25 @@ class Sandbox(ABC):
         return await _final(self.execute_code_streaming(code, language, timeout=timeout, cwd=cwd, env=env))
 
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """Read a text file.
+
+        Args:
+            path: The file in the sandbox.
+            encoding: Its text encoding.
+
+        Raises:
+            SandboxPathNotFoundError: The file does not exist.
+        """
         return (await self.read_file(path)).decode(encoding)
 
     async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
+        """Write a text file, replacing it.
+
+        Args:
+            path: The file in the sandbox.
+            text: The content.
+            encoding: Its text encoding.
+        """
         await self.write_file(path, text.encode(encoding))
 
     def get_tools(self) -> list[AgentTool]:

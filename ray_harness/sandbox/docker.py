@@ -21,6 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
+from typing_extensions import override
 
 from ray_harness.sandbox._config import NAME_PATTERN, Settings, validated
 from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
@@ -118,6 +119,7 @@ class DockerSandbox(PosixShellSandbox):
         target = f"container={self.settings.container!r}" if self.settings.container else f"image={self.settings.image!r}"
         return f"DockerSandbox({target})"
 
+    @override
     def describe(self) -> str:
         if self.settings.container:
             return f"Docker container {self.settings.container}"
@@ -130,9 +132,11 @@ class DockerSandbox(PosixShellSandbox):
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
+    @override
     async def start(self) -> None:
         await asyncio.to_thread(self._ensure_container)
 
+    @override
     async def close(self) -> None:
         await asyncio.to_thread(self._close_blocking)
 
@@ -175,6 +179,7 @@ class DockerSandbox(PosixShellSandbox):
         self._recovery_changed()
         return container_id
 
+    @override
     def recovery_state(self) -> dict[str, Any]:
         state = super().recovery_state()
         if self._created and self._container_id is not None:
@@ -183,6 +188,7 @@ class DockerSandbox(PosixShellSandbox):
             state["container"] = self._container_id
         return state
 
+    @override
     async def recover(self, state: dict[str, Any]) -> None:
         old = state.get("created_container")
         if isinstance(old, str):

@@ -85,11 +85,21 @@ class SteeringContext:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The context as a JSON-ready dict ``{"data": {...}}`` (a deep copy).
+
+        Raises:
+            TypeError: ``data`` holds a value that is not JSON.
+        """
         json.dumps(self.data)  # fail loudly on non-JSON values
         return {"data": json.loads(json.dumps(self.data))}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> SteeringContext:
+        """Rebuild a context from :meth:`to_dict` output.
+
+        Raises:
+            ValueError: ``raw`` is not ``{"data": {...}}``.
+        """
         if not isinstance(raw, dict) or not isinstance(raw.get("data", {}), dict):
             raise ValueError("steering context must be {'data': {...}}")
         return cls(data=dict(raw.get("data", {})))
@@ -106,12 +116,34 @@ class SteeringHandler:
         self._guides = 0
 
     def steer_before_tool(self, event: BeforeToolCallEvent) -> SteeringAction | Any:
+        """Decide about a tool call before it runs. Override to enable.
+
+        Args:
+            event: The ``BeforeToolCallEvent`` (``event.tool_use`` is the call).
+
+        Returns:
+            ``SteerProceed()``, ``SteerGuide(message)`` or ``SteerInterrupt(reason)`` (``None`` proceeds).
+        """
         return SteerProceed()
 
     def steer_after_model(self, event: AfterModelCallEvent) -> SteeringAction | Any:
+        """Decide about a model response. Override to enable.
+
+        Args:
+            event: The ``AfterModelCallEvent`` (``event.stop_response.message`` is the reply).
+
+        Returns:
+            ``SteerProceed()`` or ``SteerGuide(message)`` (``None`` proceeds).
+        """
         return SteerProceed()
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        """Register callbacks for the ``steer_*`` methods this subclass overrides.
+
+        Args:
+            registry: The agent's hook registry.
+            **kwargs: Reserved for future use.
+        """
         cls = type(self)
         if cls.steer_before_tool is not SteeringHandler.steer_before_tool:
             registry.add_callback(BeforeToolCallEvent, self._before_tool, HookOrder.INTERVENTION_INPUT)

@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+from typing_extensions import override
+
 from ray_harness.types.content import ToolUse
 
 __all__ = ("ConcurrentToolExecutor", "SequentialToolExecutor", "ToolExecutor")
@@ -32,6 +34,7 @@ class ToolExecutor(ABC):
 class SequentialToolExecutor(ToolExecutor):
     """One tool at a time, in order; cancel is checked before each tool."""
 
+    @override
     async def execute(self, tool_uses: list[ToolUse], run_one: RunOne, cancel_signal: threading.Event,
                       skip: Callable[[ToolUse], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
         for tool_use in tool_uses:
@@ -44,6 +47,7 @@ class SequentialToolExecutor(ToolExecutor):
 class ConcurrentToolExecutor(ToolExecutor):
     """Every tool of the batch at once (the default); events are merged as they arrive."""
 
+    @override
     async def execute(self, tool_uses: list[ToolUse], run_one: RunOne, cancel_signal: threading.Event,
                       skip: Callable[[ToolUse], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
         if len(tool_uses) == 1:

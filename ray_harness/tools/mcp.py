@@ -41,6 +41,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._mcp_convert import to_tool_result, to_tool_spec
@@ -286,14 +287,17 @@ class MCPAgentTool(AgentTool):
         self._spec = to_tool_spec(mcp_tool, name)
 
     @property
+    @override
     def tool_name(self) -> str:
         return self._name
 
     @property
+    @override
     def tool_spec(self) -> ToolSpec:
         return self._spec
 
     @property
+    @override
     def tool_type(self) -> str:
         return "mcp"
 
@@ -305,6 +309,7 @@ class MCPAgentTool(AgentTool):
     def __repr__(self) -> str:
         return f"<mcp tool {self._name} via {self._client!r}>"
 
+    @override
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = tool_use["toolUseId"]
         arguments = tool_use.get("input") or {}
