@@ -67,7 +67,8 @@ E_contra = TypeVar("E_contra", bound=BaseHookEvent, contravariant=True)
 class HookCallback(Protocol[E_contra]):
     """A hook callback: takes the event, returns ``None`` or an awaitable (async callbacks)."""
 
-    def __call__(self, event: E_contra, /) -> Awaitable[None] | None: ...
+    def __call__(self, event: E_contra, /) -> Awaitable[None] | None:
+        """Handle ``event``."""
 
 
 @runtime_checkable

@@ -56,8 +56,9 @@ class Deny:
 
 @dataclass(frozen=True)
 class Guide:
-    """Give the model feedback; the feedback of every guiding handler is collected into one
-    ``GUIDANCE: [name] feedback`` block.
+    """Give the model feedback.
+
+    The feedback of every guiding handler is collected into one ``GUIDANCE: [name] feedback`` block.
 
     Attributes:
         feedback: The text for the model.

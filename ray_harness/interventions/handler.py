@@ -15,8 +15,11 @@ LIFECYCLE_METHODS = ("before_invocation", "before_model_call", "after_model_call
 
 
 class InterventionHandler(ABC):
-    """A policy. ``on_error``: ``"throw"`` (default, a broken policy stops the run), ``"deny"``
-    (fail closed) or ``"proceed"`` (fail open — the policy silently stops being enforced)."""
+    """A policy: override the lifecycle methods it cares about and return an action from each.
+
+    ``on_error``: ``"throw"`` (default, a broken policy stops the run), ``"deny"`` (fail closed) or
+    ``"proceed"`` (fail open — the policy silently stops being enforced).
+    """
 
     on_error: OnError = "throw"
 
@@ -38,9 +41,7 @@ class InterventionHandler(ABC):
         return Proceed()
 
     def before_tool_call(self, event: Any) -> InterventionAction | Any:
-        """Decide before each tool call (``BeforeToolCallEvent``); the only place ``Confirm`` works.
-        Override to enable.
-        """
+        """Decide before each tool call (``BeforeToolCallEvent``); the only place ``Confirm`` works. Override to enable."""
         return Proceed()
 
     def after_tool_call(self, event: Any) -> InterventionAction | Any:

@@ -139,8 +139,11 @@ class Sandbox(ABC):
     # -- recovery after a crash of the process that drives this sandbox ------------------------------
 
     def recovery_state(self) -> dict[str, Any]:
-        """JSON describing what a successor must clean up if this process died now (running commands,
-        created containers). A host (``RemoteSandbox``) records it whenever it changes."""
+        """JSON describing what a successor must clean up if this process died now.
+
+        That is running commands and created containers. A host (``RemoteSandbox``) records it whenever
+        it changes.
+        """
         return {}
 
     async def recover(self, state: dict[str, Any]) -> None:

@@ -64,8 +64,9 @@ class SessionManager(ABC):
     """Persists agents at the hook points; pass it as ``Agent(session_manager=...)``."""
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        """Hook the manager into an agent: restore at construction, persist each message, tool result and
-        invocation end.
+        """Hook the manager into an agent.
+
+        It restores the agent at construction and persists each message, tool result and invocation end.
 
         Args:
             registry: The agent's hook registry.

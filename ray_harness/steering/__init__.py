@@ -48,8 +48,10 @@ class SteerProceed:
 
 @dataclass(frozen=True)
 class SteerGuide:
-    """Redirect the model: before a tool, the tool is cancelled with ``message`` as its result;
-    after a model call, the reply is discarded and ``message`` is added for a retry.
+    """Redirect the model.
+
+    Before a tool, the tool is cancelled with ``message`` as its result; after a model call, the reply is
+    discarded and ``message`` is added for a retry.
 
     Attributes:
         message: The text the model sees.

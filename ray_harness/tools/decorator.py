@@ -59,9 +59,11 @@ class DecoratedFunctionTool(AgentTool):
 
     @property
     def original_function(self) -> Callable[..., Any]:
+        """The decorated function itself."""
         return self._func
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly, as if it were not decorated."""
         return self._func(*args, **kwargs)
 
     def __get__(self, instance: Any, owner: Any) -> Any:

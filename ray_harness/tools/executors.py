@@ -25,6 +25,8 @@ _DONE = object()
 
 
 class ToolExecutor(ABC):
+    """How one batch of tool calls runs; results are always yielded in ``toolUse`` order."""
+
     @abstractmethod
     def execute(self, tool_uses: list[ToolUse], run_one: RunOne, cancel_signal: threading.Event,
                 skip: Callable[[ToolUse], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:

@@ -156,6 +156,7 @@ class MCPClient:
 
     @property
     def config(self) -> MCPClientConfig:
+        """The client's configuration (what pickles and ships into Ray actors)."""
         return self._config
 
     def __getstate__(self) -> dict[str, Any]:
