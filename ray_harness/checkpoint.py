@@ -34,10 +34,16 @@ class Checkpoint:
             raise CheckpointException(f"checkpoint field 'cycle_index' must be a non-negative int, got {self.cycle_index!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The checkpoint as a JSON-ready dict (what ``{"checkpointResume": {"checkpoint": ...}}`` takes)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> Checkpoint:
+        """Validate and rebuild a checkpoint.
+
+        Raises:
+            CheckpointException: ``data`` is not a valid checkpoint; the message names the field.
+        """
         if not isinstance(data, dict):
             raise CheckpointException(f"checkpoint must be a dict, got {type(data).__name__}")
         version = data.get("schema_version")

@@ -38,11 +38,17 @@ class Interrupt:
     response: Any = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The interrupt as a JSON-ready dict (``id``, ``name``, ``reason``, ``response``)."""
         return asdict(self)
 
 
-class InterruptException(Exception):
-    """Raised by ``interrupt()`` when no response is known yet; the loop turns it into a pause."""
+class InterruptException(RayHarnessError):
+    """Raised by ``interrupt()`` when no response is known yet; the loop turns it into a pause.
+
+    A control-flow signal rather than a failure: the agent loop (or the graph) catches it and
+    returns ``stop_reason="interrupt"``. Code that wraps ``interrupt()`` calls in a broad
+    ``except`` must re-raise it.
+    """
 
     def __init__(self, interrupt: Interrupt) -> None:
         super().__init__(interrupt.name)
@@ -61,14 +67,17 @@ class InterruptState:
     activated: bool = False
 
     def activate(self) -> None:
+        """Mark the owner as interrupted (the next call must carry the responses)."""
         self.activated = True
 
     def deactivate(self) -> None:
+        """Forget every interrupt and its context (the run resumed to the end)."""
         self.interrupts = {}
         self.context = {}
         self.activated = False
 
     def pending(self) -> list[Interrupt]:
+        """The interrupts still waiting for a response."""
         return [item for item in self.interrupts.values() if item.response is None]
 
     def resume(self, prompt: Any) -> None:
@@ -100,6 +109,7 @@ class InterruptState:
             self.interrupts[key].response = value
 
     def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict (stored in sessions and snapshots)."""
         return {
             "interrupts": {key: item.to_dict() for key, item in self.interrupts.items()},
             "context": copy.deepcopy(self.context),
@@ -108,6 +118,11 @@ class InterruptState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InterruptState:
+        """Rebuild the state from :meth:`to_dict` output.
+
+        Raises:
+            RayHarnessError: ``data`` is malformed; the message names the field.
+        """
         if not isinstance(data, dict):
             raise RayHarnessError(f"interrupt state must be a dict, got {type(data).__name__}")
         raw = data.get("interrupts", {})

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the registry-free sandbox test image (SERVICES.md §1): a busybox-static rootfs fed to `docker import`.
+# Build the registry-free sandbox test image: a busybox-static rootfs fed to `docker import`.
 # Usage: scripts/build_test_image.sh [image-tag]   (DOCKER_HOST selects the engine; default tag rh-busybox:test)
 set -euo pipefail
 TAG="${1:-rh-busybox:test}"

@@ -50,11 +50,27 @@ def raise_or_respond(state: InterruptState, key: str, name: str, reason: Any) ->
 
 @dataclass
 class AgentInitializedEvent(HookEvent):
+    """Sent once, when an ``Agent`` has been constructed. Read-only.
+
+    Attributes:
+        agent: The new agent.
+    """
+
     agent: Agent
 
 
 @dataclass
 class BeforeInvocationEvent(HookEvent):
+    """Sent at the start of each invocation, before the prompt is added to the history.
+
+    Attributes:
+        agent: The agent being invoked.
+        invocation_state: The per-call ``invocation_state`` dict.
+        messages: The new messages of this call (writable: replace them to rewrite the prompt).
+        cancel: Writable. ``True`` or a text vetoes the invocation; the result's text is that text, or
+            "invocation denied by hook".
+    """
+
     agent: Agent
     invocation_state: dict[str, Any] = field(default_factory=dict)
     messages: list[Message] | None = None
@@ -64,6 +80,15 @@ class BeforeInvocationEvent(HookEvent):
 
 @dataclass
 class AfterInvocationEvent(HookEvent):
+    """Sent when an invocation ends, whatever its stop reason.
+
+    Attributes:
+        agent: The agent.
+        invocation_state: The per-call ``invocation_state`` dict.
+        result: The ``AgentResult`` (``None`` if the invocation raised).
+        resume: Writable. A prompt to run next, as a follow-up invocation.
+    """
+
     agent: Agent
     invocation_state: dict[str, Any] = field(default_factory=dict)
     result: AgentResult | None = None
@@ -72,11 +97,20 @@ class AfterInvocationEvent(HookEvent):
 
     @property
     def should_reverse_callbacks(self) -> bool:
+        """True: ``After*`` callbacks run in reverse registration order."""
         return True
 
 
 @dataclass
 class MessageAddedEvent(HookEvent):
+    """Sent after a message is appended to the agent's history. Read-only.
+
+    Attributes:
+        agent: The agent.
+        message: The message that was added.
+        invocation_state: The per-call ``invocation_state`` dict.
+    """
+
     agent: Agent
     message: Message
     invocation_state: dict[str, Any] = field(default_factory=dict)
@@ -84,6 +118,14 @@ class MessageAddedEvent(HookEvent):
 
 @dataclass
 class BeforeModelCallEvent(HookEvent):
+    """Sent before each model call.
+
+    Attributes:
+        agent: The agent.
+        invocation_state: The per-call ``invocation_state`` dict.
+        cancel: Writable. ``True`` or a text vetoes the call ("model call denied by hook").
+    """
+
     agent: Agent
     invocation_state: dict[str, Any] = field(default_factory=dict)
     cancel: bool | str = False
@@ -92,12 +134,29 @@ class BeforeModelCallEvent(HookEvent):
 
 @dataclass
 class ModelStopResponse:
+    """What a model call produced.
+
+    Attributes:
+        message: The assistant message.
+        stop_reason: The model's stop reason (``end_turn``, ``tool_use``, ...).
+    """
+
     message: Message
     stop_reason: str
 
 
 @dataclass
 class AfterModelCallEvent(HookEvent):
+    """Sent after each model call, successful or not.
+
+    Attributes:
+        agent: The agent.
+        invocation_state: The per-call ``invocation_state`` dict.
+        stop_response: The message and stop reason, or ``None`` when the call raised.
+        exception: The error the call raised, if any.
+        retry: Writable. ``True`` discards this response and calls the model again.
+    """
+
     agent: Agent
     invocation_state: dict[str, Any] = field(default_factory=dict)
     stop_response: ModelStopResponse | None = None
@@ -107,11 +166,21 @@ class AfterModelCallEvent(HookEvent):
 
     @property
     def should_reverse_callbacks(self) -> bool:
+        """True: ``After*`` callbacks run in reverse registration order."""
         return True
 
 
 @dataclass
 class BeforeToolsEvent(HookEvent):
+    """Sent before a batch of tool calls (the tool uses of one assistant message) runs.
+
+    Attributes:
+        agent: The agent.
+        message: The assistant message holding the tool uses.
+        invocation_state: The per-call ``invocation_state`` dict.
+        cancel: Writable. ``True`` or a text cancels the whole batch ("Tool cancelled by hook").
+    """
+
     agent: Agent
     message: Message
     invocation_state: dict[str, Any] = field(default_factory=dict)
@@ -119,12 +188,33 @@ class BeforeToolsEvent(HookEvent):
     _writable: ClassVar[frozenset[str]] = frozenset({"cancel"})
 
     def interrupt(self, name: str, reason: Any = None) -> Any:
+        """Pause the run for a human decision about this batch.
+
+        Args:
+            name: The interrupt's name (part of its deterministic id).
+            reason: What the human is asked; any JSON value.
+
+        Returns:
+            The response, once the run is resumed with one.
+
+        Raises:
+            InterruptException: The first time (the loop turns it into ``stop_reason="interrupt"``).
+        """
         key = f"v1:before_tools:{uuid.uuid5(uuid.NAMESPACE_OID, name)}"
         return raise_or_respond(self.agent._interrupt_state, key, name, reason)
 
 
 @dataclass
 class AfterToolsEvent(HookEvent):
+    """Sent after a batch of tool calls finished.
+
+    Attributes:
+        agent: The agent.
+        message: The user message holding the tool results.
+        invocation_state: The per-call ``invocation_state`` dict.
+        end_turn: Writable. ``True`` ends the invocation without another model call.
+    """
+
     agent: Agent
     message: Message
     invocation_state: dict[str, Any] = field(default_factory=dict)
@@ -133,11 +223,23 @@ class AfterToolsEvent(HookEvent):
 
     @property
     def should_reverse_callbacks(self) -> bool:
+        """True: ``After*`` callbacks run in reverse registration order."""
         return True
 
 
 @dataclass
 class BeforeToolCallEvent(HookEvent):
+    """Sent before each tool call.
+
+    Attributes:
+        agent: The agent.
+        selected_tool: The tool that will run (writable: swap in another), ``None`` for an unknown tool.
+        tool_use: The ``toolUse`` block (writable: rewrite the input).
+        invocation_state: The per-call ``invocation_state`` dict.
+        cancel_tool: Writable. ``True`` or a text cancels this call; the text (default "tool cancelled by user")
+            becomes its error result.
+    """
+
     agent: Agent
     selected_tool: AgentTool | None
     tool_use: ToolUse
@@ -146,12 +248,37 @@ class BeforeToolCallEvent(HookEvent):
     _writable: ClassVar[frozenset[str]] = frozenset({"cancel_tool", "selected_tool", "tool_use"})
 
     def interrupt(self, name: str, reason: Any = None) -> Any:
+        """Pause the run for a human decision about this tool call.
+
+        Args:
+            name: The interrupt's name; the id is ``v1:before_tool_call:<toolUseId>:<uuid5(name)>``.
+            reason: What the human is asked; any JSON value.
+
+        Returns:
+            The response, once the run is resumed with one.
+
+        Raises:
+            InterruptException: The first time (the loop turns it into ``stop_reason="interrupt"``).
+        """
         key = interrupt_id("before_tool_call", str(self.tool_use["toolUseId"]), name)
         return raise_or_respond(self.agent._interrupt_state, key, name, reason)
 
 
 @dataclass
 class AfterToolCallEvent(HookEvent):
+    """Sent after each tool call.
+
+    Attributes:
+        agent: The agent.
+        selected_tool: The tool that ran, ``None`` for an unknown tool.
+        tool_use: The ``toolUse`` block.
+        result: Writable. The ``toolResult`` the model will see.
+        invocation_state: The per-call ``invocation_state`` dict.
+        exception: What the tool raised, if it raised.
+        cancel_message: The cancel text, when the call was cancelled.
+        retry: Writable. ``True`` runs the tool again.
+    """
+
     agent: Agent
     selected_tool: AgentTool | None
     tool_use: ToolUse
@@ -164,6 +291,7 @@ class AfterToolCallEvent(HookEvent):
 
     @property
     def should_reverse_callbacks(self) -> bool:
+        """True: ``After*`` callbacks run in reverse registration order."""
         return True
 
 
@@ -172,28 +300,60 @@ class AfterToolCallEvent(HookEvent):
 
 @dataclass
 class MultiAgentInitializedEvent(BaseHookEvent):
+    """Sent once when a Graph or Swarm has been constructed (in the constructing process).
+
+    Attributes:
+        source: The Graph or Swarm.
+        invocation_state: Always empty here.
+    """
+
     source: Any
     invocation_state: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class BeforeMultiAgentInvocationEvent(BaseHookEvent):
+    """Sent at the start of a Graph or Swarm invocation.
+
+    Attributes:
+        source: The Graph or Swarm.
+        invocation_state: The per-call ``invocation_state`` dict.
+    """
+
     source: Any
     invocation_state: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class AfterMultiAgentInvocationEvent(BaseHookEvent):
+    """Sent when a Graph or Swarm invocation ends.
+
+    Attributes:
+        source: The Graph or Swarm.
+        invocation_state: The per-call ``invocation_state`` dict.
+    """
+
     source: Any
     invocation_state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def should_reverse_callbacks(self) -> bool:
+        """True: ``After*`` callbacks run in reverse registration order."""
         return True
 
 
 @dataclass
 class BeforeNodeCallEvent(BaseHookEvent):
+    """Sent before a Graph node or Swarm member runs.
+
+    Attributes:
+        source: The Graph or Swarm.
+        node_id: The node about to run.
+        invocation_state: The per-call ``invocation_state`` dict.
+        cancel_node: Writable. ``True`` or a text skips the node (under the ``"continue"`` failure policy the
+            graph goes on without it and its successors).
+    """
+
     source: Any
     node_id: str
     invocation_state: dict[str, Any] = field(default_factory=dict)
@@ -201,16 +361,37 @@ class BeforeNodeCallEvent(BaseHookEvent):
     _writable: ClassVar[frozenset[str]] = frozenset({"cancel_node"})
 
     def interrupt(self, name: str, reason: Any = None) -> Any:
+        """Pause the graph or swarm for a human decision before this node runs.
+
+        Args:
+            name: The interrupt's name; the id is ``v1:before_node_call:<node_id>:<uuid5(name)>``.
+            reason: What the human is asked; any JSON value.
+
+        Returns:
+            The response, once the run is resumed with one.
+
+        Raises:
+            InterruptException: The first time (the run ends with ``Status.INTERRUPTED``).
+        """
         key = interrupt_id("before_node_call", self.node_id, name)
         return raise_or_respond(self.source._interrupt_state, key, name, reason)
 
 
 @dataclass
 class AfterNodeCallEvent(BaseHookEvent):
+    """Sent after a Graph node or Swarm member ran.
+
+    Attributes:
+        source: The Graph or Swarm.
+        node_id: The node that ran.
+        invocation_state: The per-call ``invocation_state`` dict.
+    """
+
     source: Any
     node_id: str
     invocation_state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def should_reverse_callbacks(self) -> bool:
+        """True: ``After*`` callbacks run in reverse registration order."""
         return True

@@ -43,6 +43,7 @@ class BaseHookEvent:
 
     @property
     def should_reverse_callbacks(self) -> bool:
+        """Whether callbacks run in reverse registration order (``True`` for ``After*`` events)."""
         return False
 
     def _can_write(self, name: str) -> bool:
@@ -64,14 +65,23 @@ E_contra = TypeVar("E_contra", bound=BaseHookEvent, contravariant=True)
 
 
 class HookCallback(Protocol[E_contra]):
-    def __call__(self, event: E_contra, /) -> Awaitable[None] | None: ...
+    """A hook callback: takes the event, returns ``None`` or an awaitable (async callbacks)."""
+
+    def __call__(self, event: E_contra, /) -> Awaitable[None] | None:
+        """Handle ``event``."""
 
 
 @runtime_checkable
 class HookProvider(Protocol):
     """An object that registers a group of related callbacks."""
 
-    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None: ...
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        """Register this provider's callbacks on ``registry``.
+
+        Args:
+            registry: The agent's (or graph's) hook registry.
+            **kwargs: Reserved for future use.
+        """
 
 
 def is_hook_provider(value: Any) -> TypeGuard[HookProvider]:
@@ -105,12 +115,19 @@ class HookRegistry:
         self._sorted = {}
 
     def add_hook(self, provider: HookProvider) -> None:
+        """Let ``provider`` register its callbacks here.
+
+        Args:
+            provider: A ``HookProvider``.
+        """
         provider.register_hooks(self)
 
     def has_callbacks(self, event_type: type[BaseHookEvent]) -> bool:
+        """Whether any callback is registered for ``event_type`` (the loop skips building events nobody hears)."""
         return event_type in self._entries
 
     def get_callbacks_for(self, event: BaseHookEvent) -> list[Callable[[Any], Any]]:
+        """The callbacks for ``event`` in the order they run (by ``HookOrder``, then registration; reversed for ``After*``)."""
         key = (type(event), event.should_reverse_callbacks)
         cached = self._sorted.get(key)
         if cached is None:
@@ -153,6 +170,7 @@ class HookRegistry:
         return event, list(interrupts.values())
 
     def event_types(self) -> Iterable[type[BaseHookEvent]]:
+        """The event types that have callbacks."""
         return self._entries.keys()
 
 

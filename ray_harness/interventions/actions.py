@@ -34,16 +34,37 @@ def default_evaluate(response: Any) -> bool:
 
 @dataclass(frozen=True)
 class Proceed:
+    """Let the operation go ahead.
+
+    Attributes:
+        reason: Why (for logs; not shown to the model).
+    """
+
     reason: str | None = None
 
 
 @dataclass(frozen=True)
 class Deny:
+    """Stop the operation; later handlers are not asked. The model sees ``DENIED: <reason>``.
+
+    Attributes:
+        reason: Why, shown to the model.
+    """
+
     reason: str = ""
 
 
 @dataclass(frozen=True)
 class Guide:
+    """Give the model feedback.
+
+    The feedback of every guiding handler is collected into one ``GUIDANCE: [name] feedback`` block.
+
+    Attributes:
+        feedback: The text for the model.
+        reason: Why (for logs).
+    """
+
     feedback: str = ""
     reason: str | None = None
 

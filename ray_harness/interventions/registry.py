@@ -41,6 +41,13 @@ _EVENTS: dict[str, tuple[type, int]] = {
 
 
 class InterventionRegistry:
+    """An agent's intervention handlers, wired into its hooks (one callback per overridden lifecycle method).
+
+    Args:
+        agent: The agent whose hooks receive the callbacks.
+        handlers: The handlers, in arbitration order.
+    """
+
     def __init__(self, agent: Agent, handlers: list[InterventionHandler]) -> None:
         self._agent = agent
         self._handlers: list[InterventionHandler] = []
@@ -49,6 +56,15 @@ class InterventionRegistry:
             self.add(handler)
 
     def add(self, handler: InterventionHandler) -> None:
+        """Add a handler.
+
+        Args:
+            handler: An ``InterventionHandler``.
+
+        Raises:
+            TypeError: ``handler`` is not an ``InterventionHandler``.
+            ValueError: Its ``on_error`` is invalid or its name is already registered.
+        """
         if not isinstance(handler, InterventionHandler):
             raise TypeError(f"interventions must be InterventionHandler instances, got {handler!r}")
         if handler.on_error not in ("throw", "deny", "proceed"):

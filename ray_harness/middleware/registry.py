@@ -22,10 +22,22 @@ _PHASE_RANK = {"input": 0, "output": 1, "wrap": 2}
 
 
 class MiddlewareRegistry:
+    """The middleware of one agent, per stage, in run order (Input, then Wrap, then Output)."""
+
     def __init__(self) -> None:
         self._handlers: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
 
     def add_middleware(self, stage_or_phase: MiddlewareStage | _Phase, handler: Callable[..., Any]) -> None:
+        """Register ``handler`` on a stage (a Wrap) or on one of its phases.
+
+        Args:
+            stage_or_phase: ``InvokeModelStage`` / ``ExecuteToolStage`` (wrap), or their ``.Input`` / ``.Output``.
+            handler: ``ctx -> ctx`` (Input), ``result -> result`` (Output) or an async generator ``(ctx, next_fn)``
+                (Wrap).
+
+        Raises:
+            TypeError: An unknown stage, a non-callable handler, or a Wrap that is not an async generator function.
+        """
         if isinstance(stage_or_phase, _Phase):
             stage, phase = stage_or_phase.stage, stage_or_phase.phase
         elif isinstance(stage_or_phase, MiddlewareStage):
@@ -41,9 +53,11 @@ class MiddlewareRegistry:
         handlers.sort(key=lambda item: _PHASE_RANK[item[0]])  # stable: registration order within a phase
 
     def has(self, stage: MiddlewareStage) -> bool:
+        """Whether ``stage`` has any middleware."""
         return bool(self._handlers.get(stage.name))
 
     def compose(self, stage: MiddlewareStage, terminal: Next) -> Next:
+        """The stage's onion around ``terminal`` (``terminal`` itself when nothing is registered)."""
         handlers = self._handlers.get(stage.name)
         if not handlers:
             return terminal

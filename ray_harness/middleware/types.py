@@ -79,21 +79,40 @@ class ToolResultEvent(dict[str, Any]):
 
     @property
     def tool_result(self) -> ToolResult:
+        """The ``toolResult`` block."""
         return self["tool_result"]  # type: ignore[no-any-return]
 
 
 @dataclass
 class InvokeModelResult:
+    """What a model-stage Output handler receives and returns.
+
+    Attributes:
+        result: The model call's ``ModelStopReason``.
+    """
+
     result: ModelStopReason
 
 
 @dataclass
 class ExecuteToolResult:
+    """What a tool-stage Output handler receives and returns.
+
+    Attributes:
+        result: The tool call's ``ToolResultEvent``.
+    """
+
     result: ToolResultEvent
 
 
 @dataclass
 class MiddlewareInterruptResult:
+    """The answer to ``ExecuteToolContext.interrupt`` after resume.
+
+    Attributes:
+        response: The human's response.
+    """
+
     response: Any
 
 
@@ -109,6 +128,7 @@ class InvokeModelContext:
     invocation_state: dict[str, Any]
 
     def replace(self, **changes: Any) -> InvokeModelContext:
+        """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
 
@@ -123,6 +143,7 @@ class ExecuteToolContext:
     cancel_signal: threading.Event
 
     def replace(self, **changes: Any) -> ExecuteToolContext:
+        """A copy with ``changes`` applied (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
     def interrupt(self, name: str, reason: Any = None) -> MiddlewareInterruptResult:
@@ -136,6 +157,7 @@ class ExecuteToolContext:
 
 
 def copy_model_context(ctx: InvokeModelContext) -> InvokeModelContext:
+    """A context whose messages, tool specs and tool choice are deep copies of ``ctx``'s."""
     return InvokeModelContext(
         agent=ctx.agent,
         messages=copy.deepcopy(ctx.messages),

@@ -42,7 +42,7 @@ __all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "delegated_stream
            "node_result_from_agent", "node_result_from_multiagent", "node_type")
 
 DEFAULT_RUNTIME = "ray"
-"""The default ``runtime=`` (API.md): an embedded local Ray starts on first use when none is running."""
+"""The default ``runtime=`` of Graph and Swarm: an embedded local Ray starts on first use when none is running."""
 
 
 @runtime_checkable

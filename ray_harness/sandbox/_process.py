@@ -31,8 +31,11 @@ def live_process_groups() -> set[int]:
 
 
 def add_group_listener(listener: Callable[[set[int]], None]) -> None:
-    """Call ``listener(live_groups)`` whenever a group starts or ends (a sandbox actor records them, so
-    that after a crash its restarted self can kill what the dead process left running)."""
+    """Call ``listener(live_groups)`` whenever a process group starts or ends.
+
+    A sandbox actor records them, so that after a crash its restarted self can kill what the dead process
+    left running.
+    """
     _LISTENERS.append(listener)
 
 

@@ -1,11 +1,11 @@
-"""OpenSSH-style ``ssh_options`` for ``SshSandbox``, checked before paramiko ever parses them.
+r"""OpenSSH-style ``ssh_options`` for ``SshSandbox``, checked before paramiko ever parses them.
 
 Options that make the *local* machine run a command (``ProxyCommand``,
 ``LocalCommand``, ``PermitLocalCommand``, ``KnownHostsCommand``,
 ``Match exec``) are refused unless ``allow_unsafe_ssh_options=True``: an
 options dict is often assembled from configuration a model or a tenant can
 influence. Each key is one option name and each value one line, so a value
-cannot smuggle in a second option (``"22\\nProxyCommand evil"``).
+cannot smuggle in a second option (``"22\nProxyCommand evil"``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Checks that keep caller-supplied names out of shell syntax.
+r"""Checks that keep caller-supplied names out of shell syntax.
 
-Patterns are applied with ``fullmatch``: ``re.match(r"^[a-z]+$", "python3\\n")``
+Patterns are applied with ``fullmatch``: ``re.match(r"^[a-z]+$", "python3\n")``
 succeeds because ``$`` also matches before a trailing newline, which would let
 a second command ride along after the interpreter name.
 """

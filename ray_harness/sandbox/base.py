@@ -109,9 +109,25 @@ class Sandbox(ABC):
         return await _final(self.execute_code_streaming(code, language, timeout=timeout, cwd=cwd, env=env))
 
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """Read a text file.
+
+        Args:
+            path: The file in the sandbox.
+            encoding: Its text encoding.
+
+        Raises:
+            SandboxPathNotFoundError: The file does not exist.
+        """
         return (await self.read_file(path)).decode(encoding)
 
     async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
+        """Write a text file, replacing it.
+
+        Args:
+            path: The file in the sandbox.
+            text: The content.
+            encoding: Its text encoding.
+        """
         await self.write_file(path, text.encode(encoding))
 
     def get_tools(self) -> list[AgentTool]:
@@ -123,8 +139,11 @@ class Sandbox(ABC):
     # -- recovery after a crash of the process that drives this sandbox ------------------------------
 
     def recovery_state(self) -> dict[str, Any]:
-        """JSON describing what a successor must clean up if this process died now (running commands,
-        created containers). A host (``RemoteSandbox``) records it whenever it changes."""
+        """JSON describing what a successor must clean up if this process died now.
+
+        That is running commands and created containers. A host (``RemoteSandbox``) records it whenever
+        it changes.
+        """
         return {}
 
     async def recover(self, state: dict[str, Any]) -> None:

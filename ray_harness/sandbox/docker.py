@@ -21,6 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
+from typing_extensions import override
 
 from ray_harness.sandbox._config import NAME_PATTERN, Settings, validated
 from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
@@ -61,8 +62,11 @@ class DockerSandbox(PosixShellSandbox):
         docker_host: Engine URL; else ``DOCKER_HOST``; else the default socket.
         working_dir: Absolute directory commands start in (created with the container).
         user: ``user`` or ``uid:gid`` commands run as (and the created container's user).
-        network_mode, mem_limit, nano_cpus, pids_limit, read_only: Limits for a
-            created container (``read_only`` mounts a tmpfs on ``/tmp``).
+        network_mode: Network of a created container (default ``"none"``: no network).
+        mem_limit: Memory limit of a created container (bytes or ``"512m"``).
+        nano_cpus: CPU quota of a created container, in units of 1e-9 CPUs.
+        pids_limit: Maximum processes in a created container.
+        read_only: Create the container with a read-only root file system (and a tmpfs on ``/tmp``).
         max_output_chars: Retained stdout/stderr characters per stream.
     """
 
@@ -82,8 +86,8 @@ class DockerSandbox(PosixShellSandbox):
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         if container is not None and image is None and any(mark in container for mark in ":/@"):
-            # API.md's `DockerSandbox(container_or_image)`: container names never contain ":", "/" or "@",
-            # image references often do. A bare word stays a container name.
+            # The first argument is a container or an image (`DockerSandbox("python:3.12")`): container names
+            # never contain ":", "/" or "@", image references often do. A bare word stays a container name.
             container, image = None, container
         self.settings = validated(
             _DockerSettings, "DockerSandbox", container=container, image=image, docker_host=docker_host,
@@ -115,6 +119,7 @@ class DockerSandbox(PosixShellSandbox):
         target = f"container={self.settings.container!r}" if self.settings.container else f"image={self.settings.image!r}"
         return f"DockerSandbox({target})"
 
+    @override
     def describe(self) -> str:
         if self.settings.container:
             return f"Docker container {self.settings.container}"
@@ -127,9 +132,11 @@ class DockerSandbox(PosixShellSandbox):
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
+    @override
     async def start(self) -> None:
         await asyncio.to_thread(self._ensure_container)
 
+    @override
     async def close(self) -> None:
         await asyncio.to_thread(self._close_blocking)
 
@@ -172,6 +179,7 @@ class DockerSandbox(PosixShellSandbox):
         self._recovery_changed()
         return container_id
 
+    @override
     def recovery_state(self) -> dict[str, Any]:
         state = super().recovery_state()
         if self._created and self._container_id is not None:
@@ -180,6 +188,7 @@ class DockerSandbox(PosixShellSandbox):
             state["container"] = self._container_id
         return state
 
+    @override
     async def recover(self, state: dict[str, Any]) -> None:
         old = state.get("created_container")
         if isinstance(old, str):

@@ -1,10 +1,10 @@
-"""Errors raised by sandboxes.
+"""Errors raised by sandboxes (all are :class:`~ray_harness.types.exceptions.RayHarnessError`).
 
-SandboxTimeoutError(TimeoutError)            the wall-clock timeout expired; the process tree was killed
-SandboxPathNotFoundError(FileNotFoundError)  a file, directory or working directory does not exist
-SandboxError(RayHarnessError)                the sandbox could not run the operation at all
-├── UnknownHostKeyError                      SSH: the server's host key is not in known_hosts
-└── HostKeyMismatchError                     SSH: the server's host key differs from the known one
+SandboxTimeoutError(RayHarnessError, TimeoutError)            the wall-clock timeout expired; the process tree was killed
+SandboxPathNotFoundError(RayHarnessError, FileNotFoundError)  a file, directory or working directory does not exist
+SandboxError(RayHarnessError)                                 the sandbox could not run the operation at all
+├── UnknownHostKeyError                                       SSH: the server's host key is not in known_hosts
+└── HostKeyMismatchError                                      SSH: the server's host key differs from the known one
 
 A command that runs and fails is not an error: it is an ``ExecutionResult``
 with a non-zero exit code. Every class pickles with its attributes, because
@@ -12,8 +12,6 @@ sandboxes may run inside Ray actors.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from ray_harness.types.exceptions import RayHarnessError
 
@@ -26,14 +24,7 @@ __all__ = (
 )
 
 
-def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
-    error = cls.__new__(cls)
-    error.args = args
-    error.__dict__.update(state)
-    return error
-
-
-class SandboxTimeoutError(TimeoutError):
+class SandboxTimeoutError(RayHarnessError, TimeoutError):
     """The command ran longer than its timeout. ``stdout``/``stderr`` hold what it printed until then."""
 
     def __init__(self, seconds: float | None, stdout: str = "", stderr: str = "") -> None:
@@ -42,20 +33,13 @@ class SandboxTimeoutError(TimeoutError):
         self.stdout = stdout
         self.stderr = stderr
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # OSError.__reduce__ replays only args, which would drop the partial output.
-        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
-
-class SandboxPathNotFoundError(FileNotFoundError):
+class SandboxPathNotFoundError(RayHarnessError, FileNotFoundError):
     """``path`` does not exist in the sandbox (or is a file where a directory was needed)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(f"path not found in sandbox: {path}")
         self.path = path
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
 class SandboxError(RayHarnessError):

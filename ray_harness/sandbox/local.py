@@ -14,6 +14,8 @@ from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from pathlib import Path
 
+from typing_extensions import override
+
 from ray_harness.sandbox._engine import check_timeout
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
 from ray_harness.sandbox._process import stream_process
@@ -50,6 +52,7 @@ class LocalEnvironment(Sandbox):
     def __repr__(self) -> str:
         return f"LocalEnvironment(working_dir={self.working_dir!r})"
 
+    @override
     def describe(self) -> str:
         where = f" in {self.working_dir}" if self.working_dir else ""
         return f"this machine{where} (no isolation)"
@@ -70,6 +73,7 @@ class LocalEnvironment(Sandbox):
         extra = check_env(env)
         return {**os.environ, **extra} if extra else None
 
+    @override
     async def execute_streaming(
         self,
         command: str,
@@ -86,6 +90,7 @@ class LocalEnvironment(Sandbox):
             async for item in items:
                 yield item
 
+    @override
     async def execute_code_streaming(
         self,
         code: str,
@@ -105,6 +110,7 @@ class LocalEnvironment(Sandbox):
             async for item in items:
                 yield item
 
+    @override
     async def read_file(self, path: str) -> bytes:
         target = self._path(path)
         try:
@@ -112,6 +118,7 @@ class LocalEnvironment(Sandbox):
         except FileNotFoundError:
             raise SandboxPathNotFoundError(path) from None
 
+    @override
     async def write_file(self, path: str, content: bytes) -> None:
         data = as_bytes(content)
         target = self._path(path)
@@ -122,6 +129,7 @@ class LocalEnvironment(Sandbox):
 
         await asyncio.to_thread(write)
 
+    @override
     async def remove_file(self, path: str) -> None:
         target = self._path(path)
         if target.is_dir() and not target.is_symlink():
@@ -131,6 +139,7 @@ class LocalEnvironment(Sandbox):
         except FileNotFoundError:
             raise SandboxPathNotFoundError(path) from None
 
+    @override
     async def list_files(self, path: str = ".") -> list[FileInfo]:
         target = self._path(path)
         try:

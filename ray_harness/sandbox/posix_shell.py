@@ -31,6 +31,8 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any, Final, Self
 
+from typing_extensions import override
+
 from ray_harness.sandbox._engine import RawExecution, check_timeout, drive
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
 from ray_harness.sandbox._validation import check_language, export_lines, safe_path
@@ -96,6 +98,7 @@ class PosixShellSandbox(Sandbox):
 
     # -- execution ----------------------------------------------------------------------------------
 
+    @override
     async def execute_streaming(
         self,
         command: str,
@@ -111,6 +114,7 @@ class PosixShellSandbox(Sandbox):
             async for item in items:
                 yield item
 
+    @override
     async def execute_code_streaming(
         self,
         code: str,
@@ -176,9 +180,11 @@ class PosixShellSandbox(Sandbox):
         if changed:
             self._recovery_changed()
 
+    @override
     def recovery_state(self) -> dict[str, Any]:
         return {"groups": sorted(self.__dict__.get("_running_groups", ()))}
 
+    @override
     async def recover(self, state: dict[str, Any]) -> None:
         for pid in state.get("groups", []):
             if isinstance(pid, int):
@@ -213,6 +219,7 @@ class PosixShellSandbox(Sandbox):
 
     # -- files ----------------------------------------------------------------------------------------
 
+    @override
     async def read_file(self, path: str) -> bytes:
         quoted = safe_path(path)
         result = await self._script(
@@ -221,6 +228,7 @@ class PosixShellSandbox(Sandbox):
         _check_file_result(result, "read_file", path)
         return base64.b64decode(result.stdout)
 
+    @override
     async def write_file(self, path: str, content: bytes) -> None:
         data = as_bytes(content)
         quoted = safe_path(path)
@@ -237,6 +245,7 @@ class PosixShellSandbox(Sandbox):
             if offset >= len(data):
                 return
 
+    @override
     async def remove_file(self, path: str) -> None:
         quoted = safe_path(path)
         result = await self._script(
@@ -246,6 +255,7 @@ class PosixShellSandbox(Sandbox):
         )
         _check_file_result(result, "remove_file", path)
 
+    @override
     async def list_files(self, path: str = ".") -> list[FileInfo]:
         quoted = safe_path(path)
         # NUL-separated "<d|f><name>" records: any name (spaces, quotes, newlines) survives intact.

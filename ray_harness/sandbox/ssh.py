@@ -30,6 +30,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
+from typing_extensions import override
 
 from ray_harness.sandbox._config import Settings, validated
 from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
@@ -149,14 +150,17 @@ class SshSandbox(PosixShellSandbox):
     def __repr__(self) -> str:
         return f"SshSandbox(host={self.settings.host!r}, port={self.settings.port})"
 
+    @override
     def describe(self) -> str:
         return f"SSH host {self.settings.host}"
 
     # -- connection -----------------------------------------------------------------------------------
 
+    @override
     async def start(self) -> None:
         await asyncio.to_thread(self._connected)
 
+    @override
     async def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None

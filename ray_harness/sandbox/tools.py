@@ -13,6 +13,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.sandbox._output import RetainedOutput
@@ -35,6 +36,7 @@ MAX_TOOL_OUTPUT_CHARS: Final = 30_000
 
 
 def sandbox_tools(sandbox: Sandbox) -> list[AgentTool]:
+    """The ``sandbox_shell`` and ``sandbox_file_editor`` tools bound to ``sandbox``."""
     return [SandboxShellTool(sandbox), SandboxFileEditorTool(sandbox)]
 
 
@@ -69,10 +71,12 @@ class SandboxShellTool(AgentTool):
         self.sandbox = sandbox
 
     @property
+    @override
     def tool_name(self) -> str:
         return "sandbox_shell"
 
     @property
+    @override
     def tool_spec(self) -> ToolSpec:
         return {
             "name": "sandbox_shell",
@@ -90,6 +94,7 @@ class SandboxShellTool(AgentTool):
             }},
         }
 
+    @override
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = tool_use["toolUseId"]
         parsed = _parse(_ShellInput, tool_use, self.tool_name)
@@ -150,10 +155,12 @@ class SandboxFileEditorTool(AgentTool):
         self.sandbox = sandbox
 
     @property
+    @override
     def tool_name(self) -> str:
         return "sandbox_file_editor"
 
     @property
+    @override
     def tool_spec(self) -> ToolSpec:
         return {
             "name": "sandbox_file_editor",
@@ -180,6 +187,7 @@ class SandboxFileEditorTool(AgentTool):
             }},
         }
 
+    @override
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = tool_use["toolUseId"]
         parsed = _parse(_EditorInput, tool_use, self.tool_name)

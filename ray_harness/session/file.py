@@ -107,4 +107,5 @@ class FileSessionManager(RepositorySessionManager):
 
     @property
     def session_dir(self) -> Path:
+        """The directory that holds this session's files."""
         return self.storage_dir / f"session_{self.session_id}"

@@ -33,6 +33,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import override
+
 from ray_harness.agent.state import AgentState
 from ray_harness.hooks.events import AfterInvocationEvent, AfterToolCallEvent, AgentInitializedEvent, MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder, HookRegistry
@@ -62,6 +64,14 @@ class SessionManager(ABC):
     """Persists agents at the hook points; pass it as ``Agent(session_manager=...)``."""
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        """Hook the manager into an agent.
+
+        It restores the agent at construction and persists each message, tool result and invocation end.
+
+        Args:
+            registry: The agent's hook registry.
+            **kwargs: Reserved for future use.
+        """
         # Bound methods, not lambdas: an agent's hook registry must pickle (agents ship into actors).
         registry.add_callback(AgentInitializedEvent, self._on_agent_initialized, HookOrder.SDK_FIRST)
         registry.add_callback(MessageAddedEvent, self._on_message_added, HookOrder.SDK_FIRST)
@@ -146,6 +156,7 @@ class RepositorySessionManager(SessionManager):
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
+    @override
     def initialize(self, agent: Agent) -> None:
         agent_id = validate_id(agent.agent_id, "agent_id")
         if agent_id in self._trackers:
@@ -164,6 +175,7 @@ class RepositorySessionManager(SessionManager):
         self._trackers[agent_id] = tracker
         self._repair_dangling_tool_use(agent, tracker)
 
+    @override
     def append_message(self, message: Message, agent: Agent) -> None:
         tracker = self._tracker(agent)
         messages = agent.messages
@@ -177,12 +189,14 @@ class RepositorySessionManager(SessionManager):
             tracker.pending.clear()
         self._write_agent_if_changed(agent, tracker)
 
+    @override
     def record_tool_result(self, agent: Agent, result: Any) -> None:
         tracker = self._tracker(agent)
         if isinstance(result, dict) and isinstance(result.get("toolUseId"), str):
             tracker.pending[result["toolUseId"]] = dict(result)
             self._write_agent_if_changed(agent, tracker)
 
+    @override
     def sync_agent(self, agent: Agent) -> None:
         tracker = self._tracker(agent)
         for index in range(len(agent.messages)):
@@ -191,6 +205,7 @@ class RepositorySessionManager(SessionManager):
         tracker.pending.clear()  # the batch either finished (results are in history) or is in the interrupt state
         self._write_agent_if_changed(agent, tracker)
 
+    @override
     def on_history_truncated(self, agent: Agent, length: int) -> None:
         tracker = self._tracker(agent)
         self._delete_beyond(agent, tracker)
@@ -198,6 +213,7 @@ class RepositorySessionManager(SessionManager):
 
     # -- multi-agent ----------------------------------------------------------------------------------
 
+    @override
     def write_multi_agent_json(self, state: dict[str, Any], multi_agent_id: str = "default") -> None:
         if not isinstance(state, dict):
             raise TypeError(f"multi-agent state must be a dict, got {type(state).__name__}")
@@ -206,6 +222,7 @@ class RepositorySessionManager(SessionManager):
         self.repository.write_multi_agent(self.session_id, MultiAgentRecord(
             multi_agent_id=validate_id(multi_agent_id, "multi_agent_id"), state=state, created_at=created))
 
+    @override
     def read_multi_agent_json(self, multi_agent_id: str = "default") -> dict[str, Any] | None:
         record = self.repository.read_multi_agent(self.session_id, validate_id(multi_agent_id, "multi_agent_id"))
         return None if record is None else record.state

@@ -40,6 +40,7 @@ R = TypeVar("R", bound=BaseModel)
 
 
 def now() -> str:
+    """The current UTC time as an ISO 8601 string (the records' timestamps)."""
     return datetime.now(UTC).isoformat()
 
 
@@ -63,11 +64,15 @@ class _Record(BaseModel):
 
 
 class SessionRecord(_Record):
+    """A session: its id and kind."""
+
     session_id: str
     session_type: str = "AGENT"
 
 
 class AgentRecord(_Record):
+    """One agent of a session: its state, conversation manager state, interrupt state and pending results."""
+
     agent_id: str
     state: dict[str, Any] = Field(default_factory=dict)
     conversation_manager_state: dict[str, Any] = Field(default_factory=dict)
@@ -77,11 +82,15 @@ class AgentRecord(_Record):
 
 
 class MessageRecord(_Record):
+    """One message of an agent's history, at position ``message_id``."""
+
     message_id: int = Field(ge=0)
     message: Message
 
 
 class MultiAgentRecord(_Record):
+    """The state of one Graph or Swarm in a session."""
+
     multi_agent_id: str
     state: dict[str, Any]
 
@@ -98,6 +107,7 @@ def encode_json(value: Any) -> Any:
 
 
 def decode_json(value: Any) -> Any:
+    """The inverse of :func:`encode_json`: byte markers become ``bytes`` again."""
     if isinstance(value, dict):
         if len(value) == 1 and _BYTES_KEY in value and isinstance(value[_BYTES_KEY], str):
             return base64.b64decode(value[_BYTES_KEY])
@@ -108,6 +118,11 @@ def decode_json(value: Any) -> Any:
 
 
 def dump_record(record: BaseModel, location: str) -> bytes:
+    """``record`` as UTF-8 JSON bytes.
+
+    Raises:
+        SessionException: A value is not JSON serializable; the message names ``location``.
+    """
     try:
         text = json.dumps(encode_json(record.model_dump(mode="python")), ensure_ascii=False, indent=1,
                           allow_nan=False)

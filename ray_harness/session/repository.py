@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 
+from typing_extensions import override
+
 from ray_harness.session.records import (
     AgentRecord,
     MessageRecord,
@@ -39,31 +41,40 @@ class SessionRepository(ABC):
     """Read/write/list/delete of session, agent, message and multi-agent records."""
 
     @abstractmethod
-    def read_session(self, session_id: str) -> SessionRecord | None: ...
+    def read_session(self, session_id: str) -> SessionRecord | None:
+        """The session record, or ``None`` if the session does not exist."""
 
     @abstractmethod
-    def write_session(self, record: SessionRecord) -> None: ...
+    def write_session(self, record: SessionRecord) -> None:
+        """Create or replace the session record."""
 
     @abstractmethod
-    def delete_session(self, session_id: str) -> None: ...
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session and everything in it."""
 
     @abstractmethod
-    def read_agent(self, session_id: str, agent_id: str) -> AgentRecord | None: ...
+    def read_agent(self, session_id: str, agent_id: str) -> AgentRecord | None:
+        """The agent record, or ``None`` if the agent is not in the session."""
 
     @abstractmethod
-    def write_agent(self, session_id: str, record: AgentRecord) -> None: ...
+    def write_agent(self, session_id: str, record: AgentRecord) -> None:
+        """Create or replace an agent record."""
 
     @abstractmethod
-    def list_agents(self, session_id: str) -> list[str]: ...
+    def list_agents(self, session_id: str) -> list[str]:
+        """The ids of the agents stored in the session."""
 
     @abstractmethod
-    def delete_agent(self, session_id: str, agent_id: str) -> None: ...
+    def delete_agent(self, session_id: str, agent_id: str) -> None:
+        """Delete an agent record and its messages."""
 
     @abstractmethod
-    def read_message(self, session_id: str, agent_id: str, message_id: int) -> MessageRecord | None: ...
+    def read_message(self, session_id: str, agent_id: str, message_id: int) -> MessageRecord | None:
+        """One message record, or ``None``."""
 
     @abstractmethod
-    def write_message(self, session_id: str, agent_id: str, record: MessageRecord) -> None: ...
+    def write_message(self, session_id: str, agent_id: str, record: MessageRecord) -> None:
+        """Create or replace one message record (keyed by its ``message_id``)."""
 
     @abstractmethod
     def list_messages(self, session_id: str, agent_id: str) -> list[MessageRecord]:
@@ -74,10 +85,12 @@ class SessionRepository(ABC):
         """Delete every message whose ``message_id >= from_id``."""
 
     @abstractmethod
-    def read_multi_agent(self, session_id: str, multi_agent_id: str) -> MultiAgentRecord | None: ...
+    def read_multi_agent(self, session_id: str, multi_agent_id: str) -> MultiAgentRecord | None:
+        """The Graph/Swarm record, or ``None``."""
 
     @abstractmethod
-    def write_multi_agent(self, session_id: str, record: MultiAgentRecord) -> None: ...
+    def write_multi_agent(self, session_id: str, record: MultiAgentRecord) -> None:
+        """Create or replace a Graph/Swarm record."""
 
     def agent_location(self, session_id: str, agent_id: str) -> str:
         """Where the agent record lives, for error messages."""
@@ -130,20 +143,24 @@ class BlobSessionRepository(SessionRepository):
 
     # -- sessions -------------------------------------------------------------------------------------
 
+    @override
     def read_session(self, session_id: str) -> SessionRecord | None:
         key = f"{_session_dir(session_id)}/session.json"
         raw = self._read(key)
         return None if raw is None else parse_record(raw, SessionRecord, self._location(key))
 
+    @override
     def write_session(self, record: SessionRecord) -> None:
         key = f"{_session_dir(record.session_id)}/session.json"
         self._write(key, dump_record(record, self._location(key)))
 
+    @override
     def delete_session(self, session_id: str) -> None:
         self._delete_tree(_session_dir(session_id))
 
     # -- agents ---------------------------------------------------------------------------------------
 
+    @override
     def read_agent(self, session_id: str, agent_id: str) -> AgentRecord | None:
         key = f"{_agent_dir(session_id, agent_id)}/agent.json"
         raw = self._read(key)
@@ -155,17 +172,21 @@ class BlobSessionRepository(SessionRepository):
                                    f"not {agent_id!r}")
         return record
 
+    @override
     def agent_location(self, session_id: str, agent_id: str) -> str:
         return self._location(f"{_agent_dir(session_id, agent_id)}/agent.json")
 
+    @override
     def write_agent(self, session_id: str, record: AgentRecord) -> None:
         key = f"{_agent_dir(session_id, record.agent_id)}/agent.json"
         self._write(key, dump_record(record, self._location(key)))
 
+    @override
     def list_agents(self, session_id: str) -> list[str]:
         names = self._list_dir(f"{_session_dir(session_id)}/agents")
         return sorted(name.removeprefix("agent_") for name in names if name.startswith("agent_"))
 
+    @override
     def delete_agent(self, session_id: str, agent_id: str) -> None:
         self._delete_tree(_agent_dir(session_id, agent_id))
 
@@ -174,6 +195,7 @@ class BlobSessionRepository(SessionRepository):
     def _message_key(self, session_id: str, agent_id: str, message_id: int) -> str:
         return f"{_messages_dir(session_id, agent_id)}/message_{message_id}.json"
 
+    @override
     def read_message(self, session_id: str, agent_id: str, message_id: int) -> MessageRecord | None:
         key = self._message_key(session_id, agent_id, message_id)
         raw = self._read(key)
@@ -185,6 +207,7 @@ class BlobSessionRepository(SessionRepository):
                                    f"{record.message_id}, expected {message_id}")
         return record
 
+    @override
     def write_message(self, session_id: str, agent_id: str, record: MessageRecord) -> None:
         key = self._message_key(session_id, agent_id, record.message_id)
         self._write(key, dump_record(record, self._location(key)))
@@ -197,6 +220,7 @@ class BlobSessionRepository(SessionRepository):
                 ids.append(int(match.group(1)))
         return sorted(ids)
 
+    @override
     def list_messages(self, session_id: str, agent_id: str) -> list[MessageRecord]:
         ids = self._message_ids(session_id, agent_id)
         if ids != list(range(len(ids))):
@@ -213,6 +237,7 @@ class BlobSessionRepository(SessionRepository):
             records.append(record)
         return records
 
+    @override
     def delete_messages(self, session_id: str, agent_id: str, from_id: int) -> None:
         # Highest first: a crash midway leaves a contiguous prefix, which still lists cleanly.
         for message_id in reversed(self._message_ids(session_id, agent_id)):
@@ -221,11 +246,13 @@ class BlobSessionRepository(SessionRepository):
 
     # -- multi-agent ----------------------------------------------------------------------------------
 
+    @override
     def read_multi_agent(self, session_id: str, multi_agent_id: str) -> MultiAgentRecord | None:
         key = _multi_agent_key(session_id, multi_agent_id)
         raw = self._read(key)
         return None if raw is None else parse_record(raw, MultiAgentRecord, self._location(key))
 
+    @override
     def write_multi_agent(self, session_id: str, record: MultiAgentRecord) -> None:
         key = _multi_agent_key(session_id, record.multi_agent_id)
         self._write(key, dump_record(record, self._location(key)))

@@ -40,6 +40,7 @@ class S3SessionRepository(BlobSessionRepository):
 
     @property
     def client(self) -> Any:
+        """The boto3 S3 client, built on first use (so the repository pickles as configuration)."""
         if self._client is None:
             import boto3  # lazily: importing boto3 costs ~0.3 s
 

@@ -27,8 +27,11 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from typing_extensions import override
+
 from ray_harness.models.base import Model, ModelPrices, estimate_tokens
 from ray_harness.types.content import ContentBlock, Messages
+from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.streaming import StreamEvent, Usage
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
@@ -45,7 +48,7 @@ __all__ = (
 )
 
 
-class ScriptError(AssertionError):
+class ScriptError(RayHarnessError, AssertionError):
     """The script and the run disagree: an unscripted call, or steps left over."""
 
 
@@ -61,6 +64,7 @@ class ModelCall:
 
     @property
     def tool_names(self) -> tuple[str, ...]:
+        """The names of the tools offered to the model in this call."""
         return tuple(spec["name"] for spec in self.tool_specs)
 
     @property
@@ -83,6 +87,7 @@ class Step:
     chunk_delay: float = 0.0
 
     def resolved_stop_reason(self) -> str:
+        """The explicit stop reason, else ``tool_use`` when the step calls a tool, else ``end_turn``."""
         if self.stop_reason is not None:
             return self.stop_reason
         return "tool_use" if any("toolUse" in block for block in self.content) else "end_turn"
@@ -187,12 +192,15 @@ class ScriptedModel(Model):
 
     # -- Model protocol --------------------------------------------------------------------------
 
+    @override
     def update_config(self, **model_config: Any) -> None:
         self.config.update(model_config)
 
+    @override
     def get_config(self) -> dict[str, Any]:
         return dict(self.config)
 
+    @override
     async def stream(
         self,
         messages: Messages,
@@ -226,6 +234,7 @@ class ScriptedModel(Model):
 
     @property
     def remaining(self) -> int:
+        """Steps not used yet (0 for a looping script)."""
         return 0 if self._loop else len(self._steps) - self._cursor
 
     def assert_complete(self) -> None:

@@ -45,14 +45,17 @@ class AgentTool(ABC):
 
     @property
     @abstractmethod
-    def tool_name(self) -> str: ...
+    def tool_name(self) -> str:
+        """The name the model calls the tool by."""
 
     @property
     @abstractmethod
-    def tool_spec(self) -> ToolSpec: ...
+    def tool_spec(self) -> ToolSpec:
+        """The spec sent to the model (name, description, input schema)."""
 
     @property
     def tool_type(self) -> str:
+        """A label for telemetry (``python``, ``mcp``, ``agent``, ...)."""
         return "python"
 
     @abstractmethod
@@ -64,10 +67,13 @@ class AgentTool(ABC):
 class ToolProvider(Protocol):
     """A source of tools loaded when the agent first runs (e.g. an MCP client)."""
 
-    async def load_tools(self) -> list[AgentTool]: ...
+    async def load_tools(self) -> list[AgentTool]:
+        """Connect if needed and return the provider's tools (called at the agent's first invocation)."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the provider's connections and processes."""
 
 
 def error_result(tool_use_id: str, text: str) -> ToolResult:
+    """An error ``toolResult`` for ``tool_use_id`` with ``text`` as its content."""
     return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._threads import run_in_tool_thread
@@ -47,18 +48,22 @@ class DecoratedFunctionTool(AgentTool):
         functools.update_wrapper(self, func)
 
     @property
+    @override
     def tool_name(self) -> str:
         return self._name
 
     @property
+    @override
     def tool_spec(self) -> ToolSpec:
         return self._spec
 
     @property
     def original_function(self) -> Callable[..., Any]:
+        """The decorated function itself."""
         return self._func
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly, as if it were not decorated."""
         return self._func(*args, **kwargs)
 
     def __get__(self, instance: Any, owner: Any) -> Any:
@@ -96,6 +101,7 @@ class DecoratedFunctionTool(AgentTool):
             raise ValueError(describe_validation_error(error, "input")) from None
         return {name: getattr(validated, name) for name in type(validated).model_fields}
 
+    @override
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = tool_use["toolUseId"]
         try:

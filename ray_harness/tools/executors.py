@@ -14,6 +14,8 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+from typing_extensions import override
+
 from ray_harness.types.content import ToolUse
 
 __all__ = ("ConcurrentToolExecutor", "SequentialToolExecutor", "ToolExecutor", "ToolInterruptedMarker")
@@ -27,6 +29,8 @@ class ToolInterruptedMarker:
 
 
 class ToolExecutor(ABC):
+    """How one batch of tool calls runs; results are always yielded in ``toolUse`` order."""
+
     @abstractmethod
     def execute(self, tool_uses: list[ToolUse], run_one: RunOne, cancel_signal: threading.Event,
                 skip: Callable[[ToolUse], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
@@ -40,6 +44,7 @@ class SequentialToolExecutor(ToolExecutor):
     interrupts until it is resumed (they have no result yet, so the resume runs them after it).
     """
 
+    @override
     async def execute(self, tool_uses: list[ToolUse], run_one: RunOne, cancel_signal: threading.Event,
                       skip: Callable[[ToolUse], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
         for tool_use in tool_uses:
@@ -56,6 +61,7 @@ class SequentialToolExecutor(ToolExecutor):
 class ConcurrentToolExecutor(ToolExecutor):
     """Every tool of the batch at once (the default); events are merged as they arrive."""
 
+    @override
     async def execute(self, tool_uses: list[ToolUse], run_one: RunOne, cancel_signal: threading.Event,
                       skip: Callable[[ToolUse], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
         if len(tool_uses) == 1:

@@ -41,12 +41,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._mcp_convert import to_tool_result, to_tool_spec
 from ray_harness.tools._mcp_session import SessionRunner, describe_error
 from ray_harness.tools.base import AgentTool, ToolContext, error_result
 from ray_harness.types.content import ToolUse
+from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
 
@@ -60,11 +62,11 @@ _START_GRACE_SECONDS = 5.0  # beyond startup_timeout, for the session thread to 
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
-class MCPClientInitializationError(RuntimeError):
+class MCPClientInitializationError(RayHarnessError, RuntimeError):
     """The MCP server could not be started or reached; the message names the command or URL."""
 
 
-class MCPCallCancelled(Exception):
+class MCPCallCancelled(RayHarnessError):
     """The agent was cancelled while an MCP call was running (the server was sent ``notifications/cancelled``)."""
 
 
@@ -154,6 +156,7 @@ class MCPClient:
 
     @property
     def config(self) -> MCPClientConfig:
+        """The client's configuration (what pickles and ships into Ray actors)."""
         return self._config
 
     def __getstate__(self) -> dict[str, Any]:
@@ -285,14 +288,17 @@ class MCPAgentTool(AgentTool):
         self._spec = to_tool_spec(mcp_tool, name)
 
     @property
+    @override
     def tool_name(self) -> str:
         return self._name
 
     @property
+    @override
     def tool_spec(self) -> ToolSpec:
         return self._spec
 
     @property
+    @override
     def tool_type(self) -> str:
         return "mcp"
 
@@ -304,6 +310,7 @@ class MCPAgentTool(AgentTool):
     def __repr__(self) -> str:
         return f"<mcp tool {self._name} via {self._client!r}>"
 
+    @override
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = tool_use["toolUseId"]
         arguments = tool_use.get("input") or {}

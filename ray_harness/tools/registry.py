@@ -13,6 +13,8 @@ __all__ = ("AgentTool", "DecoratedFunctionTool", "ToolRegistry")
 
 
 class ToolRegistry:
+    """The tools of one agent, by name, plus the tool providers whose tools load at the first run."""
+
     def __init__(self) -> None:
         self._tools: dict[str, AgentTool] = {}
         self._providers: list[ToolProvider] = []
@@ -20,6 +22,7 @@ class ToolRegistry:
         self._specs: list[ToolSpec] | None = None
 
     def process_tools(self, tools: list[Any] | None) -> None:
+        """Register every item of ``tools`` (see :meth:`register`)."""
         for item in tools or []:
             self.register(item)
 
@@ -53,6 +56,7 @@ class ToolRegistry:
             self._add(agent_tool)
 
     async def load_providers(self) -> None:
+        """Load the tools of every provider once (MCP servers start here)."""
         if self._providers_loaded:
             return
         for provider in self._providers:
@@ -63,20 +67,25 @@ class ToolRegistry:
 
     @property
     def providers(self) -> list[ToolProvider]:
+        """The registered tool providers."""
         return list(self._providers)
 
     def get(self, name: str) -> AgentTool | None:
+        """The tool named ``name``, or ``None``."""
         return self._tools.get(name)
 
     @property
     def registry(self) -> dict[str, AgentTool]:
+        """Tool name → tool (the live mapping)."""
         return self._tools
 
     @property
     def names(self) -> list[str]:
+        """The tool names, in registration order."""
         return list(self._tools)
 
     def get_all_specs(self) -> list[ToolSpec]:
+        """The specs of every tool, in registration order (cached until a tool is added)."""
         if self._specs is None:
             self._specs = [t.tool_spec for t in self._tools.values()]
         return self._specs

@@ -37,37 +37,51 @@ ToolResultStatus = Literal["success", "error"]
 
 
 class ImageSource(TypedDict):
+    """The bytes of an image or document."""
+
     bytes: bytes
 
 
 class ImageContent(TypedDict):
+    """An image block: ``{"format": "png", "source": {"bytes": ...}}``."""
+
     format: str
     source: ImageSource
 
 
 class DocumentContent(TypedDict):
+    """A document block (``format`` such as ``pdf`` or ``txt``, a ``name``, and its bytes)."""
+
     format: str
     name: str
     source: ImageSource
 
 
 class ReasoningText(TypedDict):
+    """Visible model reasoning, with the provider's ``signature`` when it has one."""
+
     text: str
     signature: NotRequired[str]
 
 
 class ReasoningContent(TypedDict, total=False):
+    """A reasoning block: ``reasoningText`` or provider-encrypted ``redactedContent``."""
+
     reasoningText: ReasoningText
     redactedContent: bytes
 
 
 class ToolUse(TypedDict):
+    """A tool call requested by the model: its id, the tool's name and the JSON input."""
+
     toolUseId: str
     name: str
     input: Any
 
 
 class ToolResultContent(TypedDict, total=False):
+    """One piece of a tool result: ``text``, ``json``, ``image`` or ``document``."""
+
     text: str
     json: Any
     image: ImageContent
@@ -75,21 +89,29 @@ class ToolResultContent(TypedDict, total=False):
 
 
 class ToolResult(TypedDict):
+    """The result of one tool call, matched to its ``toolUse`` by ``toolUseId``."""
+
     toolUseId: str
     status: ToolResultStatus
     content: list[ToolResultContent]
 
 
 class InterruptResponse(TypedDict):
+    """A human's answer to one interrupt: ``{"interruptId": ..., "response": ...}``."""
+
     interruptId: str
     response: Any
 
 
 class InterruptResponseContent(TypedDict):
+    """A prompt block that answers an interrupt: ``{"interruptResponse": {...}}``."""
+
     interruptResponse: InterruptResponse
 
 
 class ContentBlock(TypedDict, total=False):
+    """One block of a message; exactly one key is set (``text``, ``toolUse``, ``toolResult``, ...)."""
+
     text: str
     toolUse: ToolUse
     toolResult: ToolResult
@@ -100,10 +122,14 @@ class ContentBlock(TypedDict, total=False):
 
 
 class SystemContentBlock(TypedDict, total=False):
+    """One block of a system prompt."""
+
     text: str
 
 
 class Message(TypedDict):
+    """A conversation message: ``{"role": "user" | "assistant", "content": [block, ...]}``."""
+
     role: Role
     content: list[ContentBlock]
 

@@ -1,4 +1,4 @@
-"""Exceptions raised by ray_harness.
+"""Exceptions raised by ray_harness: every one of them is a :class:`RayHarnessError`.
 
 RayHarnessError
 ├── ModelThrottledException        the provider rate-limited us (retryable)
@@ -9,11 +9,16 @@ RayHarnessError
 ├── StructuredOutputException      the model never produced the structured output
 ├── SessionException               a session store is unreadable or inconsistent
 ├── EventLoopException             the agent loop failed (wraps the cause)
-├── ModelConfigurationError        no model, or a model that cannot be built
+├── ModelConfigurationError        no model, or a model that cannot be built (also ValueError)
 └── RemoteActorError               the Ray actor behind a handle died
 
-``InterruptException`` (in :mod:`ray_harness.interrupts`) is a control-flow
-signal, not an error, and is not part of this tree.
+Other modules add their own, under the same base (and a built-in base where
+one fits, so ``except TimeoutError`` keeps working): the sandbox errors
+(:mod:`ray_harness.sandbox.errors`), the MCP client's
+``MCPClientInitializationError`` (also ``RuntimeError``) and
+``MCPCallCancelled``, ``ScriptError`` of the scripted test model (also
+``AssertionError``), and ``InterruptException``, the control-flow signal of
+human-in-the-loop pauses, which the loop turns into ``stop_reason="interrupt"``.
 
 Every class pickles with its attributes intact, because errors cross Ray
 actor boundaries (``BaseException.__reduce__`` replays only ``args``).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Docker engine for the sandbox tests (SERVICES.md §1): Debian's docker.io started in the background with no
+# Docker engine for the sandbox tests: Debian's docker.io started in the background with no
 # iptables and no bridge, its state under a temp dir, reachable on a unix socket; plus the busybox test image.
 # Idempotent: a running engine from an earlier run is reused. Exports DOCKER_HOST and RAY_HARNESS_TEST_IMAGE.
 set -euo pipefail

@@ -7,7 +7,7 @@ import pytest
 from ray_harness import Agent, tool
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.hooks import BeforeToolCallEvent
-from ray_harness.steering import Guide, Interrupt, Proceed, SteeringContext, SteeringHandler
+from ray_harness.steering import SteerGuide, SteeringContext, SteeringHandler, SteerInterrupt, SteerProceed
 from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.types.exceptions import CheckpointException
 
@@ -104,10 +104,10 @@ class SpendingGuard(SteeringHandler):
         total = self.steering_context.data.get("spent", 0) + event.tool_use["input"]["amount"]
         self.steering_context.data["spent"] = total
         if total > 1000:
-            return Interrupt(reason=f"total ${total} exceeds $1000")
+            return SteerInterrupt(reason=f"total ${total} exceeds $1000")
         if total > 500:
-            return Guide(message=f"total ${total} is close to the limit; confirm with the user")
-        return Proceed()
+            return SteerGuide(message=f"total ${total} is close to the limit; confirm with the user")
+        return SteerProceed()
 
 
 def test_steering_proceed_guide_and_interrupt() -> None:
@@ -132,8 +132,8 @@ def test_steer_after_model_guides_a_retry() -> None:
         def steer_after_model(self, event):  # type: ignore[no-untyped-def,override]
             message = event.stop_response.message
             if "maybe" in message["content"][0]["text"]:
-                return Guide(message="Give a definite answer.")
-            return Proceed()
+                return SteerGuide(message="Give a definite answer.")
+            return SteerProceed()
 
     model = ScriptedModel(text("maybe later"), text("yes"))
     agent = Agent(model, hooks=[Critic()])

@@ -1,0 +1,147 @@
+"""Every script in examples/ runs offline (ScriptedModel) and prints what its docstring promises.
+
+Scripts run as subprocesses, as a user runs them. The ones on Ray get ``RAY_ADDRESS`` of the test session's
+Ray, so they join it instead of starting their own.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import missing_service
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def _run(script: str, *args: str, ray_address: str | None = None, timeout: float = 240) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), *args], cwd=ROOT, env=env, timeout=timeout,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{script} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture
+def ray_address(ray_session: dict[str, Any]) -> str:
+    return str(ray_session["gcs_address"])
+
+
+def test_every_example_has_a_docstring_and_a_model_option() -> None:
+    scripts = sorted(path for path in EXAMPLES.glob("*.py"))
+    assert {path.name for path in scripts} >= {
+        "quickstart.py", "human_approval_across_processes.py", "swarm_support_desk.py", "docker_sandbox_coder.py",
+        "mcp_tools.py", "cancel_fanout.py", "graph_eval_on_cluster.py", "approval.py", "demo.py"}
+    for path in scripts:
+        source = path.read_text()
+        assert ast.get_docstring(ast.parse(source)), f"{path.name} has no module docstring"
+        if path.name not in ("approval.py", "demo.py"):
+            assert '"--model"' in source, f"{path.name} has no --model option"
+
+
+# -- in-process examples ---------------------------------------------------------------------------------------
+
+def test_quickstart() -> None:
+    out = _run("quickstart.py")
+    assert "[hook] calling stock({'item': 'apples'})" in out
+    assert "[hook] clear_inventory -> error: {'text': 'clear_inventory is not allowed in this shop'}" in out
+    assert "[hook] invocation finished: end_turn" in out
+    assert "answer: We have 12 apples and no pears." in out
+    assert "inventory untouched: True" in out
+
+
+def test_approval_and_demo_still_run() -> None:
+    assert "old.log still exists: False" in _run("approval.py", "--yes")
+    assert "[stop_reason=end_turn" in _run("demo.py")
+
+
+def test_swarm_support_desk_locally() -> None:
+    out = _run("swarm_support_desk.py")
+    assert "[handoff] ['triage'] -> ['billing']" in out
+    assert "members: triage -> billing -> tech" in out
+    assert "status=completed" in out
+
+
+def test_cancel_fanout_locally() -> None:
+    out = _run("cancel_fanout.py", "--runtime", "local")
+    assert "all 100 workers are running; cancelling" in out
+    assert "graph status=cancelled; node statuses: {'cancelled': 100, 'completed': 1}" in out
+    assert "cancel -> result latency:" in out
+
+
+def test_mcp_tools_with_the_real_time_server() -> None:
+    try:
+        import mcp_server_time  # noqa: F401
+    except ImportError:
+        missing_service("mcp-server-time is not installed (pip install -e '.[dev]')")
+    out = _run("mcp_tools.py")
+    assert "tools from the server: ['time_convert_time', 'time_get_current_time']" in out
+    assert '"timezone": "Asia/Tokyo"' in out and "17:30:00+09:00" in out  # 09:30 in Paris in winter
+
+
+def test_docker_sandbox_coder() -> None:
+    image = os.environ.get("RAY_HARNESS_TEST_IMAGE", "rh-busybox:test")
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get(image)
+        client.close()
+    except Exception as error:
+        missing_service(f"dockerd with image {image} (run scripts/ci/docker.sh): {error}")
+    out = _run("docker_sandbox_coder.py", "--image", image)
+    assert "agent: fib.sh ran in the container and printed: 0 1 1 2 3 5 8 13 21 34" in out
+    assert "run again with box.execute: exit 0, last number 34" in out
+
+
+# -- examples on the session's Ray -----------------------------------------------------------------------------
+
+@pytest.mark.ray
+def test_human_approval_across_processes(ray_address: str) -> None:
+    out = _run("human_approval_across_processes.py", ray_address=ray_address)
+    lines = out.splitlines()
+    first = next(line for line in lines if "stop_reason=interrupt" in line)
+    second = next(line for line in lines if "stop_reason=end_turn" in line)
+    assert first.split("]")[0] != second.split("]")[0]  # two different driver processes
+    assert "waiting for a human: refund-approval: Refund $42.50 on order A-1001?" in out
+    assert "answer: Done: refunded $42.50 on order A-1001." in out
+
+
+@pytest.mark.ray
+def test_human_approval_rejected(ray_address: str) -> None:
+    out = _run("human_approval_across_processes.py", "--reject", ray_address=ray_address)
+    assert "answer: Done: refund of order A-1001 rejected by a human." in out
+
+
+@pytest.mark.ray
+def test_swarm_support_desk_on_ray(ray_address: str) -> None:
+    out = _run("swarm_support_desk.py", "--runtime", "ray", ray_address=ray_address)
+    assert "members: triage -> billing -> tech" in out
+    assert "status=completed" in out
+
+
+@pytest.mark.ray
+def test_cancel_fanout_on_ray(ray_address: str) -> None:
+    out = _run("cancel_fanout.py", ray_address=ray_address)
+    assert "graph status=cancelled; node statuses: {'cancelled': 100, 'completed': 1}" in out
+    assert "(ray runtime)" in out
+
+
+@pytest.mark.ray
+def test_graph_eval_on_cluster(ray_address: str, tmp_path: Path) -> None:
+    output = tmp_path / "results.jsonl"
+    out = _run("graph_eval_on_cluster.py", "--output", str(output), ray_address=ray_address)
+    assert "rows 6  errors 0  tokens 2400" in out
+    assert "score names_the_product: mean 1.00 over 6 rows" in out
+    assert len(output.read_text().splitlines()) == 6
