@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -583,3 +584,22 @@ def test_unknown_entry_point_and_failing_install_name_the_extension(monkeypatch:
     loading.reset()
     with pytest.raises(ExtensionError, match="unknown extension 'no_such_ext'"):
         Agent(ScriptedModel(text("ok")))("x")
+
+
+def test_the_example_timing_plugin() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "examples" / "timing_plugin" / "ray_harness_timing" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("ray_harness_timing_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    use(module.install)
+    agent = Agent(ScriptedModel(ModelThrottledException("slow"), tool_call("lookup", {"key": "k"}), text("done")),
+                  tools=[lookup], retry_strategy=ModelRetryStrategy(clock=FakeClock()))
+    agent("x")
+    timing = agent.state.get("timing")
+    assert (timing["model_calls"], timing["provider_requests"], timing["tool_calls"]) == (2, 3, 1)
+    assert set(timing["tools"]) == {"lookup"}
