@@ -51,6 +51,8 @@ _LIFECYCLE = ("before_agent", "abefore_agent", "before_model", "abefore_model", 
 _ASYNC_WRAP = {Placement.MODEL_LOGICAL: "awrap_model_call", Placement.MODEL_PHYSICAL: "awrap_model_call",
                Placement.TOOL_VISIBLE: "awrap_tool_call", Placement.TOOL_RAW: "awrap_tool_call"}
 _sync_only_warned: set[tuple[type, str]] = set()
+_CACHE_SIZE = 256
+_resolved: dict[tuple[Any, ...], Resolution] = {}
 
 # Host anchors of each stack, outer to inner, and where each placement goes relative to them.
 RETRY, MODEL_STAGES, PROVIDER = "[retry layer]", "[add_middleware model stages]", "[provider]"
@@ -95,30 +97,67 @@ def assemble(agent: Agent, inv: Invocation) -> ExtensionChain | None:
                     placed.append((item.order, len(placed), extension.use, item))
     if not placed:
         return None
-    placed.sort(key=lambda entry: (entry[0], entry[1]))  # lower order outer; registration order breaks ties
-    counts: dict[type, int] = {}
-    wrappers = []
-    for order, _, use, item in placed:
-        kind = type(item.middleware)
-        number = counts.get(kind, 0)
-        counts[kind] = number + 1
-        name = _UNSAFE.sub("_", f"extension_{use}_{kind.__name__}_{number}")
-        wrappers.append(Wrapper(use, item.middleware, item.placement, order, name))
-    chain = ExtensionChain(agent, inv, wrappers)
-    check_invariants(model_stack(chain.by_placement, retry=agent.retry_strategy is not None), "model")
-    check_invariants(tool_stack(chain.by_placement), "tool")
-    return chain
+    retry = agent.retry_strategy is not None
+    key = (retry, tuple((use, id(item)) for _, _, use, item in placed))
+    cached = _resolved.get(key)
+    if cached is None or any(a is not b for a, b in zip(cached.items, (entry[3] for entry in placed), strict=True)):
+        cached = _resolved[key] = Resolution(placed, retry)
+        if len(_resolved) > _CACHE_SIZE:
+            _resolved.pop(next(iter(_resolved)))
+    if not retry and cached.logical_wrappers:
+        for use in dict.fromkeys(wrapper.use for wrapper in cached.logical_wrappers):
+            logger.warning("Extension %s: placement MODEL_LOGICAL fell back to a secondary anchor (primary anchor "
+                           "%s is absent from this stack: retry_strategy=None); it sits at the outermost model "
+                           "position", use, RETRY)
+    return ExtensionChain(agent, inv, cached)
+
+
+class Resolution:
+    """Contributions resolved onto the stacks and checked. Pure in its inputs, so reused while they repeat
+    (contributors usually return the same placements every time)."""
+
+    def __init__(self, placed: list[tuple[int, int, str, MiddlewarePlacement]], retry: bool) -> None:
+        self.items = tuple(entry[3] for entry in placed)
+        placed = sorted(placed, key=lambda entry: (entry[0], entry[1]))  # lower order outer; then registration
+        counts: dict[type, int] = {}
+        self.by_placement: dict[Placement, list[Wrapper]] = {}
+        for order, _, use, item in placed:
+            kind = type(item.middleware)
+            number = counts.get(kind, 0)
+            counts[kind] = number + 1
+            name = _UNSAFE.sub("_", f"extension_{use}_{kind.__name__}_{number}")
+            self.by_placement.setdefault(item.placement, []).append(Wrapper(use, item.middleware, item.placement,
+                                                                            order, name))
+        check_invariants(model_stack(self.by_placement, retry=retry), "model")
+        check_invariants(tool_stack(self.by_placement), "tool")
+        self.logical_wrappers = self._active(Placement.MODEL_LOGICAL)
+        self.physical_wrappers = self._active(Placement.MODEL_PHYSICAL)
+        self.visible_wrappers = self._active(Placement.TOOL_VISIBLE)
+        self.raw_wrappers = self._active(Placement.TOOL_RAW)
+        self.standard = [wrapper for wrapper in self.by_placement.get(Placement.STANDARD, [])
+                         if any(implemented(wrapper.middleware, hook) for hook in _LIFECYCLE)]
+        self.model_names = [wrapper.name for wrapper in self.logical_wrappers + self.physical_wrappers]
+        self.tool_names = [wrapper.name for wrapper in self.visible_wrappers + self.raw_wrappers]
+
+    def _active(self, placement: Placement) -> list[Wrapper]:
+        """Wrappers whose async wrap hook exists; a sync-only one is a pass-through on the async path."""
+        hook = _ASYNC_WRAP[placement]
+        active = []
+        for wrapper in self.by_placement.get(placement, []):
+            if implemented(wrapper.middleware, hook):
+                active.append(wrapper)
+            elif implemented(wrapper.middleware, hook[1:]) and (type(wrapper.middleware), hook) not in _sync_only_warned:
+                _sync_only_warned.add((type(wrapper.middleware), hook))
+                logger.warning("Extension %s: %s implements only %s; invocations take the async path, where it is "
+                               "passed through (implement %s to observe calls)", wrapper.use,
+                               type(wrapper.middleware).__name__, hook[1:], hook)
+        return active
 
 
 def model_stack(by_placement: dict[Placement, list[Wrapper]], *, retry: bool) -> list[Any]:
     """The final model stack, outer to inner: wrappers and host anchors (strings)."""
     stack: list[Any] = ([RETRY] if retry else []) + [MODEL_STAGES, PROVIDER]
     logical = by_placement.get(Placement.MODEL_LOGICAL, [])
-    if not retry and logical:
-        for use in dict.fromkeys(wrapper.use for wrapper in logical):
-            logger.warning("Extension %s: placement MODEL_LOGICAL fell back to a secondary anchor (primary anchor "
-                           "%s is absent from this stack: retry_strategy=None); it sits at the outermost model "
-                           "position", use, RETRY)
     stack = _insert(stack, logical, RETRY if retry else MODEL_STAGES)
     return _insert(stack, by_placement.get(Placement.MODEL_PHYSICAL, []), ANCHORS[Placement.MODEL_PHYSICAL][0])
 
@@ -173,36 +212,19 @@ def check_invariants(stack: list[Any], axis: str) -> None:
 class ExtensionChain:
     """The resolved contributions of one chain, its task store, and the layers the loop runs."""
 
-    def __init__(self, agent: Agent, inv: Invocation, wrappers: list[Wrapper]) -> None:
+    def __init__(self, agent: Agent, inv: Invocation, resolution: Resolution) -> None:
         self.store = ExtensionData()
-        self.by_placement: dict[Placement, list[Wrapper]] = {}
-        for wrapper in wrappers:
-            self.by_placement.setdefault(wrapper.placement, []).append(wrapper)
-        self.logical_wrappers = self._active(Placement.MODEL_LOGICAL)
-        self.physical_wrappers = self._active(Placement.MODEL_PHYSICAL)
-        self.visible_wrappers = self._active(Placement.TOOL_VISIBLE)
-        self.raw_wrappers = self._active(Placement.TOOL_RAW)
-        self.standard = [wrapper for wrapper in self.by_placement.get(Placement.STANDARD, [])
-                         if any(implemented(wrapper.middleware, hook) for hook in _LIFECYCLE)]
-        self.model_names = [wrapper.name for wrapper in self.logical_wrappers + self.physical_wrappers]
-        self.tool_names = [wrapper.name for wrapper in self.visible_wrappers + self.raw_wrappers]
+        self.by_placement = resolution.by_placement
+        self.logical_wrappers = resolution.logical_wrappers
+        self.physical_wrappers = resolution.physical_wrappers
+        self.visible_wrappers = resolution.visible_wrappers
+        self.raw_wrappers = resolution.raw_wrappers
+        self.standard = resolution.standard
+        self.model_names = resolution.model_names
+        self.tool_names = resolution.tool_names
         self._agent = agent
         self._inv = inv
         self._raw_fallback_warned: set[str] = set()
-
-    def _active(self, placement: Placement) -> list[Wrapper]:
-        """Wrappers whose async wrap hook exists; a sync-only one is a pass-through on the async path."""
-        hook = _ASYNC_WRAP[placement]
-        active = []
-        for wrapper in self.by_placement.get(placement, []):
-            if implemented(wrapper.middleware, hook):
-                active.append(wrapper)
-            elif implemented(wrapper.middleware, hook[1:]) and (type(wrapper.middleware), hook) not in _sync_only_warned:
-                _sync_only_warned.add((type(wrapper.middleware), hook))
-                logger.warning("Extension %s: %s implements only %s; invocations take the async path, where it is "
-                               "passed through (implement %s to observe calls)", wrapper.use,
-                               type(wrapper.middleware).__name__, hook[1:], hook)
-        return active
 
     # -- lifecycle (STANDARD) -----------------------------------------------------------------------------
 
@@ -224,7 +246,8 @@ class ExtensionChain:
     async def _logical_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
                             ) -> AsyncGenerator[Any, None]:
         agent, inv = self._agent, self._inv
-        await self.lifecycle("before_model")
+        if self.standard:
+            await self.lifecycle("before_model")
 
         def retry_layer(_: Any) -> AsyncGenerator[Any, None]:
             return call_model(agent, inv)
@@ -240,7 +263,8 @@ class ExtensionChain:
             if isinstance(event, ModelStopReason):
                 stop = event
             yield event
-        await self.lifecycle("after_model", stop)
+        if self.standard:
+            await self.lifecycle("after_model", stop)
 
     def physical(self, terminal: Callable[[Any], AsyncGenerator[Any, None]]) -> Callable[[Any], Any]:
         """The provider terminal wrapped in the ``MODEL_PHYSICAL`` layers (unchanged without any)."""

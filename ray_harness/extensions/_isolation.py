@@ -227,6 +227,10 @@ async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[An
             value = await _Forward(yielded)
         except BaseException as error:  # cancellation and the like go into the hook, as a Task would
             thrown = error
+    if hook_error is None and call.finished and call.error is None and not call.buffer:
+        if call.outcome is not _MISSING:  # the common case: one well-behaved call
+            yield call.outcome
+        return
     async for event in _settle(wrapper, hook_name, request, call, hook_error, pass_through):
         yield event
 
