@@ -89,6 +89,35 @@ async def _time(variant: str, invocations: int) -> float:
     return (time.perf_counter() - started) / invocations
 
 
+async def _bare(request: Any) -> Any:
+    yield _RESULT
+
+
+_RESULT = object()
+
+
+async def _iterate(layer: Any, count: int) -> float:
+    started = time.perf_counter()
+    for _ in range(count):
+        async for _event in layer(None):
+            pass
+    return (time.perf_counter() - started) / count
+
+
+async def layer_alone(count: int, repeats: int) -> dict[str, float]:
+    """One observing wrapper around a one-event generator vs that generator alone (min of ``repeats``):
+    the layer's own cost, and the bare generator as the machine's yardstick (≈0.5 µs on a quiet VM)."""
+    from ray_harness.extensions._isolation import Wrapper, wrap_layer
+    from ray_harness.extensions.types import ExtensionData
+
+    wrapper = Wrapper("bench", ModelObserver(), Placement.MODEL_LOGICAL, 0, "extension_bench_ModelObserver_0")
+    layer = wrap_layer(wrapper, "awrap_model_call", lambda request: request, _bare, lambda event: event is _RESULT,
+                       lambda event: event, ExtensionData())
+    bare = min([await _iterate(_bare, count) for _ in range(repeats)])
+    wrapped = min([await _iterate(layer, count) for _ in range(repeats)])
+    return {"bare_generator_us": bare * 1e6, "layer_us": (wrapped - bare) * 1e6}
+
+
 async def run(invocations: int, repeats: int) -> dict[str, Any]:
 
     samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
@@ -97,7 +126,9 @@ async def run(invocations: int, repeats: int) -> dict[str, Any]:
             samples[name].append(await _time(name, invocations))
     loading.reset()
     median = {name: statistics.median(values) for name, values in samples.items()}
+    alone = await layer_alone(max(1000, invocations * 20), repeats)
     return {
+        "layer_alone_us": alone["layer_us"], "bare_generator_us": alone["bare_generator_us"],
         "invocation_us": {name: value * 1e6 for name, value in median.items()},
         "assembly_per_invocation_us": (median["assembly"] - median["none"]) * 1e6,
         "model_layer_per_call_us": (median["model"] - median["assembly"]) / TURNS * 1e6,
@@ -113,7 +144,9 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         return {"benchmark": name, "unit": "µs", "ray_harness_median": value, "ray_harness_min": value,
                 "ray_harness_max": value, "strands_median": None, "ratio": None}
 
-    return [row("E1 extension chain assembly, per invocation", results["assembly_per_invocation_us"]),
+    return [row("E1 one observing wrap layer alone (min)", results["layer_alone_us"]),
+            row("E1 yardstick: one bare async-generator call (min)", results["bare_generator_us"]),
+            row("E1 extension chain assembly, per invocation", results["assembly_per_invocation_us"]),
             row("E1 one observing MODEL_LOGICAL layer, per model call", results["model_layer_per_call_us"]),
             row("E1 one observing TOOL_VISIBLE layer, per tool call", results["tool_layer_per_call_us"])]
 
