@@ -603,3 +603,24 @@ def test_the_example_timing_plugin() -> None:
     timing = agent.state.get("timing")
     assert (timing["model_calls"], timing["provider_requests"], timing["tool_calls"]) == (2, 3, 1)
     assert set(timing["tools"]) == {"lookup"}
+
+
+def test_wrapper_names_are_on_the_chat_and_execute_tool_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    contribute(MiddlewarePlacement(Recorder([], "L"), LOGICAL), MiddlewarePlacement(Recorder([], "R"), RAW),
+               MiddlewarePlacement(Recorder([], "V"), VISIBLE), name="tracing_ext")
+    tool_agent(tool_call("lookup", {"key": "k"}), text("done"))("x")
+    spans = {span.name: span.attributes for span in exporter.get_finished_spans()}
+    assert spans["chat"]["ray_harness.extensions"] == ("extension_ext_tracing_ext_Recorder_0",)
+    assert spans["execute_tool lookup"]["ray_harness.extensions"] == ("extension_ext_tracing_ext_Recorder_2",
+                                                                      "extension_ext_tracing_ext_Recorder_1")
+    assert "ray_harness.extensions" not in spans["invoke_agent agent"]
+    provider.shutdown()
