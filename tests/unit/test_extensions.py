@@ -624,3 +624,29 @@ def test_wrapper_names_are_on_the_chat_and_execute_tool_spans(monkeypatch: pytes
                                                                       "extension_ext_tracing_ext_Recorder_1")
     assert "ray_harness.extensions" not in spans["invoke_agent agent"]
     provider.shutdown()
+
+
+def test_concurrent_and_streaming_tools_under_visible_and_raw_layers() -> None:
+    from ray_harness.testing import tool_calls
+
+    @tool
+    async def ticker(count: int) -> Any:
+        """Streams ticks, returns the count."""
+        for tick in range(count):
+            yield f"tick {tick}"
+        yield count
+
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "V"), VISIBLE), MiddlewarePlacement(Recorder(log, "R"), RAW))
+    agent = Agent(ScriptedModel(tool_calls(("ticker", {"count": 3}), ("lookup", {"key": "k"})), text("done")),
+                  tools=[ticker, lookup])
+
+    async def consume() -> list[Any]:
+        return [event async for event in agent.stream_async("x") if event.get("type") == "tool_stream"]
+
+    streamed = asyncio.run(consume())
+    assert [event["tool_stream_event"]["data"] for event in streamed] == ["tick 0", "tick 1", "tick 2"]
+    raw_results = sorted(repr(entry[2]) for entry in log if entry[:2] == ("R", "tool done"))
+    assert raw_results == ["3", "{'key': 'k', 'found': True}"]
+    visible = {entry[2]["content"][0].get("text", "json") for entry in log if entry[:2] == ("V", "tool done")}
+    assert visible == {"3", "json"}
