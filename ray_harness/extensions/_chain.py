@@ -57,7 +57,8 @@ _resolved: dict[tuple[Any, ...], Resolution] = {}
 # Host anchors of each stack, outer to inner, and where each placement goes relative to them.
 RETRY, MODEL_STAGES, PROVIDER = "[retry layer]", "[add_middleware model stages]", "[provider]"
 TOOL_PIPELINE, TOOL = "[interventions, tool hooks, tool stages, error wrapping, result conversion]", "[tool]"
-# placement -> (primary anchor, side, fallback description); side "outside" = just outside the anchor.
+# placement -> (primary anchor, side): a contribution goes just outside (before) its anchor. MODEL_LOGICAL falls
+# back to the model stages when the retry layer is absent (retry_strategy=None).
 ANCHORS: dict[Placement, tuple[str, str]] = {
     Placement.MODEL_LOGICAL: (RETRY, "outside"),
     Placement.MODEL_PHYSICAL: (PROVIDER, "outside"),
@@ -158,7 +159,7 @@ def model_stack(by_placement: dict[Placement, list[Wrapper]], *, retry: bool) ->
     """The final model stack, outer to inner: wrappers and host anchors (strings)."""
     stack: list[Any] = ([RETRY] if retry else []) + [MODEL_STAGES, PROVIDER]
     logical = by_placement.get(Placement.MODEL_LOGICAL, [])
-    stack = _insert(stack, logical, RETRY if retry else MODEL_STAGES)
+    stack = _insert(stack, logical, ANCHORS[Placement.MODEL_LOGICAL][0] if retry else MODEL_STAGES)
     return _insert(stack, by_placement.get(Placement.MODEL_PHYSICAL, []), ANCHORS[Placement.MODEL_PHYSICAL][0])
 
 
