@@ -650,3 +650,20 @@ def test_concurrent_and_streaming_tools_under_visible_and_raw_layers() -> None:
     assert raw_results == ["3", "{'key': 'k', 'found': True}"]
     visible = {entry[2]["content"][0].get("text", "json") for entry in log if entry[:2] == ("V", "tool done")}
     assert visible == {"3", "json"}
+
+
+def test_a_hook_that_awaits_handler_in_another_task_still_observes_once() -> None:
+    class Timeout(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await asyncio.wait_for(handler(request), timeout=60)  # wait_for runs it as its own task
+
+    contribute(MiddlewarePlacement(Timeout(), PHYSICAL))
+    model = ScriptedModel(text("through a task"))
+    agent = Agent(model)
+
+    async def consume() -> list[str]:
+        return [event["type"] async for event in agent.stream_async("x")]
+
+    kinds = asyncio.run(consume())
+    assert "text_delta" in kinds and kinds[-1] == "result"  # the events still arrive, after the call
+    assert len(model.calls) == 1 and agent.messages[-1]["content"] == [{"text": "through a task"}]
