@@ -667,3 +667,28 @@ def test_a_hook_that_awaits_handler_in_another_task_still_observes_once() -> Non
     kinds = asyncio.run(consume())
     assert "text_delta" in kinds and kinds[-1] == "result"  # the events still arrive, after the call
     assert len(model.calls) == 1 and agent.messages[-1]["content"] == [{"text": "through a task"}]
+
+
+def test_a_consumer_leaving_mid_stream_closes_every_layer() -> None:
+    closed: list[str] = []
+
+    class Watch(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            try:
+                return await handler(request)
+            finally:
+                closed.append("hook unwound")
+
+    contribute(MiddlewarePlacement(Watch(), LOGICAL), MiddlewarePlacement(Watch(), PHYSICAL))
+    agent = Agent(ScriptedModel(text("a long answer in many chunks"), chunk_size=2))
+
+    async def leave_early() -> None:
+        stream = agent.stream_async("x")
+        async for event in stream:
+            if event.get("type") == "text_delta":
+                break
+        await stream.aclose()
+
+    asyncio.run(leave_early())
+    assert closed == ["hook unwound", "hook unwound"]
+    assert agent._invocation is None and not agent._lock.locked()  # the agent is free for the next call
