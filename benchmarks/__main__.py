@@ -6,7 +6,8 @@ Output: a Markdown table on stdout and JSON (``--json``, default ``benchmarks/re
 
 Suites: ``core`` (P1, P1b), ``graph`` (P2 evaluation throughput, P3 CPU-bound fan-out, wide fan-out),
 ``runtime`` (P4 cancel latency, P5 agents per GB, P6 handoff latency, per-call overhead),
-``scaling`` (P7: P2 and P3 on 1, 2 and 3 Ray nodes of one machine — overhead, not speedup).
+``scaling`` (P7: P2 and P3 on 1, 2 and 3 Ray nodes of one machine — overhead, not speedup),
+``extensions`` (E1: one observing extension layer per model / tool call; ``--only extensions``).
 ``--quick`` shrinks every suite to a smoke test (CI runs it; numbers from it mean nothing).
 """
 
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SUITES = ("core", "graph", "runtime", "scaling")
+SUITES = ("core", "graph", "runtime", "scaling", "extensions")
 DEFAULT_SUITES = ("core", "graph", "runtime")
 
 
@@ -98,7 +99,15 @@ def run_scaling(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-RUNNERS = {"core": run_core, "graph": run_graph, "runtime": run_runtime, "scaling": run_scaling}
+def run_extensions(quick: bool) -> list[dict[str, Any]]:
+    from benchmarks import extensions
+
+    results = asyncio.run(extensions.run(20 if quick else 500, 2 if quick else 7))
+    return extensions.rows(results)
+
+
+RUNNERS = {"core": run_core, "graph": run_graph, "runtime": run_runtime, "scaling": run_scaling,
+           "extensions": run_extensions}
 
 
 def _fmt(value: Any) -> str:

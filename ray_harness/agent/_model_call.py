@@ -145,11 +145,16 @@ def _invoke_chain(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         # Fast path: no middleware, no defensive copies (the terminal does not mutate its inputs). Nobody
         # between the model and a quiet caller reads the chunk events, so they are not even produced.
         terminal = _terminal(agent, inv, chunk_events=not inv.quiet)
+        if inv.extensions is not None:
+            terminal = inv.extensions.physical(terminal)  # MODEL_PHYSICAL: at the provider request
         ctx = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, tool_choice, inv.state)
         return terminal(ctx)  # type: ignore[no-any-return]
     ctx = InvokeModelContext(agent, copy.deepcopy(agent.messages), agent.system_prompt, copy.deepcopy(specs),
                              copy.deepcopy(tool_choice), inv.state)
-    return middleware.compose(InvokeModelStage, _terminal(agent, inv, chunk_events=True))(ctx)
+    terminal = _terminal(agent, inv, chunk_events=True)
+    if inv.extensions is not None:
+        terminal = inv.extensions.physical(terminal)
+    return middleware.compose(InvokeModelStage, terminal)(ctx)
 
 
 def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:

@@ -76,9 +76,10 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
             results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
             yield {"type": "tool_result", "tool_result": results[use["toolUseId"]]}
     else:
-        async for event in agent.tool_executor.execute(
-            pending, lambda use: execute_tool(agent, inv, use), inv.cancel_signal, _skipped
-        ):
+        # TOOL_VISIBLE extensions wrap each whole tool call (seed 002); without any, nothing wraps.
+        run_one = (lambda use: execute_tool(agent, inv, use)) if inv.extensions is None \
+            else inv.extensions.tool_runner(execute_tool)
+        async for event in agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped):
             if isinstance(event, _ToolDone):
                 results[event.tool_use["toolUseId"]] = event.result
                 yield {"type": "tool_result", "tool_result": event.result}
@@ -195,8 +196,10 @@ def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: To
             return
         context = ToolContext(tool_use=ctx.tool_use, agent=agent, invocation_state=ctx.invocation_state,
                               cancel_signal=ctx.cancel_signal)
+        stream = tool.stream(ctx.tool_use, context) if inv.extensions is None \
+            else inv.extensions.raw_stream(tool, ctx, context)  # TOOL_RAW extensions: at the tool's own call
         try:
-            async for event in tool.stream(ctx.tool_use, context):
+            async for event in stream:
                 yield event
         except (InterruptException, GeneratorExit):
             raise

@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ray_harness.agent.state import AgentState
+from ray_harness.extensions._chain import SCOPE_KEY
 from ray_harness.hooks.events import AfterInvocationEvent, AfterToolsEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt, InterruptException, InterruptState
 from ray_harness.middleware.types import ToolResultEvent
-from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, error_result
+from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, ToolStreamEvent, error_result, observe_raw
 from ray_harness.types.exceptions import RayHarnessError
 
 if TYPE_CHECKING:
@@ -170,6 +171,8 @@ class SubAgentTool(AgentTool):
 class AgentAsTool(SubAgentTool):
     """A tool that runs an agent with the given ``input`` and returns its answer."""
 
+    exposes_raw_call = True  # TOOL_RAW extensions see the child's AgentResult
+
     def __init__(self, agent: Agent, *, name: str | None = None, description: str | None = None,
                  preserve_context: bool = False, delegate: bool = False) -> None:
         tool_name = name or agent.name
@@ -204,6 +207,17 @@ class AgentAsTool(SubAgentTool):
         finally:
             self._busy.release()
 
+    @staticmethod
+    async def _child_run(child: Agent, prompt: Any, tool_use: ToolUse) -> AsyncGenerator[Any, None]:
+        """The raw call: the child's events, then its ``AgentResult`` (run as a sub-agent execution)."""
+        result = None
+        async for event in child.stream_async(prompt, invocation_state={SCOPE_KEY: True}):
+            if event.get("type") == "result":
+                result = event["result"]
+            else:
+                yield ToolStreamEvent(tool_use, event)
+        yield RawReturn(result)
+
     async def _run_child(self, prompt: Any, tool_use: ToolUse, context: ToolContext,
                          baseline: dict[str, Any] | None) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
@@ -211,11 +225,11 @@ class AgentAsTool(SubAgentTool):
         watcher = asyncio.create_task(forward_cancel(context.cancel_signal, child.cancel))
         result = None
         try:
-            async for event in child.stream_async(prompt):
-                if event.get("type") == "result":
-                    result = event["result"]
+            async for event in observe_raw(context, lambda: self._child_run(child, prompt, tool_use)):
+                if isinstance(event, RawReturn):
+                    result = event.value
                 else:
-                    yield ToolStreamEvent(tool_use, event)
+                    yield event
         except Exception as error:
             if baseline is not None:
                 restore_context(child, baseline)

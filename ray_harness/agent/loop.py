@@ -23,6 +23,7 @@ from ray_harness.agent._tool_phase import ToolsOutcome, run_tools
 from ray_harness.agent.limits import Limits, check_limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.checkpoint import Checkpoint
+from ray_harness.extensions._chain import ExtensionChain, assemble as assemble_extensions
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
 from ray_harness.middleware.types import ModelStopReason
 from ray_harness.telemetry import metrics
@@ -59,6 +60,7 @@ class Invocation:
         self.tracer = get_tracer()
         self.agent_span: Any = None
         self.cycle_span: Any = None
+        self.extensions: ExtensionChain | None = None  # contributed middleware of this chain (seed 002)
 
     @property
     def cancelled(self) -> bool:
@@ -90,6 +92,7 @@ class Invocation:
 
 async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
     """One invocation with its metrics and its ``invoke_agent`` span (one generator layer for both)."""
+    inv.extensions = chain = assemble_extensions(agent, inv)  # once per lead invocation / sub-agent execution
     reporting = bool(metric_sinks())
     if reporting:
         metrics.active_agents(agent.name, 1)
@@ -99,9 +102,13 @@ async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGen
     final: AgentResult | None = None
     error: BaseException | None = None
     try:
+        if chain is not None:
+            await chain.lifecycle("before_agent")
         async for event in _run_invocation(agent, prompt, inv):
             if event.get("type") == "result":
                 final = event["result"]
+                if chain is not None:
+                    await chain.lifecycle("after_agent", final)
             yield event
     except BaseException as caught:
         error = caught
@@ -247,7 +254,8 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         message = agent.messages[-1]
     else:
         outcome: ModelStopReason | None = None
-        async for event in call_model(agent, inv):
+        model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
+        async for event in model_call:
             if isinstance(event, ModelStopReason):
                 outcome = event
             else:

@@ -2,7 +2,7 @@
 
 * :func:`actor_env` — ``OTEL_*`` and ``RAY_HARNESS_CAPTURE_CONTENT`` variables of the driver, passed to
   every actor through ``runtime_env`` so actors export spans the same way (``telemetry.setup`` in the
-  driver sets these variables).
+  driver sets these variables), and ``RAY_HARNESS_EXTENSIONS`` with the driver's entry-point extensions.
 * :func:`prepare_actor_process` — once per actor process: configure tracing from those variables and
   register :class:`RayMetricsSink`, so the harness metrics reach Ray's Prometheus endpoint (the
   dashboard's Grafana) as ``ray_harness_*`` tagged with the agent name.
@@ -33,7 +33,13 @@ _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]
 
 
 def actor_env() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items() if key.startswith(_ENV_PREFIXES)}
+    env = {key: value for key, value in os.environ.items() if key.startswith(_ENV_PREFIXES)}
+    from ray_harness.extensions.loading import ENV_VAR, forwarded_names
+
+    extensions = forwarded_names()  # the variable's and use(name)'s: every actor loads the driver's list
+    if extensions:
+        env[ENV_VAR] = ",".join(extensions)
+    return env
 
 
 def with_actor_env(options: dict[str, Any]) -> dict[str, Any]:

@@ -29,9 +29,10 @@ from ray_harness.agent.as_tool import (
     resume_or_start,
     snapshot_context,
 )
+from ray_harness.extensions._chain import SCOPE_KEY
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.runtime._errors import await_ref
-from ray_harness.tools.base import ToolContext, error_result
+from ray_harness.tools.base import RawReturn, ToolContext, error_result, observe_raw
 
 if TYPE_CHECKING:
     from ray_harness.runtime._runner import AgentRunner
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ("RemoteAgentAsTool", "invoke_in_actor")
 
 class RemoteAgentAsTool(SubAgentTool):
+    exposes_raw_call = True  # TOOL_RAW extensions see the child's AgentResult
+
     def __init__(self, remote: RemoteAgent, *, name: str | None = None, description: str | None = None,
                  preserve_context: bool = False, delegate: bool = False) -> None:
         tool_name = name or remote.agent_name
@@ -59,10 +62,17 @@ class RemoteAgentAsTool(SubAgentTool):
         invocation_id = uuid.uuid4().hex
         actor = self._remote.actor
         watcher = asyncio.ensure_future(forward_cancel(context.cancel_signal, self._remote.cancel_async))
-        try:
+        async def remote_call() -> AsyncGenerator[Any, None]:  # the raw call, as TOOL_RAW extensions see it
             outcome = await await_ref(actor.invoke_as_tool.remote(
-                invocation_id, prompt, {}, self._preserve_context, use_id,
+                invocation_id, prompt, {"invocation_state": {SCOPE_KEY: True}}, self._preserve_context, use_id,
                 parked.to_dict() if parked is not None else None), self._remote.actor_name)
+            yield RawReturn(outcome.get("result"), outcome)
+
+        outcome: dict[str, Any] = {}
+        try:
+            async for event in observe_raw(context, remote_call):
+                if isinstance(event, RawReturn):
+                    outcome = event.extra
         except Exception as error:
             yield ToolResultEvent(error_result(use_id, f"Agent error: {error}"))
             return

@@ -130,6 +130,9 @@ def agent_attributes(agent: Any) -> dict[str, Any]:
 def chat_attributes(agent: Any) -> dict[str, Any]:
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.request.model": _model_id(agent)}
     attributes.update(_custom(agent))
+    chain = getattr(getattr(agent, "_invocation", None), "extensions", None)
+    if chain is not None and chain.model_names:
+        attributes["ray_harness.extensions"] = list(chain.model_names)  # the wrappers that observe this call
     return attributes
 
 
@@ -158,6 +161,9 @@ def tool_attributes(agent: Any, tool_use: Any, capture_content: bool) -> dict[st
     if capture_content:
         attributes["gen_ai.tool.call.arguments"] = _json(tool_use.get("input"))
     attributes.update(_custom(agent))
+    chain = getattr(getattr(agent, "_invocation", None), "extensions", None)
+    if chain is not None and chain.tool_names:
+        attributes["ray_harness.extensions"] = list(chain.tool_names)
     return attributes
 
 

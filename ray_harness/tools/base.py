@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("AgentTool", "ToolContext", "ToolProvider", "ToolStreamEvent", "error_result")
+__all__ = ("AgentTool", "RawReturn", "ToolContext", "ToolProvider", "ToolStreamEvent", "error_result", "observe_raw")
 
 
 @dataclass
@@ -26,6 +26,9 @@ class ToolContext:
     agent: Any
     invocation_state: dict[str, Any] = field(default_factory=dict)
     cancel_signal: threading.Event = field(default_factory=threading.Event)
+    # Set by the loop only when a TOOL_RAW extension observes this call (ray_harness.extensions); a tool
+    # that exposes its raw call runs it through ``observe_raw``. Not a field: never part of the context's API.
+    _raw_observer = None
 
     def interrupt(self, name: str, reason: Any = None) -> Any:
         """Pause for a human: raises the first time, returns the response after resume."""
@@ -40,8 +43,30 @@ class ToolStreamEvent(dict[str, Any]):
         super().__init__(type="tool_stream", tool_stream_event={"tool_use": tool_use, "data": data})
 
 
+class RawReturn:
+    """The last event of a raw call: the tool's own return value, before any conversion to a ``ToolResult``."""
+
+    __slots__ = ("extra", "value")
+
+    def __init__(self, value: Any, extra: Any = None) -> None:
+        self.value = value
+        self.extra = extra  # what the tool needs besides the value (never shown to extensions)
+
+
+def observe_raw(context: ToolContext, produce: Any) -> AsyncGenerator[Any, None]:
+    """Run ``produce()`` (stream events, then a ``RawReturn``) under the context's raw observer, if any."""
+    observer = context._raw_observer
+    return produce() if observer is None else observer(produce)  # type: ignore[no-any-return]
+
+
 class AgentTool(ABC):
-    """A tool the agent can call."""
+    """A tool the agent can call.
+
+    A tool whose ``exposes_raw_call`` is True runs its underlying call through :func:`observe_raw`, so
+    ``TOOL_RAW`` extensions see the raw return value or exception; for others they wrap ``stream``.
+    """
+
+    exposes_raw_call = False
 
     @property
     @abstractmethod

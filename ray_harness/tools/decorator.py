@@ -15,7 +15,7 @@ from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._threads import run_in_tool_thread
-from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, error_result
+from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, ToolStreamEvent, error_result, observe_raw
 from ray_harness.types.content import ToolResult, ToolUse
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
@@ -28,6 +28,8 @@ _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 class DecoratedFunctionTool(AgentTool):
     """A function tool. Still callable as the original function."""
+
+    exposes_raw_call = True
 
     def __init__(self, func: Callable[..., Any], *, name: str | None, description: str | None,
                  context: bool | str, inputSchema: dict[str, Any] | None = None) -> None:  # noqa: N803
@@ -111,22 +113,32 @@ class DecoratedFunctionTool(AgentTool):
             return
         if self._context_param:
             kwargs[self._context_param] = context
-        func = self._func
-        if inspect.isasyncgenfunction(func):
+        # Streaming functions, and any function a TOOL_RAW extension observes, run as a raw call whose last
+        # event is the function's own return value; a plain function is simply awaited.
+        if context._raw_observer is not None or inspect.isasyncgenfunction(self._func):
+            async for event in observe_raw(context, lambda: self._raw_call(tool_use, kwargs)):
+                yield ToolResultEvent(to_tool_result(use_id, event.value)) if isinstance(event, RawReturn) else event
+            return
+        yield ToolResultEvent(to_tool_result(use_id, await self._call(kwargs)))
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        if inspect.iscoroutinefunction(self._func):
+            return await self._func(**kwargs)
+        # NOTE: sync tools run in a thread so they never block the loop (or other concurrent tools).
+        return await run_in_tool_thread(self._func, **kwargs)
+
+    async def _raw_call(self, tool_use: ToolUse, kwargs: dict[str, Any]) -> AsyncGenerator[Any, None]:
+        """The function itself: its stream events, then its return value as a ``RawReturn``."""
+        if inspect.isasyncgenfunction(self._func):
             last: Any = None
             seen = False
-            async for item in func(**kwargs):
+            async for item in self._func(**kwargs):
                 if seen:
                     yield ToolStreamEvent(tool_use, last)
                 last, seen = item, True
-            yield ToolResultEvent(to_tool_result(use_id, last))
+            yield RawReturn(last)
             return
-        if inspect.iscoroutinefunction(func):
-            value = await func(**kwargs)
-        else:
-            # NOTE: sync tools run in a thread so they never block the loop (or other concurrent tools).
-            value = await run_in_tool_thread(func, **kwargs)
-        yield ToolResultEvent(to_tool_result(use_id, value))
+        yield RawReturn(await self._call(kwargs))
 
 
 def _tool_by_reference(module: str, qualname: str) -> Any:

@@ -46,7 +46,7 @@ from typing_extensions import override
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._mcp_convert import to_tool_result, to_tool_spec
 from ray_harness.tools._mcp_session import SessionRunner, describe_error
-from ray_harness.tools.base import AgentTool, ToolContext, error_result
+from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, error_result, observe_raw
 from ray_harness.types.content import ToolUse
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.tools import ToolSpec
@@ -281,6 +281,8 @@ class MCPClient:
 class MCPAgentTool(AgentTool):
     """One tool of an MCP server, callable by the agent."""
 
+    exposes_raw_call = True  # TOOL_RAW extensions see the server's call result
+
     def __init__(self, client: MCPClient, mcp_tool: mcp_types.Tool, name: str) -> None:
         self._client = client
         self._mcp_tool = mcp_tool
@@ -319,8 +321,12 @@ class MCPAgentTool(AgentTool):
                                                        f"object, got {type(arguments).__name__}"))
             return
         try:
-            result = await self._client.call_tool_async(self._mcp_tool.name, arguments,
-                                                        cancel_signal=context.cancel_signal)
+            if context._raw_observer is None:
+                result = await self._client.call_tool_async(self._mcp_tool.name, arguments,
+                                                            cancel_signal=context.cancel_signal)
+            else:  # TOOL_RAW extensions see the server's call result (or the call's exception)
+                async for event in observe_raw(context, lambda: self._raw_call(arguments, context)):
+                    result = event.value
         except MCPCallCancelled:
             yield ToolResultEvent(error_result(use_id, CANCELLED_TEXT))
             return
@@ -329,6 +335,10 @@ class MCPAgentTool(AgentTool):
                                   exception=error)
             return
         yield ToolResultEvent(to_tool_result(use_id, result))
+
+    async def _raw_call(self, arguments: dict[str, Any], context: ToolContext) -> AsyncGenerator[Any, None]:
+        yield RawReturn(await self._client.call_tool_async(self._mcp_tool.name, arguments,
+                                                           cancel_signal=context.cancel_signal))
 
 
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:

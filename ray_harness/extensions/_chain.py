@@ -1,0 +1,387 @@
+"""One agent chain's contributions: assembled per invocation, resolved onto the model and tool stacks.
+
+The stacks, outer to inner (the host's own layers in brackets):
+
+* model: ``MODEL_LOGICAL`` → [retry layer: ``ModelRetryStrategy``, context-overflow reduction,
+  Guide-after-model, ``AfterModelCallEvent.retry``] → [``agent.add_middleware`` model stages] →
+  ``MODEL_PHYSICAL`` → [provider];
+* tool: ``TOOL_VISIBLE`` → [interventions, tool hooks, ``agent.add_middleware`` tool stages, error
+  wrapping, result conversion] → ``TOOL_RAW`` → [the tool].
+
+``assemble`` returns None when no contribution applies, and the loop then runs exactly as without
+extensions. The loop calls in at four points: around the logical model call (:meth:`ExtensionChain.model_call`),
+around the provider terminal (:meth:`physical`), around each tool call (:meth:`tool_runner`) and around the
+tool's own stream (:meth:`raw_stream`, which hands tools that expose their raw call a raw observer).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from ray_harness.extensions import loading
+from ray_harness.extensions._isolation import Wrapper, diagnostic, logger, run_lifecycle, wrap_layer
+from ray_harness.extensions.types import (
+    AgentBuildContext,
+    AgentScope,
+    ExtensionData,
+    ExtensionError,
+    LifecycleContext,
+    MiddlewarePlacement,
+    Placement,
+    implemented,
+)
+from ray_harness.interrupts import InterruptException
+from ray_harness.middleware.types import ExecuteToolContext, InvokeModelContext, ModelStopReason, ToolResultEvent
+from ray_harness.tools.base import RawReturn
+
+if TYPE_CHECKING:
+    from ray_harness.agent.agent import Agent
+    from ray_harness.agent.loop import Invocation
+    from ray_harness.types.content import ToolUse
+
+__all__ = ("SCOPE_KEY", "ExtensionChain", "assemble", "check_invariants", "model_stack", "tool_stack")
+
+SCOPE_KEY = "__ray_harness_extension_scope__"
+"""Invocation-state key by which an agent-as-tool marks its child's invocation as a sub-agent execution."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+_LIFECYCLE = ("before_agent", "abefore_agent", "before_model", "abefore_model", "after_model", "aafter_model",
+              "after_agent", "aafter_agent")
+_ASYNC_WRAP = {Placement.MODEL_LOGICAL: "awrap_model_call", Placement.MODEL_PHYSICAL: "awrap_model_call",
+               Placement.TOOL_VISIBLE: "awrap_tool_call", Placement.TOOL_RAW: "awrap_tool_call"}
+_sync_only_warned: set[tuple[type, str]] = set()
+_CACHE_SIZE = 256
+_resolved: dict[tuple[Any, ...], Resolution] = {}
+
+# Host anchors of each stack, outer to inner, and where each placement goes relative to them.
+RETRY, MODEL_STAGES, PROVIDER = "[retry layer]", "[add_middleware model stages]", "[provider]"
+TOOL_PIPELINE, TOOL = "[interventions, tool hooks, tool stages, error wrapping, result conversion]", "[tool]"
+# placement -> (primary anchor, side): a contribution goes just outside (before) its anchor. MODEL_LOGICAL falls
+# back to the model stages when the retry layer is absent (retry_strategy=None).
+ANCHORS: dict[Placement, tuple[str, str]] = {
+    Placement.MODEL_LOGICAL: (RETRY, "outside"),
+    Placement.MODEL_PHYSICAL: (PROVIDER, "outside"),
+    Placement.TOOL_VISIBLE: (TOOL_PIPELINE, "outside"),
+    Placement.TOOL_RAW: (TOOL, "outside"),
+}
+
+
+def assemble(agent: Agent, inv: Invocation) -> ExtensionChain | None:
+    """The chain's contributions for this invocation, or None when there are none.
+
+    Raises:
+        ExtensionError: the final stack breaks an ordering invariant (names the extension).
+    """
+    subagent = inv.state.pop(SCOPE_KEY, None) is not None
+    extensions = loading.installed()
+    if not extensions:
+        return None
+    scope = AgentScope.SUBAGENT if subagent else AgentScope.LEAD
+    ctx = AgentBuildContext(scope=scope, agent_name=agent.name, model_name=_model_name(agent),
+                            policy={"limits": dict(inv.limits or {})})
+    placed: list[tuple[int, int, str, MiddlewarePlacement]] = []
+    for extension in list(extensions):
+        for contributor in list(extension.contributors):
+            owner = type(contributor).__name__
+            try:
+                items = list(contributor.contribute_middlewares(loading.app_store, ctx) or ())
+            except Exception as error:
+                diagnostic(extension.use, owner, "contribute_middlewares", error)
+                continue
+            for index, item in enumerate(items):
+                if not isinstance(item, MiddlewarePlacement):
+                    diagnostic(extension.use, owner, "contribute_middlewares",
+                               f"item {index} is not a MiddlewarePlacement (got {type(item).__name__}); skipped")
+                    continue
+                if item.scope & scope:
+                    placed.append((item.order, len(placed), extension.use, item))
+    if not placed:
+        return None
+    retry = agent.retry_strategy is not None
+    key = (retry, tuple((use, id(item)) for _, _, use, item in placed))
+    cached = _resolved.get(key)
+    if cached is None or any(a is not b for a, b in zip(cached.items, (entry[3] for entry in placed), strict=True)):
+        cached = _resolved[key] = Resolution(placed, retry)
+        if len(_resolved) > _CACHE_SIZE:
+            _resolved.pop(next(iter(_resolved)))
+    if not retry and cached.logical_wrappers:
+        for use in dict.fromkeys(wrapper.use for wrapper in cached.logical_wrappers):
+            logger.warning("Extension %s: placement MODEL_LOGICAL fell back to a secondary anchor (primary anchor "
+                           "%s is absent from this stack: retry_strategy=None); it sits at the outermost model "
+                           "position", use, RETRY)
+    return ExtensionChain(agent, inv, cached)
+
+
+class Resolution:
+    """Contributions resolved onto the stacks and checked. Pure in its inputs, so reused while they repeat
+    (contributors usually return the same placements every time)."""
+
+    def __init__(self, placed: list[tuple[int, int, str, MiddlewarePlacement]], retry: bool) -> None:
+        self.items = tuple(entry[3] for entry in placed)
+        placed = sorted(placed, key=lambda entry: (entry[0], entry[1]))  # lower order outer; then registration
+        counts: dict[type, int] = {}
+        self.by_placement: dict[Placement, list[Wrapper]] = {}
+        for order, _, use, item in placed:
+            kind = type(item.middleware)
+            number = counts.get(kind, 0)
+            counts[kind] = number + 1
+            name = _UNSAFE.sub("_", f"extension_{use}_{kind.__name__}_{number}")
+            self.by_placement.setdefault(item.placement, []).append(Wrapper(use, item.middleware, item.placement,
+                                                                            order, name))
+        check_invariants(model_stack(self.by_placement, retry=retry), "model")
+        check_invariants(tool_stack(self.by_placement), "tool")
+        self.logical_wrappers = self._active(Placement.MODEL_LOGICAL)
+        self.physical_wrappers = self._active(Placement.MODEL_PHYSICAL)
+        self.visible_wrappers = self._active(Placement.TOOL_VISIBLE)
+        self.raw_wrappers = self._active(Placement.TOOL_RAW)
+        self.standard = [wrapper for wrapper in self.by_placement.get(Placement.STANDARD, [])
+                         if any(implemented(wrapper.middleware, hook) for hook in _LIFECYCLE)]
+        self.model_names = [wrapper.name for wrapper in self.logical_wrappers + self.physical_wrappers]
+        self.tool_names = [wrapper.name for wrapper in self.visible_wrappers + self.raw_wrappers]
+
+    def _active(self, placement: Placement) -> list[Wrapper]:
+        """Wrappers whose async wrap hook exists; a sync-only one is a pass-through on the async path."""
+        hook = _ASYNC_WRAP[placement]
+        active = []
+        for wrapper in self.by_placement.get(placement, []):
+            if implemented(wrapper.middleware, hook):
+                active.append(wrapper)
+            elif implemented(wrapper.middleware, hook[1:]) and (type(wrapper.middleware), hook) not in _sync_only_warned:
+                _sync_only_warned.add((type(wrapper.middleware), hook))
+                logger.warning("Extension %s: %s implements only %s; invocations take the async path, where it is "
+                               "passed through (implement %s to observe calls)", wrapper.use,
+                               type(wrapper.middleware).__name__, hook[1:], hook)
+        return active
+
+
+def model_stack(by_placement: dict[Placement, list[Wrapper]], *, retry: bool) -> list[Any]:
+    """The final model stack, outer to inner: wrappers and host anchors (strings)."""
+    stack: list[Any] = ([RETRY] if retry else []) + [MODEL_STAGES, PROVIDER]
+    logical = by_placement.get(Placement.MODEL_LOGICAL, [])
+    stack = _insert(stack, logical, ANCHORS[Placement.MODEL_LOGICAL][0] if retry else MODEL_STAGES)
+    return _insert(stack, by_placement.get(Placement.MODEL_PHYSICAL, []), ANCHORS[Placement.MODEL_PHYSICAL][0])
+
+
+def tool_stack(by_placement: dict[Placement, list[Wrapper]]) -> list[Any]:
+    stack: list[Any] = [TOOL_PIPELINE, TOOL]
+    stack = _insert(stack, by_placement.get(Placement.TOOL_VISIBLE, []), ANCHORS[Placement.TOOL_VISIBLE][0])
+    return _insert(stack, by_placement.get(Placement.TOOL_RAW, []), ANCHORS[Placement.TOOL_RAW][0])
+
+
+def _insert(stack: list[Any], wrappers: list[Wrapper], anchor: str) -> list[Any]:
+    at = stack.index(anchor)
+    return stack[:at] + list(wrappers) + stack[at:]
+
+
+def check_invariants(stack: list[Any], axis: str) -> None:
+    """The host's ordering invariants on a final stack; a violation names the responsible extension.
+
+    Host anchors keep their order; ``MODEL_LOGICAL`` is outside the retry layer and the model stages,
+    ``MODEL_PHYSICAL`` inside the model stages, ``TOOL_VISIBLE`` outside the tool pipeline, ``TOOL_RAW``
+    inside it; the provider / tool is innermost; wrapper names are unique.
+
+    Raises:
+        ExtensionError: naming the extension, its wrapper and the broken invariant.
+    """
+    anchors = [entry for entry in stack if isinstance(entry, str)]
+    expected = [RETRY, MODEL_STAGES, PROVIDER] if axis == "model" else [TOOL_PIPELINE, TOOL]
+    if [entry for entry in expected if entry in anchors] != anchors or stack[-1] != expected[-1]:
+        raise ExtensionError(f"the host's {axis} stack is out of order: {stack}")
+    position = {entry: index for index, entry in enumerate(stack) if isinstance(entry, str)}
+    rules: dict[Placement, tuple[str, str]] = {
+        Placement.MODEL_LOGICAL: (RETRY if RETRY in position else MODEL_STAGES, "outside"),
+        Placement.MODEL_PHYSICAL: (MODEL_STAGES, "inside"),
+        Placement.TOOL_VISIBLE: (TOOL_PIPELINE, "outside"),
+        Placement.TOOL_RAW: (TOOL_PIPELINE, "inside"),
+    }
+    seen: set[str] = set()
+    for index, entry in enumerate(stack):
+        if isinstance(entry, str):
+            continue
+        if entry.name in seen:
+            raise ExtensionError(f"extension {entry.use!r}: wrapper name {entry.name} is not unique in the {axis} "
+                                 "stack")
+        seen.add(entry.name)
+        anchor, side = rules[entry.placement]
+        ok = index < position[anchor] if side == "outside" else index > position[anchor]
+        if not ok:
+            raise ExtensionError(f"extension {entry.use!r}: {entry.name} at {entry.placement.name} must sit {side} "
+                                 f"{anchor}, but the final {axis} stack is {stack}")
+
+
+class ExtensionChain:
+    """The resolved contributions of one chain, its task store, and the layers the loop runs."""
+
+    def __init__(self, agent: Agent, inv: Invocation, resolution: Resolution) -> None:
+        self.store = ExtensionData()
+        self.by_placement = resolution.by_placement
+        self.logical_wrappers = resolution.logical_wrappers
+        self.physical_wrappers = resolution.physical_wrappers
+        self.visible_wrappers = resolution.visible_wrappers
+        self.raw_wrappers = resolution.raw_wrappers
+        self.standard = resolution.standard
+        self.model_names = resolution.model_names
+        self.tool_names = resolution.tool_names
+        self._agent = agent
+        self._inv = inv
+        self._raw_fallback_warned: set[str] = set()
+
+    # -- lifecycle (STANDARD) -----------------------------------------------------------------------------
+
+    async def lifecycle(self, hook: str, result: Any = None) -> None:
+        if self.standard:
+            ctx = LifecycleContext(agent=self._agent, invocation_state=self._inv.state, result=result)
+            wrappers = self.standard if hook.startswith("before") else list(reversed(self.standard))
+            await run_lifecycle(wrappers, hook, ctx, self.store)
+
+    # -- model axis ---------------------------------------------------------------------------------------
+
+    def model_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
+                   ) -> AsyncGenerator[Any, None]:
+        """The logical model call: ``before_model``, the ``MODEL_LOGICAL`` layers around the retry loop, ``after_model``."""
+        if not self.logical_wrappers and not self.standard:
+            return call_model(self._agent, self._inv)
+        return self._logical_call(call_model)
+
+    async def _logical_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
+                            ) -> AsyncGenerator[Any, None]:
+        agent, inv = self._agent, self._inv
+        if self.standard:
+            await self.lifecycle("before_model")
+
+        def retry_layer(_: Any) -> AsyncGenerator[Any, None]:
+            return call_model(agent, inv)
+
+        layer = self._compose(self.logical_wrappers, retry_layer, "awrap_model_call", _model_view, _is_stop, _same)
+        stop = None
+        if self.logical_wrappers:
+            specs = list(agent.tool_registry.get_all_specs())
+            request: Any = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, None, inv.state)
+        else:
+            request = None
+        async for event in layer(request):
+            if isinstance(event, ModelStopReason):
+                stop = event
+            yield event
+        if self.standard:
+            await self.lifecycle("after_model", stop)
+
+    def physical(self, terminal: Callable[[Any], AsyncGenerator[Any, None]]) -> Callable[[Any], Any]:
+        """The provider terminal wrapped in the ``MODEL_PHYSICAL`` layers (unchanged without any)."""
+        if not self.physical_wrappers:
+            return terminal
+        return self._compose(self.physical_wrappers, terminal, "awrap_model_call", _model_view, _is_stop, _same)
+
+    # -- tool axis ----------------------------------------------------------------------------------------
+
+    def tool_runner(self, execute_tool: Callable[..., AsyncGenerator[Any, None]]) -> Callable[[Any], Any]:
+        """``run_one(tool_use)`` for the executor: the tool call inside the ``TOOL_VISIBLE`` layers."""
+        agent, inv = self._agent, self._inv
+        if not self.visible_wrappers:
+            return lambda tool_use: execute_tool(agent, inv, tool_use)
+        from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted
+
+        def is_outcome(event: Any) -> bool:
+            return isinstance(event, _ToolDone | _ToolInterrupted)
+
+        def unwrap(event: Any) -> Any:
+            if isinstance(event, _ToolInterrupted):
+                raise _PausedTool(event.interrupts)
+            return event.result
+
+        def pipeline(request: ExecuteToolContext) -> AsyncGenerator[Any, None]:
+            return execute_tool(agent, inv, request.tool_use)
+
+        layer = self._compose(self.visible_wrappers, pipeline, "awrap_tool_call", _tool_view, is_outcome, unwrap,
+                              pass_through=lambda error: isinstance(error, _PausedTool))
+
+        def run_one(tool_use: Any) -> AsyncGenerator[Any, None]:
+            tool = agent.tool_registry.get(tool_use.get("name", ""))
+            return layer(ExecuteToolContext(agent, tool, tool_use, inv.state, inv.cancel_signal))
+
+        return run_one
+
+    def raw_stream(self, tool: Any, ctx: ExecuteToolContext, context: Any) -> AsyncGenerator[Any, None]:
+        """``tool.stream(...)`` with the ``TOOL_RAW`` layers at the tool's raw call (or around the stream)."""
+        if not self.raw_wrappers:
+            return tool.stream(ctx.tool_use, context)  # type: ignore[no-any-return]
+        request = ExecuteToolContext(ctx.agent, tool, ctx.tool_use, ctx.invocation_state, ctx.cancel_signal)
+        if getattr(tool, "exposes_raw_call", False):
+
+            def observe(produce: Callable[[], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
+                return self._compose(self.raw_wrappers, lambda _: produce(), "awrap_tool_call", _tool_view, _is_raw,
+                                     _raw_value)(request)
+
+            context._raw_observer = observe
+            return tool.stream(ctx.tool_use, context)  # type: ignore[no-any-return]
+        name = getattr(tool, "tool_name", type(tool).__name__)
+        if name not in self._raw_fallback_warned:
+            self._raw_fallback_warned.add(name)
+            for use in dict.fromkeys(wrapper.use for wrapper in self.raw_wrappers):
+                logger.warning("Extension %s: placement TOOL_RAW fell back to a secondary anchor (primary anchor, the "
+                               "raw call of tool %r, is absent from this stack: %s exposes none); it wraps the "
+                               "tool's stream and sees its ToolResult", use, name, type(tool).__name__)
+        return self._compose(self.raw_wrappers, lambda _: tool.stream(ctx.tool_use, context), "awrap_tool_call", _tool_view,
+                             _is_tool_result, _tool_result)(request)
+
+    # -- composition ----------------------------------------------------------------------------------------
+
+    def _compose(self, wrappers: list[Wrapper], inner: Callable[[Any], AsyncGenerator[Any, None]], hook: str,
+                 view: Callable[[Any], Any], is_result: Callable[[Any], bool], unwrap: Callable[[Any], Any],
+                 pass_through: Callable[[BaseException], bool] = lambda error: False
+                 ) -> Callable[[Any], AsyncGenerator[Any, None]]:
+        layer = inner
+        for wrapper in reversed(wrappers):  # the first (lowest order) ends up outermost
+            layer = wrap_layer(wrapper, hook, view, layer, is_result, unwrap, self.store, pass_through)
+        return layer
+
+
+class _PausedTool(InterruptException):
+    """What ``handler`` raises at ``TOOL_VISIBLE`` when the tool paused for a human; the pause always propagates."""
+
+    def __init__(self, interrupts: list[Any]) -> None:
+        super().__init__(interrupts[0])
+        self.interrupts = interrupts
+
+
+def _model_view(request: InvokeModelContext) -> InvokeModelContext:
+    # Shallow copies: a hook that appends to or reorders what it sees cannot touch the agent or the call.
+    return InvokeModelContext(request.agent, list(request.messages), request.system_prompt,
+                              list(request.tool_specs), request.tool_choice, request.invocation_state)
+
+
+def _tool_view(request: ExecuteToolContext) -> ExecuteToolContext:
+    return ExecuteToolContext(request.agent, request.tool, cast("ToolUse", dict(request.tool_use)), request.invocation_state,
+                              request.cancel_signal)
+
+
+def _is_stop(event: Any) -> bool:
+    return isinstance(event, ModelStopReason)
+
+
+def _same(event: Any) -> Any:
+    return event
+
+
+def _is_raw(event: Any) -> bool:
+    return isinstance(event, RawReturn)
+
+
+def _raw_value(event: Any) -> Any:
+    return event.value
+
+
+def _is_tool_result(event: Any) -> bool:
+    return isinstance(event, ToolResultEvent)
+
+
+def _tool_result(event: Any) -> Any:
+    return event.tool_result
+
+
+def _model_name(agent: Agent) -> str:
+    try:
+        return str(agent.model.model_id)
+    except Exception:  # a custom model without config
+        return type(agent.model).__name__

@@ -1,0 +1,178 @@
+"""Loading extensions: ``use()`` in code, entry points named by ``RAY_HARNESS_EXTENSIONS``.
+
+An extension is an ``install(registry, config)`` callable, found by name in the entry-point group
+``ray_harness.extensions`` or passed directly. ``install`` registers contributors with
+``registry.middlewares(contributor)``. The list of entry-point names a process uses (from the variable
+and from ``use(name)``) is what the runtime forwards to the actors it starts, so every process that builds
+agents loads the same extensions; in-code installs stay in their process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from ray_harness.extensions.types import ExtensionData, ExtensionError
+
+__all__ = ("ENTRY_POINT_GROUP", "ENV_VAR", "Extension", "ExtensionHandle", "ExtensionRegistry", "forwarded_names",
+           "installed", "use")
+
+ENTRY_POINT_GROUP = "ray_harness.extensions"
+ENV_VAR = "RAY_HARNESS_EXTENSIONS"
+
+
+@dataclass
+class Extension:
+    """One installed extension: its ``<use>`` name and the contributors its ``install`` registered."""
+
+    use: str
+    entry_point: bool
+    contributors: list[Any] = field(default_factory=list)
+
+
+class ExtensionRegistry:
+    """What ``install(registry, config)`` receives."""
+
+    def __init__(self, extension: Extension) -> None:
+        self._extension = extension
+
+    def middlewares(self, contributor: Any) -> None:
+        """Register a contributor: an object with ``contribute_middlewares(app_store, ctx)``.
+
+        Raises:
+            TypeError: ``contributor`` has no callable ``contribute_middlewares``.
+        """
+        if not callable(getattr(contributor, "contribute_middlewares", None)):
+            raise TypeError(f"extension {self._extension.use!r}: a middleware contributor needs a "
+                            f"contribute_middlewares(app_store, ctx) method, got {contributor!r}")
+        self._extension.contributors.append(contributor)
+
+
+class ExtensionHandle:
+    """Returned by :func:`use`; ``remove()`` uninstalls the extension from this process (idempotent)."""
+
+    def __init__(self, extension: Extension) -> None:
+        self.extension = extension
+
+    @property
+    def name(self) -> str:
+        return self.extension.use
+
+    def remove(self) -> None:
+        with _lock:
+            if self.extension in _installed:
+                _installed.remove(self.extension)
+            _handles.pop(self.extension.use, None)
+
+    def __repr__(self) -> str:
+        return f"ExtensionHandle({self.extension.use!r})"
+
+
+_lock = threading.RLock()
+_installed: list[Extension] = []
+_handles: dict[str, ExtensionHandle] = {}
+_env_loaded = False
+app_store = ExtensionData()
+"""The application-scoped store: one per process, passed to every ``contribute_middlewares``."""
+
+
+def use(name_or_install: str | Callable[..., Any], config: Any = None) -> ExtensionHandle:
+    """Install an extension in this process: an entry-point name or an ``install(registry, config)``.
+
+    Using the same one twice is a no-op that returns the same handle.
+
+    Raises:
+        ExtensionError: no entry point of that name in group ``ray_harness.extensions``, or its
+            ``install`` raised (the message names the extension).
+    """
+    with _lock:
+        if not _env_loaded:
+            _load_env()  # the variable's extensions come first, as in every actor this process starts
+        if isinstance(name_or_install, str):
+            key = name_or_install.strip()
+            if not key:
+                raise ExtensionError("extension name must be a non-empty entry-point name")
+            known = _handles.get(key)
+            if known is not None:
+                return known
+            return _install(key, _load_entry_point(key), config, entry_point=True)
+        if not callable(name_or_install):
+            raise TypeError(f"use() takes an entry-point name or an install(registry, config) callable, "
+                            f"got {name_or_install!r}")
+        key = _qualified_name(name_or_install)
+        known = _handles.get(key)
+        if known is not None:
+            return known
+        return _install(key, name_or_install, config, entry_point=False)
+
+
+def installed() -> list[Extension]:
+    """The extensions of this process in load order (loads ``RAY_HARNESS_EXTENSIONS`` the first time)."""
+    if not _env_loaded:
+        _load_env()
+    return _installed
+
+
+def forwarded_names() -> list[str]:
+    """Entry-point names to forward to actors: the variable's and ``use(name)``'s, in load order."""
+    names = [item.strip() for item in os.environ.get(ENV_VAR, "").split(",") if item.strip()]
+    with _lock:
+        names += [extension.use for extension in _installed if extension.entry_point]
+    return list(dict.fromkeys(names))
+
+
+def _load_env() -> None:
+    global _env_loaded
+    with _lock:
+        if _env_loaded:
+            return
+        _env_loaded = True  # an unknown name raises once, here, not at every agent build
+        for name in os.environ.get(ENV_VAR, "").split(","):
+            if name.strip():
+                use(name.strip())
+
+
+def _load_entry_point(name: str) -> Callable[..., Any]:
+    found = [point for point in metadata.entry_points(group=ENTRY_POINT_GROUP) if point.name == name]
+    if not found:
+        available = sorted({point.name for point in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+        raise ExtensionError(f"unknown extension {name!r}: no entry point of that name in group "
+                             f"{ENTRY_POINT_GROUP!r} (installed: {', '.join(available) or 'none'})")
+    try:
+        loaded = found[0].load()
+    except Exception as error:
+        raise ExtensionError(f"extension {name!r} could not be imported ({found[0].value}): {error}") from error
+    install = getattr(loaded, "install", loaded)  # the entry point may name the module or its install()
+    if not callable(install):
+        raise ExtensionError(f"extension {name!r}: entry point {found[0].value} is not an install(registry, config)")
+    return install  # type: ignore[no-any-return]
+
+
+def _install(key: str, install: Callable[..., Any], config: Any, *, entry_point: bool) -> ExtensionHandle:
+    extension = Extension(key, entry_point)
+    try:
+        install(ExtensionRegistry(extension), config)
+    except Exception as error:
+        raise ExtensionError(f"extension {key!r} failed to install: {type(error).__name__}: {error}") from error
+    _installed.append(extension)
+    handle = _handles[key] = ExtensionHandle(extension)
+    return handle
+
+
+def _qualified_name(install: Callable[..., Any]) -> str:
+    module = getattr(install, "__module__", None) or type(install).__module__
+    qualname = getattr(install, "__qualname__", None) or type(install).__qualname__
+    return f"{module}:{qualname}"
+
+
+def reset() -> None:
+    """Uninstall every extension of this process and read ``RAY_HARNESS_EXTENSIONS`` again on next use (tests)."""
+    global _env_loaded
+    with _lock:
+        _installed.clear()
+        _handles.clear()
+        _env_loaded = False

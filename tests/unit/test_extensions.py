@@ -1,0 +1,694 @@
+"""Seed 002's contract on the in-process runtime: placements, scopes, ordering, observation only, fault
+isolation, lifecycle hooks, the task store, trace identity and loading."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent, tool
+from ray_harness.agent.retry import ModelRetryStrategy
+from ray_harness.extensions import (
+    AgentMiddleware,
+    AgentScope,
+    ExtensionError,
+    MiddlewarePlacement,
+    Placement,
+    _chain,
+    loading,
+    task_store,
+    use,
+)
+from ray_harness.hooks.events import AfterModelCallEvent, AfterToolCallEvent
+from ray_harness.interventions import Guide, InterventionHandler
+from ray_harness.middleware.types import InvokeModelStage, ToolResultEvent
+from ray_harness.testing import ScriptedModel, text, tool_call
+from ray_harness.testing.clock import FakeClock
+from ray_harness.tools.base import AgentTool
+from ray_harness.types.exceptions import ContextWindowOverflowException, ModelThrottledException
+
+LOGICAL, PHYSICAL, VISIBLE, RAW, STANDARD = (Placement.MODEL_LOGICAL, Placement.MODEL_PHYSICAL,
+                                             Placement.TOOL_VISIBLE, Placement.TOOL_RAW, Placement.STANDARD)
+
+
+@pytest.fixture(autouse=True)
+def clean_extensions(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(loading.ENV_VAR, raising=False)
+    loading.reset()
+    yield
+    loading.reset()
+
+
+def contribute(*placements: MiddlewarePlacement | Any, name: str = "test_ext") -> Any:
+    """Install an extension (entry-point-like ``<use>`` name) that contributes ``placements`` to every chain."""
+
+    class Contributor:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+            return placements
+
+    def install(registry: Any, config: Any) -> None:
+        registry.middlewares(Contributor())
+
+    install.__qualname__ = name
+    install.__module__ = "ext"
+    return use(install)
+
+
+class Recorder(AgentMiddleware):
+    """Records what it sees on both axes into ``log``."""
+
+    def __init__(self, log: list[Any], tag: str) -> None:
+        self.log = log
+        self.tag = tag
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.log.append((self.tag, "model", len(request.messages)))
+        try:
+            result = await handler(request)
+        except Exception as error:
+            self.log.append((self.tag, "model error", type(error).__name__))
+            raise
+        self.log.append((self.tag, "model done", result.stop_reason))
+        return result
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        self.log.append((self.tag, "tool", request.tool_use["name"]))
+        try:
+            result = await handler(request)
+        except Exception as error:
+            self.log.append((self.tag, "tool error", repr(error)))
+            raise
+        self.log.append((self.tag, "tool done", result))
+        return result
+
+
+@tool
+def lookup(key: str) -> dict[str, Any]:
+    """Look a key up."""
+    return {"key": key, "found": True}
+
+
+@tool
+def explode(key: str) -> str:
+    """Always fails."""
+    raise ValueError(f"no {key}")
+
+
+def tool_agent(*steps: Any, **kwargs: Any) -> Agent:
+    return Agent(ScriptedModel(*steps), tools=[lookup, explode], **kwargs)
+
+
+# -- placements ---------------------------------------------------------------------------------------
+
+
+def test_logical_once_per_decision_physical_once_per_provider_request_on_throttling() -> None:
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "L"), LOGICAL), MiddlewarePlacement(Recorder(log, "P"), PHYSICAL))
+    model = ScriptedModel(ModelThrottledException("slow down"), text("fine"))
+    agent = Agent(model, retry_strategy=ModelRetryStrategy(clock=FakeClock()))
+    assert str(agent("hi")) == "fine\n"
+    assert len(model.calls) == 2
+    assert log == [("L", "model", 1), ("P", "model", 1), ("P", "model error", "ModelThrottledException"),
+                   ("P", "model", 1), ("P", "model done", "end_turn"), ("L", "model done", "end_turn")]
+
+
+def test_logical_is_outside_overflow_reduction_guide_and_after_model_retry() -> None:
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "L"), LOGICAL), MiddlewarePlacement(Recorder(log, "P"), PHYSICAL))
+
+    class Critic(InterventionHandler):
+        name = "critic"
+
+        def __init__(self) -> None:
+            self.seen = 0
+
+        def after_model_call(self, event: Any) -> Any:
+            self.seen += 1
+            return Guide("again") if self.seen == 1 else None
+
+    answers: list[bool] = []
+
+    def retry_once(event: AfterModelCallEvent) -> None:
+        answers.append(True)
+        if len(answers) == 2:  # the answer after the Guide retry
+            event.retry = True
+
+    history = [{"role": "user", "content": [{"text": f"old {i}"}]} if i % 2 == 0 else
+               {"role": "assistant", "content": [{"text": f"reply {i}"}]} for i in range(6)]
+    model = ScriptedModel(ContextWindowOverflowException("too long"), text("a"), text("b"), text("c"))
+    agent = Agent(model, messages=history, interventions=[Critic()], hooks=[retry_once])
+    agent("new")
+    assert len(model.calls) == 4  # overflow, Guide retry, AfterModelCallEvent.retry, the answer
+    assert [entry for entry in log if entry[0] == "L"] == [("L", "model", 7), ("L", "model done", "end_turn")]
+    assert [entry[1] for entry in log if entry[0] == "P"].count("model") == 4
+
+
+def test_physical_sees_the_final_request_after_add_middleware_rewrites() -> None:
+    seen: dict[str, Any] = {}
+
+    class Spy(AgentMiddleware):
+        def __init__(self, key: str) -> None:
+            self.key = key
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            seen[self.key] = request.system_prompt
+            return await handler(request)
+
+    contribute(MiddlewarePlacement(Spy("logical"), LOGICAL), MiddlewarePlacement(Spy("physical"), PHYSICAL))
+    agent = Agent(ScriptedModel(text("ok")), system_prompt="base")
+    agent.add_middleware(InvokeModelStage.Input, lambda ctx: ctx.replace(system_prompt="rewritten"))
+    agent("x")
+    assert seen == {"logical": "base", "physical": "rewritten"}
+
+
+def test_visible_sees_what_the_model_receives_raw_sees_the_return_value_and_the_exception() -> None:
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "V"), VISIBLE), MiddlewarePlacement(Recorder(log, "R"), RAW))
+
+    def redact(event: AfterToolCallEvent) -> None:  # a host-side rewrite between RAW and VISIBLE
+        if event.result["status"] == "success":
+            event.result = {**event.result, "content": [{"text": "redacted"}]}
+
+    agent = tool_agent(tool_call("lookup", {"key": "k"}), tool_call("explode", {"key": "k"}), text("done"),
+                       hooks=[redact])
+    agent("x")
+    raw = [entry for entry in log if entry[0] == "R"]
+    visible = [entry for entry in log if entry[0] == "V"]
+    assert raw[1] == ("R", "tool done", {"key": "k", "found": True})
+    assert raw[3] == ("R", "tool error", "ValueError('no k')")
+    assert visible[1][2]["content"] == [{"text": "redacted"}]
+    assert visible[3][2]["status"] == "error" and visible[3][2]["content"] == [{"text": "Error: no k"}]
+    results = [block["toolResult"] for m in agent.messages for block in m["content"] if "toolResult" in block]
+    assert [visible[1][2], visible[3][2]] == results  # exactly what the model received
+
+
+def test_raw_fallback_for_a_tool_without_a_raw_call_logs_the_seed_warning(caplog: pytest.LogCaptureFixture) -> None:
+    class Plain(AgentTool):
+        tool_name = "plain"
+        tool_spec = {"name": "plain", "description": "plain", "inputSchema": {"json": {"type": "object"}}}
+
+        async def stream(self, tool_use: Any, context: Any) -> Any:
+            yield ToolResultEvent({"toolUseId": tool_use["toolUseId"], "status": "success", "content": [{"text": "p"}]})
+
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "R"), RAW))
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        Agent(ScriptedModel(tool_call("plain", {}), text("ok")), tools=[Plain()])("x")
+    assert log[1][2]["content"] == [{"text": "p"}]
+    assert "Extension ext:test_ext: placement TOOL_RAW fell back to a secondary anchor (primary anchor" in caplog.text
+
+
+def test_logical_fallback_without_a_retry_layer_logs_the_warning(caplog: pytest.LogCaptureFixture) -> None:
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "L"), LOGICAL))
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        Agent(ScriptedModel(text("ok")), retry_strategy=None)("x")
+    assert log == [("L", "model", 1), ("L", "model done", "end_turn")]
+    assert "Extension ext:test_ext: placement MODEL_LOGICAL fell back to a secondary anchor" in caplog.text
+
+
+def test_stream_events_reach_the_consumer_while_the_hook_waits() -> None:
+    order: list[str] = []
+
+    class Around(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            order.append("hook in")
+            result = await handler(request)
+            order.append("hook out")
+            return result
+
+    contribute(MiddlewarePlacement(Around(), LOGICAL), MiddlewarePlacement(Around(), PHYSICAL))
+
+    async def consume() -> None:
+        async for event in Agent(ScriptedModel(text("streamed"))).stream_async("x"):
+            if event.get("type") == "text_delta":
+                order.append("delta")
+
+    asyncio.run(consume())
+    assert order[:2] == ["hook in", "hook in"] and order[-2:] == ["hook out", "hook out"]
+    assert "delta" in order[2:-2]
+
+
+def test_cancel_while_the_model_streams_under_wrappers() -> None:
+    contribute(MiddlewarePlacement(Recorder([], "L"), LOGICAL), MiddlewarePlacement(Recorder([], "P"), PHYSICAL))
+    agent = Agent(ScriptedModel(text("slow", delay=30)))
+
+    async def run() -> Any:
+        task = asyncio.create_task(agent.invoke_async("x"))
+        while agent._invocation is None or not agent._invocation.model_streaming:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        agent.cancel()
+        return await task
+
+    assert asyncio.run(run()).stop_reason == "cancelled"
+
+
+# -- observation only and fault isolation -------------------------------------------------------------
+
+
+class Misbehaving(AgentMiddleware):
+    """One wrap hook per fault of seed 002's table, chosen by ``mode``."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.caught: list[BaseException] = []
+
+    async def _wrap(self, request: Any, handler: Any, replacement: Any) -> Any:
+        if self.mode == "raise before":
+            raise RuntimeError("before")
+        if self.mode == "never call":
+            return replacement
+        if self.mode == "modify":
+            result = await handler(replacement)
+            return "not the result"
+        result = await handler(request)
+        if self.mode == "raise after":
+            raise RuntimeError("after")
+        if self.mode == "call twice":
+            try:
+                await handler(request)
+            except RuntimeError as error:
+                self.caught.append(error)
+            return "second"
+        if self.mode == "swallow":
+            return "swallowed"
+        return result
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await self._wrap(request, handler, request.replace(messages=[], system_prompt="evil"))
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        return await self._wrap(request, handler, request.replace(tool_use={**request.tool_use, "input": {"key": "evil"}}))
+
+
+calls: list[str] = []
+
+
+@tool
+def side_effect(key: str) -> str:
+    """Counts its runs."""
+    calls.append(key)
+    return f"ran {key}"
+
+
+@pytest.mark.parametrize("mode", ["raise before", "never call", "raise after", "call twice", "modify"])
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
+def test_fault_isolation_never_adds_a_request_and_returns_the_real_result(
+        mode: str, placement: Placement, caplog: pytest.LogCaptureFixture) -> None:
+    calls.clear()
+    middleware = Misbehaving(mode)
+    contribute(MiddlewarePlacement(middleware, placement))
+    model = ScriptedModel(tool_call("side_effect", {"key": "real"}), text("done"))
+    agent = Agent(model, tools=[side_effect], system_prompt="sys")
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        result = agent("x")
+    assert str(result) == "done\n"
+    assert len(model.calls) == 2 and calls == ["real"]  # one request per decision, one tool side effect
+    assert model.calls[0].system_prompt == "sys" and model.calls[0].messages[-1]["content"] == [{"text": "x"}]
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "ran real"}]
+    hook = "awrap_model_call" if placement in (LOGICAL, PHYSICAL) else "awrap_tool_call"
+    expected = {"raise before": "before", "never call": "the hook did not call handler; the host called it",
+                "raise after": "after"}
+    if mode in expected:
+        assert f"Extension ext:test_ext: Misbehaving.{hook} failed and was skipped: {expected[mode]}" in caplog.text
+    if mode == "call twice":
+        assert len(middleware.caught) == (2 if hook == "awrap_model_call" else 1)
+        assert "already called" in str(middleware.caught[0])
+
+
+@pytest.mark.parametrize("placement", [PHYSICAL, RAW])
+def test_handler_errors_propagate_unchanged_even_when_the_hook_swallows_them(placement: Placement) -> None:
+    class Swallow(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            try:
+                return await handler(request)
+            except Exception:
+                return "swallowed"
+
+        awrap_tool_call = awrap_model_call
+
+    contribute(MiddlewarePlacement(Swallow(), placement))
+    if placement is PHYSICAL:
+        with pytest.raises(ValueError, match="provider down"):
+            Agent(ScriptedModel(ValueError("provider down")))("x")
+    else:  # the tool's exception reaches the host's error wrapping, as without the extension
+        agent = tool_agent(tool_call("explode", {"key": "k"}), text("done"))
+        agent("x")
+        assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "Error: no k"}]
+
+
+@pytest.mark.parametrize("placement", [VISIBLE, RAW])
+def test_interrupts_always_propagate(placement: Placement) -> None:
+    class Swallow(AgentMiddleware):
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            try:
+                return await handler(request)
+            except BaseException:
+                return "swallowed"
+
+    @tool(context=True)
+    def ask(question: str, tool_context: Any) -> str:
+        """Ask a human."""
+        return str(tool_context.interrupt("approve", question))
+
+    contribute(MiddlewarePlacement(Swallow(), placement))
+    agent = Agent(ScriptedModel(tool_call("ask", {"question": "ok?"}), text("done")), tools=[ask])
+    result = agent("x")
+    assert result.stop_reason == "interrupt" and result.interrupts[0].name == "approve"
+    resumed = agent([{"interruptResponse": {"interruptId": result.interrupts[0].id, "response": "yes"}}])
+    assert str(resumed) == "done\n"
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "yes"}]
+
+
+def test_lifecycle_hooks_update_state_and_a_raising_one_updates_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    order: list[str] = []
+
+    class Lifecycle(AgentMiddleware):
+        def before_agent(self, ctx: Any) -> Any:
+            order.append("before_agent")
+            return {"started": True}
+
+        async def abefore_model(self, ctx: Any) -> Any:
+            order.append("before_model")
+
+        def after_model(self, ctx: Any) -> Any:
+            order.append(f"after_model {ctx.result.stop_reason}")
+
+        async def aafter_agent(self, ctx: Any) -> Any:
+            order.append(f"after_agent {ctx.result.stop_reason}")
+            return {"finished": str(ctx.result)}
+
+    class Broken(AgentMiddleware):
+        def before_agent(self, ctx: Any) -> Any:
+            raise RuntimeError("lifecycle broke")
+
+        def after_agent(self, ctx: Any) -> Any:
+            return {"bad": object()}  # not JSON: no update at all
+
+    contribute(MiddlewarePlacement(Lifecycle(), STANDARD), MiddlewarePlacement(Broken(), STANDARD),
+               MiddlewarePlacement(Lifecycle(), LOGICAL))  # lifecycle hooks act only at STANDARD
+    agent = Agent(ScriptedModel(tool_call("lookup", {"key": "k"}), text("done")), tools=[lookup])
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        agent("x")
+    assert order == ["before_agent", "before_model", "after_model tool_use", "before_model", "after_model end_turn",
+                     "after_agent end_turn"]
+    assert agent.state.get() == {"started": True, "finished": "done\n"}
+    assert "Extension ext:test_ext: Broken.before_agent failed and was skipped: lifecycle broke" in caplog.text
+    assert "Broken.after_agent failed and was skipped" in caplog.text
+
+
+def test_contributor_faults_and_bad_items(caplog: pytest.LogCaptureFixture) -> None:
+    log: list[Any] = []
+
+    class Raising:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+            yield MiddlewarePlacement(Recorder(log, "lost"), LOGICAL)  # produced before raising: still not added
+            raise RuntimeError("contributor broke")
+
+    class Mixed:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+            return [42, MiddlewarePlacement(Recorder(log, "kept"), LOGICAL)]
+
+    def install(registry: Any, config: Any) -> None:
+        registry.middlewares(Raising())
+        registry.middlewares(Mixed())
+
+    use(install)
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        Agent(ScriptedModel(text("ok")))("x")
+    assert {entry[0] for entry in log} == {"kept"}
+    use_name = f"{__name__}:test_contributor_faults_and_bad_items.<locals>.install"
+    assert f"Extension {use_name}: Raising.contribute_middlewares failed and was skipped: contributor broke" \
+        in caplog.text
+    assert f"Extension {use_name}: Mixed.contribute_middlewares failed and was skipped: item 0 is not a " \
+           "MiddlewarePlacement (got int)" in caplog.text
+
+
+def test_placement_validates_its_fields() -> None:
+    with pytest.raises(TypeError, match="must be an AgentMiddleware"):
+        MiddlewarePlacement(object(), LOGICAL)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="placement must be a Placement"):
+        MiddlewarePlacement(AgentMiddleware(), "outer")  # type: ignore[arg-type]
+
+
+def test_sync_only_wrap_is_passed_through_on_the_async_path(caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[str] = []
+
+    class SyncOnly(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            seen.append("sync")
+            return handler(request)
+
+    contribute(MiddlewarePlacement(SyncOnly(), VISIBLE))
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        tool_agent(tool_call("lookup", {"key": "k"}), text("done"))("x")
+    assert seen == []
+    assert "SyncOnly implements only wrap_tool_call" in caplog.text
+
+
+# -- scope, ordering, naming, task store ----------------------------------------------------------------
+
+
+def test_scope_filtering_with_an_agent_used_as_a_tool() -> None:
+    log: list[Any] = []
+    contexts: list[Any] = []
+
+    class Contributor:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+            contexts.append(ctx)
+            return (MiddlewarePlacement(Recorder(log, f"lead:{ctx.agent_name}"), LOGICAL, scope=AgentScope.LEAD),
+                    MiddlewarePlacement(Recorder(log, f"sub:{ctx.agent_name}"), LOGICAL, scope=AgentScope.SUBAGENT),
+                    MiddlewarePlacement(Recorder(log, f"both:{ctx.agent_name}"), VISIBLE))
+
+    use(lambda registry, config: registry.middlewares(Contributor()))
+    child = Agent(ScriptedModel(text("child answer"), text("again")), name="child")
+    parent = Agent(ScriptedModel(tool_call("child", {"input": "q"}), text("done")), name="parent",
+                   tools=[child.as_tool()])
+    parent("x", limits={"turns": 5})
+    assert [(ctx.scope, ctx.agent_name) for ctx in contexts] == [(AgentScope.LEAD, "parent"),
+                                                                 (AgentScope.SUBAGENT, "child")]
+    assert contexts[0].model_name == "scripted" and contexts[0].policy == {"limits": {"turns": 5}}
+    tags = {entry[0] for entry in log}
+    assert tags == {"lead:parent", "both:parent", "sub:child"}
+    raw_child = [entry for entry in log if entry[0] == "both:parent" and entry[1] == "tool done"]
+    assert raw_child[0][2]["content"] == [{"text": "child answer\n"}]
+    child("direct")  # the same agent invoked by user code is a lead again
+    assert contexts[-1].scope == AgentScope.LEAD
+
+
+def test_order_then_registration_lower_is_outer_and_names() -> None:
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "b"), LOGICAL, order=5),
+               MiddlewarePlacement(Recorder(log, "a"), LOGICAL, order=-1),
+               MiddlewarePlacement(Recorder(log, "c"), LOGICAL, order=5),
+               name="my-ext.v1")
+    agent = Agent(ScriptedModel(text("ok")))
+    names: list[list[str]] = []
+
+    class Probe(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            names.append(list(request.agent._invocation.extensions.model_names))
+            return await handler(request)
+
+    contribute(MiddlewarePlacement(Probe(), PHYSICAL), name="probe")
+    agent("x")
+    assert [entry[0] for entry in log if entry[1] == "model"] == ["a", "b", "c"]
+    assert names == [["extension_ext_my_ext_v1_Recorder_0", "extension_ext_my_ext_v1_Recorder_1",
+                      "extension_ext_my_ext_v1_Recorder_2", "extension_ext_probe_Probe_0"]]
+
+
+def test_an_ordering_invariant_violation_fails_the_build_naming_the_extension(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    contribute(MiddlewarePlacement(Recorder([], "P"), PHYSICAL), name="misplaced")
+    # Simulate a host whose resolution put MODEL_PHYSICAL outside the model stages: the check must catch it.
+    monkeypatch.setitem(_chain.ANCHORS, PHYSICAL, (_chain.MODEL_STAGES, "outside"))
+    with pytest.raises(ExtensionError, match=r"extension 'ext:misplaced': extension_ext_misplaced_Recorder_0 at "
+                                             r"MODEL_PHYSICAL must sit inside"):
+        Agent(ScriptedModel(text("ok")))("x")
+
+
+def test_task_store_one_per_run_and_per_sub_agent_execution() -> None:
+    stores: list[tuple[str, Any]] = []
+
+    class Key:
+        def __init__(self) -> None:
+            self.count = 0
+
+    class Probe(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            store = task_store()
+            assert store is not None and store.get(type("Other", (), {})) is None
+            store.get_or_init(Key, Key).count += 1
+            stores.append((request.agent.name, store))
+            return await handler(request)
+
+    contribute(MiddlewarePlacement(Probe(), LOGICAL))
+    child = Agent(ScriptedModel(text("c1"), text("c2")), name="child")
+    parent = Agent(ScriptedModel(tool_call("child", {"input": "a"}), tool_call("child", {"input": "b"}), text("done")),
+                   name="parent", tools=[child.as_tool()])
+    parent("x")
+    parent_stores = {id(store) for name, store in stores if name == "parent"}
+    child_stores = [store for name, store in stores if name == "child"]
+    assert len(parent_stores) == 1 and len(child_stores) == 2 and child_stores[0] is not child_stores[1]
+    assert next(store for name, store in stores if name == "parent").get(Key).count == 3
+    stores.clear()
+    Agent(ScriptedModel(text("ok")), name="parent")("y")
+    parent_again = [store for _, store in stores]
+    assert parent_again[0].get(Key).count == 1  # a new run, a new store
+    assert task_store() is None  # outside a run
+
+
+def test_no_extension_means_no_chain() -> None:
+    agent = Agent(ScriptedModel(text("ok")))
+    seen: list[Any] = []
+    agent.add_hook(lambda event: seen.append(agent._invocation.extensions), AfterModelCallEvent)
+    agent("x")
+    assert seen == [None]
+
+
+# -- loading -------------------------------------------------------------------------------------------
+
+
+def test_use_is_idempotent_and_remove_uninstalls() -> None:
+    log: list[Any] = []
+
+    def install(registry: Any, config: Any) -> None:
+        registry.middlewares(type("C", (), {"contribute_middlewares": lambda self, store, ctx: (
+            MiddlewarePlacement(Recorder(log, str(config)), LOGICAL),)})())
+
+    handle = use(install, config="cfg")
+    assert use(install) is handle
+    Agent(ScriptedModel(text("ok")))("x")
+    assert [entry[0] for entry in log] == ["cfg", "cfg"]
+    handle.remove()
+    handle.remove()
+    Agent(ScriptedModel(text("ok")))("x")
+    assert len(log) == 2
+
+
+def test_unknown_entry_point_and_failing_install_name_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ExtensionError, match="unknown extension 'no_such_ext'"):
+        use("no_such_ext")
+
+    def broken(registry: Any, config: Any) -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(ExtensionError, match=r"extension '.*broken' failed to install: RuntimeError: boom"):
+        use(broken)
+    monkeypatch.setenv(loading.ENV_VAR, "no_such_ext")
+    loading.reset()
+    with pytest.raises(ExtensionError, match="unknown extension 'no_such_ext'"):
+        Agent(ScriptedModel(text("ok")))("x")
+
+
+def test_the_example_timing_plugin() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "examples" / "timing_plugin" / "ray_harness_timing" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("ray_harness_timing_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    use(module.install)
+    agent = Agent(ScriptedModel(ModelThrottledException("slow"), tool_call("lookup", {"key": "k"}), text("done")),
+                  tools=[lookup], retry_strategy=ModelRetryStrategy(clock=FakeClock()))
+    agent("x")
+    timing = agent.state.get("timing")
+    assert (timing["model_calls"], timing["provider_requests"], timing["tool_calls"]) == (2, 3, 1)
+    assert set(timing["tools"]) == {"lookup"}
+
+
+def test_wrapper_names_are_on_the_chat_and_execute_tool_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    contribute(MiddlewarePlacement(Recorder([], "L"), LOGICAL), MiddlewarePlacement(Recorder([], "R"), RAW),
+               MiddlewarePlacement(Recorder([], "V"), VISIBLE), name="tracing_ext")
+    tool_agent(tool_call("lookup", {"key": "k"}), text("done"))("x")
+    spans = {span.name: span.attributes for span in exporter.get_finished_spans()}
+    assert spans["chat"]["ray_harness.extensions"] == ("extension_ext_tracing_ext_Recorder_0",)
+    assert spans["execute_tool lookup"]["ray_harness.extensions"] == ("extension_ext_tracing_ext_Recorder_2",
+                                                                      "extension_ext_tracing_ext_Recorder_1")
+    assert "ray_harness.extensions" not in spans["invoke_agent agent"]
+    provider.shutdown()
+
+
+def test_concurrent_and_streaming_tools_under_visible_and_raw_layers() -> None:
+    from ray_harness.testing import tool_calls
+
+    @tool
+    async def ticker(count: int) -> Any:
+        """Streams ticks, returns the count."""
+        for tick in range(count):
+            yield f"tick {tick}"
+        yield count
+
+    log: list[Any] = []
+    contribute(MiddlewarePlacement(Recorder(log, "V"), VISIBLE), MiddlewarePlacement(Recorder(log, "R"), RAW))
+    agent = Agent(ScriptedModel(tool_calls(("ticker", {"count": 3}), ("lookup", {"key": "k"})), text("done")),
+                  tools=[ticker, lookup])
+
+    async def consume() -> list[Any]:
+        return [event async for event in agent.stream_async("x") if event.get("type") == "tool_stream"]
+
+    streamed = asyncio.run(consume())
+    assert [event["tool_stream_event"]["data"] for event in streamed] == ["tick 0", "tick 1", "tick 2"]
+    raw_results = sorted(repr(entry[2]) for entry in log if entry[:2] == ("R", "tool done"))
+    assert raw_results == ["3", "{'key': 'k', 'found': True}"]
+    visible = {entry[2]["content"][0].get("text", "json") for entry in log if entry[:2] == ("V", "tool done")}
+    assert visible == {"3", "json"}
+
+
+def test_a_hook_that_awaits_handler_in_another_task_still_observes_once() -> None:
+    class Timeout(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await asyncio.wait_for(handler(request), timeout=60)  # wait_for runs it as its own task
+
+    contribute(MiddlewarePlacement(Timeout(), PHYSICAL))
+    model = ScriptedModel(text("through a task"))
+    agent = Agent(model)
+
+    async def consume() -> list[str]:
+        return [event["type"] async for event in agent.stream_async("x")]
+
+    kinds = asyncio.run(consume())
+    assert "text_delta" in kinds and kinds[-1] == "result"  # the events still arrive, after the call
+    assert len(model.calls) == 1 and agent.messages[-1]["content"] == [{"text": "through a task"}]
+
+
+def test_a_consumer_leaving_mid_stream_closes_every_layer() -> None:
+    closed: list[str] = []
+
+    class Watch(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            try:
+                return await handler(request)
+            finally:
+                closed.append("hook unwound")
+
+    contribute(MiddlewarePlacement(Watch(), LOGICAL), MiddlewarePlacement(Watch(), PHYSICAL))
+    agent = Agent(ScriptedModel(text("a long answer in many chunks"), chunk_size=2))
+
+    async def leave_early() -> None:
+        stream = agent.stream_async("x")
+        async for event in stream:
+            if event.get("type") == "text_delta":
+                break
+        await stream.aclose()
+
+    asyncio.run(leave_early())
+    assert closed == ["hook unwound", "hook unwound"]
+    assert agent._invocation is None and not agent._lock.locked()  # the agent is free for the next call
