@@ -20,10 +20,12 @@ __all__ = (
     "task_store",
 )
 
+from ray_harness.types.exceptions import RayHarnessError
+
 T = TypeVar("T")
 
 
-class ExtensionError(Exception):
+class ExtensionError(RayHarnessError):
     """An extension could not be loaded, or its contribution breaks the host's stack (names the extension)."""
 
 

@@ -27,7 +27,10 @@ for info in pkgutil.walk_packages(ray_harness.__path__, prefix="ray_harness."):
     for name, value in vars(module).items():
         if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
             found.append(f"{info.name}.{name}")
-            if not issubclass(value, RayHarnessError):
+            # A private BaseException that is not an Exception is a control-flow signal (as GeneratorExit is):
+            # it must not be caught by `except Exception` / `except RayHarnessError`, so it stays outside.
+            signal = name.startswith("_") and not issubclass(value, Exception)
+            if not issubclass(value, RayHarnessError) and not signal:
                 outside.append(f"{info.name}.{name}")
 print(json.dumps({"found": found, "outside": sorted(outside)}))
 """
