@@ -85,13 +85,14 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; 
 fi
 PY="$VENV/bin/python"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
+export HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1  # no progress bars in CI logs
 
 # -- the model directory, converted once -------------------------------------------------------------------
 if [ ! -f "$MODEL_DIR/.complete" ]; then
   echo "converting $GGUF_FILE to $MODEL_DIR"
   mkdir -p "$(dirname "$MODEL_DIR")"
   tmp=$(mktemp -d "$MODEL_DIR.tmp.XXXXXX")
-  "$PY" - "$GGUF_FILE" "$tmp" <<'EOF'
+  if ! "$PY" - "$GGUF_FILE" "$tmp" <<'EOF'
 import importlib.util
 import sys
 from pathlib import Path
@@ -114,6 +115,11 @@ model.config.architectures = [type(model).__name__]
 model.save_pretrained(out)
 tokenizer.save_pretrained(out)
 EOF
+  then
+    rm -rf "$tmp"
+    echo "error: converting $GGUF_FILE failed" >&2
+    exit 1
+  fi
   touch "$tmp/.complete"
   rm -rf "$MODEL_DIR"
   mv "$tmp" "$MODEL_DIR"

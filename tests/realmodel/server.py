@@ -48,6 +48,15 @@ class RealServer:
         return OpenAIModel(self.model_id, params=params,
                            client_args={"base_url": self.base_url, "api_key": "EMPTY"})
 
+    def prompt_tokens(self, prompt: str) -> int:
+        """The prompt tokens the server counts for ``prompt`` as a lone user message (one-token reply)."""
+        body = {"model": self.model_id, "max_tokens": 1,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}]}
+        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return int(json.load(response)["usage"]["prompt_tokens"])
+
     def build(self, form: str, **params: Any) -> Model:
         """The model in one of :data:`FORMS` (the spec string resolved as ``Agent(model=...)`` would)."""
         return from_string(self.spec(**params)) if form == "spec" else self.model(**params)

@@ -39,7 +39,11 @@ def test_one_turn_agent(server: RealServer, form: str) -> None:
 
     assert result.stop_reason == "end_turn"
     assert result.text.strip()
-    assert_real_usage(result.metrics.accumulated_usage)  # type: ignore[arg-type]
+    usage = result.metrics.accumulated_usage
+    assert_real_usage(usage)  # type: ignore[arg-type]
+    # The server's own count (not the harness's estimate for servers that send none): the same request,
+    # asked directly, reports the same prompt tokens.
+    assert usage["inputTokens"] == server.prompt_tokens(QUESTIONS[0])
 
 
 @pytest.mark.parametrize("form", FORMS)
