@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                                description="Evaluate researcher → 2 parallel analysts → writer over a bundled "
                                            "dataset on a pool of Ray host actors. No API key needed.")
     demo.add_argument("--model", help="use a real provider for every node, e.g. anthropic:claude-sonnet-4-5")
+    demo.add_argument("--max-tokens", type=int, default=512,
+                      help="output cap of each model call when the --model spec sets no ?max_tokens= (default 512)")
     demo.add_argument("--output-dir", default="ray_harness_demo", help="where results go (default ./ray_harness_demo)")
     demo.add_argument("--rows", type=int, default=None, help="evaluate only the first N rows")
     demo.add_argument("--concurrency", type=int, default=16)
@@ -102,7 +104,10 @@ def _demo(args: argparse.Namespace) -> int:
 
     if args.model:
         from ray_harness.models import from_string
+        from ray_harness.models.selection import spec_with_defaults
 
+        # A chatty model (a small local one) would otherwise run to its server's own cap on every call.
+        args.model = spec_with_defaults(args.model, max_tokens=args.max_tokens)
         from_string(args.model)  # fail fast on a malformed spec, before starting Ray
         os.environ["RAY_HARNESS_DEMO_MODEL"] = args.model
     out_dir = Path(args.output_dir)

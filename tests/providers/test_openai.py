@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
 from ray_harness import Agent
+from ray_harness.cli import main
 from ray_harness.models import from_string
 from ray_harness.models.openai import OpenAIModel
 from ray_harness.types.exceptions import ModelConfigurationError
@@ -162,3 +164,33 @@ async def test_missing_api_key_is_a_configuration_error() -> None:
 
     with pytest.raises(ModelConfigurationError, match="OPENAI_API_KEY"):
         await drain(model, [{"role": "user", "content": [{"text": "hi"}]}])
+
+
+def test_spec_query_parameters_reach_the_request_body(openai_server: OpenAIServer) -> None:
+    openai_server.script(text("short"))
+    model = from_string(f"openai-compatible:{openai_server.base_url()}#llama-3-8b?max_tokens=5&temperature=0&stop=%0A")
+    model.client_args["max_retries"] = 0  # type: ignore[attr-defined]
+
+    Agent(model)("hi")
+
+    body = openai_server.bodies[0]
+    assert (body["max_tokens"], body["temperature"], body["stop"]) == (5, 0, ["\n"])
+    assert "max_completion_tokens" not in body
+
+
+@pytest.mark.parametrize(("argv", "sent"), [([], 512), (["--max-tokens", "33"], 33)])
+def test_demo_caps_each_model_call_unless_the_spec_does(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path, argv: list[str], sent: int) -> None:
+    monkeypatch.setenv("RAY_HARNESS_DEMO_MODEL", "")  # the demo sets it; restored after the test
+    openai_server.script(*[text(f"answer {n}") for n in range(4)])  # one row: four nodes, four calls
+    spec = f"openai-compatible:{openai_server.base_url()}#local-model"
+
+    code = main(["demo", "--local", "--rows", "1", "--output-dir", str(tmp_path), "--model", spec, *argv])
+
+    assert code == 0
+    assert [body["max_tokens"] for body in openai_server.bodies] == [sent] * 4
+
+    openai_server.script(*[text(f"answer {n}") for n in range(4)])
+    assert main(["demo", "--local", "--rows", "1", "--output-dir", str(tmp_path), "--model", spec + "?max_tokens=7",
+                 *argv]) == 0
+    assert [body["max_tokens"] for body in openai_server.bodies[4:]] == [7] * 4  # the spec's own cap wins
