@@ -95,3 +95,15 @@ def slow_node_agent() -> Agent:
     delay = float(os.environ.get("RAY_HARNESS_TEST_DELAY", "0.2"))
     return Agent(ScriptedModel(lambda call: text(node_id, usage=USAGE, delay=delay), record_calls=False),
                  name="where-slow")
+
+
+def pid_agent() -> Agent:
+    """Answers with the id of the process it runs in (where a row really ran)."""
+    pid = str(os.getpid())
+    return Agent(ScriptedModel(lambda call: text(pid, usage=USAGE), record_calls=False), name="pid")
+
+
+def long_agent() -> Agent:
+    """Spends tokens, then stops at max_tokens: the row fails with MaxTokensReachedException."""
+    return Agent(ScriptedModel(lambda call: text("and so on", usage=USAGE, stop_reason="max_tokens"),
+                               record_calls=False), name="long")

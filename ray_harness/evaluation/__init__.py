@@ -11,9 +11,9 @@ finished is lost or duplicated. Throttled rows (``ModelThrottledException``)
 halve the concurrency and go back in the queue; it grows again as rows succeed.
 
 Each record: ``index``, ``input`` (the row), ``output`` (``str(result)``),
-``structured_output``, ``stop_reason`` (agents) or ``status`` (graphs/swarms),
-``usage``, ``cost_usd``, ``latency_s``, ``error`` (``None`` or
-``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
+``structured_output``, ``status`` and ``stop_reason`` (``"failed"`` and ``None`` for a
+failed row), ``usage`` and ``cost_usd`` (spent, also by a failed row), ``latency_s``,
+``error`` (``None`` or ``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
 the scorer's function name plus ``rows``, ``errors``, ``tokens``, ``cost_usd``
 and ``rows_per_s``. A row whose host actor dies (``RemoteActorError``) runs again
 on the restarted host, up to five times, instead of being recorded as an error.
@@ -37,7 +37,7 @@ from typing import Any
 
 from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, resolve_factory
 from ray_harness.evaluation._dataset import iter_rows
-from ray_harness.evaluation._records import RecordWriter, ResultFields, open_writer, result_fields
+from ray_harness.evaluation._records import SPENT_ATTRIBUTE, RecordWriter, ResultFields, open_writer, result_fields
 from ray_harness.evaluation._summary import summarize
 from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
 
@@ -304,9 +304,13 @@ class _Evaluation:
 
 def _record(row: _Row, result: Any, error: BaseException | None, latency: float) -> dict[str, Any]:
     record: dict[str, Any] = {"index": row.index, "input": row.data, "output": None, "structured_output": None,
-                              "usage": None, "cost_usd": 0.0, "latency_s": latency, "error": None, "scores": {}}
+                              "status": "failed", "stop_reason": None, "usage": None, "cost_usd": 0.0,
+                              "latency_s": latency, "error": None, "scores": {}}
     if error is not None:
         record["error"] = {"type": type(error).__name__, "message": str(error)}
+        spent = getattr(error, SPENT_ATTRIBUTE, None)  # the provider billed a failed row too
+        if spent is not None:
+            record["usage"], record["cost_usd"] = spent["usage"], spent["cost_usd"]
         return record
     # A row without scorers comes back from its host as these fields already (see RayBackend).
     record.update(result.fields if isinstance(result, ResultFields) else result_fields(result))

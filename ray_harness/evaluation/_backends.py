@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ray_harness.evaluation._records import ResultFields, result_fields
+from ray_harness.evaluation._records import ResultFields, mark_spent, result_fields
 
 __all__ = ("Backend", "LocalBackend", "RayBackend", "resolve_factory")
 
@@ -61,6 +61,9 @@ class LocalBackend(Backend):
             if limits is not None and _accepts_limits(target):
                 return await target.invoke_async(prompt, limits=limits)
             return await target.invoke_async(prompt)
+        except Exception as error:
+            mark_spent(error, target)
+            raise
         finally:
             self._running.pop(run_id, None)
 

@@ -8,9 +8,9 @@ from typing import Any
 __all__ = ("summarize",)
 
 
-def _percentile(values: list[float], q: float) -> float:
+def _percentile(values: list[float], q: float) -> float | None:
     if not values:
-        return math.nan
+        return None  # not NaN: the summary is written as JSON, and printed
     ordered = sorted(values)
     position = (len(ordered) - 1) * q
     low, high = math.floor(position), math.ceil(position)
