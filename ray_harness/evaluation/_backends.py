@@ -78,8 +78,10 @@ class RayBackend(Backend):
     """Rows run on a pool of warm async host actors (never an actor per row)."""
 
     def __init__(self, factory: Callable[[], Any] | str, *, pool: Any = None, pool_size: int | None = None,
-                 pool_options: dict[str, Any] | None = None, results_needed: bool = True) -> None:
+                 pool_options: dict[str, Any] | None = None, results_needed: bool = True,
+                 rate_limits: dict[str, Any] | None = None) -> None:
         self._factory = factory
+        self._rate_limits = rate_limits or {}
         self._results_needed = results_needed
         self._pool = pool
         self._pool_size = pool_size
@@ -94,6 +96,8 @@ class RayBackend(Backend):
             options = {"max_restarts": -1, **self._pool_options}  # hosts come back after a crash
             self._pool = AgentPool(size=self._pool_size or 2, **options)
         self._spec = self._pool.prepare(self._factory)  # pickled once, shared by every row
+        if self._rate_limits:
+            await self._pool.register_rate_limits(self._rate_limits)
 
     async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
         # Rows started together share one host call per host (one Ray round trip per batch, not per row).

@@ -49,6 +49,7 @@ from ray_harness.agent.agent import run_sync
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
+from ray_harness.models.rate_limit import register_rate_limits
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, raise_translated, translate
@@ -189,6 +190,10 @@ class AgentHost:
         if runner is None:
             raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
         return runner.agent.messages
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def register_rate_limits(self, limits: dict[str, Any]) -> None:
+        register_rate_limits(limits)
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def flush_metrics(self) -> None:
@@ -623,6 +628,11 @@ class AgentPool:
         index = self._pick(agent_key)
         messages = await await_ref(self._hosts[index].resident_messages.remote(agent_key), self.host_names[index])
         return list(messages)
+
+    async def register_rate_limits(self, limits: dict[str, Any]) -> None:
+        """Limit models by key (``{"<provider>:<model_id>": RateLimit}``) on every host of the pool."""
+        await asyncio.gather(*(await_ref(h.register_rate_limits.remote(dict(limits)), n)
+                               for h, n in zip(self._hosts, self.host_names, strict=True)))
 
     async def stats(self) -> list[dict[str, Any]]:
         """Per host: index, pid, running runs, resident agents, resident set size in bytes."""
