@@ -311,7 +311,8 @@ def _with_index(dataset: Any) -> tuple[Any, int]:
     tables = dataset.to_arrow_refs()
     counts = ray.get([ray.remote(num_cpus=0)(_rows_of).remote(t) for t in tables])
     indexer = ray.remote(num_cpus=0)(_indexed_block)
-    refs, offset = [], 0
+    refs: list[Any] = []
+    offset = 0
     for table, rows in zip(tables, counts, strict=True):
         refs.append(indexer.remote(table, offset))
         offset += rows
@@ -355,7 +356,7 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
     indexed, total = _with_index(dataset)
     results = indexed.map_batches(
         EvaluationHost, fn_constructor_args=(agent_spec(target), options), batch_size=concurrency or 32,
-        batch_format="pyarrow", compute=compute, num_cpus=0.5, zero_copy_batch=True)
+        batch_format="pyarrow", compute=compute, num_cpus=0.25, zero_copy_batch=True)  # I/O-bound hosts
     watcher = _Watcher(counters, progress, progress_interval_s, total)
     watcher.start()
     tables = None
