@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 import sys
 import threading
 import time
@@ -238,22 +239,56 @@ def existing_parts(output: str, filesystem: Any) -> list[str]:
         return []
     if info.type != pafs.FileType.Directory:
         raise not_results_error(output, "a file where a directory of Parquet records belongs")
-    parts = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(path, recursive=True))
-                   if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
-    others = [i.path for i in fs.get_file_info(pafs.FileSelector(path, recursive=True))
-              if i.type == pafs.FileType.File and not i.path.endswith(".parquet")
-              and not i.base_name.startswith((".", "_"))]
+    # Hidden names (".partial-...", "_SUCCESS") are not records: Parquet readers skip them too.
+    files = [i for i in fs.get_file_info(pafs.FileSelector(path, recursive=True))
+             if i.type == pafs.FileType.File and not i.base_name.startswith((".", "_"))]
+    parts = sorted(i.path for i in files if i.path.endswith(".parquet"))
+    others = [i.path for i in files if not i.path.endswith(".parquet")]
     if others:
         raise not_results_error(output, f"it holds files that are not Parquet records, e.g. {others[0]}")
-    if parts:
-        with fs.open_input_file(parts[0]) as handle:
-            try:
+    readable = []
+    for part in parts:
+        try:
+            with fs.open_input_file(part) as handle:
                 names = pq.read_schema(handle).names
-            except Exception as error:
-                raise not_results_error(output, f"{parts[0]} is not Parquet: {error}") from None
+        except Exception as error:
+            if not _RAY_PART.search(part):
+                raise not_results_error(output, f"{part} is not Parquet: {error}") from None
+            continue  # a part Ray Data was writing when its run was killed or cancelled: see set_aside
         if "index" not in names or "input" not in names:
-            raise not_results_error(output, f"{parts[0]} has no 'index'/'input' columns")
-    return parts
+            raise not_results_error(output, f"{part} has no 'index'/'input' columns")
+        readable.append(part)
+    return readable
+
+
+_RAY_PART = re.compile(r"/[0-9A-Za-z]+_[0-9a-f]{32}_\d{6}-\d+\.parquet$")
+"""The name Ray Data's Parquet writer gives a part: ``<dataset id>_<write uuid>_<task index>-<n>.parquet``."""
+
+
+def set_aside_partial_parts(output: str, filesystem: Any) -> list[str]:
+    """Rename parts cut short by a killed or cancelled run to hidden names (their rows run again).
+
+    Only files named like Ray Data's parts in a directory whose readable parts are records: nothing else is
+    touched. Hidden names (``.partial-...``) are skipped by Parquet readers, so the output stays readable.
+    """
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    fs, path = _filesystem_and_path(output, filesystem)
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        return []
+    moved = []
+    for info in fs.get_file_info(pafs.FileSelector(path, recursive=True)):
+        if info.type != pafs.FileType.File or not _RAY_PART.search(info.path):
+            continue
+        try:
+            with fs.open_input_file(info.path) as handle:
+                pq.read_schema(handle)
+        except Exception:
+            target = info.path[: -len(info.base_name)] + ".partial-" + info.base_name
+            fs.move(info.path, target)
+            moved.append(info.path)
+    return moved
 
 
 def read_records(output: str, filesystem: Any, columns: list[str] | None = None) -> Any:
@@ -341,6 +376,9 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
     done_ref = None
     if output is not None:
         parts = existing_parts(output, filesystem)  # refuses an output that is not ours, before anything runs
+        if resume:
+            for moved in set_aside_partial_parts(output, filesystem):
+                logger.warning("evaluate: %s was cut short by an earlier run; set aside, its rows run again", moved)
         if parts and not resume:
             raise ValueError(f"output {output} already holds records; pass resume=True to continue it or choose "
                              "another output (records are never deleted by an evaluation)")
