@@ -17,6 +17,15 @@ failed row), ``usage`` and ``cost_usd`` (spent, also by a failed row), ``latency
 the scorer's function name plus ``rows``, ``errors``, ``tokens``, ``cost_usd``
 and ``rows_per_s``. A row whose host actor dies (``RemoteActorError``) runs again
 on the restarted host, up to five times, instead of being recorded as an error.
+
+With a ``ray.data.Dataset`` (and ``runtime="ray"``) the rows go through Ray Data instead
+(``_data``): ``map_batches`` on a pool of host actors, Parquet records written by Ray
+Data to a directory or ``s3://`` prefix, resume by ``id_key``, and a summary computed on
+the cluster; nothing row-sized passes through the driver. ``rate_limits`` (or
+``model.rate_limit``) are cluster-wide token buckets (:mod:`ray_harness.models.rate_limit`).
+``grade(results, scorers, output=None)`` scores recorded results again without the target.
+Record errors carry a ``kind``: ``"target"``, ``"infrastructure"``, ``"scorer"`` (the output
+is kept; counted in ``scorer_errors``) or ``"input"`` (a missing or null prompt).
 """
 
 from __future__ import annotations
@@ -105,6 +114,13 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
     """
     from ray_harness.agent.agent import run_sync
 
+    if runtime == "ray" and _is_ray_dataset(dataset):
+        # In this thread, not under an event loop: Ctrl-C stops Ray Data's execution here, and a rerun resumes.
+        return _evaluate_dataset(target, dataset, scorers=scorers, concurrency=concurrency, output=output,
+                                 resume=resume, limits=limits, prompt_key=prompt_key, pool_size=pool_size,
+                                 progress=progress, max_throttle_retries=max_throttle_retries,
+                                 cancel_event=cancel_event, id_key=id_key, rate_limits=rate_limits,
+                                 max_pool_size=max_pool_size, filesystem=filesystem)
     summary: dict[str, Any] = run_sync(evaluate_async(
         target, dataset, scorers=scorers, concurrency=concurrency, output=output, resume=resume, limits=limits,
         prompt_key=prompt_key, runtime=runtime, pool=pool, pool_size=pool_size, progress=progress,
@@ -130,23 +146,17 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
         from ray_harness.agent.limits import validate_limits
 
         validate_limits(limits)
+    if runtime == "ray" and _is_ray_dataset(dataset):
+        return await asyncio.to_thread(
+            _evaluate_dataset, target, dataset, scorers=scorers, concurrency=concurrency, output=output,
+            resume=resume, limits=limits, prompt_key=prompt_key, pool_size=pool_size, progress=progress,
+            max_throttle_retries=max_throttle_retries, cancel_event=cancel_event, id_key=id_key,
+            rate_limits=rate_limits, max_pool_size=max_pool_size, filesystem=filesystem)
     factory = resolve_factory(target)
     scorers = list(scorers)
     limits_by_key = dict(rate_limits or {})
     if limits_by_key:
         register_rate_limits(limits_by_key)  # checks them; rows of runtime="local" run in this process
-    if runtime == "ray":
-        from ray_harness.evaluation._data import is_ray_dataset
-
-        if is_ray_dataset(dataset):
-            from ray_harness.evaluation._data import evaluate_dataset
-
-            return await asyncio.to_thread(
-                evaluate_dataset, target if isinstance(target, str) else factory, dataset, scorers=scorers,
-                output=output, resume=resume, limits=limits, prompt_key=prompt_key, id_key=id_key,
-                pool_size=pool_size, max_pool_size=max_pool_size, concurrency=concurrency,
-                rate_limits=limits_by_key, max_throttle_retries=max_throttle_retries, progress=progress,
-                filesystem=filesystem)
     backend: Backend = LocalBackend(factory) if runtime == "local" else RayBackend(
         target if isinstance(target, str) else factory, pool=pool, pool_size=pool_size, results_needed=bool(scorers),
         rate_limits=limits_by_key)
@@ -160,6 +170,39 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
     finally:
         writer.close()
         await backend.close()
+
+
+def _is_ray_dataset(dataset: Any) -> bool:
+    data = sys.modules.get("ray.data")  # a Ray Dataset exists only once ray.data was imported: no import here
+    return data is not None and isinstance(dataset, data.Dataset)
+
+
+def _evaluate_dataset(target: Any, dataset: Any, *, scorers: Iterable[Scorer], concurrency: int | None,
+                      output: str | None, resume: bool, limits: Any, prompt_key: str, pool_size: int | None,
+                      progress: bool | None, max_throttle_retries: int, cancel_event: threading.Event | None,
+                      id_key: str | None, rate_limits: Mapping[str, RateLimit] | None, max_pool_size: int | None,
+                      filesystem: Any) -> dict[str, Any]:
+    """A Ray Dataset on the cluster (``_data``): checked here like the driver path's arguments."""
+    if cancel_event is not None:
+        raise ValueError("cancel_event is not supported with a ray.data.Dataset: interrupt the driver (Ctrl-C) "
+                         "and run again with the same output to resume")
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or concurrency < 1):
+        raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+    if limits is not None:
+        from ray_harness.agent.limits import validate_limits
+
+        validate_limits(limits)
+    factory = resolve_factory(target)  # checked (and imported) here; called only in the hosts
+    limits_by_key = dict(rate_limits or {})
+    register_rate_limits(limits_by_key)
+    from ray_harness.evaluation._data import evaluate_dataset
+
+    return evaluate_dataset(target if isinstance(target, str) else factory, dataset, scorers=list(scorers),
+                            output=output, resume=resume, limits=limits, prompt_key=prompt_key, id_key=id_key,
+                            pool_size=pool_size, max_pool_size=max_pool_size, concurrency=concurrency,
+                            rate_limits=limits_by_key, max_throttle_retries=max_throttle_retries, progress=progress,
+                            filesystem=filesystem)
 
 
 def _peeked(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -115,8 +115,12 @@ def test_bad_inputs_fail_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a results file"):
         evaluate("tests.eval_targets:echo_agent", _prompts(3), output=str(folder))
     assert [p.name for p in folder.iterdir()] == ["mine.csv"]
+    import threading
+
     from ray_harness.evaluation import RateLimit
 
+    with pytest.raises(ValueError, match="cancel_event"):
+        evaluate("tests.eval_targets:echo_agent", _prompts(3), cancel_event=threading.Event())
     with pytest.raises(ValueError, match="requests_per_minute"):
         evaluate("tests.eval_targets:echo_agent", _prompts(3), rate_limits={"openai:x": RateLimit(requests_per_minute=-1)})
 
