@@ -140,3 +140,12 @@ def marking_agent() -> Agent:
         return text(f"done {call.last_text}", usage=USAGE, delay=0.2)
 
     return Agent(ScriptedModel(answer, record_calls=False), name="marking")
+
+
+def limited_agent() -> Agent:
+    """Its model carries ``RateLimit(requests_per_minute=600, key="remote-agent-bucket")``."""
+    from ray_harness.models import RateLimit
+
+    model = ScriptedModel(lambda call: text("limited", usage=USAGE), record_calls=False, loop=True)
+    model.rate_limit = RateLimit(requests_per_minute=600, key="remote-agent-bucket")
+    return Agent(model, name="limited")

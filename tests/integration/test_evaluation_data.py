@@ -216,3 +216,14 @@ def test_aimd_shrinks_the_shared_rate_under_throttling_and_grows_it_back(tmp_pat
              runtime="local", rate_limits=limits)
     grown = ray.get(bucket_actor("scriptedmodel:aimd", limit).state.remote())
     assert grown["factor"] > shrunk["factor"]
+
+
+def test_a_remote_agent_draws_from_the_cluster_bucket() -> None:
+    import ray
+
+    from ray_harness.runtime import RemoteAgent
+
+    remote = RemoteAgent("tests.eval_targets:limited_agent")
+    assert str(remote("hi")).strip() == "limited"
+    bucket = ray.get_actor("ray_harness:rate:remote-agent-bucket")  # created by the model call in the actor
+    assert ray.get(bucket.state.remote())["requests_per_minute"] == pytest.approx(600)
