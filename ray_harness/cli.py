@@ -135,11 +135,15 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if summary["errors"] == 0 else 1
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}s"  # None: no row completed
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     tokens = summary["tokens"]
     print(f"rows {summary['rows']}  errors {summary['errors']}  tokens {tokens['total']} "
           f"(in {tokens['input']}, out {tokens['output']})  cost ${summary['cost_usd']:.4f}  "
-          f"{summary['rows_per_s']:.1f} rows/s  p50 latency {summary['latency_s']['p50']:.3f}s")
+          f"{summary['rows_per_s']:.1f} rows/s  p50 latency {_seconds(summary['latency_s']['p50'])}")
     for name, stats in summary["scores"].items():
         print(f"score {name}: mean {stats['mean']:.3f} (p50 {stats['p50']:.3f}, n={stats['count']})")
 

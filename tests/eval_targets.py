@@ -112,3 +112,57 @@ def slow_node_agent() -> Agent:
     delay = float(os.environ.get("RAY_HARNESS_TEST_DELAY", "0.2"))
     return Agent(ScriptedModel(lambda call: text(node_id, usage=USAGE, delay=delay), record_calls=False),
                  name="where-slow")
+
+
+def pid_agent() -> Agent:
+    """Answers with the id of the process it runs in (where a row really ran)."""
+    pid = str(os.getpid())
+    return Agent(ScriptedModel(lambda call: text(pid, usage=USAGE), record_calls=False), name="pid")
+
+
+def long_agent() -> Agent:
+    """Spends tokens, then stops at max_tokens: the row fails with MaxTokensReachedException."""
+    return Agent(ScriptedModel(lambda call: text("and so on", usage=USAGE, stop_reason="max_tokens"),
+                               record_calls=False), name="long")
+
+
+def stamp_agent() -> Agent:
+    """Answers ``<time of the model call> <pid>``; its model is rate-limited by key ``scriptedmodel:stamp``."""
+    import time
+
+    def answer(call: Any) -> Any:
+        return text(f"{time.time()} {os.getpid()}", usage=USAGE)
+
+    return Agent(ScriptedModel(answer, model_id="stamp", record_calls=False), name="stamp")
+
+
+def always_throttled_agent() -> Agent:
+    """Its model (key ``scriptedmodel:aimd``) throttles prompts starting with 't' and answers the others."""
+
+    def answer(call: Any) -> Any:
+        if call.last_text.startswith("t"):
+            raise ModelThrottledException("quota exceeded")
+        return _echo(call)
+
+    return Agent(ScriptedModel(answer, model_id="aimd", record_calls=False), retry_strategy=None, name="aimd")
+
+
+def marking_agent() -> Agent:
+    """Prompts ``<dir>|<n>``: each model call leaves this process's pid in ``<dir>`` and takes 0.2 s."""
+
+    def answer(call: Any) -> Any:
+        folder = call.last_text.split("|", 1)[0]
+        with open(os.path.join(folder, str(os.getpid())), "a", encoding="utf-8") as handle:
+            handle.write("x")
+        return text(f"done {call.last_text}", usage=USAGE, delay=0.2)
+
+    return Agent(ScriptedModel(answer, record_calls=False), name="marking")
+
+
+def limited_agent() -> Agent:
+    """Its model carries ``RateLimit(requests_per_minute=600, key="remote-agent-bucket")``."""
+    from ray_harness.models import RateLimit
+
+    model = ScriptedModel(lambda call: text("limited", usage=USAGE), record_calls=False, loop=True)
+    model.rate_limit = RateLimit(requests_per_minute=600, key="remote-agent-bucket")
+    return Agent(model, name="limited")

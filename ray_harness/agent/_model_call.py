@@ -12,6 +12,7 @@ from ray_harness.agent.streaming import StreamState, process_stream
 from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
 from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, ModelStopReason
 from ray_harness.models.base import estimate_tokens
+from ray_harness.models.rate_limit import rate_limited
 from ray_harness.telemetry.metrics import model_call as report_model_call, sinks as metric_sinks
 from ray_harness.telemetry.tracing import chat_attributes, chat_result_attributes
 from ray_harness.types.exceptions import (
@@ -164,6 +165,9 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
             return
         stream = agent.model.stream(ctx.messages, ctx.tool_specs or None, ctx.system_prompt,
                                     tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
+        # A rate-limited model waits for its (cluster-wide) permit here, inside the cancellable wait below.
+        stream = rate_limited(agent.model, stream, lambda: estimate_tokens(ctx.messages, ctx.system_prompt,
+                                                                          ctx.tool_specs or None))
         received = StreamState()
         events = process_stream(stream, raw_events=chunk_events, deltas=chunk_events,  # type: ignore[arg-type]
                                 state=received)

@@ -11,12 +11,21 @@ finished is lost or duplicated. Throttled rows (``ModelThrottledException``)
 halve the concurrency and go back in the queue; it grows again as rows succeed.
 
 Each record: ``index``, ``input`` (the row), ``output`` (``str(result)``),
-``structured_output``, ``stop_reason`` (agents) or ``status`` (graphs/swarms),
-``usage``, ``cost_usd``, ``latency_s``, ``error`` (``None`` or
-``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
+``structured_output``, ``status`` and ``stop_reason`` (``"failed"`` and ``None`` for a
+failed row), ``usage`` and ``cost_usd`` (spent, also by a failed row), ``latency_s``,
+``error`` (``None`` or ``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
 the scorer's function name plus ``rows``, ``errors``, ``tokens``, ``cost_usd``
 and ``rows_per_s``. A row whose host actor dies (``RemoteActorError``) runs again
 on the restarted host, up to five times, instead of being recorded as an error.
+
+With a ``ray.data.Dataset`` (and ``runtime="ray"``) the rows go through Ray Data instead
+(``_data``): ``map_batches`` on a pool of host actors, Parquet records written by Ray
+Data to a directory or ``s3://`` prefix, resume by ``id_key``, and a summary computed on
+the cluster; nothing row-sized passes through the driver. ``rate_limits`` (or
+``model.rate_limit``) are cluster-wide token buckets (:mod:`ray_harness.models.rate_limit`).
+``grade(results, scorers, output=None)`` scores recorded results again without the target.
+Record errors carry a ``kind``: ``"target"``, ``"infrastructure"``, ``"scorer"`` (the output
+is kept; counted in ``scorer_errors``) or ``"input"`` (a missing or null prompt).
 """
 
 from __future__ import annotations
@@ -24,27 +33,27 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import inspect
 import itertools
 import random
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, resolve_factory
 from ray_harness.evaluation._dataset import iter_rows
+from ray_harness.evaluation._grade import grade
 from ray_harness.evaluation._interrupt import SigintTrap
-from ray_harness.evaluation._records import RecordWriter, ResultFields, open_writer, result_fields
+from ray_harness.evaluation._records import SPENT_ATTRIBUTE, RecordWriter, ResultFields, open_writer, result_fields
+from ray_harness.evaluation._scoring import Scorer, score_row
 from ray_harness.evaluation._summary import summarize
+from ray_harness.models.rate_limit import RateLimit, register_rate_limits
 from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
 
-__all__ = ["evaluate", "evaluate_async"]
-
-Scorer = Callable[[dict[str, Any], Any], Any]
+__all__ = ["RateLimit", "evaluate", "evaluate_async", "grade"]
 
 
 @dataclass
@@ -79,7 +88,9 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
              output: str | None = None, resume: bool = True, limits: dict[str, Any] | None = None,
              prompt_key: str = "prompt", runtime: str = "ray", pool: Any = None, pool_size: int | None = None,
              progress: bool | None = None, max_throttle_retries: int = 8,
-             cancel_event: threading.Event | None = None) -> dict[str, Any]:
+             cancel_event: threading.Event | None = None, id_key: str | None = None,
+             rate_limits: Mapping[str, RateLimit] | None = None, max_pool_size: int | None = None,
+             filesystem: Any = None) -> dict[str, Any]:
     """Run ``target`` over ``dataset`` and return the summary (see the module docstring).
 
     Args:
@@ -98,17 +109,29 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
         max_throttle_retries: Throttled attempts per row before it is recorded as an error.
         cancel_event: Set it (from any thread) to stop: in-flight rows are cancelled, finished ones kept.
             Ctrl-C (in the main thread) sets it too, and ``evaluate()`` then raises ``KeyboardInterrupt``.
+        id_key: A row column identifying rows for resume (default: the row's position).
+        rate_limits: ``{"<provider>:<model_id>": RateLimit(...)}`` enforced cluster-wide on every model call.
+        max_pool_size: With a Ray Dataset: the host pool may grow from ``pool_size`` up to this.
+        filesystem: A ``pyarrow.fs`` filesystem for a Ray Dataset's ``output`` (e.g. S3 with an endpoint).
 
     Raises:
         KeyboardInterrupt: After a Ctrl-C, once the rows in flight were cancelled and finished rows written.
     """
     from ray_harness.agent.agent import run_sync
 
+    if runtime == "ray" and _is_ray_dataset(dataset):
+        # In this thread, not under an event loop: Ctrl-C stops Ray Data's execution here, and a rerun resumes.
+        return _evaluate_dataset(target, dataset, scorers=scorers, concurrency=concurrency, output=output,
+                                 resume=resume, limits=limits, prompt_key=prompt_key, pool_size=pool_size,
+                                 progress=progress, max_throttle_retries=max_throttle_retries,
+                                 cancel_event=cancel_event, id_key=id_key, rate_limits=rate_limits,
+                                 max_pool_size=max_pool_size, filesystem=filesystem)
     with SigintTrap(cancel_event) as trap:
         summary: dict[str, Any] = run_sync(evaluate_async(
             target, dataset, scorers=scorers, concurrency=concurrency, output=output, resume=resume, limits=limits,
             prompt_key=prompt_key, runtime=runtime, pool=pool, pool_size=pool_size, progress=progress,
-            max_throttle_retries=max_throttle_retries, cancel_event=trap.event))
+            max_throttle_retries=max_throttle_retries, cancel_event=trap.event, id_key=id_key,
+            rate_limits=rate_limits, max_pool_size=max_pool_size, filesystem=filesystem))
     if trap.fired:
         raise KeyboardInterrupt
     return summary
@@ -118,8 +141,9 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
                          concurrency: int | None = None, output: str | None = None, resume: bool = True,
                          limits: dict[str, Any] | None = None, prompt_key: str = "prompt", runtime: str = "ray",
                          pool: Any = None, pool_size: int | None = None, progress: bool | None = None,
-                         max_throttle_retries: int = 8, cancel_event: threading.Event | None = None
-                         ) -> dict[str, Any]:
+                         max_throttle_retries: int = 8, cancel_event: threading.Event | None = None,
+                         id_key: str | None = None, rate_limits: Mapping[str, RateLimit] | None = None,
+                         max_pool_size: int | None = None, filesystem: Any = None) -> dict[str, Any]:
     """The async form of :func:`evaluate`."""
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
@@ -130,10 +154,20 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
         from ray_harness.agent.limits import validate_limits
 
         validate_limits(limits)
+    if runtime == "ray" and _is_ray_dataset(dataset):
+        return await asyncio.to_thread(
+            _evaluate_dataset, target, dataset, scorers=scorers, concurrency=concurrency, output=output,
+            resume=resume, limits=limits, prompt_key=prompt_key, pool_size=pool_size, progress=progress,
+            max_throttle_retries=max_throttle_retries, cancel_event=cancel_event, id_key=id_key,
+            rate_limits=rate_limits, max_pool_size=max_pool_size, filesystem=filesystem)
     factory = resolve_factory(target)
     scorers = list(scorers)
+    limits_by_key = dict(rate_limits or {})
+    if limits_by_key:
+        register_rate_limits(limits_by_key)  # checks them; rows of runtime="local" run in this process
     backend: Backend = LocalBackend(factory) if runtime == "local" else RayBackend(
-        target if isinstance(target, str) else factory, pool=pool, pool_size=pool_size, results_needed=bool(scorers))
+        target if isinstance(target, str) else factory, pool=pool, pool_size=pool_size, results_needed=bool(scorers),
+        rate_limits=limits_by_key)
     rows = _peeked(iter_rows(dataset))  # a missing or unreadable dataset fails before any output is created
     writer = open_writer(output, resume)
     run = _Evaluation(backend, writer, list(scorers), concurrency or 32, limits, prompt_key, max_throttle_retries,
@@ -144,6 +178,39 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
     finally:
         writer.close()
         await backend.close()
+
+
+def _is_ray_dataset(dataset: Any) -> bool:
+    data = sys.modules.get("ray.data")  # a Ray Dataset exists only once ray.data was imported: no import here
+    return data is not None and isinstance(dataset, data.Dataset)
+
+
+def _evaluate_dataset(target: Any, dataset: Any, *, scorers: Iterable[Scorer], concurrency: int | None,
+                      output: str | None, resume: bool, limits: Any, prompt_key: str, pool_size: int | None,
+                      progress: bool | None, max_throttle_retries: int, cancel_event: threading.Event | None,
+                      id_key: str | None, rate_limits: Mapping[str, RateLimit] | None, max_pool_size: int | None,
+                      filesystem: Any) -> dict[str, Any]:
+    """A Ray Dataset on the cluster (``_data``): checked here like the driver path's arguments."""
+    if cancel_event is not None:
+        raise ValueError("cancel_event is not supported with a ray.data.Dataset: interrupt the driver (Ctrl-C) "
+                         "and run again with the same output to resume")
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or concurrency < 1):
+        raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+    if limits is not None:
+        from ray_harness.agent.limits import validate_limits
+
+        validate_limits(limits)
+    factory = resolve_factory(target)  # checked (and imported) here; called only in the hosts
+    limits_by_key = dict(rate_limits or {})
+    register_rate_limits(limits_by_key)
+    from ray_harness.evaluation._data import evaluate_dataset
+
+    return evaluate_dataset(target if isinstance(target, str) else factory, dataset, scorers=list(scorers),
+                            output=output, resume=resume, limits=limits, prompt_key=prompt_key, id_key=id_key,
+                            pool_size=pool_size, max_pool_size=max_pool_size, concurrency=concurrency,
+                            rate_limits=limits_by_key, max_throttle_retries=max_throttle_retries, progress=progress,
+                            filesystem=filesystem)
 
 
 def _peeked(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -170,6 +237,7 @@ class _Evaluation:
         self.records: dict[int, dict[str, Any]] = {}
         self.new_rows = 0
         self.bar_errors = 0
+        self.throttled = 0
 
     async def execute(self, rows: Iterator[dict[str, Any]], progress: bool | None, output: str | None
                       ) -> dict[str, Any]:
@@ -184,8 +252,10 @@ class _Evaluation:
             if bar is not None:
                 bar.close()
         ordered = [self.records[i] for i in sorted(self.records)]
-        return summarize(ordered, elapsed_s=time.perf_counter() - started, new_rows=self.new_rows,
-                         cancelled=cancelled, output=output)
+        summary = summarize(ordered, elapsed_s=time.perf_counter() - started, new_rows=self.new_rows,
+                            cancelled=cancelled, output=output)
+        summary["throttled"] = self.throttled
+        return summary
 
     async def _loop(self, rows: Iterator[dict[str, Any]], bar: Any) -> bool:
         source = enumerate(rows)
@@ -285,6 +355,7 @@ class _Evaluation:
         result, error, latency = outcome
         if isinstance(error, ModelThrottledException) and row.attempt < self.max_throttle_retries:
             self.gate.throttled()
+            self.throttled += 1
             row.attempt += 1
             delay = min(30.0, (error.retry_after or 0.5 * 2 ** row.attempt)) * random.uniform(0.8, 1.2)
             row.not_before = time.monotonic() + delay
@@ -303,7 +374,9 @@ class _Evaluation:
         self.records[row.index] = record
         self.new_rows += 1
         if self.scorers and error is None:
-            record["scores"] = _score_sync(self.scorers, row.data, result)
+            record["scores"], failure = score_row(self.scorers, row.data, result)
+            if failure is not None:  # the output is kept; the record says which scorer failed
+                record["error"] = failure
         self.writer.write(record)
         if bar is not None:
             if record.get("error"):
@@ -314,42 +387,19 @@ class _Evaluation:
 
 def _record(row: _Row, result: Any, error: BaseException | None, latency: float) -> dict[str, Any]:
     record: dict[str, Any] = {"index": row.index, "input": row.data, "output": None, "structured_output": None,
-                              "usage": None, "cost_usd": 0.0, "latency_s": latency, "error": None, "scores": {}}
+                              "status": "failed", "stop_reason": None, "usage": None, "cost_usd": 0.0,
+                              "latency_s": latency, "error": None, "scores": {}}
     if error is not None:
-        record["error"] = {"type": type(error).__name__, "message": str(error)}
+        # A host that died under the row more often than it is retried: the cluster's fault, not the target's.
+        kind = "infrastructure" if isinstance(error, RemoteActorError) else "target"
+        record["error"] = {"type": type(error).__name__, "message": str(error), "kind": kind}
+        spent = getattr(error, SPENT_ATTRIBUTE, None)  # the provider billed a failed row too
+        if spent is not None:
+            record["usage"], record["cost_usd"] = spent["usage"], spent["cost_usd"]
         return record
     # A row without scorers comes back from its host as these fields already (see RayBackend).
     record.update(result.fields if isinstance(result, ResultFields) else result_fields(result))
     return record
-
-
-def _score_sync(scorers: list[Scorer], row: dict[str, Any], result: Any) -> dict[str, Any]:
-    scores: dict[str, Any] = {}
-    for scorer in scorers:
-        name = getattr(scorer, "__name__", type(scorer).__name__)
-        try:
-            value = scorer(row, result)
-            if inspect.isawaitable(value):
-                value = _await_now(value)
-        except Exception as error:
-            scores[f"{name}.error"] = f"{type(error).__name__}: {error}"
-            continue
-        if isinstance(value, dict):
-            for key, item in value.items():
-                scores[f"{name}.{key}"] = item
-        else:
-            scores[name] = value
-    return scores
-
-
-def _await_now(awaitable: Any) -> Any:
-    """Async scorers run to completion in a private loop on a helper thread (the main loop keeps going)."""
-    from ray_harness.agent.agent import run_sync
-
-    async def wrapper() -> Any:
-        return await awaitable
-
-    return run_sync(wrapper())
 
 
 def _progress_bar(progress: bool | None, initial: int) -> Any:

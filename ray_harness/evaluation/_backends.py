@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ray_harness.evaluation._records import ResultFields, result_fields
+from ray_harness.evaluation._records import ResultFields, mark_spent, result_fields
 
 __all__ = ("Backend", "LocalBackend", "RayBackend", "resolve_factory")
 
@@ -61,6 +61,9 @@ class LocalBackend(Backend):
             if limits is not None and _accepts_limits(target):
                 return await target.invoke_async(prompt, limits=limits)
             return await target.invoke_async(prompt)
+        except Exception as error:
+            mark_spent(error, target)
+            raise
         finally:
             self._running.pop(run_id, None)
 
@@ -75,8 +78,10 @@ class RayBackend(Backend):
     """Rows run on a pool of warm async host actors (never an actor per row)."""
 
     def __init__(self, factory: Callable[[], Any] | str, *, pool: Any = None, pool_size: int | None = None,
-                 pool_options: dict[str, Any] | None = None, results_needed: bool = True) -> None:
+                 pool_options: dict[str, Any] | None = None, results_needed: bool = True,
+                 rate_limits: dict[str, Any] | None = None) -> None:
         self._factory = factory
+        self._rate_limits = rate_limits or {}
         self._results_needed = results_needed
         self._pool = pool
         self._pool_size = pool_size
@@ -91,6 +96,8 @@ class RayBackend(Backend):
             options = {"max_restarts": -1, **self._pool_options}  # hosts come back after a crash
             self._pool = AgentPool(size=self._pool_size or 2, **options)
         self._spec = self._pool.prepare(self._factory)  # pickled once, shared by every row
+        if self._rate_limits:
+            await self._pool.register_rate_limits(self._rate_limits)
 
     async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
         # Rows started together share one host call per host (one Ray round trip per batch, not per row).

@@ -7,17 +7,25 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ("RecordWriter", "ResultFields", "open_writer", "result_fields")
+__all__ = ("SPENT_ATTRIBUTE", "RecordWriter", "ResultFields", "mark_spent", "open_writer", "result_fields", "spent_by")
+
+SPENT_ATTRIBUTE = "ray_harness_spent"
+"""Set on the exception of a failed row: ``{"usage", "cost_usd"}`` the row spent before it failed."""
 
 
 def result_fields(result: Any) -> dict[str, Any]:
-    """What a record keeps of a row's result: output text, structured output, stop reason or status, usage, cost."""
+    """What a record keeps of a row's result: output text, structured output, status, stop reason, usage, cost.
+
+    Every record has both ``status`` and ``stop_reason`` (agents: ``"completed"`` and their stop reason;
+    graphs and swarms: their status and ``None``), so completed and failed records have the same keys.
+    """
     fields: dict[str, Any] = {"output": str(result), "structured_output": None}
     structured = getattr(result, "structured_output", None)
     if structured is not None:
         fields["structured_output"] = structured.model_dump(mode="json") if hasattr(structured, "model_dump") \
             else structured
     if hasattr(result, "stop_reason"):
+        fields["status"] = "completed"
         fields["stop_reason"] = result.stop_reason
         metrics = getattr(result, "metrics", None)
         fields["usage"] = dict(getattr(metrics, "accumulated_usage", {}) or {})
@@ -25,9 +33,35 @@ def result_fields(result: Any) -> dict[str, Any]:
     else:
         status = getattr(result, "status", None)
         fields["status"] = getattr(status, "value", status)
+        fields["stop_reason"] = None
         fields["usage"] = dict(getattr(result, "accumulated_usage", {}) or {})
         fields["cost_usd"] = float(getattr(result, "accumulated_cost_usd", 0.0) or 0.0)
     return fields
+
+
+def spent_by(target: Any) -> dict[str, Any] | None:
+    """What a target built for one row spent in its (failed) invocation: the provider billed it all the same."""
+    metrics = getattr(target, "event_loop_metrics", None)
+    if metrics is not None:  # an Agent: its invocation counters are not rolled back with its messages
+        usage = dict(getattr(metrics, "invocation_usage", {}) or {})
+        cost = float(getattr(metrics, "invocation_cost_usd", 0.0) or 0.0)
+    else:  # a Graph or Swarm keeps what its finished nodes used in its state
+        state = getattr(target, "state", None)
+        usage = dict(getattr(state, "accumulated_usage", {}) or {})
+        cost = float(getattr(state, "accumulated_cost_usd", 0.0) or 0.0)
+    if not any(isinstance(v, int | float) and v for v in usage.values()) and not cost:
+        return None
+    return {"usage": usage, "cost_usd": cost}
+
+
+def mark_spent(error: BaseException, target: Any) -> None:
+    """Attach what ``target`` spent to the exception of its failed run (best effort: never hides ``error``)."""
+    try:
+        spent = spent_by(target)
+        if spent is not None:
+            setattr(error, SPENT_ATTRIBUTE, spent)
+    except Exception:  # an exception type that refuses attributes: the row's record just lacks the usage
+        pass
 
 
 class ResultFields:
@@ -56,9 +90,30 @@ class RecordWriter:
         self.flush()
 
 
+_RECORD_START = b'{"index": '  # every record line starts so (json.dumps keeps the first key first)
+
+
+def not_results_error(path: Any, why: str) -> ValueError:
+    return ValueError(f"output {path} is not a results file of an evaluation ({why}); it was left untouched: "
+                      "choose another output path")
+
+
+def check_jsonl_output(path: Path) -> None:
+    """Refuse (before touching it) an output that exists and is not a JSONL results file."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise not_results_error(path, "not a regular file")
+    with path.open("rb") as handle:
+        start = handle.read(len(_RECORD_START))
+    if not _RECORD_START.startswith(start):  # a crash in the very first write leaves a prefix of one: ours
+        raise not_results_error(path, "its first line is not a result record")
+
+
 class JsonlWriter(RecordWriter):
     def __init__(self, path: Path, resume: bool) -> None:
         super().__init__(path)
+        check_jsonl_output(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if not resume and path.exists():
             path.unlink()
@@ -116,6 +171,7 @@ class ParquetWriter(RecordWriter):
             import pyarrow  # noqa: F401
         except ImportError:
             raise ImportError("Parquet output needs pyarrow: pip install pyarrow (or use a .jsonl output)") from None
+        check_parquet_output(path)
         if not resume and path.exists():
             for part in path.glob("part-*.parquet"):
                 part.unlink()
@@ -157,6 +213,23 @@ class ParquetWriter(RecordWriter):
 
 
 _JSON_COLUMNS = {"input", "usage", "error", "scores", "structured_output"}
+
+
+def check_parquet_output(path: Path) -> None:
+    """Refuse (before touching it) an output that exists and is not a directory of result parts."""
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise not_results_error(path, "a file where a directory of Parquet parts belongs")
+    import pyarrow.parquet as pq
+
+    for part in sorted(path.glob("part-*.parquet"))[:1]:
+        try:
+            names = pq.read_schema(part).names
+        except Exception as error:
+            raise not_results_error(path, f"{part.name} is not Parquet: {error}") from None
+        if "index" not in names:
+            raise not_results_error(path, f"{part.name} has no 'index' column")
 
 
 def open_writer(output: str | os.PathLike[str] | None, resume: bool) -> RecordWriter:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ("summarize",)
+__all__ = ("summarize", "summarize_columns")
 
 
-def _percentile(values: list[float], q: float) -> float:
+def _percentile(values: list[float], q: float) -> float | None:
     if not values:
-        return math.nan
+        return None  # not NaN: the summary is written as JSON, and printed
     ordered = sorted(values)
     position = (len(ordered) - 1) * q
     low, high = math.floor(position), math.ceil(position)
@@ -19,7 +19,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 def summarize(records: list[dict[str, Any]], *, elapsed_s: float, new_rows: int, cancelled: bool,
               output: str | None) -> dict[str, Any]:
-    errors = [r for r in records if r.get("error")]
+    # A scorer's failure keeps the row's output: the row completed, it is counted apart.
+    errors = [r for r in records if r.get("error") and r["error"].get("kind") != "scorer"]
+    scorer_errors = sum(1 for r in records if r.get("error") and r["error"].get("kind") == "scorer")
     tokens = {"input": 0, "output": 0, "total": 0}
     cost = 0.0
     latencies: list[float] = []
@@ -30,9 +32,11 @@ def summarize(records: list[dict[str, Any]], *, elapsed_s: float, new_rows: int,
         tokens["output"] += int(usage.get("outputTokens", 0))
         tokens["total"] += int(usage.get("totalTokens", 0))
         cost += float(record.get("cost_usd") or 0.0)
-        if record.get("latency_s") is not None and not record.get("error"):
+        if record.get("latency_s") is not None and (not record.get("error") or record["error"].get("kind") == "scorer"):
             latencies.append(float(record["latency_s"]))
         for name, value in (record.get("scores") or {}).items():
+            if value is None:
+                continue
             if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
                 scores.setdefault(name, []).append(float(value))
             elif isinstance(value, bool):
@@ -42,6 +46,7 @@ def summarize(records: list[dict[str, Any]], *, elapsed_s: float, new_rows: int,
         "completed": len(records) - len(errors),
         "errors": len(errors),
         "error_rate": len(errors) / len(records) if records else 0.0,
+        "scorer_errors": scorer_errors,
         "tokens": tokens,
         "cost_usd": cost,
         "elapsed_s": elapsed_s,
@@ -59,3 +64,12 @@ def summarize(records: list[dict[str, Any]], *, elapsed_s: float, new_rows: int,
                                    "min": min(values), "max": max(values), "count": len(values)}
         summary[name] = mean  # per-scorer mean keyed by the scorer's name (API contract)
     return summary
+
+
+def summarize_columns(table: Any) -> dict[str, Any]:
+    """:func:`summarize` over an Arrow table of records (run in a task on the cluster, not in the driver)."""
+    if table is None:
+        return summarize([], elapsed_s=0.0, new_rows=0, cancelled=False, output=None)
+    wanted = [name for name in ("error", "usage", "cost_usd", "latency_s", "scores") if name in table.column_names]
+    records = table.select(wanted).to_pylist()
+    return summarize(records, elapsed_s=0.0, new_rows=0, cancelled=False, output=None)

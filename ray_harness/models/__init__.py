@@ -12,13 +12,15 @@ from typing import Any
 
 from ray_harness.models.base import Model, ModelPrices, estimate_tokens
 
-__all__ = ["AnthropicModel", "BedrockModel", "Model", "ModelPrices", "OpenAIModel", "estimate_tokens", "from_string"]
+__all__ = ["AnthropicModel", "BedrockModel", "Model", "ModelPrices", "OpenAIModel", "RateLimit", "estimate_tokens",
+           "from_string"]
 
 _LAZY = {
     "AnthropicModel": "ray_harness.models.anthropic",
     "OpenAIModel": "ray_harness.models.openai",
     "BedrockModel": "ray_harness.models.bedrock",
     "from_string": "ray_harness.models.selection",
+    "RateLimit": "ray_harness.models.rate_limit",
 }
 
 

@@ -19,6 +19,7 @@ from ray_harness.models._errors import is_overflow_message, retry_after_seconds
 from ray_harness.models._provider import ConfiguredModel
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import ModelPrices
+from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
 from ray_harness.types.content import Messages
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
@@ -50,6 +51,7 @@ class AnthropicModel(ConfiguredModel):
             ``max_retries``, ``timeout``, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
         prices: Optional price table for cost accounting.
+        rate_limit: Optional ``RateLimit`` shared cluster-wide by every model with the same key.
     """
 
     config_type = AnthropicConfig
@@ -65,11 +67,13 @@ class AnthropicModel(ConfiguredModel):
         client_args: dict[str, Any] | None = None,
         context_window: int | None = None,
         prices: ModelPrices | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self._set_config({"model_id": model_id, "max_tokens": max_tokens, "params": params})
         self.client_args: dict[str, Any] = dict(client_args or {})
         self.context_window = context_window
         self.prices = prices
+        self.rate_limit = checked_rate_limit(rate_limit)
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
 
     # -- Model protocol ----------------------------------------------------------------------------------

@@ -46,10 +46,12 @@ class Model(ABC):
     Attributes:
         context_window: The model's context window in tokens, if known (proactive compression uses it).
         prices: Optional price table; when set, results report cost and ``Limits(cost_usd=)`` works.
+        rate_limit: Optional ``RateLimit``: every call waits for a permit of its (cluster-wide) bucket.
     """
 
     context_window: int | None = None
     prices: ModelPrices | None = None
+    rate_limit: Any = None
 
     @abstractmethod
     def stream(

@@ -24,6 +24,7 @@ from ray_harness.models._errors import is_overflow_message
 from ray_harness.models._provider import ConfiguredModel
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import ModelPrices
+from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
 from ray_harness.types.content import Messages
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
@@ -58,6 +59,7 @@ class BedrockModel(ConfiguredModel):
         boto_client_config: A ``botocore.config.Config`` for the client (retries, timeouts, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
         prices: Optional price table for cost accounting.
+        rate_limit: Optional ``RateLimit`` shared cluster-wide by every model with the same key.
     """
 
     config_type = ProviderConfig
@@ -75,6 +77,7 @@ class BedrockModel(ConfiguredModel):
         boto_client_config: Any = None,
         context_window: int | None = None,
         prices: ModelPrices | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self._set_config({"model_id": model_id, "params": params})
         self.region_name = region_name
@@ -83,6 +86,7 @@ class BedrockModel(ConfiguredModel):
         self.boto_client_config = boto_client_config
         self.context_window = context_window
         self.prices = prices
+        self.rate_limit = checked_rate_limit(rate_limit)
         self._client: Any = None
         self._client_lock = threading.Lock()
 

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import copy
 import functools
 import gc
 import os
 import threading
+import time
 import uuid
 import zlib
 from collections import OrderedDict
@@ -46,6 +48,8 @@ from ray.exceptions import RayError
 from ray_harness.agent.agent import run_sync
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
+from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
+from ray_harness.models.rate_limit import register_rate_limits
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, raise_translated, translate
@@ -62,6 +66,7 @@ _CONTROL_GROUP = "control"
 # cancel (and stats) run in their own group: never queued behind invocations that fill the default group.
 _ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
 _KEPT_EARLY_CANCELS = 10_000
+_GONE_TIMEOUT_S = 60.0
 
 
 def host_actor_name(index: int) -> str:
@@ -109,6 +114,9 @@ class AgentHost:
         self._register(run_id, runner)
         try:
             return await runner.invoke(run_id, prompt, options)
+        except Exception as error:
+            mark_spent(error, runner.agent)  # a failed run's tokens were billed: its caller accounts for them
+            raise
         finally:
             self._unregister(run_id)
 
@@ -131,10 +139,11 @@ class AgentHost:
 
     async def run_batch(self, spec: AgentSpec, runs: list[tuple[str, Any, dict[str, Any]]],
                         digest: Callable[[Any], Any] | None = None
-                        ) -> AsyncGenerator[list[tuple[str, bool, bytes]], None]:
+                        ) -> AsyncGenerator[list[tuple[str, bool, bytes, Any]], None]:
         """Run ``runs`` (``(run_id, prompt, options)``) concurrently, as :meth:`run` each.
 
-        Yields groups of finished runs, ``(run_id, ok, pickled result or exception)``: whatever finished
+        Yields groups of finished runs, ``(run_id, ok, pickled result or exception, what a failed run spent)``:
+        whatever finished
         while the previous group was being sent, so a batch costs a few Ray messages instead of one call
         per run. Each outcome is pickled on its own, so one unpicklable result fails only its run.
         With ``digest``, ``digest(result)`` travels instead of the result.
@@ -183,6 +192,10 @@ class AgentHost:
         return runner.agent.messages
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def register_rate_limits(self, limits: dict[str, Any]) -> None:
+        register_rate_limits(limits)
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
     async def flush_metrics(self) -> None:
         flush_metrics()
 
@@ -220,8 +233,12 @@ def _collect(finished: collections.deque[tuple[str, asyncio.Task[Any]]], wakeup:
     wakeup.set()
 
 
-def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] | None) -> tuple[str, bool, bytes]:
-    """One finished run of a batch, pickled: its result, or the exception the caller should see."""
+def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] | None
+             ) -> tuple[str, bool, bytes, Any]:
+    """One finished run of a batch, pickled: its result, or the exception the caller should see.
+
+    What a failed run spent travels beside its exception (an exception's own pickling may drop attributes).
+    """
     error: BaseException
     if task.cancelled():
         error = asyncio.CancelledError(f"run {run_id!r} was cancelled")
@@ -230,15 +247,16 @@ def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] 
         if exception is None:
             try:
                 result = task.result()
-                return run_id, True, cloudpickle.dumps(result if digest is None else digest(result))
+                return run_id, True, cloudpickle.dumps(result if digest is None else digest(result)), None
             except Exception as pickling:  # as a single run: a result that cannot leave the host fails its run
                 error = TypeError(f"the result of run {run_id!r} could not be returned: {pickling}")
         else:
             error = exception
+    spent = getattr(error, SPENT_ATTRIBUTE, None)
     try:
-        return run_id, False, cloudpickle.dumps(error)
+        return run_id, False, cloudpickle.dumps(error), spent
     except Exception:
-        return run_id, False, cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
+        return run_id, False, cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}")), spent
 
 
 def _rss_bytes() -> int:
@@ -257,7 +275,7 @@ _Batch = tuple[Any, "Callable[[Any], Any] | None", list[_Queued]]
 """The runs of one host call: agent source, digest, runs."""
 
 
-def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes) -> None:
+def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes, spent: Any) -> None:
     try:
         value = cloudpickle.loads(payload)
     except Exception as error:  # e.g. the result's class cannot be imported here
@@ -266,6 +284,9 @@ def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes) -> None:
     if ok:
         future.set_result(value)
     else:
+        if spent is not None:
+            with contextlib.suppress(Exception):
+                setattr(value, SPENT_ATTRIBUTE, spent)
         future.set_exception(value)
 
 
@@ -284,13 +305,66 @@ def _host_class() -> Any:
     return ray.remote(**_ACTOR_OPTIONS)(AgentHost)
 
 
+# The hosts this process holds, by (job, namespace, name), shared by every pool of this process. A pool does
+# not release its hosts when it is collected: Ray destroys a named actor asynchronously once its last handle
+# is gone, and the next pool's by-name lookup would get the dying actor (every row sent to it fails). Live
+# hosts are reused instead (warm, no start-up cost); ``shutdown()`` retires them, and a later pool waits
+# until a retired actor is gone before it creates a new one under its name.
+_LIVE_HOSTS: dict[tuple[str, str, str], Any] = {}
+_RETIRED_HOSTS: dict[tuple[str, str, str], Any] = {}
+_HOSTS_LOCK = threading.Lock()
+
+
+def _host_key(namespace: str, name: str) -> tuple[str, str, str]:
+    return ray.get_runtime_context().get_job_id(), namespace, name
+
+
+def _acquire_host(namespace: str, name: str, index: int, options: dict[str, Any]) -> Any:
+    key = _host_key(namespace, name)
+    with _HOSTS_LOCK:
+        live = _LIVE_HOSTS.get(key)
+        if live is not None:
+            return live
+        retired = _RETIRED_HOSTS.pop(key, None)
+        if retired is not None:
+            _wait_gone(name, namespace, retired)
+        handle = _host_class().options(name=name, **options).remote(index)
+        _LIVE_HOSTS[key] = handle
+        return handle
+
+
+def _forget_host(namespace: str, name: str, handle: Any, *, retired: bool) -> None:
+    key = _host_key(namespace, name)
+    with _HOSTS_LOCK:
+        if _LIVE_HOSTS.get(key) is handle:
+            del _LIVE_HOSTS[key]
+        if retired:
+            _RETIRED_HOSTS[key] = handle._actor_id
+
+
+def _wait_gone(name: str, namespace: str, actor_id: Any) -> None:
+    """Until the actor ``actor_id`` no longer holds ``name`` (a killed actor frees its name within seconds)."""
+    deadline = time.monotonic() + _GONE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            current = ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return
+        if current._actor_id != actor_id:
+            return
+        time.sleep(0.05)
+    raise RemoteActorError(f"host actor {name!r} was shut down but still holds its name after "
+                           f"{_GONE_TIMEOUT_S:.0f} s", actor_name=name)
+
+
 class AgentPool:
     """A pre-started pool of :class:`AgentHost` actors (``ray_harness:host:<i>``).
 
     Args:
         size: Number of host actors (each one process; a few per node is plenty for I/O-bound agents).
         namespace: Ray namespace (default: the driver's). Hosts already running under these names in the
-            namespace are reused, so pools in several drivers share them.
+            namespace are reused, so pools in several drivers share them. Within one process, pools share
+            the host handles and keep the hosts alive until :meth:`shutdown` (a later pool gets them warm).
         max_concurrency: Concurrent calls per host (runs plus control calls).
         num_cpus: CPUs reserved per host.
         resources: Custom Ray resources per host.
@@ -311,12 +385,17 @@ class AgentPool:
             options["resources"] = dict(resources)
         self.host_names = [host_actor_name(i) for i in range(size)]
         options = with_actor_env(options)
-        self._hosts = [_host_class().options(name=name, **options).remote(i) for i, name in enumerate(self.host_names)]
+        self._hosts = [_acquire_host(self.namespace, name, i, options) for i, name in enumerate(self.host_names)]
         if ray.get_runtime_context().get_actor_id() is None:
             # Pre-start: the first run does not pay for the process. Not inside an actor (an orchestrator
             # attaching to the driver's pool): a blocking get there would stall an async actor's loop.
-            for name, host in zip(self.host_names, self._hosts, strict=True):
-                call_sync(host.ready.remote(), name)
+            for i, name in enumerate(self.host_names):
+                try:
+                    call_sync(self._hosts[i].ready.remote(), name)
+                except RemoteActorError:  # a reused host that died for good (restarts used up): a new one
+                    _forget_host(self.namespace, name, self._hosts[i], retired=True)
+                    self._hosts[i] = _acquire_host(self.namespace, name, i, options)
+                    call_sync(self._hosts[i].ready.remote(), name)
         self._load = [0] * size
         self._where: dict[str, int] = {}
         # run_batched: runs waiting for this loop iteration's flush, per event loop, by (host index, spec).
@@ -466,10 +545,10 @@ class AgentPool:
                     if failure is not error:
                         failure.__cause__ = error
                     break
-                for run_id, ok, payload in group:
+                for run_id, ok, payload, spent in group:
                     future = futures.pop(run_id, None)
                     if future is not None and not future.done():
-                        _settle(future, ok, payload)
+                        _settle(future, ok, payload, spent)
         finally:
             for future in futures.values():
                 if future.done():
@@ -550,6 +629,11 @@ class AgentPool:
         messages = await await_ref(self._hosts[index].resident_messages.remote(agent_key), self.host_names[index])
         return list(messages)
 
+    async def register_rate_limits(self, limits: dict[str, Any]) -> None:
+        """Limit models by key (``{"<provider>:<model_id>": RateLimit}``) on every host of the pool."""
+        await asyncio.gather(*(await_ref(h.register_rate_limits.remote(dict(limits)), n)
+                               for h, n in zip(self._hosts, self.host_names, strict=True)))
+
     async def stats(self) -> list[dict[str, Any]]:
         """Per host: index, pid, running runs, resident agents, resident set size in bytes."""
         return list(await asyncio.gather(*(await_ref(h.stats.remote(), n)
@@ -561,11 +645,12 @@ class AgentPool:
             ray.get([host.flush_metrics.remote() for host in self._hosts], timeout=2)
         except (RayError, ValueError):
             pass
-        for host in self._hosts:
+        for name, host in zip(self.host_names, self._hosts, strict=True):
             try:
                 ray.kill(host, no_restart=True)
             except (RayError, ValueError):
                 pass
+            _forget_host(self.namespace, name, host, retired=True)
 
     def __repr__(self) -> str:
         return f"AgentPool(size={self.size}, namespace={self.namespace!r})"

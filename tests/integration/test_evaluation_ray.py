@@ -61,3 +61,36 @@ def test_demo_command_on_ray(tmp_path: Path) -> None:
     assert main(["demo", "--rows", "8", "--output-dir", str(tmp_path)]) == 0
     records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert len(records) == 8 and all(r["status"] == "completed" for r in records)
+
+
+def test_consecutive_evaluations_with_default_pools_lose_no_rows(tmp_path: Path) -> None:
+    # Each call builds its own default pool on the shared host names; none may get a host being torn down.
+    for run in range(3):
+        out = tmp_path / f"run{run}.jsonl"
+        summary = evaluate("tests.eval_targets:echo_agent", [{"prompt": f"r{run}-{i}"} for i in range(10)],
+                           output=str(out), pool_size=2)
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [r["error"] for r in records] == [None] * 10, f"run {run}"
+        assert summary["errors"] == 0
+
+
+def test_a_pool_after_shutdown_gets_fresh_hosts() -> None:
+    from ray_harness.runtime import AgentPool
+
+    # Its own namespace: shutting down kills the hosts of every pool of the namespace (the module's pool too).
+    first = AgentPool(size=1, namespace="ray_harness_tests_fresh_hosts")
+    pid = first.run_sync("tests.eval_targets:pid_agent", "x").message["content"][0]["text"]
+    first.shutdown()
+    second = AgentPool(size=1, namespace="ray_harness_tests_fresh_hosts")  # waits until the killed host gave up its name
+    again = second.run_sync("tests.eval_targets:pid_agent", "x").message["content"][0]["text"]
+    assert again != pid
+    second.shutdown()
+
+
+def test_failed_rows_on_hosts_record_what_they_spent(tmp_path: Path, pool: Any) -> None:
+    out = tmp_path / "spent.jsonl"
+    summary = evaluate("tests.eval_targets:long_agent", [{"prompt": f"l{i}"} for i in range(4)], output=str(out),
+                       pool=pool)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["error"]["type"] for r in records} == {"MaxTokensReachedException"}
+    assert [r["usage"]["totalTokens"] for r in records] == [15] * 4 and summary["tokens"]["total"] == 60

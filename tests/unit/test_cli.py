@@ -68,3 +68,11 @@ def test_cluster_configs_have_required_fields() -> None:
     assert "RAY_AUTH_MODE" in job["spec"]["runtimeEnvYAML"]
     script = (ROOT / "cluster/local.sh").read_text()
     assert "RAY_AUTH_MODE" in script and "--dashboard-host=127.0.0.1" in script
+
+
+def test_eval_of_only_failing_rows_prints_no_nan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "boom.jsonl"
+    data.write_text('{"prompt": "boom"}\n')
+    main(["eval", "tests.eval_targets:echo_agent", str(data), "--local", "--output", str(tmp_path / "o.jsonl")])
+    out = capsys.readouterr().out
+    assert "nan" not in out.lower() and "p50 latency -" in out

@@ -175,3 +175,48 @@ def test_ctrl_c_flushes_finished_rows_and_resume_completes(tmp_path: Path) -> No
         del os.environ["RAY_HARNESS_TEST_GATE"]
     indices = [json.loads(line)["index"] for line in out.read_text().splitlines()]
     assert sorted(indices) == list(range(80))
+
+
+@pytest.mark.parametrize("resume", [True, False])
+@pytest.mark.parametrize("content", [b"my notes\nsecond line without newline", b'{"a": 1}\n{"b": 2', b"\x00\x01binary"])
+def test_an_output_that_is_not_a_results_file_is_left_untouched(tmp_path: Path, content: bytes, resume: bool) -> None:
+    notes = tmp_path / "notes.jsonl"
+    notes.write_bytes(content)
+    with pytest.raises(ValueError, match=r"notes\.jsonl.*not a results file"):
+        evaluate("tests.eval_targets:echo_agent", _rows(2), output=str(notes), runtime="local", resume=resume)
+    assert notes.read_bytes() == content
+
+
+def test_an_output_directory_that_is_not_ours_is_left_untouched(tmp_path: Path) -> None:
+    folder = tmp_path / "r.parquet"
+    folder.mkdir()
+    (folder / "part-000000.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match=r"r\.parquet.*not a results"):
+        evaluate("tests.eval_targets:echo_agent", _rows(2), output=str(folder), runtime="local", resume=False)
+    assert (folder / "part-000000.parquet").read_bytes() == b"not parquet"
+
+
+def test_failed_rows_record_what_they_spent(tmp_path: Path) -> None:
+    out = tmp_path / "spent.jsonl"
+    summary = evaluate("tests.eval_targets:long_agent", _rows(3), output=str(out), runtime="local")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["error"]["type"] for r in records] == ["MaxTokensReachedException"] * 3
+    assert [r["usage"]["totalTokens"] for r in records] == [15, 15, 15]
+    assert summary["tokens"]["total"] == 45 and summary["errors"] == 3
+
+
+def test_failed_records_have_the_keys_of_completed_ones(tmp_path: Path) -> None:
+    out = tmp_path / "keys.jsonl"
+    rows = _rows(2)
+    rows[1]["prompt"] = "boom"
+    evaluate("tests.eval_targets:echo_agent", rows, output=str(out), runtime="local")
+    ok, failed = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["index"])
+    assert set(ok) == set(failed)
+    assert (ok["status"], ok["stop_reason"]) == ("completed", "end_turn")
+    assert (failed["status"], failed["stop_reason"]) == ("failed", None)
+
+
+def test_summary_of_only_failed_rows_has_no_nan(tmp_path: Path) -> None:
+    summary = evaluate("tests.eval_targets:echo_agent", [{"prompt": "boom"}], runtime="local")
+    assert summary["latency_s"] == {"p50": None, "p90": None, "p99": None}
+    json.dumps(summary, allow_nan=False)

@@ -1,0 +1,141 @@
+"""Cluster-scale evaluation: Ray Data path vs. the driver-iterating path (rows/s, driver RSS growth).
+
+    python -m benchmarks.eval_cluster --rows 20000 [--address auto] [--kill-every 10]
+
+A one-turn agent whose model answers after 20 ms. The Ray Data path reads a generated Ray Dataset and
+writes Parquet; the driver path iterates the same dataset in the driver and writes JSONL (what
+``evaluate`` did with a Ray Dataset before). Driver RSS is sampled every 0.2 s; the growth is the
+largest sample minus the one before the run. ``--kill-every N`` SIGKILLs one evaluation host every N
+seconds (Ray Data path) and checks that every row is recorded once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ray_harness import Agent
+from ray_harness.testing import ScriptedModel, text
+
+
+def latency_agent() -> Agent:
+    usage = {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
+    return Agent(ScriptedModel(lambda call: text(f"ok {os.getpid()}", usage=usage, delay=0.02),
+                               record_calls=False), name="bench")
+
+
+def _rss() -> int:
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _Sampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.start_rss = _rss()
+        self.peak = self.start_rss
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.2):
+            self.peak = max(self.peak, _rss())
+
+
+class _DriverIterated:
+    """A Ray Dataset seen as rows iterated in the driver (the old path)."""
+
+    def __init__(self, dataset: Any) -> None:
+        self._dataset = dataset
+
+    def iter_rows(self) -> Any:
+        return self._dataset.iter_rows()
+
+
+class _Killer(threading.Thread):
+    """SIGKILLs one evaluation host (a Ray Data map worker on this machine) every ``every`` seconds."""
+
+    def __init__(self, every: float) -> None:
+        super().__init__(daemon=True)
+        self.every = every
+        self.kills = 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every):
+            for pid in _host_pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    self.kills += 1
+                    break
+                except ProcessLookupError:
+                    continue
+
+
+def _host_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                title = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"EvaluationHost" in title:
+                pids.append(int(entry.name))
+    return pids
+
+
+def run(rows: int, mode: str, pool_size: int, kill_every: float | None) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+    import ray
+
+    from ray_harness.evaluation import evaluate
+
+    dataset = ray.data.range(rows).map(lambda r: {"prompt": f"q{r['id']}"})
+    out = Path(tempfile.mkdtemp(prefix="rh_bench_")) / ("records" if mode == "data" else "records.jsonl")
+    sampler = _Sampler()
+    sampler.start()
+    killer = _Killer(kill_every) if kill_every else None
+    if killer is not None:
+        killer.start()
+    started = time.perf_counter()
+    source = dataset if mode == "data" else _DriverIterated(dataset)
+    summary = evaluate("benchmarks.eval_cluster:latency_agent", source, output=str(out), pool_size=pool_size,
+                       concurrency=64, progress=False)
+    elapsed = time.perf_counter() - started
+    sampler.stopped.set()
+    if killer is not None:
+        killer.stopped.set()
+    if mode == "data":
+        indexes = pq.read_table(str(out), columns=["index"]).column("index").to_pylist()
+    else:
+        indexes = [json.loads(line)["index"] for line in out.read_text().splitlines()]
+    return {"mode": mode, "rows": rows, "rows_per_s": round(rows / elapsed, 1), "elapsed_s": round(elapsed, 1),
+            "driver_rss_growth_mb": round((sampler.peak - sampler.start_rss) / 2**20, 1),
+            "exactly_once": sorted(indexes) == list(range(rows)), "errors": summary["errors"],
+            "kills": killer.kills if killer is not None else 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--address", default=None)
+    parser.add_argument("--pool-size", type=int, default=6)
+    parser.add_argument("--modes", default="data,driver")
+    parser.add_argument("--kill-every", type=float, default=None)
+    args = parser.parse_args()
+    from ray_harness import runtime
+
+    runtime.init(address=args.address)
+    for mode in args.modes.split(","):
+        print(json.dumps(run(args.rows, mode, args.pool_size, args.kill_every if mode == "data" else None)))
+
+
+if __name__ == "__main__":
+    main()
