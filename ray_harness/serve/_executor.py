@@ -37,6 +37,9 @@ __all__ = ("RESULT_ARTIFACT", "HarnessExecutor", "interrupt_responses", "message
 RESULT_ARTIFACT = "result"
 _STREAM_FLUSH_SECONDS = 0.05
 _CANCEL_WAIT_SECONDS = 30.0
+_CANCEL_GRACE_SECONDS = 2.0
+"""After ``cancel()`` the run may stop cooperatively for this long; then its task is cancelled (a tool that
+never returns must not keep a task WORKING)."""
 
 
 def _data_of(part: Part) -> Any:
@@ -107,13 +110,21 @@ def _stream_text(event: dict[str, Any]) -> str | None:
 @dataclass
 class _Run:
     target: Any = None
+    runner: asyncio.Task[Any] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
 
     def cancel(self) -> None:
+        if self.cancelled:
+            return
         self.cancelled = True
         if self.target is not None:
             self.target.cancel()
+        asyncio.get_running_loop().call_later(_CANCEL_GRACE_SECONDS, self._force)
+
+    def _force(self) -> None:
+        if self.runner is not None and not self.runner.done():
+            self.runner.cancel()
 
 
 class HarnessExecutor(AgentExecutor):
@@ -163,7 +174,14 @@ class HarnessExecutor(AgentExecutor):
                 prompt = message_text(message)
             streaming = context.call_context is not None and \
                 context.call_context.state.get("method") == "SendStreamingMessage"
-            result = await self._run_target(run.target, prompt, updater, streaming)
+            run.runner = asyncio.create_task(self._run_target(run.target, prompt, updater, streaming))
+            try:
+                result = await run.runner
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if not run.cancelled or (current is not None and current.cancelling()):
+                    raise  # the SDK stopped this request: not ours to report
+                result = None
             await self._report(task_id, run, result, updater, session)
         except asyncio.CancelledError:
             raise
@@ -212,6 +230,9 @@ class HarnessExecutor(AgentExecutor):
 
     async def _report(self, task_id: str, run: _Run, result: Any, updater: TaskUpdater,
                       session: RepositorySessionManager | None) -> None:
+        if result is None and run.cancelled:
+            await updater.cancel(self._agent_message(updater, "cancelled"))
+            return
         if result is None:
             raise RuntimeError("the run ended without a result")
         interrupts = list(getattr(result, "interrupts", None) or [])

@@ -87,7 +87,7 @@ def describe_target(target: Any, name: str) -> tuple[str, list[AgentSkill]]:
     return description, skills or [agent_skill]
 
 
-def build_card(settings: AppSettings, description: str, skills: list[AgentSkill], url: str = "") -> AgentCard:
+def build_card(settings: AppSettings, description: str, skills: list[AgentSkill], url: str = "/") -> AgentCard:
     card = AgentCard(
         name=settings.name, description=settings.description or description, version=settings.version,
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC",
