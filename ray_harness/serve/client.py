@@ -37,6 +37,8 @@ _PREFIX = "v1:a2a:"
 _PARKING = "__ray_harness_a2a_parking__"
 _CONTEXT_KEY = "a2a_tasks"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
+_TEXT_REPLY = "input"
+"""Remote id of the one interrupt of a server whose INPUT_REQUIRED carries no ``interrupts`` data part."""
 
 
 class A2AError(RayHarnessError):
@@ -206,6 +208,8 @@ class A2AAgent:
         from google.protobuf.struct_pb2 import Value
 
         card = self.card
+        if data is not None and [item["interruptId"] for item in data] == [_TEXT_REPLY]:
+            text, data = str(data[0]["response"]), None  # it asked in prose: reply in prose
         parts = [Part(text=text)] if text else []
         if data is not None:
             parts.append(Part(data=ParseDict({"interruptResponses": data}, Value())))
@@ -292,6 +296,9 @@ def _status(status: Any, outcome: _Outcome, task_state: Any) -> None:
     if outcome.state == "TASK_STATE_INPUT_REQUIRED":
         outcome.interrupts = [{"interruptId": str(item["interruptId"]), "name": item.get("name") or "input",
                                "reason": item.get("reason")} for item in interrupts]
+        if not outcome.interrupts:  # a server that asks in prose: one interrupt, answered as a text reply
+            outcome.interrupts = [{"interruptId": _TEXT_REPLY, "name": "input_required",
+                                   "reason": outcome.status_text or None}]
 
 
 def _remote_answers(interrupts: dict[str, Interrupt], task_id: str) -> list[dict[str, Any]]:

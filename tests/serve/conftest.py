@@ -44,12 +44,18 @@ class Replica:
 def start_replica(factory: Callable[[], Any], store: str | None, *, name: str = "support", token: str | None = None,
                   lease_seconds: float = 30.0, max_request_bytes: int = 1 << 20,
                   store_options: dict[str, Any] | None = None) -> Replica:
-    import uvicorn
-
     records = TaskRecords(open_repository(store, store_options), owner=f"test-{name}-{time.monotonic_ns()}",
                           lease_seconds=lease_seconds)
     app = build_asgi_app(AppSettings(name=name, description=None, version="9.9", auth_token=token,
                                      max_request_bytes=max_request_bytes), factory, records)
+    url, server, thread = serve_asgi(app)
+    return Replica(url=url, records=records, server=server, thread=thread)
+
+
+def serve_asgi(app: Any) -> tuple[str, Any, threading.Thread]:
+    """Run ``app`` under uvicorn on a free loopback port in a thread; stop with ``server.should_exit = True``."""
+    import uvicorn
+
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
@@ -59,7 +65,7 @@ def start_replica(factory: Callable[[], Any], store: str | None, *, name: str = 
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
-    return Replica(url=f"http://127.0.0.1:{port}", records=records, server=server, thread=thread)
+    return f"http://127.0.0.1:{port}", server, thread
 
 
 @pytest.fixture

@@ -89,3 +89,7 @@ def build_graph() -> Any:
     builder.add_node(Agent(ScriptedModel(lambda call: text("reviewed: ok"), loop=True), name="reviewer"), "review")
     builder.add_edge("draft", "review")
     return builder.build(runtime="local")
+
+
+def build_failing_agent() -> Agent:
+    return Agent(ScriptedModel(RuntimeError("model exploded"), loop=True), name="failing", retry_strategy=None)
