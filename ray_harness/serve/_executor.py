@@ -178,8 +178,8 @@ class HarnessExecutor(AgentExecutor):
             try:
                 result = await run.runner
             except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if not run.cancelled or (current is not None and current.cancelling()):
+                this = asyncio.current_task()
+                if not run.cancelled or (this is not None and this.cancelling()):
                     raise  # the SDK stopped this request: not ours to report
                 result = None
             await self._report(task_id, run, result, updater, session)
