@@ -14,7 +14,7 @@ from ray_harness.evaluation._backends import resolve_factory
 from ray_harness.serve._server import DEFAULT_MAX_REQUEST_BYTES, AppSettings
 from ray_harness.serve._store import open_repository
 
-__all__ = ("ServeHandle", "app", "run")
+__all__ = ("ServeHandle", "app", "run", "serve_until_stopped")
 
 _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _MAX_ONGOING = 256
@@ -129,9 +129,8 @@ def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking
 
     owns_ray = False
     if not ray.is_initialized():
-        address = os.environ.get("RAY_ADDRESS") or None
-        runtime.init(address=address, **({} if address else {"include_dashboard": False}))
-        owns_ray = address is None
+        owns_ray = not os.environ.get("RAY_ADDRESS")
+        runtime.init()  # RAY_ADDRESS when set, else an embedded local Ray
     running = _get_global_client(raise_if_no_controller_running=False)
     if running is not None and int(running.http_config.port) != int(port):
         raise ValueError(f"Ray Serve already serves HTTP on port {running.http_config.port}; pass port="
@@ -145,11 +144,12 @@ def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking
     handle = ServeHandle(url=f"http://{shown_host}:{int(port)}{prefix.rstrip('/')}/", name=app_name,
                          _owns_serve=running is None, _owns_ray=owns_ray)
     if blocking:
-        _serve_until_stopped(handle)
+        serve_until_stopped(handle)
     return handle
 
 
-def _serve_until_stopped(handle: ServeHandle) -> None:
+def serve_until_stopped(handle: ServeHandle) -> None:
+    """Block until Ctrl-C or SIGTERM, then ``handle.shutdown()``."""
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
