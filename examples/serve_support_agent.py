@@ -123,7 +123,9 @@ def demo() -> None:
 
     port = 18000 + os.getpid() % 1000
     store = f"file://{tempfile.mkdtemp(prefix='rh_tasks_')}"
-    server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port), "--store", store])
+    # A loaded machine can take long to start Ray's raylet; allow it more than the default 30 s.
+    env = {"RAY_raylet_start_wait_time_s": "180", **os.environ}
+    server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port), "--store", store], env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(900):

@@ -132,7 +132,7 @@ def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking
         address = os.environ.get("RAY_ADDRESS") or None
         owns_ray = address is None
         # "local", not None: ray.init() without an address would join any `ray start` cluster on this machine.
-        runtime.init(address=address or "local")
+        runtime.init(address=address) if address else runtime.init(address="local", include_dashboard=False)
     running = _get_global_client(raise_if_no_controller_running=False)
     if running is not None and int(running.http_config.port) != int(port):
         raise ValueError(f"Ray Serve already serves HTTP on port {running.http_config.port}; pass port="

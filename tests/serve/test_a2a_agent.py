@@ -181,3 +181,13 @@ def test_against_a_minimal_a2a_sdk_server(sdk_server: str) -> None:
     parent = Agent(ScriptedModel(tool_call("sdk_echo", {"input": "via tool"}), text("ok")), tools=[remote])
     parent("go")
     assert parent.messages[2]["content"][0]["toolResult"]["content"][0]["text"] == "sdk says via tool"
+
+
+def test_as_a_swarm_member_it_answers(replicas: Any) -> None:
+    from ray_harness.multiagent import Swarm
+    from tests.serve.targets import build_plain_agent
+
+    swarm = Swarm([A2AAgent(replicas(build_plain_agent, store=None, name="plain").url)], runtime="local")
+    result = swarm("hello swarm")
+    assert result.status == Status.COMPLETED
+    assert "User Request: hello swarm" in str(result.results["plain"].result)
