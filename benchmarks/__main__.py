@@ -6,7 +6,8 @@ Output: a Markdown table on stdout and JSON (``--json``, default ``benchmarks/re
 
 Suites: ``core`` (P1, P1b), ``graph`` (P2 evaluation throughput, P3 CPU-bound fan-out, wide fan-out),
 ``runtime`` (P4 cancel latency, P5 agents per GB, P6 handoff latency, per-call overhead),
-``scaling`` (P7: P2 and P3 on 1, 2 and 3 Ray nodes of one machine — overhead, not speedup).
+``scaling`` (P7: P2 and P3 on 1, 2 and 3 Ray nodes of one machine — overhead, not speedup),
+``serve`` (S1–S3: A2A on Ray Serve next to a bare Serve endpoint; store cost; cancel; not in the default set).
 ``--quick`` shrinks every suite to a smoke test (CI runs it; numbers from it mean nothing).
 """
 
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SUITES = ("core", "graph", "runtime", "scaling")
+SUITES = ("core", "graph", "runtime", "scaling", "serve")
 DEFAULT_SUITES = ("core", "graph", "runtime")
 
 
@@ -98,7 +99,21 @@ def run_scaling(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-RUNNERS = {"core": run_core, "graph": run_graph, "runtime": run_runtime, "scaling": run_scaling}
+def run_serve(quick: bool) -> list[dict[str, Any]]:
+    from benchmarks import serve as serve_bench
+
+    sizes = (64, 16, 10, 2) if quick else (512, 64, 100, 10)
+    results = serve_bench.run(*sizes)
+    rows = []
+    for name, stats in results.items():
+        if isinstance(stats, dict):
+            rows.append({"benchmark": f"{name} (p50; {stats['rps']:.1f} req/s, p99 {stats['p99_ms']:.1f} ms)",
+                         "unit": "ms", "ray_harness_median": stats["p50_ms"], "ray_harness_min": stats["p50_ms"],
+                         "ray_harness_max": stats["max_ms"], "strands_median": None, "ratio": None})
+    return rows
+
+
+RUNNERS = {"core": run_core, "graph": run_graph, "runtime": run_runtime, "scaling": run_scaling, "serve": run_serve}
 
 
 def _fmt(value: Any) -> str:
