@@ -42,7 +42,7 @@ def _actor_options() -> dict[str, Any]:
 
 
 def _bare_app(name: str, replicas: int) -> Any:
-    from fastapi import FastAPI
+    from fastapi import FastAPI, Request
     from ray import serve
 
     api = FastAPI()
@@ -51,7 +51,8 @@ def _bare_app(name: str, replicas: int) -> Any:
     @serve.ingress(api)
     class BareAgentEndpoint:
         @api.post("/")
-        async def ask(self, body: dict[str, Any]) -> dict[str, Any]:
+        async def ask(self, request: Request) -> dict[str, Any]:
+            body = await request.json()
             result = await one_turn().invoke_async(body["prompt"])
             return {"text": str(result).strip()}
 

@@ -17,6 +17,7 @@ from ray_harness.serve._store import open_repository
 __all__ = ("ServeHandle", "app", "run", "serve_until_stopped")
 
 _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SDK_TRACING = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 _MAX_ONGOING = 256
 """Requests one replica takes at once: agent calls wait on models and humans, not on its CPU."""
 
@@ -66,7 +67,14 @@ def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_
     open_repository(task_store, task_store_options)  # validates the URL and options; touches nothing
     settings = AppSettings(name=name, description=description, version=version or __version__,
                            auth_token=auth_token, max_request_bytes=max_request_bytes)
-    options: dict[str, Any] = {"name": name, "ray_actor_options": {"num_cpus": 0, **(ray_actor_options or {})},
+    actor_options: dict[str, Any] = {"num_cpus": 0, **(ray_actor_options or {})}
+    runtime_env = dict(actor_options.get("runtime_env") or {})
+    env_vars = dict(runtime_env.get("env_vars") or {})
+    # a2a-sdk opens an OpenTelemetry span around most of its internal calls (~100 per request, a third of the
+    # A2A layer's CPU); off unless asked for. ray_harness's own spans are unaffected.
+    env_vars.setdefault(_SDK_TRACING, os.environ.get(_SDK_TRACING, "false"))
+    actor_options["runtime_env"] = {**runtime_env, "env_vars": env_vars}
+    options: dict[str, Any] = {"name": name, "ray_actor_options": actor_options,
                                "max_ongoing_requests": max_ongoing_requests}
     if autoscaling_config is not None:
         options["autoscaling_config"] = autoscaling_config

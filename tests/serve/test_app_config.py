@@ -47,3 +47,5 @@ def test_an_app_is_a_bound_serve_application() -> None:
     assert deployment.name == "support"
     assert deployment.num_replicas == 2
     assert deployment.ray_actor_options["num_cpus"] == 0
+    assert deployment.ray_actor_options["runtime_env"]["env_vars"]["OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"] in (
+        "false", "true")
