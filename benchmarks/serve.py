@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from fastapi import FastAPI, Request
+
 from ray_harness import Agent
 from ray_harness.testing import ScriptedModel, text
 
@@ -41,22 +43,28 @@ def _actor_options() -> dict[str, Any]:
     return {"num_cpus": 0, "runtime_env": {"env_vars": {"PYTHONPATH": str(ROOT)}}}
 
 
-def _bare_app(name: str, replicas: int) -> Any:
-    from fastapi import FastAPI, Request
-    from ray import serve
-
+def _bare_api() -> Any:
+    """A FastAPI app built in the replica: one POST route that builds the agent and calls it."""
     api = FastAPI()
 
-    @serve.deployment(name=name, num_replicas=replicas, ray_actor_options=_actor_options(), max_ongoing_requests=256)
-    @serve.ingress(api)
-    class BareAgentEndpoint:
-        @api.post("/")
-        async def ask(self, request: Request) -> dict[str, Any]:
-            body = await request.json()
-            result = await one_turn().invoke_async(body["prompt"])
-            return {"text": str(result).strip()}
+    async def ask(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        result = await one_turn().invoke_async(body["prompt"])
+        return {"text": str(result).strip()}
 
-    return BareAgentEndpoint.bind()
+    # Real classes, not the strings `from __future__ import annotations` leaves: the function is pickled by
+    # value into the replica, where FastAPI could not resolve "Request" and would read it as a query parameter.
+    ask.__annotations__ = {"request": Request, "return": dict}
+    api.add_api_route("/", ask, methods=["POST"])
+    return api
+
+
+def _bare_app(name: str, replicas: int) -> Any:
+    from ray import serve
+
+    deployment = serve.deployment(name=name, num_replicas=replicas, ray_actor_options=_actor_options(),
+                                  max_ongoing_requests=256)(serve.ingress(_bare_api)())
+    return deployment.bind()
 
 
 def _a2a_body(prompt: str, **configuration: Any) -> dict[str, Any]:
