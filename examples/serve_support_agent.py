@@ -86,11 +86,12 @@ async def _send(url: str, parts: list[Any], task_id: str = "") -> Any:
 
 def ask(url: str, question: str) -> None:
     from a2a.types.a2a_pb2 import Part, TaskState
+    from google.protobuf.json_format import MessageToDict
 
     task = asyncio.run(_send(url, [Part(text=question)]))
     print(f"task {task.id}: {TaskState.Name(task.status.state)}")
     for part in task.status.message.parts:
-        print(" ", part.text or part.data)
+        print(" ", part.text or MessageToDict(part.data))
 
 
 def approve(url: str, task_id: str, answer: str) -> None:
