@@ -8,6 +8,7 @@ Suites: ``core`` (P1, P1b), ``graph`` (P2 evaluation throughput, P3 CPU-bound fa
 ``runtime`` (P4 cancel latency, P5 agents per GB, P6 handoff latency, per-call overhead),
 ``scaling`` (P7: P2 and P3 on 1, 2 and 3 Ray nodes of one machine — overhead, not speedup),
 ``extensions`` (E1: one observing extension layer per model / tool call; ``--only extensions``).
+``serve`` (S1–S3: A2A on Ray Serve next to a bare Serve endpoint; store cost; cancel; not in the default set).
 ``--quick`` shrinks every suite to a smoke test (CI runs it; numbers from it mean nothing).
 """
 
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SUITES = ("core", "graph", "runtime", "scaling", "extensions")
+SUITES = ("core", "graph", "runtime", "scaling", "extensions", "serve")
 DEFAULT_SUITES = ("core", "graph", "runtime")
 
 
@@ -106,8 +107,22 @@ def run_extensions(quick: bool) -> list[dict[str, Any]]:
     return extensions.rows(results)
 
 
+def run_serve(quick: bool) -> list[dict[str, Any]]:
+    from benchmarks import serve as serve_bench
+
+    sizes = (64, 16, 10, 2) if quick else (512, 64, 100, 10)
+    results = serve_bench.run(*sizes)
+    rows = []
+    for name, stats in results.items():
+        if isinstance(stats, dict):
+            rows.append({"benchmark": f"{name} (p50; {stats['rps']:.1f} req/s, p99 {stats['p99_ms']:.1f} ms)",
+                         "unit": "ms", "ray_harness_median": stats["p50_ms"], "ray_harness_min": stats["p50_ms"],
+                         "ray_harness_max": stats["max_ms"], "strands_median": None, "ratio": None})
+    return rows
+
+
 RUNNERS = {"core": run_core, "graph": run_graph, "runtime": run_runtime, "scaling": run_scaling,
-           "extensions": run_extensions}
+           "extensions": run_extensions, "serve": run_serve}
 
 
 def _fmt(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``status``.
+"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``status``, ``serve``.
 
 User mistakes (a bad target, a missing file, a bad option) print one ``error:``
 line and exit 2; a failed evaluation or job exits 1.
@@ -87,6 +87,17 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="list ray_harness actors and jobs on a Ray cluster")
     status.add_argument("--address", default=None, help="Ray address (default RAY_ADDRESS or 'auto')")
     status.set_defaults(handler=_status)
+
+    serve = commands.add_parser("serve", help="serve an agent/graph/swarm over A2A 1.0 on Ray Serve",
+                                description="Joins RAY_ADDRESS when set, else starts an embedded local Ray.")
+    serve.add_argument("target", help="module:function building an Agent, Graph or Swarm per task")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--name", help="app and card name (default: from the function name)")
+    serve.add_argument("--replicas", type=int, default=1)
+    serve.add_argument("--task-store", help="file:///abs/dir or s3://bucket/prefix (default: in memory)")
+    serve.add_argument("--auth-token-env", metavar="VAR", help="require the bearer token held in this variable")
+    serve.set_defaults(handler=_serve)
     return parser
 
 
@@ -227,6 +238,26 @@ def _status(args: argparse.Namespace) -> int:
     print(f"{len(status['jobs'])} job(s)")
     for job in status["jobs"]:
         print(f"  {job['id']}  {job['status']}  {job['entrypoint']}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import re
+
+    from ray_harness import serve
+    from ray_harness.serve._deploy import serve_until_stopped
+
+    token = None
+    if args.auth_token_env:
+        token = os.environ.get(args.auth_token_env)
+        if not token:
+            raise ValueError(f"--auth-token-env {args.auth_token_env}: the variable is not set or empty")
+    name = args.name or re.sub(r"[^A-Za-z0-9_.-]", "_", args.target.rpartition(":")[2].removeprefix("build_"))
+    application = serve.app(args.target, name=name, num_replicas=args.replicas, task_store=args.task_store,
+                            auth_token=token)
+    handle = serve.run(application, host=args.host, port=args.port)
+    print(f"serving {name} over A2A at {handle.url} (card: {handle.card_url}); Ctrl-C stops", flush=True)
+    serve_until_stopped(handle)
     return 0
 
 

@@ -1,0 +1,172 @@
+"""``serve.app()`` and ``serve.run()``: a target as a Ray Serve application speaking A2A 1.0."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_harness._version import __version__
+from ray_harness.evaluation._backends import resolve_factory
+from ray_harness.serve._server import DEFAULT_MAX_REQUEST_BYTES, AppSettings
+from ray_harness.serve._store import open_repository
+
+__all__ = ("ServeHandle", "app", "run", "serve_until_stopped")
+
+_APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SDK_TRACING = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
+_MAX_ONGOING = 256
+"""Requests one replica takes at once: agent calls wait on models and humans, not on its CPU."""
+
+
+def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_config: dict[str, Any] | None = None,
+        task_store: str | None = None, task_store_options: dict[str, Any] | None = None,
+        auth_token: str | None = None, description: str | None = None, version: str | None = None,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, lease_seconds: float = 30.0,
+        ray_actor_options: dict[str, Any] | None = None, max_ongoing_requests: int = _MAX_ONGOING) -> Any:
+    """A Ray Serve application serving ``target`` over A2A 1.0 (JSON-RPC at ``/``, card at ``/.well-known/...``).
+
+    Args:
+        target: ``"module:function"`` or a callable building a fresh Agent, Graph or Swarm per task.
+        name: The Serve app name and the card's name.
+        num_replicas: Fixed replica count (default 1); exclusive with ``autoscaling_config``.
+        autoscaling_config: Ray Serve autoscaling settings.
+        task_store: ``file:///abs/dir`` or ``s3://bucket/prefix``; ``None`` keeps tasks in each replica's
+            memory (one replica only: an interrupted task cannot resume elsewhere).
+        task_store_options: For S3: ``endpoint_url``, ``region_name`` and credentials.
+        auth_token: Require ``Authorization: Bearer <token>`` on every call but the card.
+        description: The card's description (default: the first line of the target's system prompt).
+        version: The card's version (default: the ray_harness version).
+        max_request_bytes: Larger request bodies get HTTP 413.
+        lease_seconds: A running task whose replica sent no heartbeat for this long is reported FAILED.
+        ray_actor_options: Replica resources (default ``{"num_cpus": 0}``).
+        max_ongoing_requests: Concurrent requests per replica.
+
+    Returns:
+        A bound Ray Serve application, for :func:`run` or ``serve.run``.
+    """
+    from ray import serve
+
+    from ray_harness.serve._replica import A2AReplica
+
+    if not isinstance(name, str) or not _APP_NAME.fullmatch(name):
+        raise ValueError(f"name {name!r} must match {_APP_NAME.pattern}")
+    if num_replicas is not None and autoscaling_config is not None:
+        raise ValueError("pass num_replicas or autoscaling_config, not both")
+    if num_replicas is not None and (isinstance(num_replicas, bool) or not isinstance(num_replicas, int)
+                                     or num_replicas < 1):
+        raise ValueError(f"num_replicas must be a positive int, got {num_replicas!r}")
+    if isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1:
+        raise ValueError(f"max_request_bytes must be a positive int, got {max_request_bytes!r}")
+    if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
+        raise ValueError("auth_token must be a non-empty string or None")
+    resolve_factory(target)  # fails here, with the target named, rather than in every replica
+    open_repository(task_store, task_store_options)  # validates the URL and options; touches nothing
+    settings = AppSettings(name=name, description=description, version=version or __version__,
+                           auth_token=auth_token, max_request_bytes=max_request_bytes)
+    actor_options: dict[str, Any] = {"num_cpus": 0, **(ray_actor_options or {})}
+    runtime_env = dict(actor_options.get("runtime_env") or {})
+    env_vars = dict(runtime_env.get("env_vars") or {})
+    # a2a-sdk opens an OpenTelemetry span around most of its internal calls (~100 per request, a third of the
+    # A2A layer's CPU); off unless asked for. ray_harness's own spans are unaffected.
+    env_vars.setdefault(_SDK_TRACING, os.environ.get(_SDK_TRACING, "false"))
+    actor_options["runtime_env"] = {**runtime_env, "env_vars": env_vars}
+    options: dict[str, Any] = {"name": name, "ray_actor_options": actor_options,
+                               "max_ongoing_requests": max_ongoing_requests}
+    if autoscaling_config is not None:
+        options["autoscaling_config"] = autoscaling_config
+    else:
+        options["num_replicas"] = num_replicas or 1
+    deployment: Any = serve.deployment(**options)(A2AReplica)
+    return deployment.bind(settings, target, task_store, task_store_options, float(lease_seconds))
+
+
+@dataclass
+class ServeHandle:
+    """A running app: its ``url`` (the A2A endpoint; the card is under ``.well-known/``) and ``shutdown()``."""
+
+    url: str
+    name: str
+    _owns_serve: bool = False
+    _owns_ray: bool = False
+    _closed: bool = field(default=False, repr=False)
+
+    @property
+    def card_url(self) -> str:
+        return self.url + ".well-known/agent-card.json"
+
+    def shutdown(self) -> None:
+        """Delete the app (and stop Ray Serve / Ray if :func:`run` started them); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        from ray import serve
+
+        serve.delete(self.name)
+        if self._owns_serve:
+            serve.shutdown()  # type: ignore[no-untyped-call]
+        if self._owns_ray:
+            from ray_harness import runtime
+
+            runtime.shutdown()
+
+
+def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking: bool = False,
+        route_prefix: str = "/", name: str | None = None) -> ServeHandle:
+    """Deploy ``application`` (from :func:`app`) on Ray Serve and return its handle.
+
+    Joins the connected Ray, else ``RAY_ADDRESS`` when set, else starts an embedded local Ray. Starts Ray
+    Serve's HTTP proxy on ``host:port`` unless Serve already runs (then that port must match).
+
+    Args:
+        application: The bound application.
+        host: Interface of the HTTP proxy.
+        port: Its port.
+        blocking: Serve until Ctrl-C / SIGTERM, then shut down.
+        route_prefix: Where the app is mounted (default ``/``).
+        name: Serve app name (default: the ``name=`` given to :func:`app`).
+    """
+    import ray
+    from ray import serve
+    from ray.serve.context import _get_global_client
+
+    from ray_harness import runtime
+
+    owns_ray = False
+    if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS") or None
+        owns_ray = address is None
+        # "local", not None: ray.init() without an address would join any `ray start` cluster on this machine.
+        runtime.init(address=address) if address else runtime.init(address="local", include_dashboard=False)
+    running = _get_global_client(raise_if_no_controller_running=False)
+    if running is not None and int(running.http_config.port) != int(port):
+        raise ValueError(f"Ray Serve already serves HTTP on port {running.http_config.port}; pass port="
+                         f"{running.http_config.port} (one HTTP proxy per Ray cluster)")
+    if running is None:
+        serve.start(http_options={"host": host, "port": int(port)})
+    app_name = name or application._bound_deployment.name
+    prefix = "/" + route_prefix.strip("/") if route_prefix.strip("/") else "/"
+    serve.run(application, name=app_name, route_prefix=prefix, blocking=False)
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    handle = ServeHandle(url=f"http://{shown_host}:{int(port)}{prefix.rstrip('/')}/", name=app_name,
+                         _owns_serve=running is None, _owns_ray=owns_ray)
+    if blocking:
+        serve_until_stopped(handle)
+    return handle
+
+
+def serve_until_stopped(handle: ServeHandle) -> None:
+    """Block until Ctrl-C or SIGTERM, then ``handle.shutdown()``."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        handle.shutdown()

@@ -1,0 +1,477 @@
+"""The durable task store of a served agent: A2A tasks, leases, cancel requests and interrupted agents.
+
+One store URL (``file:///abs/dir``, ``s3://bucket/prefix`` or ``None`` for memory) holds, under one root::
+
+    tasks/task_<id>.json          {"version": n, "task": <A2A Task, ProtoJSON>}
+    leases/lease_<id>.json        {"owner": replica, "expires": unix time} while a replica runs the task
+    cancels/cancel_<id>.json      a CancelTask that reached a replica not running the task
+    session_<id>/...              the interrupted Agent/Graph/Swarm (ray_harness.session layout)
+
+Every replica opens the same store, so any of them answers GetTask/ListTasks and resumes an interrupted
+task. Writes of a task are compare-and-swap on its version (a lock file per task for ``file://``, a
+conditional ``PutObject`` for S3), which is the contract of a2a-sdk's ``VersionedTaskStore``: a stale
+writer gets ``ConcurrentTaskModificationError`` and the SDK's consumer stops that run.
+
+Liveness: a replica running a task refreshes its lease. Whoever reads a ``SUBMITTED``/``WORKING`` task
+whose lease expired (its replica died) finishes it: ``CANCELED`` when a cancel was requested, else
+``FAILED`` with a message saying so. A task is therefore never left ``WORKING`` forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from a2a.server.cluster import (
+    ConcurrentTaskModificationError,
+    StoredTask,
+    TaskEventStream,
+    TaskVersion,
+    VersionedEvent,
+    VersionedTaskStore,
+)
+from a2a.server.context import ServerCallContext
+from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+)
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from ray_harness.session.file import FileSessionRepository
+from ray_harness.session.records import validate_id
+from ray_harness.session.repository import BlobSessionRepository
+from ray_harness.session.s3 import S3SessionRepository
+from ray_harness.types.exceptions import SessionException
+
+__all__ = ("DEAD_REPLICA_TEXT", "TERMINAL", "MemoryRepository", "StorePoller", "TaskRecords", "open_repository",
+           "replica_id")
+
+TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
+                      TaskState.TASK_STATE_REJECTED})
+_RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+DEAD_REPLICA_TEXT = ("The replica running this task stopped (its lease expired without a heartbeat), so the run "
+                     "was lost; the task is marked FAILED. Send a new message to start again.")
+_DEFAULT_PAGE = 50
+
+
+class MemoryRepository(BlobSessionRepository):
+    """Blobs in this process only: ``task_store=None`` (one replica; nothing survives it)."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def _read(self, key: str) -> bytes | None:
+        with self._lock:
+            return self._blobs.get(key)
+
+    def _write(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self._blobs[key] = data
+
+    def _list_dir(self, key: str) -> list[str]:
+        prefix = key.rstrip("/") + "/"
+        with self._lock:
+            return sorted({name[len(prefix):].split("/", 1)[0] for name in self._blobs if name.startswith(prefix)})
+
+    def _delete(self, key: str) -> None:
+        with self._lock:
+            self._blobs.pop(key, None)
+
+    def _delete_tree(self, key: str) -> None:
+        prefix = key.rstrip("/") + "/"
+        with self._lock:
+            for name in [name for name in self._blobs if name.startswith(prefix)]:
+                del self._blobs[name]
+
+    def _location(self, key: str) -> str:
+        return f"memory://{key}"
+
+
+def open_repository(url: str | None, options: dict[str, Any] | None = None) -> BlobSessionRepository:
+    """The blob repository behind a task store URL.
+
+    Args:
+        url: ``file:///abs/dir``, ``s3://bucket/prefix`` or None (in memory).
+        options: For S3: ``endpoint_url``, ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``,
+            ``aws_session_token``, ``profile_name``.
+    """
+    options = dict(options or {})
+    if url is None:
+        if options:
+            raise ValueError(f"task_store_options {sorted(options)} given without a task_store URL")
+        return MemoryRepository()
+    if not isinstance(url, str):
+        raise TypeError(f"task_store must be a 'file://' or 's3://' URL string, got {url!r}")
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+            raise ValueError(f"task_store {url!r}: a file store must be an absolute path, e.g. file:///var/lib/tasks")
+        if options:
+            raise ValueError(f"task_store_options {sorted(options)} do not apply to a file:// store")
+        return FileSessionRepository(parsed.path)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise ValueError(f"task_store {url!r}: an S3 store needs a bucket, e.g. s3://bucket/prefix")
+        return _s3_repository(parsed.netloc, parsed.path.strip("/"), options)
+    raise ValueError(f"task_store {url!r} must start with file:// or s3://")
+
+
+_S3_SESSION_KEYS = {"aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name"}
+
+
+def _s3_repository(bucket: str, prefix: str, options: dict[str, Any]) -> S3SessionRepository:
+    unknown = sorted(set(options) - _S3_SESSION_KEYS - {"endpoint_url", "region_name"})
+    if unknown:
+        raise ValueError(f"task_store_options: unknown key(s) {unknown}; allowed: endpoint_url, region_name, "
+                         f"{', '.join(sorted(_S3_SESSION_KEYS))}")
+    session = None
+    credentials = {key: options[key] for key in _S3_SESSION_KEYS if options.get(key) is not None}
+    if credentials:
+        import boto3
+
+        session = boto3.Session(region_name=options.get("region_name"), **credentials)
+    return S3SessionRepository(bucket, prefix, endpoint_url=options.get("endpoint_url"), boto_session=session,
+                               region_name=options.get("region_name"))
+
+
+def _task_key(task_id: str) -> str:
+    return f"tasks/task_{task_id}.json"
+
+
+def _lease_key(task_id: str) -> str:
+    return f"leases/lease_{task_id}.json"
+
+
+def _cancel_key(task_id: str) -> str:
+    return f"cancels/cancel_{task_id}.json"
+
+
+def _safe_id(task_id: str) -> str | None:
+    try:
+        return validate_id(task_id, "task id")
+    except ValueError:
+        return None
+
+
+def _encode(version: int, task: Task) -> bytes:
+    return json.dumps({"version": version, "task": MessageToDict(task)}, separators=(",", ":")).encode()
+
+
+def _decode(raw: bytes, where: str) -> tuple[int, Task]:
+    try:
+        data = json.loads(raw)
+        version = int(data["version"])
+        return version, ParseDict(data["task"], Task(), ignore_unknown_fields=True)
+    except (ValueError, KeyError, TypeError) as error:
+        raise SessionException(f"unreadable task record {where}: {error}") from None
+
+
+class _Swap:
+    """Compare-and-swap of one blob: ``update(key, fn)`` writes ``fn(current)`` unless another writer raced."""
+
+    def __init__(self, repo: BlobSessionRepository) -> None:
+        self.repo = repo
+        self._lock = threading.Lock()
+
+    def update(self, key: str, fn: Callable[[bytes | None], bytes], *, durable: bool = True) -> None:
+        """``durable=False`` (files only) skips the fsync: the write survives a killed process, not a power cut."""
+        repo = self.repo
+        if isinstance(repo, FileSessionRepository):
+            self._update_file(repo, key, fn, durable)
+        elif isinstance(repo, S3SessionRepository):
+            self._update_s3(repo, key, fn)
+        else:
+            with self._lock:
+                repo._write(key, fn(repo._read(key)))
+
+    def _update_file(self, repo: FileSessionRepository, key: str, fn: Callable[[bytes | None], bytes],
+                     durable: bool) -> None:
+        import fcntl
+
+        path = repo._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # One lock file per task: replicas on this machine (or a shared file system with POSIX locks).
+        with open(f"{path}.lock", "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                data = fn(repo._read(key))
+                if durable:
+                    repo._write(key, data)
+                else:
+                    replace_file(path, data)
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _update_s3(self, repo: S3SessionRepository, key: str, fn: Callable[[bytes | None], bytes]) -> None:
+        from botocore.exceptions import ClientError
+
+        client, bucket, object_key = repo.client, repo.bucket, repo._key(key)
+        for _ in range(8):
+            try:
+                response = client.get_object(Bucket=bucket, Key=object_key)
+                current, condition = response["Body"].read(), {"IfMatch": response["ETag"]}
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+                    raise
+                current, condition = None, {"IfNoneMatch": "*"}
+            data = fn(current)
+            try:
+                client.put_object(Bucket=bucket, Key=object_key, Body=data, ContentType="application/json",
+                                  **condition)
+                return
+            except ClientError as error:
+                code = error.response.get("Error", {}).get("Code")
+                if code not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                    raise
+        raise ConcurrentTaskModificationError(key)
+
+
+class TaskRecords(VersionedTaskStore):
+    """a2a-sdk's ``VersionedTaskStore`` over a blob repository, with leases and cancel requests.
+
+    Args:
+        repo: Where blobs live (see :func:`open_repository`).
+        owner: This replica's id, written into the leases it takes.
+        lease_seconds: How long a lease lasts without a refresh.
+    """
+
+    def __init__(self, repo: BlobSessionRepository, *, owner: str, lease_seconds: float = 30.0) -> None:
+        if lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be positive, got {lease_seconds!r}")
+        self.repo = repo
+        self.owner = owner
+        self.lease_seconds = float(lease_seconds)
+        self.local: set[str] = set()
+        """Tasks this replica is running right now (never expired by a reader here)."""
+        self._swap = _Swap(repo)
+
+    # -- blocking helpers, run in a thread (file and S3 I/O must not stall the event loop) --------------
+
+    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if isinstance(self.repo, MemoryRepository):
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
+    def _read_task(self, task_id: str) -> tuple[int, Task] | None:
+        key = _task_key(task_id)
+        raw = self.repo._read(key)
+        return None if raw is None else _decode(raw, self.repo._location(key))
+
+    def _save_sync(self, task: Task, prev_version: int) -> int:
+        outcome: dict[str, int] = {}
+        cancelling = task.status.state == TaskState.TASK_STATE_CANCELED
+
+        def swap(current: bytes | None) -> bytes:
+            stored = None if current is None else _decode(current, task.id)
+            stored_version = 0 if stored is None else stored[0]
+            if cancelling:  # the SDK's rule: CANCELED overrides any live state, never a finished or absent task
+                if stored is None or stored[1].status.state in TERMINAL:
+                    raise ConcurrentTaskModificationError(task.id)
+            elif stored_version != prev_version:
+                raise ConcurrentTaskModificationError(task.id)
+            outcome["version"] = stored_version + 1
+            return _encode(stored_version + 1, task)
+
+        settled = task.status.state in TERMINAL or task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        # fsync only where the task settles (an answer, a finished task); the steps in between are rewritten
+        # within milliseconds and, after a power cut, the lease check fails the task anyway.
+        self._swap.update(_task_key(task.id), swap, durable=settled)
+        if settled:
+            # Nobody runs it now: drop the lease and any cancel request (a resume takes a new lease).
+            self.repo._delete(_lease_key(task.id))
+            self.repo._delete(_cancel_key(task.id))
+        return outcome["version"]
+
+    # -- VersionedTaskStore ---------------------------------------------------------------------------
+
+    async def save(self, task: Task, *, event: Any, prev: Task | None, prev_version: TaskVersion,
+                   context: ServerCallContext) -> TaskVersion:
+        if _safe_id(task.id) is None:
+            raise ValueError(f"task id {task.id!r} cannot be stored")
+        previous = 0 if prev_version.is_missing else int(prev_version._value)
+        return TaskVersion(await self._io(self._save_sync, task, previous))
+
+    async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
+        if _safe_id(task_id) is None:
+            return None
+        found = await self._io(self._read_task, task_id)
+        if found is None:
+            return None
+        version, task = found
+        if task.status.state in _RUNNING and task_id not in self.local:
+            finished = await self._io(self._finish_if_abandoned, task_id, version, task)
+            if finished is not None:
+                version, task = finished
+        return StoredTask(task, TaskVersion(version))
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        names = await self._io(self.repo._list_dir, "tasks")
+        tasks: list[Task] = []
+        for name in names:
+            if name.startswith("task_") and name.endswith(".json"):
+                stored = await self.get(name[len("task_"):-len(".json")], context)
+                if stored is not None:
+                    tasks.append(stored.task)
+        return _page(tasks, params)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        if _safe_id(task_id) is None:
+            return
+        for key in (_task_key(task_id), _lease_key(task_id), _cancel_key(task_id)):
+            await self._io(self.repo._delete, key)
+        await self._io(self.repo._delete_tree, f"session_{task_id}")
+
+    # -- leases and cancel requests -------------------------------------------------------------------
+
+    async def take_lease(self, task_id: str) -> None:
+        """Record that this replica runs ``task_id`` (call before its first event, and periodically)."""
+        self.local.add(task_id)
+        payload = json.dumps({"owner": self.owner, "expires": time.time() + self.lease_seconds}).encode()
+        await self._io(self._write_volatile, _lease_key(task_id), payload)
+
+    def _write_volatile(self, key: str, data: bytes) -> None:
+        """A lease needs no fsync: it only matters while its replica's process lives."""
+        if isinstance(self.repo, FileSessionRepository):
+            replace_file(self.repo._path(key), data)
+        else:
+            self.repo._write(key, data)
+
+    def drop_local(self, task_id: str) -> None:
+        self.local.discard(task_id)
+
+    async def lease_alive(self, task_id: str) -> bool:
+        raw = await self._io(self.repo._read, _lease_key(task_id))
+        return _lease_expires(raw) > time.time()
+
+    async def request_cancel(self, task_id: str) -> None:
+        await self._io(self.repo._write, _cancel_key(task_id), json.dumps({"by": self.owner}).encode())
+
+    async def cancel_requested(self, task_id: str) -> bool:
+        return await self._io(self.repo._read, _cancel_key(task_id)) is not None
+
+    def _finish_if_abandoned(self, task_id: str, version: int, task: Task) -> tuple[int, Task] | None:
+        if _lease_expires(self.repo._read(_lease_key(task_id))) > time.time():
+            return None
+        cancelled = self.repo._read(_cancel_key(task_id)) is not None
+        ended = Task()
+        ended.CopyFrom(task)
+        if ended.status.HasField("message"):
+            ended.history.append(ended.status.message)
+        ended.status.Clear()
+        ended.status.state = TaskState.TASK_STATE_CANCELED if cancelled else TaskState.TASK_STATE_FAILED
+        ended.status.timestamp.FromDatetime(datetime.now(UTC))
+        ended.status.message.CopyFrom(Message(
+            message_id=f"{task_id}-lost", role=Role.ROLE_AGENT, task_id=task_id, context_id=task.context_id,
+            parts=[Part(text="The task was cancelled; its replica stopped before the run ended."
+                        if cancelled else DEAD_REPLICA_TEXT)]))
+        try:
+            new_version = self._save_sync(ended, version)
+        except ConcurrentTaskModificationError:
+            found = self._read_task(task_id)  # someone else moved it on meanwhile: report what is there
+            return found
+        return new_version, ended
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Atomic replace without fsync: readers see the old or the new bytes; a killed process leaves no half file."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
+    os.replace(temp, path)
+
+
+def _lease_expires(raw: bytes | None) -> float:
+    if raw is None:
+        return 0.0
+    try:
+        return float(json.loads(raw)["expires"])
+    except (ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _sort_key(task: Task) -> tuple[int, str]:
+    stamp = task.status.timestamp.ToNanoseconds() if task.status.HasField("timestamp") else 0
+    return stamp, task.id
+
+
+def _page(tasks: list[Task], params: ListTasksRequest) -> ListTasksResponse:
+    if params.context_id:
+        tasks = [task for task in tasks if task.context_id == params.context_id]
+    if params.status:
+        tasks = [task for task in tasks if task.status.state == params.status]
+    if params.HasField("status_timestamp_after"):
+        after = params.status_timestamp_after.ToNanoseconds()
+        tasks = [task for task in tasks if task.status.HasField("timestamp")
+                 and task.status.timestamp.ToNanoseconds() >= after]
+    tasks.sort(key=_sort_key, reverse=True)  # newest first
+    start = 0
+    if params.page_token:
+        try:
+            start = int(base64.urlsafe_b64decode(params.page_token.encode()).decode().removeprefix("offset:"))
+        except ValueError:
+            from a2a.utils.errors import InvalidParamsError
+
+            raise InvalidParamsError(message=f"Invalid page token: {params.page_token}") from None
+    size = params.page_size or _DEFAULT_PAGE
+    end = start + size
+    token = base64.urlsafe_b64encode(f"offset:{end}".encode()).decode() if end < len(tasks) else None
+    return ListTasksResponse(tasks=tasks[start:end], next_page_token=token, total_size=len(tasks), page_size=size)
+
+
+class StorePoller(TaskEventStream):
+    """Cross-replica subscriptions without extra writes: a remote subscriber polls the task record.
+
+    ``publish`` does nothing (every event is already in the task record); ``subscribe`` yields the task
+    each time its version moves on, so SubscribeToTask works on a replica that does not run the task.
+    """
+
+    def __init__(self, records: TaskRecords, interval: float = 0.2) -> None:
+        self.records = records
+        self.interval = interval
+
+    async def publish(self, task_id: str, event: VersionedEvent) -> None:
+        return None
+
+    async def subscribe(self, task_id: str, *, after: TaskVersion) -> AsyncGenerator[VersionedEvent, None]:
+        seen = after
+        context = ServerCallContext()
+        while True:
+            stored = await self.records.get(task_id, context)
+            if stored is None:
+                return
+            if stored.version.is_after(seen):
+                seen = stored.version
+                yield VersionedEvent(event=stored.task, version=stored.version)
+                if stored.task.status.state in TERMINAL:
+                    return
+            await asyncio.sleep(self.interval)
+
+    async def destroy(self, task_id: str) -> None:
+        return None
+
+
+def replica_id() -> str:
+    """A name for this process in leases: host, pid and a random suffix."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}:{base64.urlsafe_b64encode(os.urandom(4)).decode().rstrip('=')}"
+

@@ -1,0 +1,193 @@
+"""``ray_harness.serve`` on real Ray Serve (the local Ray of the integration session): one app, two replicas,
+a file task store and a bearer token, shared by every test here; plus ``ray-harness serve`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
+
+from ray_harness import serve as rh_serve
+from tests.serve.conftest import TOKEN, free_port, rpc, wait_for_state
+from tests.serve.targets import REFUND_LOG_ENV
+from tests.serve.test_a2a_server import answer, official_client, send, task_id_of, user
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(600)]
+
+APP = "support"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("served")
+    log = root / "refunds.log"
+    application = rh_serve.app(
+        "tests.serve.targets:build_support_agent", name=APP, num_replicas=2, task_store=f"file://{root / 'tasks'}",
+        auth_token=TOKEN, lease_seconds=5.0,
+        ray_actor_options={"runtime_env": {"env_vars": {REFUND_LOG_ENV: str(log)}}})
+    port = free_port()
+    handle = rh_serve.run(application, host="127.0.0.1", port=port, route_prefix="/support")
+    try:
+        yield {"handle": handle, "url": handle.url.rstrip("/"), "port": port, "log": log}
+    finally:
+        handle.shutdown()
+
+
+def _replica_handles() -> list[Any]:
+    import ray
+
+    names = [item for item in ray.util.list_named_actors(all_namespaces=True)
+             if "SERVE_REPLICA" in item["name"] and f"::{APP}#" in item["name"]]
+    return [ray.get_actor(item["name"], namespace=item["namespace"]) for item in names]
+
+
+def _wait_running(url: str, replicas: int = 2) -> None:
+    from ray import serve
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        status = serve.status().applications.get(APP)
+        if status is not None and status.status == "RUNNING":
+            counts = [d.replica_states.get("RUNNING", 0) for d in status.deployments.values()]
+            if counts and counts[0] >= replicas and len(_replica_handles()) >= replicas:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(url + "/.well-known/agent-card.json", timeout=5).status_code == 200:
+                        return
+        time.sleep(0.5)
+    raise AssertionError(f"app {APP} did not come back: {serve.status().applications.get(APP)}")
+
+
+def test_card_send_stream_get_list_cancel(served: dict[str, Any]) -> None:
+    url = served["url"]
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient() as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+        assert card.name == APP
+        assert card.supported_interfaces[0].url == url + "/"  # Serve's route prefix is in the card
+        async with official_client(url, token=TOKEN, streaming=False) as client, \
+                official_client(url, token=TOKEN) as streaming:
+            task = (await send(client, user("over serve")))[0].task
+            assert (task.status.state, task.artifacts[0].parts[0].text) == \
+                (TaskState.TASK_STATE_COMPLETED, "echo: over serve")
+            events = await send(streaming, user("streamed over serve"))
+            assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+            fetched = await client.get_task(GetTaskRequest(id=task_id_of(events)))
+            assert fetched.artifacts[0].parts[0].text == "echo: streamed over serve"
+            listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
+            assert [t.id for t in listed.tasks] == [task.id]
+            slow = asyncio.create_task(send(streaming, user("slow 120")))
+            working: Any = None
+            while not working or not working.tasks:
+                await asyncio.sleep(0.1)
+                working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+            task_id = working.tasks[0].id
+            await client.cancel_task(CancelTaskRequest(id=task_id))  # whichever replica gets it
+            final = await wait_for_state(client, task_id, {"TASK_STATE_CANCELED"}, timeout=120)
+            assert final.status.state == TaskState.TASK_STATE_CANCELED
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(slow, 60)
+
+    asyncio.run(scenario())
+
+
+def test_interrupt_answered_after_the_replicas_are_killed(served: dict[str, Any]) -> None:
+    import ray
+
+    url, log = served["url"], served["log"]
+
+    async def ask() -> Any:
+        async with official_client(url, token=TOKEN, streaming=False) as client:
+            return (await send(client, user("refund order K1")))[0].task
+
+    paused = asyncio.run(ask())
+    assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    killed = _replica_handles()
+    assert len(killed) == 2
+    for replica in killed:  # the one that served the task, and the other one
+        ray.kill(replica, no_restart=False)
+    _wait_running(url)
+
+    async def resume() -> Any:
+        async with official_client(url, token=TOKEN, streaming=False) as client:
+            stored = await client.get_task(GetTaskRequest(id=paused.id))
+            assert stored.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            return (await send(client, user(task_id=paused.id, data=answer(stored))))[0].task
+
+    done = asyncio.run(resume())
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert done.artifacts[0].parts[0].text == "Done: refunded K1."
+    assert Path(log).read_text() == "K1\n"  # the tool ran once, after the answer
+
+
+def test_auth_and_malformed_requests_through_the_proxy(served: dict[str, Any]) -> None:
+    url = served["url"]
+    assert httpx.get(url + "/.well-known/agent-card.json").status_code == 200
+    assert rpc(url, "ListTasks", {}).status_code == 401
+    assert rpc(url, "ListTasks", {}, token="wrong").status_code == 401
+    headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    parse = httpx.post(url + "/", content=b"[[[", headers=headers)
+    assert (parse.status_code, parse.json()["error"]["code"]) == (200, -32700)
+    assert rpc(url, "NoSuchMethod", {}, token=TOKEN).json()["error"]["code"] == -32601
+    assert rpc(url, "GetTask", {"id": "missing"}, token=TOKEN).json()["error"]["code"] == -32001
+    big = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x" * (2 << 20)}]}}
+    assert rpc(url, "SendMessage", big, token=TOKEN).status_code == 413
+    assert rpc(url, "ListTasks", {}, token=TOKEN).status_code == 200
+
+
+def test_a2a_agent_against_serve(served: dict[str, Any]) -> None:
+    remote = rh_serve.A2AAgent(served["url"], auth_token=TOKEN)
+    assert remote("hi there").text == "echo: hi there"
+    paused = remote("refund order R2")
+    assert paused.stop_reason == "interrupt"
+    done = remote([{"interruptResponse": {"interruptId": paused.interrupts[0].id, "response": "yes"}}])
+    assert done.text == "Done: refunded R2."
+
+
+def test_cli_serves_in_a_subprocess(served: dict[str, Any], ray_session: dict[str, Any]) -> None:
+    from ray import serve
+
+    port = served["port"]  # one HTTP proxy per cluster: the CLI app joins it at "/"
+    env = {**os.environ, "RAY_ADDRESS": ray_session["gcs_address"], "CLI_TOKEN": "cli-token",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ray_harness.cli", "serve", "tests.serve.targets:build_plain_agent", "--port",
+         str(port), "--name", "cli_plain", "--auth-token-env", "CLI_TOKEN"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        while banner and not banner.startswith("serving"):
+            banner = process.stdout.readline()
+        assert banner.startswith(f"serving cli_plain over A2A at http://127.0.0.1:{port}/"), banner
+        remote = rh_serve.A2AAgent(f"http://127.0.0.1:{port}", auth_token="cli-token")
+        assert remote.name == "cli_plain"
+        assert remote("from the cli").text == "echo: from the cli"
+        process.send_signal(signal.SIGINT)
+        assert process.wait(120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "cli_plain" not in serve.status().applications
+    assert APP in serve.status().applications  # the other app is untouched
+
+
+def test_cli_rejects_a_bad_target_before_starting_ray() -> None:
+    result = subprocess.run([sys.executable, "-m", "ray_harness.cli", "serve", "no_such_module:build"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "RAY_ADDRESS": "127.0.0.1:1"})
+    assert result.returncode == 2
+    assert "no_such_module" in result.stderr
