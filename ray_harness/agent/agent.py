@@ -13,6 +13,7 @@ from ray_harness.agent.conversation_manager.base import ConversationManager
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
 from ray_harness.agent.retry import ModelRetryStrategy
+from ray_harness.agent.snapshot import AgentSnapshot, restore_snapshot, take_snapshot
 from ray_harness.agent.state import AgentState
 from ray_harness.agent.tool_caller import ToolCaller
 from ray_harness.hooks.events import AgentInitializedEvent, MessageAddedEvent
@@ -285,6 +286,35 @@ class Agent:
 
     async def structured_output_async(self, output_model: type, prompt: Any = None) -> Any:
         return (await self.invoke_async(prompt, structured_output_model=output_model)).structured_output
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> AgentSnapshot:
+        """This agent's state as a frozen, versioned :class:`~ray_harness.agent.AgentSnapshot`.
+
+        Messages, agent state, interrupt state, conversation manager state, metrics and (when the model
+        implements ``get_state()``) the model's state; copies, so later changes to the agent do not show.
+        """
+        return take_snapshot(self)
+
+    def restore(self, snapshot: AgentSnapshot) -> None:
+        """Replace exactly the state a snapshot holds (configuration such as tools and hooks stays).
+
+        Raises:
+            ValueError: the snapshot is of another ``agent_id``, or of a newer ``schema_version``.
+            ConcurrencyException: the agent is running an invocation.
+
+        A failed restore leaves the agent unchanged.
+        """
+        if self._lock.locked():
+            raise ConcurrencyException(f"agent {self.name!r} is running an invocation; restore it when idle")
+        restore_snapshot(self, snapshot)
+
+    @property
+    def interrupt_state(self) -> InterruptState:
+        """The interrupts this agent raised and what it needs to resume them (hooks, tools and middleware raise
+        and answer through it; :meth:`snapshot` captures it)."""
+        return self._interrupt_state
 
     # -- history ----------------------------------------------------------------------------------------
 

@@ -120,7 +120,7 @@ class BeforeToolsEvent(HookEvent):
 
     def interrupt(self, name: str, reason: Any = None) -> Any:
         key = f"v1:before_tools:{uuid.uuid5(uuid.NAMESPACE_OID, name)}"
-        return raise_or_respond(self.agent._interrupt_state, key, name, reason)
+        return raise_or_respond(self.agent.interrupt_state, key, name, reason)
 
 
 @dataclass
@@ -147,7 +147,7 @@ class BeforeToolCallEvent(HookEvent):
 
     def interrupt(self, name: str, reason: Any = None) -> Any:
         key = interrupt_id("before_tool_call", str(self.tool_use["toolUseId"]), name)
-        return raise_or_respond(self.agent._interrupt_state, key, name, reason)
+        return raise_or_respond(self.agent.interrupt_state, key, name, reason)
 
 
 @dataclass
@@ -202,7 +202,7 @@ class BeforeNodeCallEvent(BaseHookEvent):
 
     def interrupt(self, name: str, reason: Any = None) -> Any:
         key = interrupt_id("before_node_call", self.node_id, name)
-        return raise_or_respond(self.source._interrupt_state, key, name, reason)
+        return raise_or_respond(self.source.interrupt_state, key, name, reason)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from ray_harness.hooks.registry import (
     infer_event_type,
     is_hook_provider,
 )
-from ray_harness.interrupts import Interrupt
+from ray_harness.interrupts import Interrupt, InterruptState
 
 __all__ = (
     "MultiAgentBase",
@@ -261,6 +261,11 @@ class MultiAgentBase(ABC):
         release = getattr(getattr(self, "_executor", None), "shutdown", None)
         if callable(release):
             release()
+
+    @property
+    def interrupt_state(self) -> InterruptState:
+        """The interrupts raised by this orchestrator's hooks and nodes, and their resume context."""
+        return self._interrupt_state  # type: ignore[attr-defined,no-any-return]
 
     @abstractmethod
     def serialize_state(self) -> dict[str, Any]:
