@@ -7,13 +7,12 @@ import copy
 import os
 import threading
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_harness.agent.conversation_manager.base import ConversationManager
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
 from ray_harness.agent.retry import ModelRetryStrategy
-from ray_harness.agent.snapshot import AgentSnapshot, restore_snapshot, take_snapshot
 from ray_harness.agent.state import AgentState
 from ray_harness.agent.tool_caller import ToolCaller
 from ray_harness.hooks.events import AgentInitializedEvent, MessageAddedEvent
@@ -33,6 +32,9 @@ from ray_harness.tools.registry import ToolRegistry
 from ray_harness.types.content import Message
 from ray_harness.types.exceptions import ConcurrencyException, ModelConfigurationError
 from ray_harness.types.validation import MESSAGES, validate
+
+if TYPE_CHECKING:
+    from ray_harness.agent.snapshot import AgentSnapshot
 
 __all__ = ("Agent",)
 
@@ -295,6 +297,8 @@ class Agent:
         Messages, agent state, interrupt state, conversation manager state, metrics and (when the model
         implements ``get_state()``) the model's state; copies, so later changes to the agent do not show.
         """
+        from ray_harness.agent.snapshot import take_snapshot  # pydantic models: loaded on first use
+
         return take_snapshot(self)
 
     def restore(self, snapshot: AgentSnapshot) -> None:
@@ -308,6 +312,8 @@ class Agent:
         """
         if self._lock.locked():
             raise ConcurrencyException(f"agent {self.name!r} is running an invocation; restore it when idle")
+        from ray_harness.agent.snapshot import restore_snapshot
+
         restore_snapshot(self, snapshot)
 
     @property

@@ -26,12 +26,14 @@ from ray_harness.types.content import Message
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.validation import copy_json
 
-__all__ = ("SCHEMA_VERSION", "AgentSnapshot", "SnapshotMetrics", "SnapshotToolMetrics")
+__all__ = ("SCHEMA_VERSION", "AgentSnapshot", "SnapshotMetrics", "SnapshotToolMetrics", "conversation",
+           "replace_conversation", "restore_snapshot", "take_snapshot")
 
 SCHEMA_VERSION = 1
 """The snapshot schema this ray_harness writes and the newest it restores."""
 
-_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+# defer_build: the schema (Converse messages) is built on first validation, not at `import ray_harness`.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64", defer_build=True)
 
 
 def _zero_usage() -> dict[str, int]:
@@ -169,6 +171,13 @@ def restore_snapshot(agent: Any, snapshot: AgentSnapshot) -> None:
     agent.state = state
     agent._interrupt_state = interrupts
     agent.event_loop_metrics = metrics
+
+
+def conversation(snapshot: AgentSnapshot) -> AgentSnapshot:
+    """Only the conversation of ``snapshot`` (messages, agent state, interrupt state): what a session or a
+    parked turn keeps, without the model's state, the metrics or the conversation manager's bookkeeping."""
+    return snapshot.model_copy(update={"conversation_manager_state": None, "metrics": SnapshotMetrics(),
+                                       "model_state": None})
 
 
 def replace_conversation(snapshot: AgentSnapshot, conversation: AgentSnapshot) -> AgentSnapshot:

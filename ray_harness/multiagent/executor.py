@@ -3,8 +3,9 @@
 Graph and Swarm decide *what* runs and *when* (:mod:`ray_harness.multiagent._scheduling`);
 an executor only runs one node at a time on request and reports what it did.
 ``runtime="local"`` runs nodes as asyncio tasks in this process;
-``runtime="ray"`` loads ``ray_harness.runtime.multiagent.RayExecutor``, which
-implements the same protocol with actors. Swapping executors never changes the
+``runtime="ray"`` (registered by the package root, see :mod:`ray_harness._runtimes`)
+builds ``ray_harness.runtime.multiagent.RayExecutor``, which implements the same
+protocol with actors; a runtime object's ``node_executor()`` is used as given. Swapping executors never changes the
 semantics, because none of them live here.
 
 Contract of ``run_node(node_id, node_input, invocation_state)``: an async
@@ -26,16 +27,14 @@ actor. ``shutdown()``, when present, releases what the executor holds
 
 from __future__ import annotations
 
-import copy
-import importlib
 import threading
 import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from ray_harness._runtimes import node_executor, register
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.state import AgentState
-from ray_harness.interrupts import InterruptState
+from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
 
 __all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "delegated_stream", "make_executor",
@@ -75,7 +74,7 @@ class NodeExecutor(Protocol):
         """Restore the node's conversation and state to what they were when it was bound."""
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
-        """A JSON-serializable snapshot of the node's conversation, state and interrupt state."""
+        """The node's conversation (an ``AgentSnapshot`` without model state and metrics) as JSON-ready data."""
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
         """Restore a snapshot made by :meth:`export_node_state`."""
@@ -129,15 +128,16 @@ class LocalExecutor:
 
     def __init__(self) -> None:
         self._nodes: dict[str, Any] = {}
-        self._initial: dict[str, dict[str, Any]] = {}
+        self._initial: dict[str, AgentSnapshot] = {}
         self._running: set[str] = set()
         self._signals: dict[str, threading.Event] = {}
         self._cancelled = False
 
     def bind(self, nodes: Mapping[str, Any]) -> None:
         self._nodes = dict(nodes)
-        self._initial = {node_id: self.export_node_state(node_id) for node_id, target in self._nodes.items()
-                         if not isinstance(target, MultiAgentBase)}
+        # Agents, and whatever else can snapshot itself (e.g. a RemoteAgent, which asks its actor).
+        self._initial = {node_id: conversation(target.snapshot()) for node_id, target in self._nodes.items()
+                         if not isinstance(target, MultiAgentBase) and callable(getattr(target, "restore", None))}
 
     def start_invocation(self) -> None:
         self._cancelled = False
@@ -197,17 +197,14 @@ class LocalExecutor:
     def reset_node(self, node_id: str) -> None:
         initial = self._initial.get(node_id)
         if initial is not None:
-            self.import_node_state(node_id, initial)
+            target = self._nodes[node_id]
+            target.restore(replace_conversation(target.snapshot(), initial))
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
         target = self._nodes[node_id]
         if isinstance(target, MultiAgentBase):
             return {"multiagent": target.serialize_state()}
-        return {
-            "messages": copy.deepcopy(target.messages),
-            "state": target.state.get(),
-            "interrupt_state": target._interrupt_state.to_dict(),
-        }
+        return conversation(target.snapshot()).model_dump()
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
         target = self._nodes[node_id]
@@ -215,23 +212,19 @@ class LocalExecutor:
             if "multiagent" in data:
                 target.deserialize_state(data["multiagent"])
             return
-        target.messages = copy.deepcopy(data.get("messages") or [])
-        target.state = AgentState(data.get("state") or {})
-        target._interrupt_state = InterruptState.from_dict(data.get("interrupt_state") or {})
+        import_conversation(target, data)
 
 
-def make_executor(runtime: str) -> NodeExecutor:
-    """The executor for ``runtime`` ("local" or "ray"); the Ray one is imported only when asked for."""
-    if runtime == "local":
-        return LocalExecutor()
-    if runtime == "ray":
-        try:
-            module = importlib.import_module("ray_harness.runtime.multiagent")
-            executor_class = module.RayExecutor
-        except (ImportError, AttributeError) as error:
-            raise ImportError(
-                "runtime='ray' needs ray_harness.runtime.multiagent.RayExecutor, which could not be imported "
-                f"({error}). Install ray_harness with Ray support, or use runtime='local'."
-            ) from error
-        return executor_class()  # type: ignore[no-any-return]
-    raise ValueError(f"runtime must be 'local' or 'ray', got {runtime!r}")
+def import_conversation(agent: Any, data: dict[str, Any]) -> None:
+    """Restore a node's conversation exported by ``export_node_state`` (or by a version that wrote only
+    ``messages``/``state``/``interrupt_state``), keeping the agent's model and metrics as they are."""
+    saved = AgentSnapshot.model_validate({"agent_id": agent.agent_id, "name": agent.name, **data})
+    agent.restore(replace_conversation(agent.snapshot(), saved))
+
+
+def make_executor(runtime: Any) -> NodeExecutor:
+    """The executor for ``runtime``: "local", "ray" (registered by the package root) or a runtime object."""
+    return node_executor(runtime)  # type: ignore[no-any-return]
+
+
+register("local", LocalExecutor)

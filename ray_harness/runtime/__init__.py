@@ -29,6 +29,7 @@ __all__ = (
     "AgentPool",
     "FileAgentStore",
     "RemoteAgent",
+    "RayRuntime",
     "RemoteSandbox",
     "RunHandle",
     "init",
@@ -45,6 +46,7 @@ _LAZY = {
     "AgentPool": "ray_harness.runtime.pool",
     "RunHandle": "ray_harness.runtime._cancel",
     "RemoteSandbox": "ray_harness.runtime.sandbox",
+    "RayRuntime": "ray_harness.runtime.multiagent",
 }
 
 

@@ -20,7 +20,6 @@ from ray import cloudpickle as _cloudpickle
 from ray_harness.multiagent.base import MultiAgentBase
 from ray_harness.multiagent.graph_model import GraphNode
 from ray_harness.multiagent.swarm import SwarmNode
-from ray_harness.runtime._multiagent_node import apply_node_state, pack_node_state
 
 __all__ = ("apply_tree", "by_table", "dump_orchestrator", "dumps", "load_orchestrator", "loads", "object_table",
            "pack_tree")
@@ -184,14 +183,14 @@ def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentB
 
 
 def pack_tree(table: dict[tuple[str, ...], Any]) -> dict[str, Any]:
-    """Per orchestrator path: its attributes, its nodes' attributes and its agent nodes' packed state."""
+    """Per orchestrator path: its attributes, its nodes' attributes and its agent nodes' ``AgentSnapshot``."""
     tree: dict[str, Any] = {}
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
         path = key[1]
         nodes = {node_id: dict(vars(node)) for node_id, node in orchestrator.nodes.items()}
-        agents = {node_id: pack_node_state(node.executor) for node_id, node in orchestrator.nodes.items()
+        agents = {node_id: node.executor.snapshot() for node_id, node in orchestrator.nodes.items()
                   if _is_agent(node.executor)}
         tree[path] = {"orch": dict(vars(orchestrator)), "nodes": nodes, "agents": agents}
     return tree
@@ -202,8 +201,8 @@ def apply_tree(tree: dict[str, Any], table: dict[tuple[str, ...], Any]) -> None:
         vars(table[("orch", path)]).update(part["orch"])
         for node_id, attributes in part["nodes"].items():
             vars(table[("node", path, node_id)]).update(attributes)
-        for node_id, packed in part["agents"].items():
-            apply_node_state(table[("target", path, node_id)], packed)
+        for node_id, snapshot in part["agents"].items():
+            table[("target", path, node_id)].restore(snapshot)
 
 
 def _is_agent(target: Any) -> bool:

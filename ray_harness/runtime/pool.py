@@ -46,6 +46,7 @@ from ray.exceptions import RayError
 from ray_harness.agent.agent import run_sync
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, raise_translated, translate
@@ -113,8 +114,8 @@ class AgentHost:
             self._unregister(run_id)
 
     async def stream(self, run_id: str, spec: AgentSpec, prompt: Any, options: dict[str, Any],
-                     agent_key: str | None, include_model_events: bool, quiet: bool = False
-                     ) -> AsyncGenerator[dict[str, Any], None]:
+                     agent_key: str | None, include_model_events: bool, quiet: bool = False, snapshot: bool = False
+                     ) -> AsyncGenerator[dict[str, Any] | AgentSnapshot, None]:
         runner = self._runner_for(run_id, spec, agent_key)
         self._register(run_id, runner)
         try:
@@ -126,8 +127,14 @@ class AgentHost:
                         yield event
                 elif include_model_events or kind != "model_event":
                     yield event
+        except Exception:
+            if snapshot:  # a failed run still advanced the model and rolled the history back
+                yield runner.agent.snapshot()
+            raise
         finally:
             self._unregister(run_id)
+        if snapshot:  # control data: beside the events (the last item), never inside one
+            yield runner.agent.snapshot()
 
     async def run_batch(self, spec: AgentSpec, runs: list[tuple[str, Any, dict[str, Any]]],
                         digest: Callable[[Any], Any] | None = None
@@ -488,12 +495,14 @@ class AgentPool:
     async def stream(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
                      agent_key: str | None = None, invocation_state: dict[str, Any] | None = None,
                      limits: Limits | None = None, structured_output_model: type | None = None,
-                     include_model_events: bool = False, quiet: bool = False
-                     ) -> AsyncGenerator[dict[str, Any], None]:
+                     include_model_events: bool = False, quiet: bool = False, snapshot: bool = False
+                     ) -> AsyncGenerator[dict[str, Any] | AgentSnapshot, None]:
         """Like :meth:`run`, yielding the agent's events as they happen (last: ``{"type": "result"}``).
 
         ``quiet=True``: the agent runs quiet in the host and only its ``result`` event comes back (each
         streamed event is a Ray object; a graph node run for ``invoke_async`` needs none of the others).
+        ``snapshot=True``: after the result (or before the run's exception) comes the agent's
+        :class:`~ray_harness.agent.AgentSnapshot`, as the host left it.
         """
         options = self._options(invocation_state, limits, structured_output_model)
         spec = self._spec(agent_or_factory)
@@ -502,7 +511,7 @@ class AgentPool:
         finished = False
         try:
             generator = self._hosts[index].stream.remote(run_id, spec, prompt, options, agent_key,
-                                                         include_model_events, quiet)
+                                                         include_model_events, quiet, snapshot)
             while True:
                 try:
                     ref = await generator.__anext__()
@@ -511,7 +520,8 @@ class AgentPool:
                 except RayError as error:
                     raise_translated(error, name)
                 event = await await_ref(ref, name)
-                finished = event.get("type") == "result"
+                if not isinstance(event, AgentSnapshot):
+                    finished = event.get("type") == "result"
                 yield event
             if not finished:
                 # Pooled runs are not snapshotted: a host that died mid-stream ends it early. Say so.

@@ -27,6 +27,7 @@ from ray.exceptions import RayError
 
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.agent.state import AgentState
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
@@ -94,6 +95,9 @@ class AgentActor:
 
     async def get_state(self) -> dict[str, Any]:
         return self._runner.agent.state.to_dict()
+
+    async def snapshot(self) -> AgentSnapshot:
+        return self._runner.agent.snapshot()
 
     async def forget(self) -> None:
         self._runner.forget()
@@ -309,6 +313,13 @@ class RemoteAgent:
 
     async def get_state_async(self) -> AgentState:
         return AgentState(await await_ref(self._actor.get_state.remote(), self.actor_name))
+
+    def snapshot(self) -> AgentSnapshot:
+        """The actor's agent state now, as an :class:`~ray_harness.agent.AgentSnapshot`."""
+        return call_sync(self._actor.snapshot.remote(), self.actor_name)  # type: ignore[no-any-return]
+
+    async def snapshot_async(self) -> AgentSnapshot:
+        return await await_ref(self._actor.snapshot.remote(), self.actor_name)
 
     def info(self) -> dict[str, Any]:
         """The actor's view: agent name and id, process id, whether it restored a snapshot, busy."""
