@@ -83,12 +83,11 @@ from typing import Any
 
 import ray
 from ray import cloudpickle as _cloudpickle
-from ray.exceptions import RayError
 
 from ray_harness.multiagent.base import MultiAgentBase
 from ray_harness.multiagent.swarm import Swarm
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import raise_translated
+from ray_harness.runtime._errors import stream_items
 from ray_harness.runtime._multiagent_pool import POOL_SIZE_ENV
 from ray_harness.runtime._orchestrator_wire import (
     apply_tree,
@@ -362,14 +361,7 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
         generator = client.actor.stream.remote(invocation_id, payload, task, invocation_state, options)
         if cancelled is not None and cancelled():
             client.cancel()  # cancel() landed while the run was being shipped; the actor applies it at start
-        while True:
-            try:
-                ref = await generator.__anext__()
-                item = await ref
-            except StopAsyncIteration:
-                break
-            except RayError as error:
-                raise_translated(error, client.name)
+        async for item in stream_items(generator, client.name):
             kind = item[0]
             if kind in ("event", "save", "batch"):
                 for part in (item[1] if kind == "batch" else [item]):

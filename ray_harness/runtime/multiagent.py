@@ -64,14 +64,11 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from ray.exceptions import RayError
-
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, conversation
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult
 from ray_harness.multiagent.executor import LocalExecutor, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
-from ray_harness.runtime._errors import raise_translated
 from ray_harness.runtime._multiagent_pool import default_pool
 from ray_harness.runtime._orchestrator import OrchestratorClient, drive
 from ray_harness.runtime._placement import current_placement
@@ -272,20 +269,12 @@ class RayExecutor:
             cancelled = self._cancelled
         started = time.monotonic()
         result: AgentResult | None = None
-        actor = remote.actor
         try:
             if cancelled:
-                await actor.cancel.remote(invocation_id)
-            options = {"limits": None, "structured_output_model": None, "invocation_state": dict(invocation_state)}
-            generator = actor.stream.remote(invocation_id, node_input, options, False)
-            while True:
-                try:
-                    ref = await generator.__anext__()
-                    event = await ref
-                except StopAsyncIteration:
-                    break
-                except RayError as error:
-                    raise_translated(error, remote.actor_name)
+                await remote.actor.cancel.remote(invocation_id)
+            # The RemoteAgent's own client: trace context, re-send after a restart, cancel when we stop early.
+            options = remote._options(invocation_state, None, None)
+            async for event in remote._stream_invocation(invocation_id, node_input, options):
                 if event.get("type") == "result":
                     result = event["result"]
                 yield event
@@ -293,8 +282,6 @@ class RayExecutor:
             with self._guard:
                 if self._remote.get(node_id, (None, None))[1] == invocation_id:
                     del self._remote[node_id]
-            if result is None:
-                actor.cancel.remote(invocation_id)  # the consumer stopped early: stop the actor too
         if result is None:
             raise RuntimeError(f"Node '{node_id}' did not produce a result event")
         yield node_result_from_agent(result, started)

@@ -49,7 +49,7 @@ from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, raise_translated, translate
+from ray_harness.runtime._errors import await_ref, call_sync, stream_items, translate
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec, cloudpickle
 from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
@@ -512,14 +512,7 @@ class AgentPool:
         try:
             generator = self._hosts[index].stream.remote(run_id, spec, prompt, options, agent_key,
                                                          include_model_events, quiet, snapshot)
-            while True:
-                try:
-                    ref = await generator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except RayError as error:
-                    raise_translated(error, name)
-                event = await await_ref(ref, name)
+            async for event in stream_items(generator, name):
                 if not isinstance(event, AgentSnapshot):
                     finished = event.get("type") == "result"
                 yield event

@@ -30,7 +30,7 @@ from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.agent.state import AgentState
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
+from ray_harness.runtime._errors import await_ref, call_sync, stream_items
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._store import FileAgentStore
@@ -264,18 +264,17 @@ class RemoteAgent:
         Closing the iteration early cancels the invocation.
         """
         options = self._options(invocation_state, limits, structured_output_model)
-        invocation_id = uuid.uuid4().hex
+        async for event in self._stream_invocation(uuid.uuid4().hex, prompt, options, include_model_events):
+            yield event
+
+    async def _stream_invocation(self, invocation_id: str, prompt: Any, options: dict[str, Any],
+                                 include_model_events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
+        """One invocation's events under the caller's id (a cancel for that id lands even before it starts);
+        sent again after a restart; cancelled in the actor when the consumer stops early."""
         generator = self._actor.stream.remote(invocation_id, prompt, options, include_model_events)
         finished = False
         try:
-            while True:
-                try:
-                    ref = await generator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except RayError as error:
-                    raise_translated(error, self.actor_name)
-                event = await await_ref(ref, self.actor_name)
+            async for event in stream_items(generator, self.actor_name):
                 if event.get("type") == "result":
                     finished = True
                 yield event
