@@ -38,19 +38,19 @@ __all__ = [
     "tool",
 ]
 
-def _ray_node_executor() -> Any:
+def _ray_node_runner() -> Any:
     """``runtime="ray"``: the package root is the one place that maps the name to the Ray runtime."""
     try:
-        executor_class = importlib.import_module("ray_harness.runtime.multiagent").RayExecutor
+        runner_class = importlib.import_module("ray_harness.runtime.multiagent").RayNodeRunner
     except (ImportError, AttributeError) as error:
         raise ImportError(
-            "runtime='ray' needs ray_harness.runtime.multiagent.RayExecutor, which could not be imported "
+            "runtime='ray' needs ray_harness.runtime.multiagent.RayNodeRunner, which could not be imported "
             f"({error}). Install ray_harness with Ray support, or use runtime='local'."
         ) from error
-    return executor_class()
+    return runner_class()
 
 
-_runtimes.register("ray", _ray_node_executor)
+_runtimes.register("ray", _ray_node_runner)
 
 _MULTIAGENT = {"Graph", "GraphBuilder", "MultiAgentResult", "NodeResult", "Status", "Swarm"}
 

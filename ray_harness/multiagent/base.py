@@ -258,7 +258,7 @@ class MultiAgentBase(ABC):
         With ``runtime="ray"`` this kills its orchestrator actor (the next invocation starts a new one); it
         also happens when the object is garbage collected and at ``ray_harness.runtime.shutdown()``.
         """
-        release = getattr(getattr(self, "_executor", None), "shutdown", None)
+        release = getattr(getattr(self, "_node_runner", None), "shutdown", None)
         if callable(release):
             release()
 

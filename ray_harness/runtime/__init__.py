@@ -69,8 +69,8 @@ as their own type (:mod:`ray_harness.runtime._errors`); a dead actor is a
 One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray"``)
 -----------------------------------------------------------------------------------
 
-1. **Driver.** ``Graph.invoke_async`` → ``Graph._stream`` asks its executor
-   (``runtime.multiagent.RayExecutor``) to run the orchestration elsewhere
+1. **Driver.** ``Graph.invoke_async`` → ``Graph._stream`` asks its node runner
+   (``runtime.multiagent.RayNodeRunner``) to run the orchestration elsewhere
    (``stream_orchestrator``; placement ``"driver"``). ``_orchestrator.drive``
    pickles the graph (agents by value; nodes, hooks, edges, locks and session
    managers as references, :mod:`ray_harness.runtime._orchestrator_wire`),
@@ -79,7 +79,7 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
 2. **Orchestrator actor.** ``OrchestratorActor.stream`` unpickles the graph and
    runs the same ``Graph._stream`` under placement ``"orchestrator"``: the
    scheduler picks the ready batch and starts one task per node;
-   ``RayExecutor.run_node`` → ``_run_pooled`` → ``AgentPool.stream(agent,
+   ``RayNodeRunner.run_node`` → ``_run_pooled`` → ``AgentPool.stream(agent,
    input, snapshot=True)`` picks the least-loaded host and calls
    ``AgentHost.stream`` (a Ray streaming generator).
 3. **Host.** ``AgentHost.stream`` builds the agent from its spec and runs it

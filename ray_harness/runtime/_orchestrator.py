@@ -51,7 +51,7 @@ call it with the interrupt responses); its invocation runs in its own
 orchestrator actor.
 
 **Cancel.** ``graph.cancel()`` in the driver is one message to the actor,
-which cancels its copy of the run: the Ray executor there broadcasts to every
+which cancels its copy of the run: the Ray node runner there broadcasts to every
 host slot, RemoteAgent and nested orchestrator of the run. A cancel that
 overtakes its invocation is remembered and applied when the run starts.
 
@@ -191,7 +191,7 @@ class OrchestratorActor:
             await events.aclose()
 
     async def cancel(self, invocation_id: str) -> bool:
-        """Cancel a running invocation (its executor broadcasts to every actor of the run)."""
+        """Cancel a running invocation (its node runner broadcasts to every actor of the run)."""
         orchestrator = self._runs.get(invocation_id)
         if orchestrator is None:
             self._early[invocation_id] = None
@@ -215,10 +215,10 @@ def _dump_end(tree: dict[str, Any], final: dict[str, Any] | None, error: Excepti
 
 
 def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
-    """Attach the executors' host pools before the run (a blocking GCS look-up per host)."""
-    for key, executor in table.items():
-        if key[0] == "_executor" and hasattr(executor, "pool"):
-            executor.pool  # noqa: B018 - the property attaches (and checks) the pool
+    """Attach the node runners' host pools before the run (a blocking GCS look-up per host)."""
+    for key, runner in table.items():
+        if key[0] == "_node_runner" and hasattr(runner, "pool"):
+            runner.pool  # noqa: B018 - the property attaches (and checks) the pool
 
 
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0}

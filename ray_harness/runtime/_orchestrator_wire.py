@@ -1,7 +1,7 @@
 """What crosses between a driver and its orchestrator actor (see :mod:`ray_harness.runtime._orchestrator`).
 
 The orchestrator ships by value, except the objects in its *object table* (the orchestrator and nested
-ones, their nodes, agents, edges, hook registries, executors, locks and session managers), which cross
+ones, their nodes, agents, edges, hook registries, node runners, locks and session managers), which cross
 as references (pickle persistent ids) so both sides keep their own objects; at the end of a run the
 *tree* of their attributes and each agent's state comes back and is written into the driver's objects.
 In the actor, session managers are replaced by a relay that sends their writes back.
@@ -29,7 +29,7 @@ cloudpickle: Any = _cloudpickle
 
 # -- what crosses as a reference ------------------------------------------------------------------------------
 
-_ATTRIBUTES = ("hooks", "_executor", "_lock", "session_manager")
+_ATTRIBUTES = ("hooks", "_node_runner", "_lock", "session_manager")
 _NODE_TYPES = (GraphNode, SwarmNode)
 
 

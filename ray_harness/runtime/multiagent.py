@@ -1,12 +1,12 @@
-"""``RayExecutor``: Graph and Swarm on Ray (``build(runtime="ray")``, ``Swarm(..., runtime="ray")``).
+"""``RayNodeRunner``: Graph and Swarm on Ray (``build(runtime="ray")``, ``Swarm(..., runtime="ray")``).
 
 Invoked from a driver, the orchestration (Graph or Swarm: readiness, joins,
 conditions, limits, failure policies, hooks, interrupts) runs in the
 orchestrator actor of that Graph/Swarm (``ray_harness:graph:<id>`` /
 ``ray_harness:swarm:<id>``, see :mod:`ray_harness.runtime._orchestrator`):
-:meth:`RayExecutor.stream_orchestrator` ships the orchestrator there and
+:meth:`RayNodeRunner.stream_orchestrator` ships the orchestrator there and
 streams its events back. It is the same code as with ``runtime="local"``; in
-the actor, a ``RayExecutor`` runs the nodes:
+the actor, a ``RayNodeRunner`` runs the nodes:
 
 * **Agent nodes** run on a pre-started pool of async host actors
   (:func:`~ray_harness.runtime._multiagent_pool.default_pool`, or the pool
@@ -30,7 +30,7 @@ the actor, a ``RayExecutor`` runs the nodes:
   learns about the handoff from the member's streamed tool events.
 * **Nested Graph/Swarm nodes** run their own orchestration in the parent's
   orchestrator actor (no actor of their own), their agent nodes on the pool
-  through their own executor.
+  through their own node runner.
 * **RemoteAgent nodes** call their dedicated actor; that actor keeps the
   history (``reset_on_revisit`` is not supported for them).
 * **Cancel** (``graph.cancel()`` / ``swarm.cancel()``) in the driver is one
@@ -67,7 +67,7 @@ from typing import Any
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, conversation
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult
-from ray_harness.multiagent.executor import LocalExecutor, node_result_from_agent
+from ray_harness.multiagent.node_runner import LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._multiagent_pool import default_pool
 from ray_harness.runtime._orchestrator import OrchestratorClient, drive
@@ -75,12 +75,12 @@ from ray_harness.runtime._placement import current_placement
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
 
-__all__ = ("RayExecutor", "RayRuntime")
+__all__ = ("RayNodeRunner", "RayRuntime")
 
 logger = logging.getLogger(__name__)
 
 
-class RayExecutor:
+class RayNodeRunner:
     """Runs the nodes of one Graph or Swarm on Ray (see the module docstring).
 
     Args:
@@ -95,7 +95,7 @@ class RayExecutor:
             raise TypeError(f"pool must be an AgentPool, got {type(pool).__name__}")
         self._pool = pool
         self._nodes: dict[str, Any] = {}
-        self._local = LocalExecutor()  # nested orchestrators and the orchestrator-side node state
+        self._local = LocalNodeRunner()  # nested orchestrators and the orchestrator-side node state
         self._cancelled = False
         self._setup()
 
@@ -159,7 +159,7 @@ class RayExecutor:
         client = self._client
         return None if client is None or client.closed else client.name
 
-    # -- NodeExecutor -------------------------------------------------------------------------------------
+    # -- NodeRunner -------------------------------------------------------------------------------------
 
     def bind(self, nodes: Mapping[str, Any]) -> None:
         self._nodes = dict(nodes)
@@ -196,7 +196,7 @@ class RayExecutor:
             client = self._client
         if client is not None:
             client.cancel()  # a run in the orchestrator actor: it broadcasts from there
-        self._local.cancel()  # nested orchestrators broadcast through their own executors
+        self._local.cancel()  # nested orchestrators broadcast through their own node runners
         if running:
             self._broadcast(self._handle(running))
 
@@ -221,7 +221,7 @@ class RayExecutor:
 
     @property
     def pool(self) -> AgentPool:
-        """The host pool of this executor (the shared default pool unless one was given)."""
+        """The host pool of this node runner (the shared default pool unless one was given)."""
         if self._pool is not None:
             return self._pool
         # Liveness of the shared pool is checked once per invocation (a GCS lookup per host).
@@ -331,8 +331,8 @@ class RayRuntime:
             raise TypeError(f"pool must be an AgentPool, got {type(pool).__name__}")
         self.pool = pool
 
-    def node_executor(self) -> RayExecutor:
-        return RayExecutor(self.pool)
+    def node_runner(self) -> RayNodeRunner:
+        return RayNodeRunner(self.pool)
 
     def __repr__(self) -> str:
         return f"RayRuntime(pool={self.pool!r})"

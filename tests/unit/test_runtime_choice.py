@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ray_harness import Agent, GraphBuilder, Swarm
-from ray_harness.multiagent.executor import LocalExecutor
+from ray_harness.multiagent.node_runner import LocalNodeRunner
 from ray_harness.testing import ScriptedModel
 
 
@@ -16,10 +16,10 @@ class _CountingRuntime:
     """A runtime object: Graph/Swarm ask it for their node executor."""
 
     def __init__(self) -> None:
-        self.built: list[LocalExecutor] = []
+        self.built: list[LocalNodeRunner] = []
 
-    def node_executor(self) -> LocalExecutor:
-        executor = LocalExecutor()
+    def node_runner(self) -> LocalNodeRunner:
+        executor = LocalNodeRunner()
         self.built.append(executor)
         return executor
 

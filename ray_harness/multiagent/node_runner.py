@@ -1,12 +1,14 @@
-"""Where nodes run: the ``NodeExecutor`` protocol and the in-process ``LocalExecutor``.
+"""Where nodes run: the ``NodeRunner`` protocol and the in-process ``LocalNodeRunner``.
 
 Graph and Swarm decide *what* runs and *when* (:mod:`ray_harness.multiagent._scheduling`);
-an executor only runs one node at a time on request and reports what it did.
+a node runner only runs one node at a time on request and reports what it did.
+(A node's *executor* is the agent or orchestrator it wraps, ``GraphNode.executor``, as in
+Strands; the node runner is what runs it.)
 ``runtime="local"`` runs nodes as asyncio tasks in this process;
 ``runtime="ray"`` (registered by the package root, see :mod:`ray_harness._runtimes`)
-builds ``ray_harness.runtime.multiagent.RayExecutor``, which implements the same
-protocol with actors; a runtime object's ``node_executor()`` is used as given. Swapping executors never changes the
-semantics, because none of them live here.
+builds ``ray_harness.runtime.multiagent.RayNodeRunner``, which implements the same
+protocol with actors; a runtime object's ``node_runner()`` is used as given.
+Swapping node runners never changes the semantics, because none of them live here.
 
 Contract of ``run_node(node_id, node_input, invocation_state)``: an async
 generator that yields the node's own stream events (dicts) and, last, a
@@ -16,12 +18,12 @@ propagates out of the generator unchanged; the orchestrator turns it into a
 FAILED result and applies its failure policy. Timeouts are the orchestrator's:
 it cancels the consuming task (and calls ``cancel_node``).
 
-Optional: an executor may also run the *orchestration* elsewhere. When it has
+Optional: a node runner may also run the *orchestration* elsewhere. When it has
 ``stream_orchestrator(orchestrator, task, invocation_state)`` returning an async
 generator of the invocation's events (or None to run it here), Graph and Swarm
 delegate their whole invocation to it at the entry of ``stream_async``
-(:func:`delegated_stream`); the Ray executor runs it in the orchestrator's
-actor. ``shutdown()``, when present, releases what the executor holds
+(:func:`delegated_stream`); the Ray node runner runs it in the orchestrator's
+actor. ``shutdown()``, when present, releases what the node runner holds
 (``MultiAgentBase.shutdown``).
 """
 
@@ -32,12 +34,12 @@ import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from ray_harness._runtimes import node_executor, register
+from ray_harness._runtimes import node_runner, register
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
 
-__all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "delegated_stream", "make_executor",
+__all__ = ("DEFAULT_RUNTIME", "LocalNodeRunner", "NodeRunner", "delegated_stream", "make_node_runner",
            "node_result_from_agent", "node_result_from_multiagent", "node_type")
 
 DEFAULT_RUNTIME = "ray"
@@ -45,7 +47,7 @@ DEFAULT_RUNTIME = "ray"
 
 
 @runtime_checkable
-class NodeExecutor(Protocol):
+class NodeRunner(Protocol):
     """Runs the nodes of one orchestrator. One instance per Graph/Swarm."""
 
     runtime: str
@@ -61,7 +63,7 @@ class NodeExecutor(Protocol):
         """Run one node; yields its events, then its ``NodeResult``.
 
         ``quiet=True``: the orchestrator forwards none of the node's events, so the node need not produce
-        them (an executor may still yield some; only the ``NodeResult`` matters).
+        them (a node runner may still yield some; only the ``NodeResult`` matters).
         """
 
     def cancel_node(self, node_id: str) -> None:
@@ -80,13 +82,13 @@ class NodeExecutor(Protocol):
         """Restore a snapshot made by :meth:`export_node_state`."""
 
 
-def delegated_stream(executor: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
+def delegated_stream(runner: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
                      *, quiet: bool = False) -> AsyncGenerator[dict[str, Any], None] | None:
-    """The invocation's events when ``executor`` runs the orchestration elsewhere, else None (run it here).
+    """The invocation's events when ``runner`` runs the orchestration elsewhere, else None (run it here).
 
     ``quiet``: the caller wants only the result (see ``MultiAgentBase._quiet_stream``).
     """
-    method = getattr(executor, "stream_orchestrator", None)
+    method = getattr(runner, "stream_orchestrator", None)
     if method is None:
         return None
     return method(orchestrator, task, invocation_state, quiet=quiet)  # type: ignore[no-any-return]
@@ -121,7 +123,7 @@ def node_result_from_multiagent(result: MultiAgentResult) -> NodeResult:
                       interrupts=list(result.interrupts), accumulated_cost_usd=result.accumulated_cost_usd)
 
 
-class LocalExecutor:
+class LocalNodeRunner:
     """Runs nodes in this process and event loop (``runtime="local"``)."""
 
     runtime = "local"
@@ -222,9 +224,9 @@ def import_conversation(agent: Any, data: dict[str, Any]) -> None:
     agent.restore(replace_conversation(agent.snapshot(), saved))
 
 
-def make_executor(runtime: Any) -> NodeExecutor:
-    """The executor for ``runtime``: "local", "ray" (registered by the package root) or a runtime object."""
-    return node_executor(runtime)  # type: ignore[no-any-return]
+def make_node_runner(runtime: Any) -> NodeRunner:
+    """The node runner for ``runtime``: "local", "ray" (registered by the package root) or a runtime object."""
+    return node_runner(runtime)  # type: ignore[no-any-return]
 
 
-register("local", LocalExecutor)
+register("local", LocalNodeRunner)
