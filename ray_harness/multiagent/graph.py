@@ -69,6 +69,10 @@ class _NodeDone:
 class Graph(MultiAgentBase):
     """A directed graph of agents and orchestrators. Build it with :class:`GraphBuilder`."""
 
+    RUN_FIELDS = ("state", "_interrupt_state", "_scheduler", "_inputs", "_resume_pending", "_cancel_requested",
+                  "_stop_reason", "_fatal", "_deadline_hit")
+    NODE_RUN_FIELDS = ("execution_status", "result")
+
     def __init__(self, nodes: dict[str, GraphNode], edges: list[GraphEdge], entry_points: list[GraphNode], *,
                  max_node_executions: int | None = None, execution_timeout: float | None = None,
                  node_timeout: float | None = None, reset_on_revisit: bool = False, join: str = "any",

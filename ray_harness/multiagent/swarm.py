@@ -112,6 +112,8 @@ class SwarmResult(MultiAgentResult):
 class Swarm(MultiAgentBase):
     """Self-organizing agents that hand work to each other."""
 
+    RUN_FIELDS = ("state", "shared_context", "_interrupt_state", "_resume_pending", "_cancel_requested")
+
     def __init__(self, nodes: list[Any], *, entry_point: Any = None, max_handoffs: int = 20,
                  max_iterations: int = 20, execution_timeout: float = 900.0, node_timeout: float = 300.0,
                  repetitive_handoff_detection_window: int = 0, repetitive_handoff_min_unique_agents: int = 0,

@@ -3,7 +3,8 @@
 The orchestrator ships by value, except the objects in its *object table* (the orchestrator and nested
 ones, their nodes, agents, edges, hook registries, node runners, locks and session managers), which cross
 as references (pickle persistent ids) so both sides keep their own objects; at the end of a run the
-*tree* of their attributes and each agent's state comes back and is written into the driver's objects.
+*tree* of their run states (``MultiAgentBase.run_state()``) and each agent's ``AgentSnapshot`` comes back and
+is applied to the driver's objects through ``apply_run_state()`` and ``Agent.restore()``.
 In the actor, session managers are replaced by a relay that sends their writes back.
 """
 
@@ -183,24 +184,21 @@ def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentB
 
 
 def pack_tree(table: dict[tuple[str, ...], Any]) -> dict[str, Any]:
-    """Per orchestrator path: its attributes, its nodes' attributes and its agent nodes' ``AgentSnapshot``."""
+    """Per orchestrator path: its :class:`~ray_harness.multiagent.base.RunState` and its agent nodes'
+    :class:`~ray_harness.agent.AgentSnapshot`."""
     tree: dict[str, Any] = {}
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
-        path = key[1]
-        nodes = {node_id: dict(vars(node)) for node_id, node in orchestrator.nodes.items()}
         agents = {node_id: node.executor.snapshot() for node_id, node in orchestrator.nodes.items()
                   if _is_agent(node.executor)}
-        tree[path] = {"orch": dict(vars(orchestrator)), "nodes": nodes, "agents": agents}
+        tree[key[1]] = {"run": orchestrator.run_state(), "agents": agents}
     return tree
 
 
 def apply_tree(tree: dict[str, Any], table: dict[tuple[str, ...], Any]) -> None:
     for path, part in tree.items():
-        vars(table[("orch", path)]).update(part["orch"])
-        for node_id, attributes in part["nodes"].items():
-            vars(table[("node", path, node_id)]).update(attributes)
+        table[("orch", path)].apply_run_state(part["run"])
         for node_id, snapshot in part["agents"].items():
             table[("target", path, node_id)].restore(snapshot)
 

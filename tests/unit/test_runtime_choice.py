@@ -48,3 +48,34 @@ def test_choosing_local_never_imports_the_ray_runtime() -> None:
     builder.add_node(Agent(ScriptedModel(["x"]), name="a"), "a")
     builder.build(runtime="local")("go")
     assert "ray_harness.runtime.multiagent" not in sys.modules
+
+
+def _graph() -> Any:
+    builder = GraphBuilder()
+    builder.add_node(Agent(ScriptedModel(["first"]), name="a"), "a")
+    builder.add_node(Agent(ScriptedModel(["second"]), name="b"), "b")
+    builder.add_edge("a", "b")
+    return builder.build(runtime="local")
+
+
+def test_run_state_carries_what_a_run_changed_and_nothing_else() -> None:
+    ran, fresh = _graph(), _graph()
+    ran("go")
+    state = ran.run_state()
+    assert set(state.fields) == set(type(ran).RUN_FIELDS)
+    assert "nodes" not in state.fields and "hooks" not in state.fields  # configuration stays where it is
+    fresh.apply_run_state(state)
+    assert fresh.state.status.value == "completed"
+    assert [node.node_id for node in fresh.state.execution_order] == ["a", "b"]
+    assert fresh.nodes["b"].execution_status.value == "completed"
+    assert str(fresh.nodes["b"].result.result) == "second\n"
+
+
+def test_run_state_of_another_shape_is_refused() -> None:
+    from ray_harness.multiagent.base import RunState
+
+    graph = _graph()
+    with pytest.raises(ValueError, match="unknown fields"):
+        graph.apply_run_state(RunState(fields={"edges": []}, nodes={}))
+    with pytest.raises(ValueError, match="nodes"):
+        graph.apply_run_state(RunState(fields={}, nodes={"zzz": {}}))
