@@ -90,10 +90,12 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
 4. **Orchestrator actor.** ``_run_pooled`` restores the snapshot into its copy
    of the agent and turns the result into a ``NodeResult``; the graph records
    it, fires its hooks and starts what became ready. After the last node the
-   actor sends the end state: each orchestrator's and node's attributes and
-   each agent node's ``AgentSnapshot``.
-5. **Driver.** ``drive`` writes the end state into the driver's graph and agents
-   (``agent.restore``) and yields the final ``multiagent_result`` event, so
+   actor sends the end state: each orchestrator's ``RunState`` (the fields its
+   class lists in ``RUN_FIELDS``: results, scheduler, interrupt state) and each
+   agent node's ``AgentSnapshot``.
+5. **Driver.** ``drive`` applies the end state to the driver's graph and agents
+   (``apply_run_state``, ``agent.restore``) and yields the final
+   ``multiagent_result`` event, so
    ``graph.nodes["a"].executor.messages`` and interrupt resume work as with
    ``runtime="local"``.
 
@@ -101,11 +103,17 @@ Cancel (``graph.cancel()``) is one message to the orchestrator actor, which
 broadcasts one ``cancel`` per host (and per dedicated actor) of the run with a
 :class:`RunHandle`.
 
+Every client consumes actor streams with one helper
+(:func:`~ray_harness.runtime._errors.stream_items`: items in order, Ray's errors
+translated); what happens when a stream ends early stays with each client
+(a ``RemoteAgent`` — also as a graph node — sends the invocation again after a
+restart; a pooled run fails with ``RemoteActorError``).
+
 Not yet as ARCHITECTURE.md describes (the next runtime issue): agents are
 shipped per node execution instead of living in a slot; the four actor
-classes above have their own request shapes and their own stream-consuming
-loops; the orchestrator's end state still carries Graph/Swarm attributes by
-name.
+classes above keep their own request shapes (options dicts, not pydantic
+requests) and a ``quiet`` flag instead of an event filter; the orchestrator
+is shipped with references to private fields (``_lock``, ``_node_runner``).
 """
 
 from __future__ import annotations
