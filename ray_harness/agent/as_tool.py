@@ -41,7 +41,7 @@ from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt, InterruptException, InterruptState
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, error_result
-from ray_harness.types.exceptions import RayHarnessError
+from ray_harness.types.exceptions import ConcurrencyException, RayHarnessError
 from ray_harness.types.validation import describe_validation_error
 
 if TYPE_CHECKING:
@@ -222,7 +222,8 @@ class AgentAsTool(SubAgentTool):
                 else:
                     yield ToolStreamEvent(tool_use, event)
         except Exception as error:
-            if baseline is not None:
+            # A child busy with another caller's invocation (ConcurrencyException) is not ours to reset.
+            if baseline is not None and not isinstance(error, ConcurrencyException):
                 restore_context(child, baseline)
             yield ToolResultEvent(error_result(use_id, f"Agent error: {error}"))
             return

@@ -258,3 +258,25 @@ async def test_an_answer_without_a_parked_turn_is_refused_not_run_from_scratch(t
     done = await parent.invoke_async(_answers(first.interrupts))
     assert "did NOT run" in str(done)
     assert len(children["ops"].model.calls) == 1  # type: ignore[attr-defined]
+
+
+async def test_a_child_busy_with_another_caller_is_left_alone() -> None:
+    gate = asyncio.Event()
+
+    async def wait(call: Any) -> str:
+        await gate.wait()
+        return "child done"
+
+    child = Agent(ScriptedModel([wait]), name="child")
+    parent = Agent(ScriptedModel([tool_call("child", {"input": "hi"}, tool_use_id="c-1"), "parent done"]),
+                   tools=[child.as_tool()], name="parent")
+    direct = asyncio.create_task(child.invoke_async("direct"))
+    while not child.messages:  # the direct invocation holds the child
+        await asyncio.sleep(0)
+    result = await parent.invoke_async("go")
+    assert result.text == "parent done"
+    tool_result = parent.messages[2]["content"][0]["toolResult"]
+    assert tool_result["status"] == "error" and "already running" in tool_result["content"][0]["text"]
+    assert child.messages[0]["content"][0]["text"] == "direct"  # not reset under the running invocation
+    gate.set()
+    assert (await direct).text == "child done"
