@@ -261,9 +261,10 @@ async def test_an_answer_without_a_parked_turn_is_refused_not_run_from_scratch(t
 
 
 async def test_a_child_busy_with_another_caller_is_left_alone() -> None:
-    gate = asyncio.Event()
+    gate, started = asyncio.Event(), asyncio.Event()
 
     async def wait(call: Any) -> str:
+        started.set()
         await gate.wait()
         return "child done"
 
@@ -271,8 +272,7 @@ async def test_a_child_busy_with_another_caller_is_left_alone() -> None:
     parent = Agent(ScriptedModel([tool_call("child", {"input": "hi"}, tool_use_id="c-1"), "parent done"]),
                    tools=[child.as_tool()], name="parent")
     direct = asyncio.create_task(child.invoke_async("direct"))
-    while not child.messages:  # the direct invocation holds the child
-        await asyncio.sleep(0)
+    await started.wait()  # the direct invocation holds the child
     result = await parent.invoke_async("go")
     assert result.text == "parent done"
     tool_result = parent.messages[2]["content"][0]["toolResult"]
