@@ -70,7 +70,7 @@ class Graph(MultiAgentBase):
     """A directed graph of agents and orchestrators. Build it with :class:`GraphBuilder`."""
 
     RUN_FIELDS = ("state", "_interrupt_state", "_scheduler", "_inputs", "_resume_pending", "_cancel_requested",
-                  "_stop_reason", "_fatal", "_deadline_hit")
+                  "_stop_reason", "_fatal", "_deadline_hit", "_invocation_state")
     NODE_RUN_FIELDS = ("execution_status", "result")
 
     def __init__(self, nodes: dict[str, GraphNode], edges: list[GraphEdge], entry_points: list[GraphNode], *,
