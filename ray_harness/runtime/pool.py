@@ -38,6 +38,7 @@ import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -115,13 +116,17 @@ class AgentHost:
 
     async def stream(self, run_id: str, spec: AgentSpec, prompt: Any, options: dict[str, Any],
                      agent_key: str | None, include_model_events: bool, quiet: bool = False, snapshot: bool = False
-                     ) -> AsyncGenerator[dict[str, Any] | AgentSnapshot, None]:
+                     ) -> AsyncGenerator[dict[str, Any] | AgentSnapshot | _ResultAndSnapshot, None]:
         runner = self._runner_for(run_id, spec, agent_key)
         self._register(run_id, runner)
         try:
             async for event in runner.stream(run_id, prompt, options, quiet=quiet):
                 kind = event.get("type")
-                if quiet:
+                if snapshot and kind == "result":
+                    # Control data beside the event, never inside it; one Ray object for both (a streamed item
+                    # costs a round trip per node).
+                    yield _ResultAndSnapshot(event, runner.agent.snapshot())
+                elif quiet:
                     # A quiet agent still reports these (its runner may persist them); the caller does not.
                     if kind not in _QUIET_DROPPED:
                         yield event
@@ -133,8 +138,6 @@ class AgentHost:
             raise
         finally:
             self._unregister(run_id)
-        if snapshot:  # control data: beside the events (the last item), never inside one
-            yield runner.agent.snapshot()
 
     async def run_batch(self, spec: AgentSpec, runs: list[tuple[str, Any, dict[str, Any]]],
                         digest: Callable[[Any], Any] | None = None
@@ -200,6 +203,14 @@ class AgentHost:
 
 
 _QUIET_DROPPED = frozenset({"tool_result", "interrupt"})
+
+
+@dataclass(frozen=True)
+class _ResultAndSnapshot:
+    """A run's result event and its agent's snapshot, as one streamed item (``stream(snapshot=True)``)."""
+
+    event: dict[str, Any]
+    snapshot: AgentSnapshot
 _HOST_GC_YOUNG = 300_000
 _HOST_GC_MIDDLE = 20
 
@@ -513,6 +524,11 @@ class AgentPool:
             generator = self._hosts[index].stream.remote(run_id, spec, prompt, options, agent_key,
                                                          include_model_events, quiet, snapshot)
             async for event in stream_items(generator, name):
+                if isinstance(event, _ResultAndSnapshot):
+                    finished = True
+                    yield event.event
+                    yield event.snapshot
+                    continue
                 if not isinstance(event, AgentSnapshot):
                     finished = event.get("type") == "result"
                 yield event
