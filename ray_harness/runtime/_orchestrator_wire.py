@@ -190,8 +190,9 @@ def pack_tree(table: dict[tuple[str, ...], Any]) -> dict[str, Any]:
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
-        agents = {node_id: node.executor.snapshot() for node_id, node in orchestrator.nodes.items()
-                  if _is_agent(node.executor)}
+        # Pickled here with the C pickler: a snapshot is plain data and refers to nothing of the table.
+        agents = {node_id: pickle.dumps(node.executor.snapshot(), pickle.HIGHEST_PROTOCOL)
+                  for node_id, node in orchestrator.nodes.items() if _is_agent(node.executor)}
         tree[key[1]] = {"run": orchestrator.run_state(), "agents": agents}
     return tree
 
@@ -200,7 +201,7 @@ def apply_tree(tree: dict[str, Any], table: dict[tuple[str, ...], Any]) -> None:
     for path, part in tree.items():
         table[("orch", path)].apply_run_state(part["run"])
         for node_id, snapshot in part["agents"].items():
-            table[("target", path, node_id)].restore(snapshot)
+            table[("target", path, node_id)].restore(pickle.loads(snapshot))
 
 
 def _is_agent(target: Any) -> bool:

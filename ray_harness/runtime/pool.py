@@ -33,6 +33,7 @@ import copy
 import functools
 import gc
 import os
+import pickle
 import threading
 import uuid
 import zlib
@@ -125,7 +126,7 @@ class AgentHost:
                 if snapshot and kind == "result":
                     # Control data beside the event, never inside it; one Ray object for both (a streamed item
                     # costs a round trip per node).
-                    yield _ResultAndSnapshot(event, runner.agent.snapshot())
+                    yield _ResultAndSnapshot(event, pickle.dumps(runner.agent.snapshot(), pickle.HIGHEST_PROTOCOL))
                 elif quiet:
                     # A quiet agent still reports these (its runner may persist them); the caller does not.
                     if kind not in _QUIET_DROPPED:
@@ -210,7 +211,9 @@ class _ResultAndSnapshot:
     """A run's result event and its agent's snapshot, as one streamed item (``stream(snapshot=True)``)."""
 
     event: dict[str, Any]
-    snapshot: AgentSnapshot
+    snapshot: bytes
+    """The pickled ``AgentSnapshot``: plain data, so the C pickler packs it (cloudpickle, which Ray would
+    use, calls back into Python for every object inside)."""
 _HOST_GC_YOUNG = 300_000
 _HOST_GC_MIDDLE = 20
 
@@ -527,7 +530,7 @@ class AgentPool:
                 if isinstance(event, _ResultAndSnapshot):
                     finished = True
                     yield event.event
-                    yield event.snapshot
+                    yield pickle.loads(event.snapshot)
                     continue
                 if not isinstance(event, AgentSnapshot):
                     finished = event.get("type") == "result"
