@@ -58,8 +58,10 @@ and an options dict (``limits``, ``structured_output_model``,
 ``invocation_state``, ``trace_context`` — the caller's OpenTelemetry carrier).
 Agent streams yield the agent's event dicts (``{"type": ...}``, the last one
 ``{"type": "result", "result": AgentResult}``); a stream asked for
-``snapshot=True`` ends with the agent's ``AgentSnapshot`` as a separate item,
-beside the events (also just before the exception when the run fails). An
+``snapshot=True`` carries the agent's ``AgentSnapshot`` beside the result
+event, never inside it: both in one streamed item (one Ray object), which
+``AgentPool.stream`` hands on as the result event followed by the snapshot
+(a failed run sends the snapshot alone, just before its exception). An
 orchestrator stream yields ``("event", bytes)``, ``("save", path, data)``
 (session writes relayed to the driver), ``("batch", [items])`` and last
 ``("end", bytes)`` with the end-of-run state. Errors raised in an actor arrive
