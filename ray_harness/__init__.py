@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ray_harness import _runtimes
 from ray_harness._version import __version__
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.limits import Limits
@@ -36,6 +37,20 @@ __all__ = [
     "__version__",
     "tool",
 ]
+
+def _ray_node_runner() -> Any:
+    """``runtime="ray"``: the package root is the one place that maps the name to the Ray runtime."""
+    try:
+        runner_class = importlib.import_module("ray_harness.runtime.multiagent").RayNodeRunner
+    except (ImportError, AttributeError) as error:
+        raise ImportError(
+            "runtime='ray' needs ray_harness.runtime.multiagent.RayNodeRunner, which could not be imported "
+            f"({error}). Install ray_harness with Ray support, or use runtime='local'."
+        ) from error
+    return runner_class()
+
+
+_runtimes.register("ray", _ray_node_runner)
 
 _MULTIAGENT = {"Graph", "GraphBuilder", "MultiAgentResult", "NodeResult", "Status", "Swarm"}
 

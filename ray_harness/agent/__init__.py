@@ -1,4 +1,6 @@
-"""The agent: ``Agent``, ``AgentResult``, ``Limits``, retry strategy, conversation managers."""
+"""The agent: ``Agent``, ``AgentResult``, ``AgentSnapshot``, ``Limits``, retry strategy, conversation managers."""
+
+from typing import Any
 
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.limits import Limits
@@ -6,4 +8,13 @@ from ray_harness.agent.result import AgentResult, EventLoopMetrics
 from ray_harness.agent.retry import ModelRetryStrategy
 from ray_harness.agent.state import AgentState
 
-__all__ = ["Agent", "AgentResult", "AgentState", "EventLoopMetrics", "Limits", "ModelRetryStrategy"]
+__all__ = ["Agent", "AgentResult", "AgentSnapshot", "AgentState", "EventLoopMetrics", "Limits", "ModelRetryStrategy"]
+
+
+def __getattr__(name: str) -> Any:
+    # AgentSnapshot loads on first use: building its pydantic models would cost every `import ray_harness`.
+    if name == "AgentSnapshot":
+        from ray_harness.agent.snapshot import AgentSnapshot
+
+        return AgentSnapshot
+    raise AttributeError(f"module 'ray_harness.agent' has no attribute {name!r}")

@@ -7,7 +7,7 @@ import copy
 import os
 import threading
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_harness.agent.conversation_manager.base import ConversationManager
 from ray_harness.agent.limits import Limits, validate_limits
@@ -32,6 +32,9 @@ from ray_harness.tools.registry import ToolRegistry
 from ray_harness.types.content import Message
 from ray_harness.types.exceptions import ConcurrencyException, ModelConfigurationError
 from ray_harness.types.validation import MESSAGES, validate
+
+if TYPE_CHECKING:
+    from ray_harness.agent.snapshot import AgentSnapshot
 
 __all__ = ("Agent",)
 
@@ -285,6 +288,39 @@ class Agent:
 
     async def structured_output_async(self, output_model: type, prompt: Any = None) -> Any:
         return (await self.invoke_async(prompt, structured_output_model=output_model)).structured_output
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> AgentSnapshot:
+        """This agent's state as a frozen, versioned :class:`~ray_harness.agent.AgentSnapshot`.
+
+        Messages, agent state, interrupt state, conversation manager state, metrics and (when the model
+        implements ``get_state()``) the model's state; copies, so later changes to the agent do not show.
+        """
+        from ray_harness.agent.snapshot import take_snapshot  # pydantic models: loaded on first use
+
+        return take_snapshot(self)
+
+    def restore(self, snapshot: AgentSnapshot) -> None:
+        """Replace exactly the state a snapshot holds (configuration such as tools and hooks stays).
+
+        Raises:
+            ValueError: the snapshot is of another ``agent_id``, or of a newer ``schema_version``.
+            ConcurrencyException: the agent is running an invocation.
+
+        A failed restore leaves the agent unchanged.
+        """
+        if self._lock.locked():
+            raise ConcurrencyException(f"agent {self.name!r} is running an invocation; restore it when idle")
+        from ray_harness.agent.snapshot import restore_snapshot
+
+        restore_snapshot(self, snapshot)
+
+    @property
+    def interrupt_state(self) -> InterruptState:
+        """The interrupts this agent raised and what it needs to resume them (hooks, tools and middleware raise
+        and answer through it; :meth:`snapshot` captures it)."""
+        return self._interrupt_state
 
     # -- history ----------------------------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ Interrupts. The child's interrupts surface as interrupts of the parent with ids
 child. The child's interrupted turn (its messages up to the interrupt, its agent
 state, its interrupt state and, unless ``preserve_context``, the conversation to
 restore once the call finishes) is *parked* in the parent's interrupt context
-(``context["agent_as_tool"][toolUseId]``, a :class:`ParkedTurn` as JSON), which a
+(``context["agent_as_tool"][toolUseId]``, a :class:`ParkedTurn` of two ``AgentSnapshot``
+conversations, as JSON), which a
 session manager persists with the parent. On resume the parked turn is loaded
 into the child — the same instance, or a fresh one built from the same code in
 another process — and the child continues it: only its interrupted tools run
@@ -24,7 +25,6 @@ histories.
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 import re
 import threading
@@ -33,14 +33,17 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ray_harness.agent.state import AgentState
+from pydantic import ValidationError
+
+from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
 from ray_harness.extensions._chain import SCOPE_KEY
 from ray_harness.hooks.events import AfterInvocationEvent, AfterToolsEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt, InterruptException, InterruptState
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, ToolStreamEvent, error_result, observe_raw
-from ray_harness.types.exceptions import RayHarnessError
+from ray_harness.types.exceptions import ConcurrencyException, RayHarnessError
+from ray_harness.types.validation import describe_validation_error
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -56,7 +59,7 @@ PARKED_TURNS_KEY = "agent_as_tool"
 """Key of the parent's interrupt context that holds parked child turns, by toolUseId."""
 DELEGATION_SUFFIX = (" Calling this tool returns its response directly to the user as the final answer."
                      " It should be the only tool called in the turn.")
-_PARKED_VERSION = 1
+_PARKED_VERSION = 2  # 2: the halves are AgentSnapshot conversations
 
 
 class SubAgentInterrupt(InterruptException):
@@ -74,33 +77,30 @@ class SubAgentInterrupt(InterruptException):
 class ParkedTurn:
     """A child's interrupted turn, kept in the parent's interrupt context until the parent resumes.
 
-    ``to_dict()`` is JSON (bytes in messages aside, which the session store encodes); ``from_dict``
-    validates and names the bad field.
+    Both halves are :class:`~ray_harness.agent.AgentSnapshot` conversations (messages, agent state,
+    interrupt state). ``to_dict()`` is JSON (bytes in messages aside, which the session store encodes);
+    ``from_dict`` validates and names the bad field.
     """
 
     interrupt_ids: list[str]
     """The child's own ids of the interrupts it paused on (the parent's ids add the call prefix)."""
-    messages: list[Any]
-    state: dict[str, Any]
-    interrupt_state: dict[str, Any]
-    baseline: dict[str, Any] | None = None
-    """``{"messages", "state"}`` to restore once the call finishes; None with ``preserve_context``."""
+    snapshot: AgentSnapshot
+    """The child's conversation at the interrupt."""
+    baseline: AgentSnapshot | None = None
+    """The conversation to restore once the call finishes; None with ``preserve_context``."""
 
     @classmethod
-    def capture(cls, agent: Agent, interrupts: list[Interrupt], baseline: dict[str, Any] | None) -> ParkedTurn:
-        return cls(interrupt_ids=[item.id for item in interrupts], messages=copy.deepcopy(agent.messages),
-                   state=agent.state.get(), interrupt_state=agent._interrupt_state.to_dict(),
-                   baseline=copy.deepcopy(baseline))
+    def capture(cls, agent: Agent, interrupts: list[Interrupt], baseline: AgentSnapshot | None) -> ParkedTurn:
+        return cls(interrupt_ids=[item.id for item in interrupts], snapshot=conversation(agent.snapshot()),
+                   baseline=baseline)
 
     def load_into(self, agent: Agent) -> None:
         """Put the interrupted turn back into ``agent`` (messages, state, interrupt state)."""
-        agent.messages = copy.deepcopy(self.messages)
-        agent.state = AgentState(copy.deepcopy(self.state))
-        agent._interrupt_state = InterruptState.from_dict(self.interrupt_state)
+        agent.restore(replace_conversation(agent.snapshot(), self.snapshot))
 
     def interrupts(self, prefix: str) -> list[Interrupt]:
         """The child's pending interrupts, re-keyed for the parent."""
-        known = InterruptState.from_dict(self.interrupt_state).interrupts
+        known = InterruptState.from_dict(self.snapshot.interrupt_state).interrupts
         return [Interrupt(id=prefix + key, name=known[key].name, reason=known[key].reason)
                 for key in self.interrupt_ids if key in known]
 
@@ -115,8 +115,8 @@ class ParkedTurn:
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": _PARKED_VERSION, "interrupt_ids": list(self.interrupt_ids),
-                "messages": copy.deepcopy(self.messages), "state": copy.deepcopy(self.state),
-                "interrupt_state": copy.deepcopy(self.interrupt_state), "baseline": copy.deepcopy(self.baseline)}
+                "snapshot": self.snapshot.model_dump(),
+                "baseline": None if self.baseline is None else self.baseline.model_dump()}
 
     @classmethod
     def from_dict(cls, data: Any) -> ParkedTurn:
@@ -125,19 +125,23 @@ class ParkedTurn:
         if data.get("version") != _PARKED_VERSION:
             raise RayHarnessError(f"parked agent-as-tool turn has version {data.get('version')!r}; "
                                   f"this ray_harness reads version {_PARKED_VERSION}")
-        fields = {"interrupt_ids": list, "messages": list, "state": dict, "interrupt_state": dict}
-        for name, kind in fields.items():
-            if not isinstance(data.get(name), kind):
-                raise RayHarnessError(f"parked agent-as-tool turn field {name!r} must be a {kind.__name__}")
-        baseline = data.get("baseline")
-        if baseline is not None and not (isinstance(baseline, dict) and isinstance(baseline.get("messages"), list)
-                                         and isinstance(baseline.get("state"), dict)):
-            raise RayHarnessError("parked agent-as-tool turn field 'baseline' must be null or "
-                                  "{'messages': list, 'state': dict}")
-        InterruptState.from_dict(data["interrupt_state"])  # raises naming the bad field
-        return cls(interrupt_ids=[str(key) for key in data["interrupt_ids"]], messages=copy.deepcopy(data["messages"]),
-                   state=copy.deepcopy(data["state"]), interrupt_state=copy.deepcopy(data["interrupt_state"]),
-                   baseline=copy.deepcopy(baseline))
+        if not isinstance(data.get("interrupt_ids"), list):
+            raise RayHarnessError("parked agent-as-tool turn field 'interrupt_ids' must be a list")
+        halves: dict[str, AgentSnapshot | None] = {}
+        for name in ("snapshot", "baseline"):
+            raw = data.get(name)
+            if raw is None and name == "baseline":
+                halves[name] = None
+                continue
+            try:
+                halves[name] = AgentSnapshot.model_validate(raw)
+            except ValidationError as error:
+                raise RayHarnessError(f"parked agent-as-tool turn field {name!r} is invalid: "
+                                      f"{describe_validation_error(error, name)}") from None
+        snapshot = halves["snapshot"]
+        assert snapshot is not None
+        return cls(interrupt_ids=[str(key) for key in data["interrupt_ids"]], snapshot=snapshot,
+                   baseline=halves["baseline"])
 
 
 class SubAgentTool(AgentTool):
@@ -197,6 +201,7 @@ class AgentAsTool(SubAgentTool):
                 yield ToolResultEvent(start)
                 return
             parked, prompt = start
+            baseline: AgentSnapshot | None
             if parked is not None:
                 parked.load_into(self._agent)
                 baseline = parked.baseline
@@ -219,7 +224,7 @@ class AgentAsTool(SubAgentTool):
         yield RawReturn(result)
 
     async def _run_child(self, prompt: Any, tool_use: ToolUse, context: ToolContext,
-                         baseline: dict[str, Any] | None) -> AsyncGenerator[Any, None]:
+                         baseline: AgentSnapshot | None) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
         child = self._agent
         watcher = asyncio.create_task(forward_cancel(context.cancel_signal, child.cancel))
@@ -231,7 +236,8 @@ class AgentAsTool(SubAgentTool):
                 else:
                     yield event
         except Exception as error:
-            if baseline is not None:
+            # A child busy with another caller's invocation (ConcurrencyException) is not ours to reset.
+            if baseline is not None and not isinstance(error, ConcurrencyException):
                 restore_context(child, baseline)
             yield ToolResultEvent(error_result(use_id, f"Agent error: {error}"))
             return
@@ -253,7 +259,7 @@ def call_prefix(use_id: str) -> str:
 
 def parked_turn(parent: Any, use_id: str) -> ParkedTurn | None:
     """The child turn parked for call ``use_id`` in the parent's interrupt context, if the parent is resuming."""
-    state = getattr(parent, "_interrupt_state", None)
+    state = getattr(parent, "interrupt_state", None)
     if state is None or not state.activated:
         return None
     raw = (state.context.get(PARKED_TURNS_KEY) or {}).get(use_id)
@@ -269,11 +275,11 @@ def resume_or_start(context: ToolContext, use_id: str, name: str) -> tuple[Parke
     prefix = call_prefix(use_id)
     parked = parked_turn(parent, use_id)
     if parked is not None:
-        responses = parked.responses(parent._interrupt_state, prefix)
+        responses = parked.responses(parent.interrupt_state, prefix)
         if responses:
             return parked, responses
         park(context, use_id, parked)
-    elif _responses_for(parent, prefix) and not parent._interrupt_state.context.get(PARKED_TURNS_KEY):
+    elif _responses_for(parent, prefix) and not parent.interrupt_state.context.get(PARKED_TURNS_KEY):
         return error_result(use_id, f"Agent '{name}' did NOT run: the parent's interrupt context holds no "
                                     "interrupted turn for this call, so the response was not applied.")
     raw = context.tool_use.get("input")
@@ -299,7 +305,7 @@ def _after_invocation_callbacks(parent: Any) -> list[Any]:
 
 def _store_parked_turns(event: AfterInvocationEvent) -> None:
     parked = event.invocation_state.pop(_PARKING, None)
-    state = event.agent._interrupt_state
+    state = event.agent.interrupt_state
     if parked and state.activated:
         state.context.setdefault(PARKED_TURNS_KEY, {}).update(parked)
 
@@ -349,21 +355,22 @@ def _end_turn_with_delegate(event: AfterToolsEvent) -> None:
 
 def _responses_for(parent: Any, prefix: str) -> list[dict[str, Any]]:
     """The parent's answers to this call's interrupts, re-keyed to the child's ids."""
-    state = getattr(parent, "_interrupt_state", None)
+    state = getattr(parent, "interrupt_state", None)
     if state is None or not state.activated:
         return []
     return [{"interruptResponse": {"interruptId": key[len(prefix):], "response": item.response}}
             for key, item in state.interrupts.items() if key.startswith(prefix) and item.response is not None]
 
 
-def snapshot_context(agent: Agent) -> dict[str, Any]:
-    return {"messages": copy.deepcopy(agent.messages), "state": agent.state.get()}
+def snapshot_context(agent: Agent) -> AgentSnapshot:
+    """The conversation an agent-as-tool call returns the child to once it finishes."""
+    return conversation(agent.snapshot())
 
 
-def restore_context(agent: Agent, saved: dict[str, Any]) -> None:
-    agent.messages = copy.deepcopy(saved["messages"])
-    agent.state = AgentState(copy.deepcopy(saved["state"]))
-    agent._interrupt_state = InterruptState()
+def restore_context(agent: Agent, saved: AgentSnapshot) -> None:
+    """Back to ``saved``'s messages and state, with no interrupt pending."""
+    cleared = saved.model_copy(update={"interrupt_state": InterruptState().to_dict()})
+    agent.restore(replace_conversation(agent.snapshot(), cleared))
 
 
 async def forward_cancel(signal: threading.Event, cancel: Callable[[], Any]) -> None:

@@ -31,6 +31,7 @@ from ray_harness.evaluation._records import SPENT_ATTRIBUTE, not_results_error, 
 from ray_harness.evaluation._scoring import Scorer, score_names, score_row
 from ray_harness.evaluation._summary import summarize_columns
 from ray_harness.models.rate_limit import RateLimit, register_rate_limits
+from ray_harness.runtime._placement import placed
 from ray_harness.runtime._spec import agent_spec, cloudpickle
 from ray_harness.types.exceptions import ModelThrottledException
 
@@ -166,7 +167,9 @@ class EvaluationHost:
         return row.get(self._id_key) if self._id_key is not None else index
 
     async def _run_all(self, rows: list[tuple[int, dict[str, Any]]]) -> tuple[list[dict[str, Any]], int]:
-        outcomes = await asyncio.gather(*(self._run_row(index, row) for index, row in rows))
+        # A row's Graph/Swarm runs here, in this Ray Data worker: no orchestrator actor per row.
+        with placed("in_process"):
+            outcomes = await asyncio.gather(*(self._run_row(index, row) for index, row in rows))
         return [record for record, _ in outcomes], sum(throttled for _, throttled in outcomes)
 
     async def _run_row(self, index: int, row: dict[str, Any]) -> tuple[dict[str, Any], int]:

@@ -201,7 +201,7 @@ class BeforeToolsEvent(HookEvent):
             InterruptException: The first time (the loop turns it into ``stop_reason="interrupt"``).
         """
         key = f"v1:before_tools:{uuid.uuid5(uuid.NAMESPACE_OID, name)}"
-        return raise_or_respond(self.agent._interrupt_state, key, name, reason)
+        return raise_or_respond(self.agent.interrupt_state, key, name, reason)
 
 
 @dataclass
@@ -261,7 +261,7 @@ class BeforeToolCallEvent(HookEvent):
             InterruptException: The first time (the loop turns it into ``stop_reason="interrupt"``).
         """
         key = interrupt_id("before_tool_call", str(self.tool_use["toolUseId"]), name)
-        return raise_or_respond(self.agent._interrupt_state, key, name, reason)
+        return raise_or_respond(self.agent.interrupt_state, key, name, reason)
 
 
 @dataclass
@@ -374,7 +374,7 @@ class BeforeNodeCallEvent(BaseHookEvent):
             InterruptException: The first time (the run ends with ``Status.INTERRUPTED``).
         """
         key = interrupt_id("before_node_call", self.node_id, name)
-        return raise_or_respond(self.source._interrupt_state, key, name, reason)
+        return raise_or_respond(self.source.interrupt_state, key, name, reason)
 
 
 @dataclass

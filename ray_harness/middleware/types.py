@@ -148,7 +148,7 @@ class ExecuteToolContext:
 
     def interrupt(self, name: str, reason: Any = None) -> MiddlewareInterruptResult:
         """Pause for a human; on resume returns the response (as ``.response``)."""
-        state: InterruptState = self.agent._interrupt_state
+        state: InterruptState = self.agent.interrupt_state
         key = interrupt_id("middleware_execute_tool", str(self.tool_use["toolUseId"]), name)
         known = state.interrupts.get(key)
         if known is not None and known.response is not None:

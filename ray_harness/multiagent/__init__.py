@@ -12,9 +12,9 @@ stream events nobody reads; ``stream_async`` yields them all.
 
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status
 from ray_harness.multiagent.builder import GraphBuilder
-from ray_harness.multiagent.executor import LocalExecutor, NodeExecutor
 from ray_harness.multiagent.graph import Graph
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState
+from ray_harness.multiagent.node_runner import LocalNodeRunner, NodeRunner
 from ray_harness.multiagent.swarm import SharedContext, Swarm, SwarmNode, SwarmResult
 
 __all__ = [
@@ -24,10 +24,10 @@ __all__ = [
     "GraphNode",
     "GraphResult",
     "GraphState",
-    "LocalExecutor",
+    "LocalNodeRunner",
     "MultiAgentBase",
     "MultiAgentResult",
-    "NodeExecutor",
+    "NodeRunner",
     "NodeResult",
     "SharedContext",
     "Status",

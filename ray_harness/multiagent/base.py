@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
 from ray_harness.hooks.registry import (
@@ -23,12 +23,13 @@ from ray_harness.hooks.registry import (
     infer_event_type,
     is_hook_provider,
 )
-from ray_harness.interrupts import Interrupt
+from ray_harness.interrupts import Interrupt, InterruptState
 
 __all__ = (
     "MultiAgentBase",
     "MultiAgentResult",
     "NodeResult",
+    "RunState",
     "Status",
     "add_usage",
     "agent_result_from_dict",
@@ -208,6 +209,16 @@ class MultiAgentResult:
         )
 
 
+@dataclass(frozen=True)
+class RunState:
+    """What an invocation changed in an orchestrator, by name: the fields its class lists in
+    ``RUN_FIELDS`` and, per node, the node fields in ``NODE_RUN_FIELDS``. An orchestrator actor sends it
+    back to the driver, which applies it with :meth:`MultiAgentBase.apply_run_state`."""
+
+    fields: dict[str, Any]
+    nodes: dict[str, dict[str, Any]]
+
+
 class MultiAgentBase(ABC):
     """The Agent surface for orchestrators, so graphs and swarms nest in each other and in graphs.
 
@@ -217,6 +228,32 @@ class MultiAgentBase(ABC):
 
     id: str
     hooks: HookRegistry
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ()
+    """The attributes an invocation changes (results, scheduler, interrupt state, ...); configuration is not."""
+    NODE_RUN_FIELDS: ClassVar[tuple[str, ...]] = ()
+    """The attributes of a node object that an invocation changes."""
+
+    def run_state(self) -> RunState:
+        """The run's state of this orchestrator (its agents' state travels as their ``AgentSnapshot``)."""
+        nodes: dict[str, Any] = getattr(self, "nodes", {})
+        return RunState(fields={name: getattr(self, name) for name in self.RUN_FIELDS},
+                        nodes={node_id: {name: getattr(node, name) for name in self.NODE_RUN_FIELDS}
+                               for node_id, node in nodes.items()})
+
+    def apply_run_state(self, state: RunState) -> None:
+        """Take over a run's state produced by :meth:`run_state` of a copy of this orchestrator."""
+        nodes: dict[str, Any] = getattr(self, "nodes", {})
+        unknown = set(state.fields) - set(self.RUN_FIELDS)
+        if unknown or set(state.nodes) - set(nodes):
+            raise ValueError(f"run state of {type(self).__name__} {self.id!r} names unknown fields {sorted(unknown)} "
+                             f"or nodes {sorted(set(state.nodes) - set(nodes))}")
+        for name, value in state.fields.items():
+            setattr(self, name, value)
+        for node_id, fields in state.nodes.items():
+            node = nodes[node_id]
+            for name in self.NODE_RUN_FIELDS:
+                if name in fields:
+                    setattr(node, name, fields[name])
 
     @abstractmethod
     def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
@@ -258,9 +295,14 @@ class MultiAgentBase(ABC):
         With ``runtime="ray"`` this kills its orchestrator actor (the next invocation starts a new one); it
         also happens when the object is garbage collected and at ``ray_harness.runtime.shutdown()``.
         """
-        release = getattr(getattr(self, "_executor", None), "shutdown", None)
+        release = getattr(getattr(self, "_node_runner", None), "shutdown", None)
         if callable(release):
             release()
+
+    @property
+    def interrupt_state(self) -> InterruptState:
+        """The interrupts raised by this orchestrator's hooks and nodes, and their resume context."""
+        return self._interrupt_state  # type: ignore[attr-defined,no-any-return]
 
     @abstractmethod
     def serialize_state(self) -> dict[str, Any]:

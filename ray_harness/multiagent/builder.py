@@ -6,8 +6,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ray_harness.multiagent._scheduling import FAILURE_POLICIES, JOINS, SCHEDULINGS, has_cycle
-from ray_harness.multiagent.executor import DEFAULT_RUNTIME
 from ray_harness.multiagent.graph_model import EdgeCondition, GraphEdge, GraphNode
+from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME
 
 if TYPE_CHECKING:
     from ray_harness.multiagent.graph import Graph
@@ -135,7 +135,7 @@ class GraphBuilder:
         return self
 
     def build(self, runtime: str = DEFAULT_RUNTIME) -> Graph:
-        """Validate and build. ``runtime``: "local" (in-process) or "ray" (the Ray executor)."""
+        """Validate and build. ``runtime``: "local" (in-process) or "ray" (the Ray node runner)."""
         from ray_harness.multiagent.graph import Graph
 
         if not self.nodes:

@@ -2,8 +2,8 @@
 
 The rules (which node may start, when a join is satisfied, which nodes a
 failure prunes, when limits stop the run) are in
-:mod:`ray_harness.multiagent._scheduling`; how a node runs is the executor's
-(:mod:`ray_harness.multiagent.executor`). This module connects the two: it
+:mod:`ray_harness.multiagent._scheduling`; how a node runs is the node runner's
+(:mod:`ray_harness.multiagent.node_runner`). This module connects the two: it
 starts node tasks, merges their events as they arrive, records each completion,
 applies hooks, interrupts, cancel, timeouts and persistence.
 """
@@ -40,8 +40,8 @@ from ray_harness.multiagent.events import (
     node_stream_event,
     result_event,
 )
-from ray_harness.multiagent.executor import DEFAULT_RUNTIME, delegated_stream, make_executor, node_type
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
+from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, delegated_stream, make_node_runner, node_type
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -68,6 +68,10 @@ class _NodeDone:
 
 class Graph(MultiAgentBase):
     """A directed graph of agents and orchestrators. Build it with :class:`GraphBuilder`."""
+
+    RUN_FIELDS = ("state", "_interrupt_state", "_scheduler", "_inputs", "_resume_pending", "_cancel_requested",
+                  "_stop_reason", "_fatal", "_deadline_hit", "_invocation_state")
+    NODE_RUN_FIELDS = ("execution_status", "result")
 
     def __init__(self, nodes: dict[str, GraphNode], edges: list[GraphEdge], entry_points: list[GraphNode], *,
                  max_node_executions: int | None = None, execution_timeout: float | None = None,
@@ -110,8 +114,8 @@ class Graph(MultiAgentBase):
         self._fatal: BaseException | None = None
         self._deadline_hit = False
         self._invocation_state: dict[str, Any] = {}
-        self._executor = make_executor(runtime)
-        self._executor.bind({node_id: node.executor for node_id, node in nodes.items()})
+        self._node_runner = make_node_runner(runtime)
+        self._node_runner.bind({node_id: node.executor for node_id, node in nodes.items()})
         if self.hooks.has_callbacks(MultiAgentInitializedEvent):
             from ray_harness.agent.agent import run_sync
 
@@ -130,7 +134,7 @@ class Graph(MultiAgentBase):
         if not self._lock.locked():
             return  # idle: nothing to stop, and the next invocation must not inherit a cancel
         self._cancel_requested = True
-        self._executor.cancel()
+        self._node_runner.cancel()
 
     # -- invocation ---------------------------------------------------------------------------------------
 
@@ -149,7 +153,7 @@ class Graph(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
-            delegated = delegated_stream(self._executor, self, task, state, quiet=quiet)
+            delegated = delegated_stream(self._node_runner, self, task, state, quiet=quiet)
             if delegated is not None:  # e.g. runtime="ray": the orchestration runs in its actor
                 async for event in delegated:
                     yield event
@@ -171,7 +175,7 @@ class Graph(MultiAgentBase):
         self._stop_reason = None
         self._fatal = None
         self._deadline_hit = False
-        self._executor.start_invocation()
+        self._node_runner.start_invocation()
         if self.hooks.has_callbacks(BeforeMultiAgentInvocationEvent):
             await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
                                                                                    invocation_state=invocation_state))
@@ -290,7 +294,7 @@ class Graph(MultiAgentBase):
             return None
 
     def _stop_tasks(self, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
-        self._executor.cancel()
+        self._node_runner.cancel()
         for task in tasks.values():
             task.cancel()
 
@@ -327,7 +331,7 @@ class Graph(MultiAgentBase):
             self._inputs[node_id] = self._scheduler.launch(node_id)
             node = self.nodes[node_id]
             if self.reset_on_revisit and node in self.state.completed_nodes:
-                self._executor.reset_node(node_id)
+                self._node_runner.reset_node(node_id)
                 self.state.completed_nodes.discard(node)
             self.state.launched += 1
             launched.append(node_id)
@@ -371,14 +375,14 @@ class Graph(MultiAgentBase):
             try:
                 async with asyncio.timeout(self.node_timeout):
                     with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}):
-                        async for item in self._executor.run_node(node_id, node_input, invocation_state,
+                        async for item in self._node_runner.run_node(node_id, node_input, invocation_state,
                                                                   quiet=quiet):
                             if isinstance(item, NodeResult):
                                 done.result = item
                             elif not quiet:
                                 queue.put_nowait(node_stream_event(node_id, item))
             except TimeoutError:
-                self._executor.cancel_node(node_id)
+                self._node_runner.cancel_node(node_id)
                 done.error = Exception(f"Node '{node_id}' execution timed out after {self.node_timeout}s")
                 return done
             if done.result is None:
@@ -446,7 +450,7 @@ class Graph(MultiAgentBase):
         context: dict[str, Any] = {"from_hook": from_hook, "interrupt_ids": [item.id for item in interrupts]}
         if not from_hook:
             # Stored so that a new process (a new Graph from the session) can resume the node's own interrupt.
-            context["node_state"] = self._executor.export_node_state(node.node_id)
+            context["node_state"] = self._node_runner.export_node_state(node.node_id)
         self._interrupt_state.context[node.node_id] = context
         self._interrupt_state.activate()
         return node_interrupt_event(node.node_id, interrupts)
@@ -571,5 +575,5 @@ class Graph(MultiAgentBase):
         self._interrupt_state = InterruptState.from_dict(payload.get("interrupt_state") or {})
         for node_id, context in self._interrupt_state.context.items():
             if node_id in self.nodes and isinstance(context, dict) and "node_state" in context:
-                self._executor.import_node_state(node_id, context["node_state"])
+                self._node_runner.import_node_state(node_id, context["node_state"])
         self._resume_pending = status == Status.EXECUTING

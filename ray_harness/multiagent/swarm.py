@@ -41,7 +41,7 @@ from ray_harness.multiagent.events import (
     node_stream_event,
     result_event,
 )
-from ray_harness.multiagent.executor import DEFAULT_RUNTIME, delegated_stream, make_executor
+from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, delegated_stream, make_node_runner
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -112,6 +112,8 @@ class SwarmResult(MultiAgentResult):
 class Swarm(MultiAgentBase):
     """Self-organizing agents that hand work to each other."""
 
+    RUN_FIELDS = ("state", "shared_context", "_interrupt_state", "_resume_pending", "_cancel_requested")
+
     def __init__(self, nodes: list[Any], *, entry_point: Any = None, max_handoffs: int = 20,
                  max_iterations: int = 20, execution_timeout: float = 900.0, node_timeout: float = 300.0,
                  repetitive_handoff_detection_window: int = 0, repetitive_handoff_min_unique_agents: int = 0,
@@ -148,8 +150,8 @@ class Swarm(MultiAgentBase):
         self._lock = threading.Lock()
         self._cancel_requested = False
         self._resume_pending = False
-        self._executor = make_executor(runtime)
-        self._executor.bind({node_id: node.executor for node_id, node in self.nodes.items()})
+        self._node_runner = make_node_runner(runtime)
+        self._node_runner.bind({node_id: node.executor for node_id, node in self.nodes.items()})
         if self.hooks.has_callbacks(MultiAgentInitializedEvent):
             from ray_harness.agent.agent import run_sync
 
@@ -192,7 +194,7 @@ class Swarm(MultiAgentBase):
         if not self._lock.locked():
             return
         self._cancel_requested = True
-        self._executor.cancel()
+        self._node_runner.cancel()
 
     # -- invocation ---------------------------------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class Swarm(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
-            delegated = delegated_stream(self._executor, self, task, state)
+            delegated = delegated_stream(self._node_runner, self, task, state)
             if delegated is not None:  # e.g. runtime="ray": the orchestration runs in its actor
                 async for event in delegated:
                     yield event
@@ -216,7 +218,7 @@ class Swarm(MultiAgentBase):
 
     async def _invoke(self, task: Any, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         self._cancel_requested = False
-        self._executor.start_invocation()
+        self._node_runner.start_invocation()
         await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
                                                                                invocation_state=invocation_state))
         resume_input = self._prepare(task)
@@ -326,7 +328,7 @@ class Swarm(MultiAgentBase):
         else:
             node_input = self._node_input(node)
             if self.reset_members:
-                self._executor.reset_node(node.node_id)
+                self._node_runner.reset_node(node.node_id)
         started = time.monotonic()
         timeout = min(self.node_timeout, max(self.execution_timeout - self._elapsed(), 0.0))
         result: NodeResult | None = None
@@ -334,14 +336,14 @@ class Swarm(MultiAgentBase):
         try:
             async with asyncio.timeout(timeout):
                 with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id}):
-                    async for item in self._executor.run_node(node.node_id, node_input, invocation_state):
+                    async for item in self._node_runner.run_node(node.node_id, node_input, invocation_state):
                         if isinstance(item, NodeResult):
                             result = item
                         else:
                             tracker.observe(item)
                             yield node_stream_event(node.node_id, item)
         except TimeoutError:
-            self._executor.cancel_node(node.node_id)
+            self._node_runner.cancel_node(node.node_id)
             error = Exception(f"Node '{node.node_id}' execution timed out after {self.node_timeout}s")
         except Exception as failure:
             logger.warning("node_id=<%s>, error=<%s> | swarm member failed", node.node_id, failure)
@@ -386,7 +388,7 @@ class Swarm(MultiAgentBase):
             self._interrupt_state.interrupts[item.id] = item
         context: dict[str, Any] = {"from_hook": from_hook, "interrupt_ids": [item.id for item in interrupts]}
         if not from_hook:
-            context["node_state"] = self._executor.export_node_state(node.node_id)
+            context["node_state"] = self._node_runner.export_node_state(node.node_id)
         self._interrupt_state.context[node.node_id] = context
         self._interrupt_state.activate()
         return node_interrupt_event(node.node_id, interrupts)
@@ -452,5 +454,5 @@ class Swarm(MultiAgentBase):
         self._interrupt_state = InterruptState.from_dict(payload.get("interrupt_state") or {})
         for node_id, context in self._interrupt_state.context.items():
             if node_id in self.nodes and isinstance(context, dict) and "node_state" in context:
-                self._executor.import_node_state(node_id, context["node_state"])
+                self._node_runner.import_node_state(node_id, context["node_state"])
         self._resume_pending = status == Status.EXECUTING

@@ -26,8 +26,7 @@ conversations, hooks, conditions), the actor unpickles it and runs its
 ``stream_async``; every event comes back, in order, as one item of a Ray
 streaming generator. The last item carries the end-of-run state: the
 orchestrators' attributes (results, scheduler, interrupt state, ...), their
-nodes' attributes and each agent node's exported state (messages, agent state,
-interrupt state, metrics, model; see :mod:`ray_harness.runtime._multiagent_node`).
+nodes' attributes and each agent node's :class:`~ray_harness.agent.AgentSnapshot`.
 The driver writes it into its own objects *before* it yields the final
 ``multiagent_result`` event, so after a run the driver's Graph/Swarm and node
 Agents are authoritative and up to date (``graph.nodes["a"].executor.messages``,
@@ -52,7 +51,7 @@ call it with the interrupt responses); its invocation runs in its own
 orchestrator actor.
 
 **Cancel.** ``graph.cancel()`` in the driver is one message to the actor,
-which cancels its copy of the run: the Ray executor there broadcasts to every
+which cancels its copy of the run: the Ray node runner there broadcasts to every
 host slot, RemoteAgent and nested orchestrator of the run. A cancel that
 overtakes its invocation is remembered and applied when the run starts.
 
@@ -84,11 +83,11 @@ from typing import Any
 
 import ray
 from ray import cloudpickle as _cloudpickle
-from ray.exceptions import RayError
 
 from ray_harness.multiagent.base import MultiAgentBase
+from ray_harness.multiagent.swarm import Swarm
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import raise_translated
+from ray_harness.runtime._errors import stream_items
 from ray_harness.runtime._multiagent_pool import POOL_SIZE_ENV
 from ray_harness.runtime._orchestrator_wire import (
     apply_tree,
@@ -100,11 +99,11 @@ from ray_harness.runtime._orchestrator_wire import (
     object_table,
     pack_tree,
 )
+from ray_harness.runtime._placement import placed
 from ray_harness.runtime._telemetry import prepare_actor_process, with_actor_env
 from ray_harness.telemetry.propagation import attached, current_carrier
 
-__all__ = ("ORCHESTRATOR_PREFIX", "OrchestratorActor", "OrchestratorClient", "drive", "in_actor",
-           "in_orchestrator_process", "shutdown_all")
+__all__ = ("ORCHESTRATOR_PREFIX", "OrchestratorActor", "OrchestratorClient", "drive", "shutdown_all")
 
 logger = logging.getLogger(__name__)
 
@@ -113,22 +112,6 @@ cloudpickle: Any = _cloudpickle
 ORCHESTRATOR_PREFIX = "ray_harness:"
 _DEFAULT_IDS = ("default_graph", "default_swarm")  # the defaults of Graph(graph_id=...) and Swarm(id=...)
 _EARLY_CANCELS = 1024  # cancels remembered for invocations that have not started (bounded)
-_process: dict[str, bool] = {"orchestrator": False}
-
-
-def in_actor() -> bool:
-    """Whether this process is a Ray actor (a pooled host, an agent actor, an orchestrator actor)."""
-    if _process.get("actor"):
-        return True  # a process that is an actor stays one; asked for every graph a host builds
-    found = bool(ray.is_initialized()) and ray.get_runtime_context().get_actor_id() is not None
-    if found:
-        _process["actor"] = True
-    return found
-
-
-def in_orchestrator_process() -> bool:
-    """Whether this process is an orchestrator actor (its nodes go to the pool, not in-process)."""
-    return _process["orchestrator"]
 
 
 # -- the actor -----------------------------------------------------------------------------------------------
@@ -156,7 +139,6 @@ class OrchestratorActor:
     """Runs Graph/Swarm invocations shipped by a driver (plain class; ``ray.remote`` in :func:`_actor_class`)."""
 
     def __init__(self) -> None:
-        _process["orchestrator"] = True  # before any RayExecutor is unpickled in this process
         self._runs: dict[str, MultiAgentBase] = {}
         self._early: collections.OrderedDict[str, None] = collections.OrderedDict()
 
@@ -181,7 +163,9 @@ class OrchestratorActor:
         quiet = bool(options.get("quiet"))
         events = (orchestrator._quiet_stream if quiet else orchestrator.stream_async)(task, invocation_state)
         self._runs[invocation_id] = orchestrator
-        with attached(options.get("trace_context")):  # the driver's span is the parent of invoke_graph/swarm
+        # The driver's span is the parent of invoke_graph/swarm; the run (its task copies this context) places
+        # its orchestration here and its agent nodes on the pool.
+        with attached(options.get("trace_context")), placed("orchestrator"):
             pump = asyncio.ensure_future(_pump(events, outbox, refs, outcome))
         if self._early.pop(invocation_id, "absent") is None:
             # Runs after the pump's first step, once the run holds its lock (cancel() needs it).
@@ -207,7 +191,7 @@ class OrchestratorActor:
             await events.aclose()
 
     async def cancel(self, invocation_id: str) -> bool:
-        """Cancel a running invocation (its executor broadcasts to every actor of the run)."""
+        """Cancel a running invocation (its node runner broadcasts to every actor of the run)."""
         orchestrator = self._runs.get(invocation_id)
         if orchestrator is None:
             self._early[invocation_id] = None
@@ -231,10 +215,10 @@ def _dump_end(tree: dict[str, Any], final: dict[str, Any] | None, error: Excepti
 
 
 def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
-    """Attach the executors' host pools before the run (a blocking GCS look-up per host)."""
-    for key, executor in table.items():
-        if key[0] == "_executor" and hasattr(executor, "pool"):
-            executor.pool  # noqa: B018 - the property attaches (and checks) the pool
+    """Attach the node runners' host pools before the run (a blocking GCS look-up per host)."""
+    for key, runner in table.items():
+        if key[0] == "_node_runner" and hasattr(runner, "pool"):
+            runner.pool  # noqa: B018 - the property attaches (and checks) the pool
 
 
 _ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0}
@@ -294,7 +278,7 @@ class OrchestratorClient:
     def __init__(self, orchestrator: MultiAgentBase) -> None:
         ensure_initialized()
         self.namespace = current_namespace()
-        kind = "swarm" if type(orchestrator).__name__ == "Swarm" else "graph"
+        kind = "swarm" if isinstance(orchestrator, Swarm) else "graph"
         wanted = str(orchestrator.id)
         options = _actor_options()
         actor = None
@@ -377,14 +361,7 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
         generator = client.actor.stream.remote(invocation_id, payload, task, invocation_state, options)
         if cancelled is not None and cancelled():
             client.cancel()  # cancel() landed while the run was being shipped; the actor applies it at start
-        while True:
-            try:
-                ref = await generator.__anext__()
-                item = await ref
-            except StopAsyncIteration:
-                break
-            except RayError as error:
-                raise_translated(error, client.name)
+        async for item in stream_items(generator, client.name):
             kind = item[0]
             if kind in ("event", "save", "batch"):
                 for part in (item[1] if kind == "batch" else [item]):

@@ -1,9 +1,10 @@
 """What crosses between a driver and its orchestrator actor (see :mod:`ray_harness.runtime._orchestrator`).
 
 The orchestrator ships by value, except the objects in its *object table* (the orchestrator and nested
-ones, their nodes, agents, edges, hook registries, executors, locks and session managers), which cross
+ones, their nodes, agents, edges, hook registries, node runners, locks and session managers), which cross
 as references (pickle persistent ids) so both sides keep their own objects; at the end of a run the
-*tree* of their attributes and each agent's state comes back and is written into the driver's objects.
+*tree* of their run states (``MultiAgentBase.run_state()``) and each agent's ``AgentSnapshot`` comes back and
+is applied to the driver's objects through ``apply_run_state()`` and ``Agent.restore()``.
 In the actor, session managers are replaced by a relay that sends their writes back.
 """
 
@@ -20,7 +21,6 @@ from ray import cloudpickle as _cloudpickle
 from ray_harness.multiagent.base import MultiAgentBase
 from ray_harness.multiagent.graph_model import GraphNode
 from ray_harness.multiagent.swarm import SwarmNode
-from ray_harness.runtime._multiagent_node import apply_node_state, pack_node_state
 
 __all__ = ("apply_tree", "by_table", "dump_orchestrator", "dumps", "load_orchestrator", "loads", "object_table",
            "pack_tree")
@@ -30,7 +30,7 @@ cloudpickle: Any = _cloudpickle
 
 # -- what crosses as a reference ------------------------------------------------------------------------------
 
-_ATTRIBUTES = ("hooks", "_executor", "_lock", "session_manager")
+_ATTRIBUTES = ("hooks", "_node_runner", "_lock", "session_manager")
 _NODE_TYPES = (GraphNode, SwarmNode)
 
 
@@ -184,26 +184,24 @@ def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentB
 
 
 def pack_tree(table: dict[tuple[str, ...], Any]) -> dict[str, Any]:
-    """Per orchestrator path: its attributes, its nodes' attributes and its agent nodes' packed state."""
+    """Per orchestrator path: its :class:`~ray_harness.multiagent.base.RunState` and its agent nodes'
+    :class:`~ray_harness.agent.AgentSnapshot`."""
     tree: dict[str, Any] = {}
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
-        path = key[1]
-        nodes = {node_id: dict(vars(node)) for node_id, node in orchestrator.nodes.items()}
-        agents = {node_id: pack_node_state(node.executor) for node_id, node in orchestrator.nodes.items()
-                  if _is_agent(node.executor)}
-        tree[path] = {"orch": dict(vars(orchestrator)), "nodes": nodes, "agents": agents}
+        # Pickled here with the C pickler: a snapshot is plain data and refers to nothing of the table.
+        agents = {node_id: pickle.dumps(node.executor.snapshot(), pickle.HIGHEST_PROTOCOL)
+                  for node_id, node in orchestrator.nodes.items() if _is_agent(node.executor)}
+        tree[key[1]] = {"run": orchestrator.run_state(), "agents": agents}
     return tree
 
 
 def apply_tree(tree: dict[str, Any], table: dict[tuple[str, ...], Any]) -> None:
     for path, part in tree.items():
-        vars(table[("orch", path)]).update(part["orch"])
-        for node_id, attributes in part["nodes"].items():
-            vars(table[("node", path, node_id)]).update(attributes)
-        for node_id, packed in part["agents"].items():
-            apply_node_state(table[("target", path, node_id)], packed)
+        table[("orch", path)].apply_run_state(part["run"])
+        for node_id, snapshot in part["agents"].items():
+            table[("target", path, node_id)].restore(pickle.loads(snapshot))
 
 
 def _is_agent(target: Any) -> bool:

@@ -9,9 +9,9 @@ It adds to the core agent what an actor needs and the agent does not do itself:
   that overtakes its run still lands) and from another thread (Ray runs the
   ``cancel`` method in its own concurrency group).
 * **Snapshots and idempotent retries** (when given a store). After every message
-  added to the history and every completed tool result the runner writes a
-  snapshot: messages, agent state, interrupt state, metrics, the tool results of
-  the running batch and a journal of invocation ids. A restarted actor loads it;
+  added to the history and every completed tool result the runner writes the
+  agent's :class:`~ray_harness.agent.AgentSnapshot`, the tool results of the
+  running batch and a journal of invocation ids. A restarted actor loads it;
   when Ray retries the interrupted call (same invocation id) the runner continues
   that invocation instead of starting it again: completed tools are not re-run,
   only the tool that was running when the process died (at-least-once for that
@@ -31,7 +31,8 @@ from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
-from ray_harness.interrupts import Interrupt, InterruptState
+from ray_harness.interrupts import Interrupt
+from ray_harness.runtime._placement import placed
 from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import prepare_actor_process
@@ -45,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 ConcurrentInvocationMode = Literal["queue", "throw"]
 RESTORE_INTERRUPT_ID = "v1:ray_harness_restore:actor_restart"
-_SNAPSHOT_VERSION = 1
+_JOURNAL_VERSION = 2  # 2: the agent's state is an AgentSnapshot
 _KEPT_RESULTS = 16  # finished invocations remembered for idempotent retries
 _KEPT_CANCELS = 4096
 
@@ -97,7 +98,9 @@ class AgentRunner:
         options = dict(options)
         carrier = options.pop("trace_context", None)
         prepare_actor_process()
-        with attached(carrier):  # the driver's span is the parent of this invocation's spans
+        # The driver's span is the parent of this invocation's spans; a Graph/Swarm the agent runs (a pooled row,
+        # a tool) runs in this process.
+        with attached(carrier), placed("in_process"):
             async for event in self._stream(invocation_id, prompt, options, quiet):
                 yield event
 
@@ -203,43 +206,34 @@ class AgentRunner:
         self._batch_results = {}
         self.persist()
 
-    def snapshot(self) -> dict[str, Any]:
-        agent = self.agent
-        return {
-            "version": _SNAPSHOT_VERSION,
-            "agent_name": agent.name,
-            "agent_id": agent.agent_id,
-            "messages": agent.messages,
-            "state": agent.state.to_dict(),
-            "interrupt_state": agent._interrupt_state.to_dict(),
-            "metrics": agent.event_loop_metrics,
-            "batch_results": self._batch_results,
-            "journal": self._journal,
-        }
+    def journal_entry(self) -> dict[str, Any]:
+        """What the store keeps: the agent's :class:`AgentSnapshot`, the running batch's results, the journal."""
+        return {"version": _JOURNAL_VERSION, "agent": self.agent.snapshot(), "batch_results": self._batch_results,
+                "journal": self._journal}
 
     def persist(self) -> None:
         if self._store is None:
             return
         try:
-            self._store.save(self._key, self.snapshot())
+            self._store.save(self._key, self.journal_entry())
         except Exception:
             # A failed snapshot must not fail the run: the cost is a longer replay after a crash.
             logger.exception("key=<%s> | could not write the agent snapshot", self._key)
 
     def restore(self) -> bool:
-        """Load the last snapshot into the agent; ``False`` when there is none."""
+        """Load the last snapshot into the agent; ``False`` when there is none (or of an older layout)."""
         if self._store is None:
             return False
-        snapshot = self._store.load(self._key)
-        if snapshot is None:
+        entry = self._store.load(self._key)
+        if entry is None:
             return False
-        agent = self.agent
-        agent.messages = list(snapshot["messages"])
-        agent.state._state = dict(snapshot["state"])
-        agent._interrupt_state = InterruptState.from_dict(snapshot["interrupt_state"])
-        agent.event_loop_metrics = snapshot["metrics"]
-        self._batch_results = dict(snapshot["batch_results"])
-        self._journal = OrderedDict(snapshot["journal"])
+        if entry.get("version") != _JOURNAL_VERSION:
+            logger.warning("key=<%s>, version=<%s> | agent snapshot of another layout ignored", self._key,
+                           entry.get("version"))
+            return False
+        self.agent.restore(entry["agent"])
+        self._batch_results = dict(entry["batch_results"])
+        self._journal = OrderedDict(entry["journal"])
         return True
 
     def forget(self) -> None:
@@ -264,7 +258,7 @@ class AgentRunner:
                                      state=agent.state)
         # A tool batch was running. Resume it through the core's interrupt-resume path, which runs only the
         # tools that have no result yet and keeps the completed ones in place.
-        state = agent._interrupt_state
+        state = agent.interrupt_state
         done = {r["toolUseId"]: r for r in state.context.get("tool_results", [])} if state.activated else {}
         done.update({key: value for key, value in self._batch_results.items() if key in use_ids})
         state.interrupts[RESTORE_INTERRUPT_ID] = Interrupt(

@@ -1,12 +1,12 @@
-"""``RayExecutor``: Graph and Swarm on Ray (``build(runtime="ray")``, ``Swarm(..., runtime="ray")``).
+"""``RayNodeRunner``: Graph and Swarm on Ray (``build(runtime="ray")``, ``Swarm(..., runtime="ray")``).
 
 Invoked from a driver, the orchestration (Graph or Swarm: readiness, joins,
 conditions, limits, failure policies, hooks, interrupts) runs in the
 orchestrator actor of that Graph/Swarm (``ray_harness:graph:<id>`` /
 ``ray_harness:swarm:<id>``, see :mod:`ray_harness.runtime._orchestrator`):
-:meth:`RayExecutor.stream_orchestrator` ships the orchestrator there and
+:meth:`RayNodeRunner.stream_orchestrator` ships the orchestrator there and
 streams its events back. It is the same code as with ``runtime="local"``; in
-the actor, a ``RayExecutor`` runs the nodes:
+the actor, a ``RayNodeRunner`` runs the nodes:
 
 * **Agent nodes** run on a pre-started pool of async host actors
   (:func:`~ray_harness.runtime._multiagent_pool.default_pool`, or the pool
@@ -14,10 +14,14 @@ the actor, a ``RayExecutor`` runs the nodes:
   batch becomes parallel remote calls; each node's events stream back as a Ray
   streaming generator and its completion is handled when it arrives. No actor
   is created per node execution.
-* **Node state** travels with the node (see :mod:`ray_harness.runtime._multiagent_node`):
-  the orchestrator's ``Agent`` is shipped by value and its messages, state,
-  interrupt state, metrics and model come back at the end of the node's run,
-  and from the orchestrator actor to the driver at the end of the invocation.
+* **Node state** travels with the node: the orchestrator's ``Agent`` is
+  shipped by value, and its :class:`~ray_harness.agent.AgentSnapshot`
+  (messages, state, interrupt state, conversation manager state, metrics,
+  model state) comes back as the stream's last item, beside the events, and
+  is restored into the orchestrator's agent; the orchestrator actor sends the
+  snapshots to the driver at the end of the invocation. Side effects inside
+  tool or hook objects stay in the host's process, as do changes the run
+  makes to ``invocation_state``.
   The driver's agents stay authoritative, so revisits, ``reset_on_revisit``,
   ``reset_members``, interrupt resume and session restore are the local code paths.
 * **Swarm handoffs** are the same: the next member is shipped to a host with
@@ -26,7 +30,7 @@ the actor, a ``RayExecutor`` runs the nodes:
   learns about the handoff from the member's streamed tool events.
 * **Nested Graph/Swarm nodes** run their own orchestration in the parent's
   orchestrator actor (no actor of their own), their agent nodes on the pool
-  through their own executor.
+  through their own node runner.
 * **RemoteAgent nodes** call their dedicated actor; that actor keeps the
   history (``reset_on_revisit`` is not supported for them).
 * **Cancel** (``graph.cancel()`` / ``swarm.cancel()``) in the driver is one
@@ -39,10 +43,14 @@ the actor, a ``RayExecutor`` runs the nodes:
 must pickle; changes the run makes to it stay there.
 
 A graph or swarm that itself runs inside another Ray actor (an evaluation row
-on a host, a tool of a RemoteAgent) is already placed: it creates no
-orchestrator actor and its nodes run in that actor's process, as with
-``runtime="local"``. Fanning out again from inside a host could wait on the
-host's own event loop.
+on a host, a tool of a RemoteAgent) is already placed — the actor says so for
+the calls it serves (:mod:`ray_harness.runtime._placement`); nothing here asks
+which process it is in: it creates no orchestrator actor and its nodes run in
+that actor's process, as with ``runtime="local"``. Fanning out again from
+inside a host could wait on the host's own event loop.
+
+``runtime=RayRuntime(pool=...)`` is the object form of ``runtime="ray"`` with a
+pool of one's own.
 """
 
 from __future__ import annotations
@@ -56,25 +64,23 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from ray.exceptions import RayError
-
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot, conversation
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult
-from ray_harness.multiagent.executor import LocalExecutor, node_result_from_agent
+from ray_harness.multiagent.node_runner import LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
-from ray_harness.runtime._errors import raise_translated
-from ray_harness.runtime._multiagent_node import NODE_STATE_EVENT, NODE_STATE_KEY, apply_node_state, node_spec
 from ray_harness.runtime._multiagent_pool import default_pool
-from ray_harness.runtime._orchestrator import OrchestratorClient, drive, in_actor, in_orchestrator_process
+from ray_harness.runtime._orchestrator import OrchestratorClient, drive
+from ray_harness.runtime._placement import current_placement
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
 
-__all__ = ("RayExecutor",)
+__all__ = ("RayNodeRunner", "RayRuntime")
 
 logger = logging.getLogger(__name__)
 
 
-class RayExecutor:
+class RayNodeRunner:
     """Runs the nodes of one Graph or Swarm on Ray (see the module docstring).
 
     Args:
@@ -89,7 +95,7 @@ class RayExecutor:
             raise TypeError(f"pool must be an AgentPool, got {type(pool).__name__}")
         self._pool = pool
         self._nodes: dict[str, Any] = {}
-        self._local = LocalExecutor()  # nested orchestrators and the orchestrator-side node state
+        self._local = LocalNodeRunner()  # nested orchestrators and the orchestrator-side node state
         self._cancelled = False
         self._setup()
 
@@ -103,8 +109,6 @@ class RayExecutor:
         self._broadcasts: set[asyncio.Task[Any]] = set()
         self._guard = threading.Lock()  # cancel() may come from another thread
         self._client: OrchestratorClient | None = None  # the driver's orchestrator actor, created lazily
-        # Inside a pooled host or an agent actor, nodes run in that process; in an orchestrator actor, on the pool.
-        self._in_actor = in_actor() and not in_orchestrator_process()
 
     def __getstate__(self) -> dict[str, Any]:
         """What an orchestrator actor needs: the nodes, their initial state, the pool; nothing of this process."""
@@ -126,8 +130,8 @@ class RayExecutor:
         ``quiet``: the actor runs the orchestrator's ``_quiet_stream``, so only interrupt and result events
         (and the end state) cross back to the driver.
         """
-        if in_actor():
-            return None
+        if current_placement() != "driver":
+            return None  # the actor running this call already placed it (see runtime._placement)
         with self._guard:
             self._cancelled = False
         return drive(self._orchestrator_client, orchestrator, task, invocation_state, lambda: self._cancelled,
@@ -155,7 +159,7 @@ class RayExecutor:
         client = self._client
         return None if client is None or client.closed else client.name
 
-    # -- NodeExecutor -------------------------------------------------------------------------------------
+    # -- NodeRunner -------------------------------------------------------------------------------------
 
     def bind(self, nodes: Mapping[str, Any]) -> None:
         self._nodes = dict(nodes)
@@ -171,7 +175,8 @@ class RayExecutor:
                  quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
         # Returns the chosen runner itself: a wrapping generator would cost a layer per node and event.
         target = self._nodes[node_id]
-        if isinstance(target, MultiAgentBase) or (self._in_actor and not isinstance(target, RemoteAgent)):
+        in_process = current_placement() == "in_process"  # stated by the host or agent actor running this call
+        if isinstance(target, MultiAgentBase) or (in_process and not isinstance(target, RemoteAgent)):
             return self._local.run_node(node_id, node_input, invocation_state, quiet=quiet)
         if isinstance(target, RemoteAgent):
             return self._run_remote(node_id, target, node_input, invocation_state)
@@ -191,7 +196,7 @@ class RayExecutor:
             client = self._client
         if client is not None:
             client.cancel()  # a run in the orchestrator actor: it broadcasts from there
-        self._local.cancel()  # nested orchestrators broadcast through their own executors
+        self._local.cancel()  # nested orchestrators broadcast through their own node runners
         if running:
             self._broadcast(self._handle(running))
 
@@ -204,7 +209,7 @@ class RayExecutor:
     def export_node_state(self, node_id: str) -> dict[str, Any]:
         target = self._nodes[node_id]
         if isinstance(target, RemoteAgent):
-            return {"messages": target.messages, "state": target.state.to_dict()}
+            return conversation(target.snapshot()).model_dump()
         return self._local.export_node_state(node_id)
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
@@ -216,7 +221,7 @@ class RayExecutor:
 
     @property
     def pool(self) -> AgentPool:
-        """The host pool of this executor (the shared default pool unless one was given)."""
+        """The host pool of this node runner (the shared default pool unless one was given)."""
         if self._pool is not None:
             return self._pool
         # Liveness of the shared pool is checked once per invocation (a GCS lookup per host).
@@ -237,16 +242,12 @@ class RayExecutor:
             if cancelled:
                 # As in-process, a node that starts after cancel() runs no model call: the host starts it cancelled.
                 await pool.run_handle([run_id]).cancel()
-            async for event in pool.stream(node_spec(agent), node_input, run_id=run_id,
-                                           invocation_state=invocation_state, quiet=quiet):
-                kind = event.get("type")
-                if kind == NODE_STATE_EVENT:
-                    apply_node_state(agent, event["state"])
+            async for event in pool.stream(agent, node_input, run_id=run_id, invocation_state=invocation_state,
+                                           quiet=quiet, snapshot=True):
+                if isinstance(event, AgentSnapshot):
+                    agent.restore(event)  # what the run changed, even when it failed (the exception follows)
                     continue
-                if kind == "result":
-                    if NODE_STATE_KEY in event:
-                        event = dict(event)
-                        apply_node_state(agent, event.pop(NODE_STATE_KEY))
+                if event.get("type") == "result":
                     result = event["result"]
                 yield event
         finally:
@@ -268,20 +269,12 @@ class RayExecutor:
             cancelled = self._cancelled
         started = time.monotonic()
         result: AgentResult | None = None
-        actor = remote.actor
         try:
             if cancelled:
-                await actor.cancel.remote(invocation_id)
-            options = {"limits": None, "structured_output_model": None, "invocation_state": dict(invocation_state)}
-            generator = actor.stream.remote(invocation_id, node_input, options, False)
-            while True:
-                try:
-                    ref = await generator.__anext__()
-                    event = await ref
-                except StopAsyncIteration:
-                    break
-                except RayError as error:
-                    raise_translated(error, remote.actor_name)
+                await remote.actor.cancel.remote(invocation_id)
+            # The RemoteAgent's own client: trace context, re-send after a restart, cancel when we stop early.
+            options = remote._options(invocation_state, None, None)
+            async for event in remote._stream_invocation(invocation_id, node_input, options):
                 if event.get("type") == "result":
                     result = event["result"]
                 yield event
@@ -289,8 +282,6 @@ class RayExecutor:
             with self._guard:
                 if self._remote.get(node_id, (None, None))[1] == invocation_id:
                     del self._remote[node_id]
-            if result is None:
-                actor.cancel.remote(invocation_id)  # the consumer stopped early: stop the actor too
         if result is None:
             raise RuntimeError(f"Node '{node_id}' did not produce a result event")
         yield node_result_from_agent(result, started)
@@ -324,6 +315,27 @@ class RayExecutor:
         self._broadcasts.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.warning("prefix=<%s>, error=<%s> | cancel broadcast failed", self._prefix, task.exception())
+
+
+class RayRuntime:
+    """``runtime=RayRuntime(pool=...)``: Graph/Swarm nodes on Ray, agent nodes on ``pool``.
+
+    Args:
+        pool: The host pool for agent nodes; default: the namespace's shared pool (as ``runtime="ray"``).
+    """
+
+    name = "ray"
+
+    def __init__(self, pool: AgentPool | None = None) -> None:
+        if pool is not None and not isinstance(pool, AgentPool):
+            raise TypeError(f"pool must be an AgentPool, got {type(pool).__name__}")
+        self.pool = pool
+
+    def node_runner(self) -> RayNodeRunner:
+        return RayNodeRunner(self.pool)
+
+    def __repr__(self) -> str:
+        return f"RayRuntime(pool={self.pool!r})"
 
 
 class _InvocationCancel:

@@ -34,12 +34,14 @@ import copy
 import functools
 import gc
 import os
+import pickle
 import threading
 import time
 import uuid
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -48,11 +50,12 @@ from ray.exceptions import RayError
 from ray_harness.agent.agent import run_sync
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
 from ray_harness.models.rate_limit import register_rate_limits
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, raise_translated, translate
+from ray_harness.runtime._errors import await_ref, call_sync, stream_items, translate
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec, cloudpickle
 from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
@@ -121,19 +124,27 @@ class AgentHost:
             self._unregister(run_id)
 
     async def stream(self, run_id: str, spec: AgentSpec, prompt: Any, options: dict[str, Any],
-                     agent_key: str | None, include_model_events: bool, quiet: bool = False
-                     ) -> AsyncGenerator[dict[str, Any], None]:
+                     agent_key: str | None, include_model_events: bool, quiet: bool = False, snapshot: bool = False
+                     ) -> AsyncGenerator[dict[str, Any] | AgentSnapshot | _ResultAndSnapshot, None]:
         runner = self._runner_for(run_id, spec, agent_key)
         self._register(run_id, runner)
         try:
             async for event in runner.stream(run_id, prompt, options, quiet=quiet):
                 kind = event.get("type")
-                if quiet:
+                if snapshot and kind == "result":
+                    # Control data beside the event, never inside it; one Ray object for both (a streamed item
+                    # costs a round trip per node).
+                    yield _ResultAndSnapshot(event, pickle.dumps(runner.agent.snapshot(), pickle.HIGHEST_PROTOCOL))
+                elif quiet:
                     # A quiet agent still reports these (its runner may persist them); the caller does not.
                     if kind not in _QUIET_DROPPED:
                         yield event
                 elif include_model_events or kind != "model_event":
                     yield event
+        except Exception:
+            if snapshot:  # a failed run still advanced the model and rolled the history back
+                yield runner.agent.snapshot()
+            raise
         finally:
             self._unregister(run_id)
 
@@ -206,6 +217,16 @@ class AgentHost:
 
 
 _QUIET_DROPPED = frozenset({"tool_result", "interrupt"})
+
+
+@dataclass(frozen=True)
+class _ResultAndSnapshot:
+    """A run's result event and its agent's snapshot, as one streamed item (``stream(snapshot=True)``)."""
+
+    event: dict[str, Any]
+    snapshot: bytes
+    """The pickled ``AgentSnapshot``: plain data, so the C pickler packs it (cloudpickle, which Ray would
+    use, calls back into Python for every object inside)."""
 _HOST_GC_YOUNG = 300_000
 _HOST_GC_MIDDLE = 20
 
@@ -567,12 +588,14 @@ class AgentPool:
     async def stream(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
                      agent_key: str | None = None, invocation_state: dict[str, Any] | None = None,
                      limits: Limits | None = None, structured_output_model: type | None = None,
-                     include_model_events: bool = False, quiet: bool = False
-                     ) -> AsyncGenerator[dict[str, Any], None]:
+                     include_model_events: bool = False, quiet: bool = False, snapshot: bool = False
+                     ) -> AsyncGenerator[dict[str, Any] | AgentSnapshot, None]:
         """Like :meth:`run`, yielding the agent's events as they happen (last: ``{"type": "result"}``).
 
         ``quiet=True``: the agent runs quiet in the host and only its ``result`` event comes back (each
         streamed event is a Ray object; a graph node run for ``invoke_async`` needs none of the others).
+        ``snapshot=True``: after the result (or before the run's exception) comes the agent's
+        :class:`~ray_harness.agent.AgentSnapshot`, as the host left it.
         """
         options = self._options(invocation_state, limits, structured_output_model)
         spec = self._spec(agent_or_factory)
@@ -581,16 +604,15 @@ class AgentPool:
         finished = False
         try:
             generator = self._hosts[index].stream.remote(run_id, spec, prompt, options, agent_key,
-                                                         include_model_events, quiet)
-            while True:
-                try:
-                    ref = await generator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except RayError as error:
-                    raise_translated(error, name)
-                event = await await_ref(ref, name)
-                finished = event.get("type") == "result"
+                                                         include_model_events, quiet, snapshot)
+            async for event in stream_items(generator, name):
+                if isinstance(event, _ResultAndSnapshot):
+                    finished = True
+                    yield event.event
+                    yield pickle.loads(event.snapshot)
+                    continue
+                if not isinstance(event, AgentSnapshot):
+                    finished = event.get("type") == "result"
                 yield event
             if not finished:
                 # Pooled runs are not snapshotted: a host that died mid-stream ends it early. Say so.

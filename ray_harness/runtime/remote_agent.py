@@ -27,9 +27,10 @@ from ray.exceptions import RayError
 
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.agent.state import AgentState
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
+from ray_harness.runtime._errors import await_ref, call_sync, stream_items
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._store import FileAgentStore
@@ -94,6 +95,9 @@ class AgentActor:
 
     async def get_state(self) -> dict[str, Any]:
         return self._runner.agent.state.to_dict()
+
+    async def snapshot(self) -> AgentSnapshot:
+        return self._runner.agent.snapshot()
 
     async def forget(self) -> None:
         self._runner.forget()
@@ -260,18 +264,17 @@ class RemoteAgent:
         Closing the iteration early cancels the invocation.
         """
         options = self._options(invocation_state, limits, structured_output_model)
-        invocation_id = uuid.uuid4().hex
+        async for event in self._stream_invocation(uuid.uuid4().hex, prompt, options, include_model_events):
+            yield event
+
+    async def _stream_invocation(self, invocation_id: str, prompt: Any, options: dict[str, Any],
+                                 include_model_events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
+        """One invocation's events under the caller's id (a cancel for that id lands even before it starts);
+        sent again after a restart; cancelled in the actor when the consumer stops early."""
         generator = self._actor.stream.remote(invocation_id, prompt, options, include_model_events)
         finished = False
         try:
-            while True:
-                try:
-                    ref = await generator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except RayError as error:
-                    raise_translated(error, self.actor_name)
-                event = await await_ref(ref, self.actor_name)
+            async for event in stream_items(generator, self.actor_name):
                 if event.get("type") == "result":
                     finished = True
                 yield event
@@ -309,6 +312,13 @@ class RemoteAgent:
 
     async def get_state_async(self) -> AgentState:
         return AgentState(await await_ref(self._actor.get_state.remote(), self.actor_name))
+
+    def snapshot(self) -> AgentSnapshot:
+        """The actor's agent state now, as an :class:`~ray_harness.agent.AgentSnapshot`."""
+        return call_sync(self._actor.snapshot.remote(), self.actor_name)  # type: ignore[no-any-return]
+
+    async def snapshot_async(self) -> AgentSnapshot:
+        return await await_ref(self._actor.snapshot.remote(), self.actor_name)
 
     def info(self) -> dict[str, Any]:
         """The actor's view: agent name and id, process id, whether it restored a snapshot, busy."""

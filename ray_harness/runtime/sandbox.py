@@ -30,7 +30,7 @@ import ray
 from ray.exceptions import RayError
 
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, raise_translated
+from ray_harness.runtime._errors import await_ref, call_sync, stream_items
 from ray_harness.sandbox._process import add_group_listener
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
@@ -201,14 +201,7 @@ class RemoteSandbox(Sandbox):
     async def _stream(self, generator: Any) -> Stream:
         finished = False
         try:
-            while True:
-                try:
-                    ref = await generator.__anext__()
-                except StopAsyncIteration:
-                    break
-                except RayError as error:
-                    raise_translated(error, self.actor_name)
-                item = await await_ref(ref, self.actor_name)
+            async for item in stream_items(generator, self.actor_name):
                 finished = isinstance(item, ExecutionResult)
                 yield item
         finally:

@@ -29,6 +29,7 @@ from google.protobuf.struct_pb2 import Value
 
 from ray_harness.multiagent._persistence import load_state, save_state
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, Status
+from ray_harness.runtime._placement import placed
 from ray_harness.serve._store import TERMINAL, TaskRecords
 from ray_harness.session.manager import RepositorySessionManager
 
@@ -205,6 +206,12 @@ class HarnessExecutor(AgentExecutor):
     # -- the run --------------------------------------------------------------------------------------
 
     async def _run_target(self, target: Any, prompt: Any, updater: TaskUpdater, streaming: bool) -> Any:
+        # A task's Graph/Swarm runs in this replica, as runtime="local" would: an orchestrator actor per task
+        # would cost an actor start on every request (the task is already one of many on a pool of replicas).
+        with placed("in_process"):
+            return await self._run_placed(target, prompt, updater, streaming)
+
+    async def _run_placed(self, target: Any, prompt: Any, updater: TaskUpdater, streaming: bool) -> Any:
         if not streaming:
             return await target.invoke_async(prompt)
         result = None

@@ -288,7 +288,7 @@ class RepositorySessionManager(SessionManager):
         return {
             "state": agent.state.to_dict(),
             "conversation_manager_state": agent.conversation_manager.get_state(),
-            "interrupt_state": agent._interrupt_state.to_dict(),
+            "interrupt_state": agent.interrupt_state.to_dict(),
             "pending_tool_results": tracker.pending,
         }
 
@@ -323,16 +323,17 @@ class RepositorySessionManager(SessionManager):
         if pinned + removed > len(stored):
             raise SessionException(f"inconsistent session file {where}: the conversation manager state says {removed} messages were removed "
                                    f"after {pinned} pinned ones, but only {len(stored)} messages are stored")
-        agent.messages = [*stored[:pinned], *(prefix or []), *stored[pinned + removed:]]
-        agent.state = state
-        agent._interrupt_state = interrupts
+        # The conversation manager took its state above (it computes the prefix); the rest lands as one snapshot.
+        agent.restore(agent.snapshot().model_copy(update={
+            "messages": [*stored[:pinned], *(prefix or []), *stored[pinned + removed:]],
+            "state": state.to_dict(), "interrupt_state": interrupts.to_dict(), "conversation_manager_state": None}))
         tracker.agent_json = json.dumps(encode_json(self._agent_payload(agent, tracker)), sort_keys=True,
                                         ensure_ascii=False)
         return tracker
 
     def _repair_dangling_tool_use(self, agent: Agent, tracker: _Tracker) -> None:
         messages = agent.messages
-        if agent._interrupt_state.activated or not messages or messages[-1]["role"] != "assistant":
+        if agent.interrupt_state.activated or not messages or messages[-1]["role"] != "assistant":
             return
         ids = _tool_use_ids(messages[-1])
         if not ids:

@@ -34,6 +34,7 @@ from ray_harness.types.content import ContentBlock, Messages
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.streaming import StreamEvent, Usage
 from ray_harness.types.tools import ToolChoice, ToolSpec
+from ray_harness.types.validation import copy_json
 
 __all__ = (
     "ModelCall",
@@ -229,6 +230,34 @@ class ScriptedModel(Model):
             raise answer.error
         async for event in self._events(answer, messages, system_prompt, tool_specs):
             yield event
+
+    # -- state (AgentSnapshot.model_state) ------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """Where the script stands and the recorded calls (the steps are configuration, not state)."""
+        return {"cursor": self._cursor, "calls": [
+            {"messages": copy_json(list(call.messages)), "system_prompt": call.system_prompt,
+             "tool_specs": copy_json(list(call.tool_specs)), "tool_choice": copy_json(call.tool_choice),
+             "index": call.index} for call in self.calls]}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Put back what :meth:`get_state` returned; raises ``ValueError`` naming a bad field."""
+        if not isinstance(state, dict):
+            raise ValueError(f"scripted model state must be a dict, got {type(state).__name__}")
+        cursor = state.get("cursor")
+        if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
+            raise ValueError(f"scripted model state field 'cursor' must be an int >= 0, got {cursor!r}")
+        raw_calls = state.get("calls", [])
+        if not isinstance(raw_calls, list):
+            raise ValueError("scripted model state field 'calls' must be a list")
+        try:
+            calls = [ModelCall(messages=tuple(item["messages"]), system_prompt=item.get("system_prompt"),
+                               tool_specs=tuple(item.get("tool_specs") or ()), tool_choice=item.get("tool_choice"),
+                               index=int(item["index"])) for item in raw_calls]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"scripted model state field 'calls' is invalid: {error!r}") from None
+        self._cursor = cursor
+        self.calls = calls
 
     # -- script handling ---------------------------------------------------------------------------
 

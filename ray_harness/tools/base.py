@@ -33,7 +33,7 @@ class ToolContext:
     def interrupt(self, name: str, reason: Any = None) -> Any:
         """Pause for a human: raises the first time, returns the response after resume."""
         key = interrupt_id("tool_call", str(self.tool_use["toolUseId"]), name)
-        return raise_or_respond(self.agent._interrupt_state, key, name, reason)
+        return raise_or_respond(self.agent.interrupt_state, key, name, reason)
 
 
 class ToolStreamEvent(dict[str, Any]):

@@ -418,12 +418,12 @@ async def test_remote_agent_node_runs_in_its_own_actor_and_can_be_cancelled(ray_
 
 
 def test_ray_is_the_default_runtime(ray_session: Any) -> None:
-    from ray_harness.runtime.multiagent import RayExecutor
+    from ray_harness.runtime.multiagent import RayNodeRunner
 
     builder = GraphBuilder()
     builder.add_node(make_agent("a", text("sync on ray")), "a")
     graph = builder.build()
-    assert graph.runtime == "ray" and isinstance(graph._executor, RayExecutor)
+    assert graph.runtime == "ray" and isinstance(graph._node_runner, RayNodeRunner)
     assert str(graph("t")) == "a: sync on ray"
     assert Swarm([make_agent("solo", text("x"))]).runtime == "ray"
 

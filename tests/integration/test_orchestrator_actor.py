@@ -79,18 +79,18 @@ async def test_the_orchestrator_actor_has_its_documented_name_and_is_reused() ->
     while not is_alive(name):  # exists while the graph runs
         assert time.monotonic() < deadline, f"no actor named {name!r}"
         await asyncio.sleep(0.05)
-    assert graph._executor.orchestrator_actor_name == name
+    assert graph._node_runner.orchestrator_actor_name == name
     assert (await task).status == Status.COMPLETED
     first = actor_of(name)._actor_id
     pid = await actor_of(name).ready.remote()
     assert pid != os.getpid()
     assert (await graph.invoke_async("again")).status == Status.COMPLETED
     assert actor_of(name)._actor_id == first  # no new actor per invocation
-    assert graph._executor.orchestrator_actor_name == name
+    assert graph._node_runner.orchestrator_actor_name == name
     # A second graph with the same id does not share (or take over) the first one's actor.
     other = two_node_graph(graph_id)
     assert (await other.invoke_async("t")).status == Status.COMPLETED
-    assert other._executor.orchestrator_actor_name.startswith(f"{name}-")
+    assert other._node_runner.orchestrator_actor_name.startswith(f"{name}-")
     graph.shutdown()
     other.shutdown()
 
@@ -98,11 +98,11 @@ async def test_the_orchestrator_actor_has_its_documented_name_and_is_reused() ->
 async def test_a_swarm_gets_its_actor_and_default_ids_get_a_unique_suffix() -> None:
     swarm = Swarm([make_agent("solo", text("x"))], runtime="ray")
     assert (await swarm.invoke_async("t")).status == Status.COMPLETED
-    name = swarm._executor.orchestrator_actor_name
+    name = swarm._node_runner.orchestrator_actor_name
     assert name is not None and name.startswith("ray_harness:swarm:default_swarm-") and is_alive(name)
     graph = two_node_graph()
     await graph.invoke_async("t")
-    graph_name = graph._executor.orchestrator_actor_name
+    graph_name = graph._node_runner.orchestrator_actor_name
     assert graph_name is not None and graph_name.startswith("ray_harness:graph:default_graph-")
     swarm.shutdown()
     graph.shutdown()
@@ -121,7 +121,7 @@ async def _gone(name: str, timeout: float = 60.0) -> bool:
 async def test_garbage_collection_and_shutdown_kill_the_actor() -> None:
     graph = two_node_graph()
     await graph.invoke_async("t")
-    name = graph._executor.orchestrator_actor_name
+    name = graph._node_runner.orchestrator_actor_name
     assert name is not None and is_alive(name)
     del graph
     gc.collect()
@@ -129,10 +129,10 @@ async def test_garbage_collection_and_shutdown_kill_the_actor() -> None:
 
     graph = two_node_graph()
     await graph.invoke_async("t")
-    name = graph._executor.orchestrator_actor_name
+    name = graph._node_runner.orchestrator_actor_name
     graph.shutdown()
     assert await _gone(name)
-    assert graph._executor.orchestrator_actor_name is None
+    assert graph._node_runner.orchestrator_actor_name is None
     assert (await graph.invoke_async("after shutdown")).status == Status.COMPLETED  # a new actor
     graph.shutdown()
 
@@ -192,7 +192,7 @@ async def test_cancel_mid_run_stops_every_host(tmp_path: Path) -> None:
     assert sum(host["running"] for host in await pool.stats()) == 0
     await asyncio.sleep(8.5)  # past the tools' own 8 s: a tool that ignored the cancel would have marked by now
     assert not marker.exists(), "a tool kept running after cancel"
-    assert await actor_of(graph._executor.orchestrator_actor_name).running.remote() == []
+    assert await actor_of(graph._node_runner.orchestrator_actor_name).running.remote() == []
     graph.shutdown()
 
 
@@ -248,7 +248,7 @@ async def test_an_unpicklable_graph_is_a_clear_type_error(tmp_path: Path) -> Non
         graph.add_hook(log)
         with pytest.raises(TypeError, match=r"hook registry.*runtime='local'"):
             await graph.invoke_async("t")
-        assert graph._executor.orchestrator_actor_name is None  # nothing was started
+        assert graph._node_runner.orchestrator_actor_name is None  # nothing was started
     finally:
         handle.close()
 
@@ -264,8 +264,8 @@ async def test_nested_orchestrators_run_inside_the_parent_actor() -> None:
     graph = outer.build(runtime="ray")
     result = await graph.invoke_async("t")
     assert result.status == Status.COMPLETED
-    assert graph._executor.orchestrator_actor_name is not None
-    assert inner_graph._executor.orchestrator_actor_name is None and team._executor.orchestrator_actor_name is None
+    assert graph._node_runner.orchestrator_actor_name is not None
+    assert inner_graph._node_runner.orchestrator_actor_name is None and team._node_runner.orchestrator_actor_name is None
     # The nested orchestrators' state and agents came back to the driver.
     assert inner_graph.state.status == Status.COMPLETED
     assert inner_graph.nodes["i1"].executor.messages[-1]["content"] == [{"text": "inner one"}]
@@ -322,14 +322,14 @@ def test_runtime_shutdown_kills_the_orchestrator_actors() -> None:
 
     graph = two_node_graph()
     graph("t")
-    name = graph._executor.orchestrator_actor_name
+    name = graph._node_runner.orchestrator_actor_name
     assert name is not None
     _orchestrator.shutdown_all()  # what runtime.shutdown() does before it disconnects
     deadline = time.monotonic() + 60
     while is_alive(name):
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    assert graph._executor.orchestrator_actor_name is None
+    assert graph._node_runner.orchestrator_actor_name is None
 
 
 def test_orchestrator_spans_are_children_of_the_driver_span(otlp: Any) -> None:  # noqa: F811 - the fixture

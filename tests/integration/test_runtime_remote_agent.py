@@ -261,3 +261,23 @@ async def test_kill_9_mid_stream_still_ends_with_the_result(tmp_path: Path) -> N
         assert (counts.count("a"), counts.count("b")) == (1, 1)  # completed tools did not run again
     finally:
         remote.shutdown()
+
+
+async def test_snapshot_of_a_remote_agent_is_its_actors_state() -> None:
+    from ray_harness import Agent
+    from ray_harness.agent import AgentSnapshot
+    from ray_harness.testing import ScriptedModel
+
+    remote = _remote("tests.integration.agents:calculator", name="snapshot-me")
+    try:
+        await remote.invoke_async("what is 2 + 3?")
+        snapshot = await remote.snapshot_async()
+        assert isinstance(snapshot, AgentSnapshot)
+        assert snapshot.messages == await remote.get_messages_async()
+        assert snapshot.metrics.cycle_count >= 1 and snapshot.model_state is not None
+        # The snapshot is the actor's state, restorable into an in-process agent with the same agent_id.
+        local = Agent(ScriptedModel(["unused"]), agent_id=snapshot.agent_id)
+        local.restore(AgentSnapshot.model_validate_json(remote.snapshot().model_dump_json()))
+        assert local.messages == snapshot.messages
+    finally:
+        remote.shutdown()

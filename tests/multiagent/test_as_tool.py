@@ -151,30 +151,32 @@ async def test_fresh_instances_resume_from_the_json_of_the_parent(scenario: str,
 
 def test_parked_turn_round_trips_through_json() -> None:
     child = Agent(ScriptedModel(), messages=[{"role": "user", "content": [{"text": "q"}]}], state={"k": [1, 2]})
-    child._interrupt_state.interrupts["i-1"] = Interrupt(id="i-1", name="ask", reason={"why": "x"})
-    child._interrupt_state.context = {"tool_use_message": {"role": "assistant", "content": []}, "tool_results": []}
-    child._interrupt_state.activate()
-    turn = ParkedTurn.capture(child, [child._interrupt_state.interrupts["i-1"]],
-                              {"messages": [], "state": {"k": []}})
+    child.interrupt_state.interrupts["i-1"] = Interrupt(id="i-1", name="ask", reason={"why": "x"})
+    child.interrupt_state.context = {"tool_use_message": {"role": "assistant", "content": []}, "tool_results": []}
+    child.interrupt_state.activate()
+    baseline = Agent(ScriptedModel(), state={"k": []}).snapshot()
+    turn = ParkedTurn.capture(child, [child.interrupt_state.interrupts["i-1"]], baseline)
     again = ParkedTurn.from_dict(_json(turn.to_dict()))
     assert again == turn
+    assert again.snapshot.model_state is None  # only the conversation is parked
     fresh = Agent(ScriptedModel())
     again.load_into(fresh)
     assert fresh.messages == child.messages and fresh.state.get() == {"k": [1, 2]}
-    assert fresh._interrupt_state.to_dict() == child._interrupt_state.to_dict()
+    assert fresh.interrupt_state.to_dict() == child.interrupt_state.to_dict()
     assert [(i.id, i.name, i.reason) for i in again.interrupts("v1:agent_as_tool:t:")] == [
         ("v1:agent_as_tool:t:i-1", "ask", {"why": "x"})]
 
 
 @pytest.mark.parametrize(("change", "field"), [
     ({"version": 99}, "version"),
-    ({"messages": "nope"}, "'messages'"),
+    ({"snapshot": {"agent_id": "a", "name": "n", "messages": "nope"}}, "snapshot.messages"),
     ({"interrupt_ids": None}, "'interrupt_ids'"),
-    ({"baseline": {"messages": []}}, "'baseline'"),
-    ({"interrupt_state": {"interrupts": {"x": {"name": "n"}}}}, "interrupts.x"),
+    ({"baseline": {"messages": []}}, "baseline.agent_id"),
+    ({"snapshot": {"agent_id": "a", "name": "n", "interrupt_state": {"interrupts": {"x": {"name": "n"}}}}},
+     "interrupts.x"),
 ])
 def test_a_bad_parked_turn_names_the_field(change: dict[str, Any], field: str) -> None:
-    data = ParkedTurn(interrupt_ids=["i"], messages=[], state={}, interrupt_state={}).to_dict()
+    data = ParkedTurn(interrupt_ids=["i"], snapshot=Agent(ScriptedModel()).snapshot()).to_dict()
     with pytest.raises(RayHarnessError, match=re.escape(field)):
         ParkedTurn.from_dict({**data, **change})
 
@@ -187,9 +189,10 @@ async def test_the_child_is_free_while_the_parent_holds_its_turn(tmp_path: Path)
     assert first.stop_reason == "interrupt"
     assert ops.messages == baseline and not ops._interrupt_state.activated and ops.state.get() == {"role": "ops"}
     turn = ParkedTurn.from_dict(parent._interrupt_state.context[PARKED_TURNS_KEY]["p-1"])
-    assert len(turn.messages) == len(baseline) + 2 and turn.baseline == {"messages": baseline,
-                                                                          "state": {"role": "ops"}}
-    assert turn.state == {"role": "ops", "checked": "db"}
+    assert len(turn.snapshot.messages) == len(baseline) + 2
+    assert turn.baseline is not None
+    assert (turn.baseline.messages, turn.baseline.state) == (baseline, {"role": "ops"})
+    assert turn.snapshot.state == {"role": "ops", "checked": "db"}
 
 
 async def test_preserve_context_child_keeps_its_paused_turn_too(tmp_path: Path) -> None:
@@ -198,7 +201,7 @@ async def test_preserve_context_child_keeps_its_paused_turn_too(tmp_path: Path) 
     ops = children["ops"]
     assert ops._interrupt_state.activated and len(ops.messages) == 4  # hi/ready + prompt, tool use
     turn = ParkedTurn.from_dict(parent._interrupt_state.context[PARKED_TURNS_KEY]["p-1"])
-    assert turn.baseline is None and turn.messages == ops.messages
+    assert turn.baseline is None and turn.snapshot.messages == ops.messages
 
 
 async def test_only_the_answered_child_runs_the_other_is_parked_again(tmp_path: Path) -> None:
@@ -255,3 +258,25 @@ async def test_an_answer_without_a_parked_turn_is_refused_not_run_from_scratch(t
     done = await parent.invoke_async(_answers(first.interrupts))
     assert "did NOT run" in str(done)
     assert len(children["ops"].model.calls) == 1  # type: ignore[attr-defined]
+
+
+async def test_a_child_busy_with_another_caller_is_left_alone() -> None:
+    gate, started = asyncio.Event(), asyncio.Event()
+
+    async def wait(call: Any) -> str:
+        started.set()
+        await gate.wait()
+        return "child done"
+
+    child = Agent(ScriptedModel([wait]), name="child")
+    parent = Agent(ScriptedModel([tool_call("child", {"input": "hi"}, tool_use_id="c-1"), "parent done"]),
+                   tools=[child.as_tool()], name="parent")
+    direct = asyncio.create_task(child.invoke_async("direct"))
+    await started.wait()  # the direct invocation holds the child
+    result = await parent.invoke_async("go")
+    assert result.text == "parent done"
+    tool_result = parent.messages[2]["content"][0]["toolResult"]
+    assert tool_result["status"] == "error" and "already running" in tool_result["content"][0]["text"]
+    assert child.messages[0]["content"][0]["text"] == "direct"  # not reset under the running invocation
+    gate.set()
+    assert (await direct).text == "child done"

@@ -358,7 +358,7 @@ def test_builder_validation() -> None:
 def test_ray_runtime_without_the_ray_executor_is_a_clear_import_error() -> None:
     builder = GraphBuilder()
     builder.add_node(make_agent("a"), "a")
-    with pytest.raises(ImportError, match=r"runtime='ray' needs ray_harness.runtime.multiagent.RayExecutor"):
+    with pytest.raises(ImportError, match=r"runtime='ray' needs ray_harness.runtime.multiagent.RayNodeRunner"):
         builder.build(runtime="ray")
 
 

@@ -1,11 +1,14 @@
-"""Where nodes run: the ``NodeExecutor`` protocol and the in-process ``LocalExecutor``.
+"""Where nodes run: the ``NodeRunner`` protocol and the in-process ``LocalNodeRunner``.
 
 Graph and Swarm decide *what* runs and *when* (:mod:`ray_harness.multiagent._scheduling`);
-an executor only runs one node at a time on request and reports what it did.
+a node runner only runs one node at a time on request and reports what it did.
+(A node's *executor* is the agent or orchestrator it wraps, ``GraphNode.executor``, as in
+Strands; the node runner is what runs it.)
 ``runtime="local"`` runs nodes as asyncio tasks in this process;
-``runtime="ray"`` loads ``ray_harness.runtime.multiagent.RayExecutor``, which
-implements the same protocol with actors. Swapping executors never changes the
-semantics, because none of them live here.
+``runtime="ray"`` (registered by the package root, see :mod:`ray_harness._runtimes`)
+builds ``ray_harness.runtime.multiagent.RayNodeRunner``, which implements the same
+protocol with actors; a runtime object's ``node_runner()`` is used as given.
+Swapping node runners never changes the semantics, because none of them live here.
 
 Contract of ``run_node(node_id, node_input, invocation_state)``: an async
 generator that yields the node's own stream events (dicts) and, last, a
@@ -15,30 +18,28 @@ propagates out of the generator unchanged; the orchestrator turns it into a
 FAILED result and applies its failure policy. Timeouts are the orchestrator's:
 it cancels the consuming task (and calls ``cancel_node``).
 
-Optional: an executor may also run the *orchestration* elsewhere. When it has
+Optional: a node runner may also run the *orchestration* elsewhere. When it has
 ``stream_orchestrator(orchestrator, task, invocation_state)`` returning an async
 generator of the invocation's events (or None to run it here), Graph and Swarm
 delegate their whole invocation to it at the entry of ``stream_async``
-(:func:`delegated_stream`); the Ray executor runs it in the orchestrator's
-actor. ``shutdown()``, when present, releases what the executor holds
+(:func:`delegated_stream`); the Ray node runner runs it in the orchestrator's
+actor. ``shutdown()``, when present, releases what the node runner holds
 (``MultiAgentBase.shutdown``).
 """
 
 from __future__ import annotations
 
-import copy
-import importlib
 import threading
 import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from ray_harness._runtimes import node_runner, register
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.state import AgentState
-from ray_harness.interrupts import InterruptState
+from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
 
-__all__ = ("DEFAULT_RUNTIME", "LocalExecutor", "NodeExecutor", "delegated_stream", "make_executor",
+__all__ = ("DEFAULT_RUNTIME", "LocalNodeRunner", "NodeRunner", "delegated_stream", "make_node_runner",
            "node_result_from_agent", "node_result_from_multiagent", "node_type")
 
 DEFAULT_RUNTIME = "ray"
@@ -46,7 +47,7 @@ DEFAULT_RUNTIME = "ray"
 
 
 @runtime_checkable
-class NodeExecutor(Protocol):
+class NodeRunner(Protocol):
     """Runs the nodes of one orchestrator. One instance per Graph/Swarm."""
 
     runtime: str
@@ -62,7 +63,7 @@ class NodeExecutor(Protocol):
         """Run one node; yields its events, then its ``NodeResult``.
 
         ``quiet=True``: the orchestrator forwards none of the node's events, so the node need not produce
-        them (an executor may still yield some; only the ``NodeResult`` matters).
+        them (a node runner may still yield some; only the ``NodeResult`` matters).
         """
 
     def cancel_node(self, node_id: str) -> None:
@@ -75,19 +76,19 @@ class NodeExecutor(Protocol):
         """Restore the node's conversation and state to what they were when it was bound."""
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
-        """A JSON-serializable snapshot of the node's conversation, state and interrupt state."""
+        """The node's conversation (an ``AgentSnapshot`` without model state and metrics) as JSON-ready data."""
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
         """Restore a snapshot made by :meth:`export_node_state`."""
 
 
-def delegated_stream(executor: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
+def delegated_stream(runner: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
                      *, quiet: bool = False) -> AsyncGenerator[dict[str, Any], None] | None:
-    """The invocation's events when ``executor`` runs the orchestration elsewhere, else None (run it here).
+    """The invocation's events when ``runner`` runs the orchestration elsewhere, else None (run it here).
 
     ``quiet``: the caller wants only the result (see ``MultiAgentBase._quiet_stream``).
     """
-    method = getattr(executor, "stream_orchestrator", None)
+    method = getattr(runner, "stream_orchestrator", None)
     if method is None:
         return None
     return method(orchestrator, task, invocation_state, quiet=quiet)  # type: ignore[no-any-return]
@@ -122,22 +123,23 @@ def node_result_from_multiagent(result: MultiAgentResult) -> NodeResult:
                       interrupts=list(result.interrupts), accumulated_cost_usd=result.accumulated_cost_usd)
 
 
-class LocalExecutor:
+class LocalNodeRunner:
     """Runs nodes in this process and event loop (``runtime="local"``)."""
 
     runtime = "local"
 
     def __init__(self) -> None:
         self._nodes: dict[str, Any] = {}
-        self._initial: dict[str, dict[str, Any]] = {}
+        self._initial: dict[str, AgentSnapshot] = {}
         self._running: set[str] = set()
         self._signals: dict[str, threading.Event] = {}
         self._cancelled = False
 
     def bind(self, nodes: Mapping[str, Any]) -> None:
         self._nodes = dict(nodes)
-        self._initial = {node_id: self.export_node_state(node_id) for node_id, target in self._nodes.items()
-                         if not isinstance(target, MultiAgentBase)}
+        # Agents, and whatever else can snapshot itself (e.g. a RemoteAgent, which asks its actor).
+        self._initial = {node_id: conversation(target.snapshot()) for node_id, target in self._nodes.items()
+                         if not isinstance(target, MultiAgentBase) and callable(getattr(target, "restore", None))}
 
     def start_invocation(self) -> None:
         self._cancelled = False
@@ -197,17 +199,14 @@ class LocalExecutor:
     def reset_node(self, node_id: str) -> None:
         initial = self._initial.get(node_id)
         if initial is not None:
-            self.import_node_state(node_id, initial)
+            target = self._nodes[node_id]
+            target.restore(replace_conversation(target.snapshot(), initial))
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
         target = self._nodes[node_id]
         if isinstance(target, MultiAgentBase):
             return {"multiagent": target.serialize_state()}
-        return {
-            "messages": copy.deepcopy(target.messages),
-            "state": target.state.get(),
-            "interrupt_state": target._interrupt_state.to_dict(),
-        }
+        return conversation(target.snapshot()).model_dump()
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
         target = self._nodes[node_id]
@@ -215,23 +214,19 @@ class LocalExecutor:
             if "multiagent" in data:
                 target.deserialize_state(data["multiagent"])
             return
-        target.messages = copy.deepcopy(data.get("messages") or [])
-        target.state = AgentState(data.get("state") or {})
-        target._interrupt_state = InterruptState.from_dict(data.get("interrupt_state") or {})
+        import_conversation(target, data)
 
 
-def make_executor(runtime: str) -> NodeExecutor:
-    """The executor for ``runtime`` ("local" or "ray"); the Ray one is imported only when asked for."""
-    if runtime == "local":
-        return LocalExecutor()
-    if runtime == "ray":
-        try:
-            module = importlib.import_module("ray_harness.runtime.multiagent")
-            executor_class = module.RayExecutor
-        except (ImportError, AttributeError) as error:
-            raise ImportError(
-                "runtime='ray' needs ray_harness.runtime.multiagent.RayExecutor, which could not be imported "
-                f"({error}). Install ray_harness with Ray support, or use runtime='local'."
-            ) from error
-        return executor_class()  # type: ignore[no-any-return]
-    raise ValueError(f"runtime must be 'local' or 'ray', got {runtime!r}")
+def import_conversation(agent: Any, data: dict[str, Any]) -> None:
+    """Restore a node's conversation exported by ``export_node_state`` (or by a version that wrote only
+    ``messages``/``state``/``interrupt_state``), keeping the agent's model and metrics as they are."""
+    saved = AgentSnapshot.model_validate({"agent_id": agent.agent_id, "name": agent.name, **data})
+    agent.restore(replace_conversation(agent.snapshot(), saved))
+
+
+def make_node_runner(runtime: Any) -> NodeRunner:
+    """The node runner for ``runtime``: "local", "ray" (registered by the package root) or a runtime object."""
+    return node_runner(runtime)  # type: ignore[no-any-return]
+
+
+register("local", LocalNodeRunner)

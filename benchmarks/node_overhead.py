@@ -1,0 +1,86 @@
+"""Per-node orchestration overhead: a chain of 200 sequential nodes whose models answer at once.
+
+With no model latency and one node ready at a time, a graph invocation's wall time divided by its
+node count is what the runtime costs per node hop: on Ray, the orchestrator actor submitting the node
+to a pooled host, the host running one model turn and the node's result and state coming back. The
+graph is built once and invoked ``repeats`` times after a warm-up (histories cleared before each run);
+the figure is the median over the runs, in ms per node.
+
+    python -m benchmarks.node_overhead [--nodes 200] [--repeats 3] [--runtime ray|local|both] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from typing import Any
+
+from ray_harness import Agent, GraphBuilder
+from ray_harness.testing import ScriptedModel
+
+NODES = 200
+
+
+def chain(nodes: int, runtime: str) -> Any:
+    builder = GraphBuilder()
+    for i in range(nodes):
+        builder.add_node(Agent(ScriptedModel("ok", loop=True, record_calls=False), name=f"n{i}",
+                               retry_strategy=None), f"n{i}")
+        if i:
+            builder.add_edge(f"n{i - 1}", f"n{i}")
+    return builder.build(runtime=runtime)
+
+
+async def per_node_ms(nodes: int, runtime: str, repeats: int) -> list[float]:
+    graph = chain(nodes, runtime)
+    samples: list[float] = []
+    try:
+        for run in range(repeats + 1):  # the first run is the warm-up (actor start, pool, imports)
+            for node in graph.nodes.values():
+                node.executor.messages.clear()
+            started = time.perf_counter()
+            result = await graph.invoke_async("go")
+            elapsed = time.perf_counter() - started
+            if result.completed_nodes != nodes:
+                raise RuntimeError(f"chain did not complete: {result.status}, {result.completed_nodes}/{nodes}")
+            if run:
+                samples.append(elapsed * 1000 / nodes)
+    finally:
+        graph.shutdown()
+    return samples
+
+
+def run_suite(*, quick: bool = False) -> list[dict[str, Any]]:
+    nodes, repeats = (20, 1) if quick else (NODES, 3)
+    rows = []
+    for runtime in ("ray", "local"):
+        samples = asyncio.run(per_node_ms(nodes, runtime, repeats))
+        rows.append({"suite": "node_overhead", "name": f"{nodes} sequential 0-latency nodes ({runtime})",
+                     "unit": "ms per node", "median": statistics.median(samples), "min": min(samples),
+                     "max": max(samples)})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=NODES)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--runtime", choices=("ray", "local", "both"), default="both")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    report: dict[str, Any] = {}
+    for runtime in (("ray", "local") if args.runtime == "both" else (args.runtime,)):
+        samples = asyncio.run(per_node_ms(args.nodes, runtime, args.repeats))
+        report[runtime] = samples
+        print(f"{runtime}: {statistics.median(samples):.2f} ms per node "
+              f"({min(samples):.2f}-{max(samples):.2f}) over {args.nodes} sequential nodes")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""``AgentSnapshot``: an agent's state as one validated, versioned, frozen value.
+
+What an agent *is* between invocations — its conversation, its agent state, its
+pending interrupts, its conversation manager's bookkeeping, its accumulated
+metrics and (when the model implements ``get_state()``/``set_state()``) its
+model's state — as a pydantic model. ``Agent.snapshot()`` takes one,
+``Agent.restore()`` puts one back; sessions, the runtime's journal, graph/swarm
+node shipping and agent-as-tool parking all use this type, so an agent's state
+crosses processes and storage in exactly one shape.
+
+Configuration (model, tools, hooks, prompts, name) is not state: a snapshot
+never carries it, and restoring one never changes it.
+
+JSON: ``model_dump_json()`` / ``model_validate_json()`` round-trip (bytes in
+messages, e.g. images, travel as base64).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from ray_harness.interrupts import InterruptState
+from ray_harness.types.content import Message
+from ray_harness.types.exceptions import RayHarnessError
+from ray_harness.types.validation import copy_json
+
+__all__ = ("SCHEMA_VERSION", "AgentSnapshot", "SnapshotMetrics", "SnapshotToolMetrics", "conversation",
+           "replace_conversation", "restore_snapshot", "take_snapshot")
+
+SCHEMA_VERSION = 1
+"""The snapshot schema this ray_harness writes and the newest it restores."""
+
+# defer_build: the schema (Converse messages) is built on first validation, not at `import ray_harness`.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64", defer_build=True)
+
+
+def _zero_usage() -> dict[str, int]:
+    return {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+
+
+class SnapshotToolMetrics(BaseModel):
+    """Counters of one tool (``EventLoopMetrics.tool_metrics[name]``)."""
+
+    model_config = _CONFIG
+
+    call_count: int = 0
+    success_count: int = 0
+    error_count: int = 0
+    total_time: float = 0.0
+
+
+class SnapshotMetrics(BaseModel):
+    """The agent's ``EventLoopMetrics``: accumulated usage, cost, cycle counts, tool counters."""
+
+    model_config = _CONFIG
+
+    cycle_count: int = 0
+    model_calls: int = 0
+    accumulated_usage: dict[str, int] = Field(default_factory=_zero_usage)
+    accumulated_metrics: dict[str, int] = Field(default_factory=lambda: {"latencyMs": 0})
+    accumulated_cost_usd: float = 0.0
+    tool_metrics: dict[str, SnapshotToolMetrics] = Field(default_factory=dict)
+    invocation_usage: dict[str, int] = Field(default_factory=_zero_usage)
+    """Usage of the latest invocation (a graph node reports this one, not the cumulative one)."""
+    invocation_cycles: int = 0
+    invocation_cost_usd: float = 0.0
+
+
+class AgentSnapshot(BaseModel):
+    """An agent's state (see the module docstring). Build with ``agent.snapshot()``, apply with ``agent.restore()``."""
+
+    model_config = _CONFIG
+
+    schema_version: int = Field(default=SCHEMA_VERSION, ge=1)
+    """Parsing a newer version is allowed; ``Agent.restore()`` refuses it."""
+    agent_id: str
+    name: str
+    messages: list[Message] = Field(default_factory=list)
+    """The conversation, validated as Converse messages (role and content list)."""
+    state: dict[str, JsonValue] = Field(default_factory=dict)
+    """``agent.state`` as a JSON object."""
+    interrupt_state: dict[str, Any] = Field(default_factory=lambda: InterruptState().to_dict())
+    """Pending interrupts and their resume context (``InterruptState.to_dict()``)."""
+    conversation_manager_state: dict[str, Any] | None = None
+    """``conversation_manager.get_state()``; None: leave the manager as it is on restore."""
+    metrics: SnapshotMetrics = Field(default_factory=SnapshotMetrics)
+    model_state: Any = None
+    """Opaque (JSON): ``model.get_state()``, or None when the model keeps no state of its own."""
+
+    @field_validator("interrupt_state")
+    @classmethod
+    def _check_interrupt_state(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            InterruptState.from_dict(value)
+        except RayHarnessError as error:
+            raise ValueError(str(error)) from None
+        return value
+
+
+def take_snapshot(agent: Any) -> AgentSnapshot:
+    """``agent.snapshot()``: copies of the agent's state, built without re-validating it (the agent's own)."""
+    metrics = agent.event_loop_metrics
+    manager = agent.conversation_manager
+    get_model_state = getattr(agent.model, "get_state", None)
+    tool_metrics = {name: SnapshotToolMetrics.model_construct(
+        call_count=m.call_count, success_count=m.success_count, error_count=m.error_count, total_time=m.total_time)
+        for name, m in metrics.tool_metrics.items()}
+    return AgentSnapshot.model_construct(
+        schema_version=SCHEMA_VERSION,
+        agent_id=agent.agent_id,
+        name=agent.name,
+        messages=copy_json(agent.messages),
+        state=agent.state.to_dict(),
+        interrupt_state=agent._interrupt_state.to_dict(),
+        conversation_manager_state=copy_json(manager.get_state()) if manager is not None else None,
+        metrics=SnapshotMetrics.model_construct(
+            cycle_count=metrics.cycle_count, model_calls=metrics.model_calls,
+            accumulated_usage=dict(metrics.accumulated_usage), accumulated_metrics=dict(metrics.accumulated_metrics),
+            accumulated_cost_usd=metrics.accumulated_cost_usd, tool_metrics=tool_metrics,
+            invocation_usage=dict(metrics.invocation_usage), invocation_cycles=metrics.invocation_cycles,
+            invocation_cost_usd=metrics.invocation_cost_usd),
+        model_state=copy_json(get_model_state()) if callable(get_model_state) else None,
+    )
+
+
+def restore_snapshot(agent: Any, snapshot: AgentSnapshot) -> None:
+    """``agent.restore(snapshot)``: everything is checked and built before the agent changes."""
+    from ray_harness.agent.result import EventLoopMetrics, ToolMetrics
+    from ray_harness.agent.state import AgentState
+
+    if not isinstance(snapshot, AgentSnapshot):
+        raise TypeError(f"restore() takes an AgentSnapshot, got {type(snapshot).__name__}")
+    if snapshot.schema_version > SCHEMA_VERSION:
+        raise ValueError(f"snapshot schema_version {snapshot.schema_version} is newer than the newest this "
+                         f"ray_harness restores (schema_version {SCHEMA_VERSION}); upgrade ray_harness")
+    if snapshot.agent_id != agent.agent_id:
+        raise ValueError(f"snapshot of agent_id {snapshot.agent_id!r} cannot be restored into the agent with "
+                         f"agent_id {agent.agent_id!r}")
+    messages = copy_json(snapshot.messages)
+    state = AgentState(copy_json(snapshot.state))
+    interrupts = InterruptState.from_dict(copy_json(snapshot.interrupt_state))
+    m = snapshot.metrics
+    metrics = EventLoopMetrics(
+        cycle_count=m.cycle_count, model_calls=m.model_calls, accumulated_usage=dict(m.accumulated_usage),
+        accumulated_metrics=dict(m.accumulated_metrics), accumulated_cost_usd=m.accumulated_cost_usd,
+        tool_metrics={name: ToolMetrics(call_count=t.call_count, success_count=t.success_count,
+                                        error_count=t.error_count, total_time=t.total_time)
+                      for name, t in m.tool_metrics.items()},
+        invocation_usage=dict(m.invocation_usage), invocation_cycles=m.invocation_cycles,
+        invocation_cost_usd=m.invocation_cost_usd)
+    undo: list[Any] = []
+    try:
+        manager = agent.conversation_manager
+        if snapshot.conversation_manager_state is not None and manager is not None:
+            previous = manager.get_state()
+            manager.restore_from_session(copy_json(snapshot.conversation_manager_state))
+            undo.append(lambda: manager.restore_from_session(previous))
+        model = agent.model
+        set_model_state = getattr(model, "set_state", None)
+        if snapshot.model_state is not None and callable(set_model_state):
+            previous_model = model.get_state()
+            set_model_state(copy_json(snapshot.model_state))
+            undo.append(lambda: set_model_state(previous_model))
+    except BaseException:
+        for step in reversed(undo):  # a failed restore leaves the agent as it was
+            step()
+        raise
+    agent.messages = messages
+    agent.state = state
+    agent._interrupt_state = interrupts
+    agent.event_loop_metrics = metrics
+
+
+def conversation(snapshot: AgentSnapshot) -> AgentSnapshot:
+    """Only the conversation of ``snapshot`` (messages, agent state, interrupt state): what a session or a
+    parked turn keeps, without the model's state, the metrics or the conversation manager's bookkeeping."""
+    return snapshot.model_copy(update={"conversation_manager_state": None, "metrics": SnapshotMetrics(),
+                                       "model_state": None})
+
+
+def replace_conversation(snapshot: AgentSnapshot, conversation: AgentSnapshot) -> AgentSnapshot:
+    """``snapshot`` with the messages, agent state and interrupt state of ``conversation``.
+
+    What a graph's ``reset_on_revisit`` and a parked agent-as-tool turn put back: the conversation, not the
+    model's cursor, the metrics or the conversation manager's bookkeeping of the run since.
+    """
+    return snapshot.model_copy(update={"messages": conversation.messages, "state": conversation.state,
+                                       "interrupt_state": conversation.interrupt_state})

@@ -1,0 +1,43 @@
+"""Where a ``runtime="ray"`` Graph/Swarm places its work, as stated by the actor that runs it.
+
+The core never asks which process it is in. Instead the runtime's actors say, for the calls they
+serve, what an orchestration started there may do (a context variable, so it follows the call into
+its tasks and nowhere else):
+
+* ``"driver"`` (default, user code): the orchestration runs in the Graph/Swarm's orchestrator actor
+  and its agent nodes on the host pool.
+* ``"orchestrator"`` (set by the orchestrator actor around the run it was sent): run the
+  orchestration here, agent nodes on the pool; nested Graph/Swarm nodes run here too.
+* ``"in_process"`` (set by host and agent actors around each invocation: an evaluation row's graph,
+  a tool that runs a graph): everything in this process, as ``runtime="local"`` — fanning out again
+  from a host could wait on the host's own event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Literal
+
+__all__ = ("Placement", "current_placement", "placed")
+
+Placement = Literal["driver", "orchestrator", "in_process"]
+
+_PLACEMENT: ContextVar[Placement] = ContextVar("ray_harness_placement", default="driver")
+
+
+def current_placement() -> Placement:
+    return _PLACEMENT.get()
+
+
+@contextlib.contextmanager
+def placed(where: Placement) -> Iterator[None]:
+    """Within this block (and tasks started in it), orchestrations place their work as ``where`` says."""
+    token = _PLACEMENT.set(where)
+    try:
+        yield
+    finally:
+        # An async generator may be finalized in another context; there the variable is not ours to reset.
+        with contextlib.suppress(ValueError):
+            _PLACEMENT.reset(token)
