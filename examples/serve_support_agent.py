@@ -150,6 +150,8 @@ def demo() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="a real model for the served agent, e.g. 'openai-compatible:<url>#<id>' "
+                                        "(default: the offline scripted model)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo")
     serve = commands.add_parser("serve")
@@ -163,6 +165,9 @@ def main() -> None:
     approve_cmd.add_argument("task_id")
     approve_cmd.add_argument("answer")
     args = parser.parse_args()
+    if args.model:
+        # Read by build_support_agent() in every replica: set before Ray starts, so its workers inherit it.
+        os.environ["RAY_HARNESS_MODEL"] = args.model
     if args.command == "demo":
         demo()
     elif args.command == "serve":
