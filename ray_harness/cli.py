@@ -12,12 +12,12 @@ import json
 import os
 import shlex
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 __all__ = ["main"]
 
-_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, KeyError)
+_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, KeyError, ConnectionError)
 # Not shipped with a job's working_dir: VCS data, caches and local outputs.
 _EXCLUDES = [".git", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__", "*.egg-info",
              "ray_harness_demo", "benchmarks/results"]
@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--address", default=None, help="dashboard URL (default RAY_ADDRESS or http://127.0.0.1:8265)")
     submit.add_argument("--working-dir", default=".", help="shipped to the cluster as the job's working_dir")
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
+    submit.add_argument("--download", action="append", default=[], metavar="PATH",
+                        help="after the job, copy PATH (relative to the job's working dir, e.g. the eval's "
+                             "--output) back here (repeatable)")
+    submit.add_argument("--download-dir", default=".", help="where --download puts files (default .)")
     submit.add_argument("job", nargs=argparse.REMAINDER, help="-- followed by the ray-harness command")
     submit.set_defaults(handler=_submit)
 
@@ -197,6 +201,7 @@ def _submit(args: argparse.Namespace) -> int:
         command = command[1:]
     # Through the interpreter rather than the console script: works wherever the package is importable.
     command = ["python", "-m", "ray_harness.cli", *command]
+    _check_downloads(args)
     from ray_harness.runtime.jobs import submit_and_follow
 
     address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
@@ -204,8 +209,23 @@ def _submit(args: argparse.Namespace) -> int:
         address = f"http://{address.split(':')[0]}:8265"
     _, succeeded = submit_and_follow(address, shlex.join(command),
                                      {"working_dir": args.working_dir, "excludes": _EXCLUDES},
-                                     wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True))
+                                     wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True),
+                                     download=args.download, download_dir=args.download_dir)
+    if not args.download and command[3:4] in (["eval"], ["demo"]):
+        print("the results stay on the cluster (the 'results:' path above is on the head node); "
+              "add --download <path> to copy them here", file=sys.stderr)
     return 0 if succeeded in (True, None) else 1
+
+
+def _check_downloads(args: argparse.Namespace) -> None:
+    """``--download`` paths must be relative to the job's working directory and stay inside it."""
+    if args.download and args.no_wait:
+        raise ValueError("--download needs to wait for the job to end: drop --no-wait")
+    for path in args.download:
+        parts = PurePosixPath(path).parts
+        if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
+            raise ValueError(f"--download {path!r}: give a path relative to the job's working directory "
+                             "(no leading '/', no '..')")
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -4,22 +4,42 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import ray
 from ray.job_submission import JobStatus, JobSubmissionClient
 from ray.util.state import list_actors, list_jobs
 
+from ray_harness.runtime import _job_files
+
 __all__ = ("cluster_status", "submit_and_follow")
 
 
 def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any], *, wait: bool,
-                      echo: Callable[[str], None]) -> tuple[str, bool | None]:
-    """Submit a job; with ``wait``, stream its logs through ``echo`` and return whether it succeeded."""
-    client = JobSubmissionClient(address)
-    job_id = _submit_with_retry(client, entrypoint, runtime_env)
+                      echo: Callable[[str], None], download: list[str] | None = None,
+                      download_dir: str = ".") -> tuple[str, bool | None]:
+    """Submit a job; with ``wait``, stream its logs through ``echo`` and return whether it succeeded.
+
+    ``download``: paths relative to the job's working directory to bring back into ``download_dir`` once
+    the job ended (whether it succeeded or not); needs ``wait``.
+    """
+    download = list(download or [])
+    try:
+        client = JobSubmissionClient(address)
+    except ray.exceptions.AuthenticationError as error:
+        raise ConnectionError(f"{address}: {str(error).splitlines()[0]}. Set RAY_AUTH_MODE=token and put the "
+                              "cluster's token (`ray get-auth-token` on the head) into ~/.ray/auth_token") from None
+    job_id = f"raysubmit_rh_{uuid.uuid4().hex[:16]}"  # chosen here: the entrypoint names its files after it
+    if download:
+        # Keep the command's exit status: the job fails exactly when the command does.
+        entrypoint = (f"{entrypoint}; status=$?; python -m ray_harness.runtime._job_files "
+                      f"{shlex.join([job_id, *download])}; exit $status")
+    _submit_with_retry(client, entrypoint, runtime_env, job_id)
     echo(f"submitted {job_id} to {address}\n")
     if not wait:
         return job_id, None
@@ -31,15 +51,19 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
     asyncio.run(follow())
     status = client.get_job_status(job_id)
     echo(f"job {job_id}: {status}\n")
+    for path in _job_files.download(client, job_id, download, Path(download_dir), echo):
+        echo(f"downloaded {path}\n")
     return job_id, status == JobStatus.SUCCEEDED
 
 
-def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], wait_s: float = 60.0) -> str:
+def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
+                       wait_s: float = 60.0) -> str:
     """A freshly started head answers "no available agent ... try again later" for a few seconds."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env))
+            return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
+                                         submission_id=submission_id))
         except RuntimeError as error:
             if "try again later" not in str(error) or time.monotonic() > deadline:
                 raise

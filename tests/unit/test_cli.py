@@ -68,3 +68,14 @@ def test_cluster_configs_have_required_fields() -> None:
     assert "RAY_AUTH_MODE" in job["spec"]["runtimeEnvYAML"]
     script = (ROOT / "cluster/local.sh").read_text()
     assert "RAY_AUTH_MODE" in script and "--dashboard-host=127.0.0.1" in script
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.jsonl", "a/../../b", ""])
+def test_submit_download_paths_stay_inside_the_jobs_working_dir(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["submit", "--download", path, "--", "eval", "m:f", "d.jsonl"]) == 2
+    assert "--download" in capsys.readouterr().err
+
+
+def test_submit_download_needs_to_wait_for_the_job(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["submit", "--no-wait", "--download", "results.jsonl", "--", "eval", "m:f", "d.jsonl"]) == 2
+    assert "--no-wait" in capsys.readouterr().err
