@@ -39,6 +39,7 @@ from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, 
 from ray_harness.evaluation._dataset import iter_rows
 from ray_harness.evaluation._records import RecordWriter, ResultFields, open_writer, result_fields
 from ray_harness.evaluation._summary import summarize
+from ray_harness.telemetry.runs import eval_row_finished, run_scope
 from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
 
 __all__ = ["evaluate", "evaluate_async"]
@@ -132,7 +133,8 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
                       cancel_event)
     try:
         await backend.start()
-        return await run.execute(rows, progress, output)
+        with run_scope("eval", target if isinstance(target, str) else getattr(factory, "__name__", "evaluation")):
+            return await run.execute(rows, progress, output)
     finally:
         writer.close()
         await backend.close()
@@ -295,6 +297,7 @@ class _Evaluation:
         if self.scorers and error is None:
             record["scores"] = _score_sync(self.scorers, row.data, result)
         self.writer.write(record)
+        eval_row_finished("failed" if record.get("error") else "completed")
         if bar is not None:
             if record.get("error"):
                 self.bar_errors += 1

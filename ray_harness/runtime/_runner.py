@@ -36,6 +36,7 @@ from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import prepare_actor_process
 from ray_harness.telemetry.propagation import attached
+from ray_harness.telemetry.runs import scoped
 from ray_harness.types.content import ToolResult
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -97,7 +98,8 @@ class AgentRunner:
         options = dict(options)
         carrier = options.pop("trace_context", None)
         prepare_actor_process()
-        with attached(carrier):  # the driver's span is the parent of this invocation's spans
+        # The driver's span is the parent of this invocation's spans; its metrics carry the caller's run tags.
+        with attached(carrier), scoped({"run": invocation_id}):
             async for event in self._stream(invocation_id, prompt, options, quiet):
                 yield event
 
