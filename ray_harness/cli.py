@@ -1,4 +1,4 @@
-"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``status``.
+"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``dashboard install``, ``status``.
 
 User mistakes (a bad target, a missing file, a bad option) print one ``error:``
 line and exit 2; a failed evaluation or job exits 1.
@@ -85,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--download-dir", default=".", help="where --download puts files (default .)")
     submit.add_argument("job", nargs=argparse.REMAINDER, help="-- followed by the ray-harness command")
     submit.set_defaults(handler=_submit)
+
+    dashboard = commands.add_parser("dashboard", help="the ray_harness Grafana dashboard")
+    dashboard_commands = dashboard.add_subparsers(dest="dashboard_command", metavar="ACTION", required=True)
+    install = dashboard_commands.add_parser("install", help="copy it where the Ray head's Grafana loads dashboards",
+                                            description="Run on the head node (Grafana reads the head's session dir).")
+    where = install.add_mutually_exclusive_group()
+    where.add_argument("--session-dir", help="the Ray session dir (default: <temp dir>/session_latest)")
+    where.add_argument("--temp-dir", default="/tmp/ray", help="Ray's temp dir on this node (default /tmp/ray; "
+                                                               "cluster/local.sh: $RAY_HARNESS_CLUSTER_DIR/node0)")
+    install.set_defaults(handler=_dashboard_install)
 
     status = commands.add_parser("status", help="list ray_harness actors and jobs on a Ray cluster")
     status.add_argument("--address", default=None, help="Ray address (default RAY_ADDRESS or 'auto')")
@@ -226,6 +236,21 @@ def _check_downloads(args: argparse.Namespace) -> None:
         if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
             raise ValueError(f"--download {path!r}: give a path relative to the job's working directory "
                              "(no leading '/', no '..')")
+
+
+def _dashboard_install(args: argparse.Namespace) -> int:
+    from ray_harness.telemetry import grafana
+
+    session = Path(args.session_dir) if args.session_dir else Path(args.temp_dir) / "session_latest"
+    installed = grafana.install(session)
+    grafana_host = os.environ.get("RAY_GRAFANA_HOST", "http://localhost:3000").rstrip("/")
+    print(f"installed the ray_harness dashboard: {installed}")
+    print(f"open it at {grafana_host}/d/{grafana.DASHBOARD_UID} (folder 'Ray' of a Grafana started with "
+          f"--config {session.resolve() / 'metrics/grafana/grafana.ini'}); a running Grafana picks it up within "
+          "seconds")
+    print("no Prometheus/Grafana yet? `ray metrics launch-prometheus`, then `grafana-server --config <that "
+          "grafana.ini> --homepath <grafana dir> web`; see https://docs.ray.io/en/latest/cluster/metrics.html")
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -22,7 +22,8 @@ from ray_harness.telemetry import metrics as harness_metrics
 from ray_harness.telemetry.config import ensure_configured_from_env
 from ray_harness.telemetry.runs import TAG_KEYS, current_tags, metric_tags, run_tags_enabled
 
-__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "prepare_actor_process", "with_actor_env")
+__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "prepare_actor_process", "prepare_driver_process",
+           "with_actor_env")
 
 logger = logging.getLogger(__name__)
 
@@ -224,6 +225,13 @@ def prepare_actor_process() -> None:
             return
         ensure_configured_from_env()
         _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
+
+
+def prepare_driver_process() -> None:
+    """Idempotent: Ray metrics for what a driver records itself (evaluation rows, local runs); tracing untouched."""
+    with _prepared:
+        if _state["sink"] is None:
+            _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
 
 
 def flush_metrics() -> None:

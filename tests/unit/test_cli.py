@@ -47,7 +47,7 @@ def test_user_errors_exit_2_without_traceback(argv: list[str], capsys: pytest.Ca
 def test_usage_errors_and_help() -> None:
     bad = subprocess.run([sys.executable, "-m", "ray_harness.cli", "eval"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage:" in bad.stderr
-    for command in ("demo", "run", "eval", "submit", "status"):
+    for command in ("demo", "run", "eval", "submit", "status", "dashboard"):
         shown = subprocess.run([sys.executable, "-m", "ray_harness.cli", command, "--help"], capture_output=True,
                                text=True)
         assert shown.returncode == 0 and "usage: ray-harness" in shown.stdout
@@ -79,3 +79,15 @@ def test_submit_download_paths_stay_inside_the_jobs_working_dir(path: str, capsy
 def test_submit_download_needs_to_wait_for_the_job(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["submit", "--no-wait", "--download", "results.jsonl", "--", "eval", "m:f", "d.jsonl"]) == 2
     assert "--no-wait" in capsys.readouterr().err
+
+
+def test_dashboard_install_copies_into_the_sessions_grafana_dir(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    dashboards = tmp_path / "session_latest" / "metrics" / "grafana" / "dashboards"
+    dashboards.mkdir(parents=True)
+    assert main(["dashboard", "install", "--temp-dir", str(tmp_path)]) == 0
+    installed = json.loads((dashboards / "ray_harness_grafana_dashboard.json").read_text())
+    assert installed["uid"] == "ray-harness" and installed["panels"]
+    assert "/d/ray-harness" in capsys.readouterr().out
+    assert main(["dashboard", "install", "--session-dir", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
