@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -96,8 +97,11 @@ def _parser() -> argparse.ArgumentParser:
                                                                "cluster/local.sh: $RAY_HARNESS_CLUSTER_DIR/node0)")
     install.set_defaults(handler=_dashboard_install)
 
-    status = commands.add_parser("status", help="list ray_harness actors and jobs on a Ray cluster")
+    status = commands.add_parser("status", help="runs in progress, ray_harness actors and jobs on a Ray cluster")
     status.add_argument("--address", default=None, help="Ray address (default RAY_ADDRESS or 'auto')")
+    status.add_argument("--json", action="store_true", help="print one JSON object (runs, actors, jobs)")
+    status.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
     status.set_defaults(handler=_status)
     return parser
 
@@ -256,14 +260,45 @@ def _dashboard_install(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from ray_harness.runtime.jobs import cluster_status
 
-    status = cluster_status(args.address or os.environ.get("RAY_ADDRESS") or "auto")
-    print(f"{len(status['actors'])} ray_harness actor(s)")
+    address = args.address or os.environ.get("RAY_ADDRESS") or "auto"
+    while True:
+        status = cluster_status(address)
+        if args.json:
+            print(json.dumps(status, default=str), flush=True)
+        else:
+            if args.watch:
+                print("\033[2J\033[H", end="")  # clear the terminal, cursor home
+            print(_status_text(status), flush=True)
+        if not args.watch:
+            return 0
+        try:
+            time.sleep(max(0.2, args.interval))
+        except KeyboardInterrupt:
+            return 0
+
+
+def _status_text(status: dict[str, Any]) -> str:
+    running = [run for run in status["runs"] if run["status"] == "running"]
+    lines = [f"{len(running)} run(s) in progress"]
+    for run in status["runs"]:
+        if run["kind"] == "eval":
+            progress = f"rows {run['rows_completed']} done, {run['rows_failed']} failed"
+        else:
+            active = f" ({', '.join(run['nodes_running'])})" if run["nodes_running"] else ""
+            progress = (f"nodes {len(run['nodes_done'])} done, {len(run['nodes_running'])} running{active}, "
+                        f"{run['nodes_pending']} pending")
+        tokens = run["input_tokens"] + run["output_tokens"]
+        lines.append(f"  {run['kind']:5s} {run['name']:24s} {run['status']:9s} {progress}  tokens {tokens}  "
+                     f"${run['cost_usd']:.4f}  age {run['age_s']:.0f}s  run {run['run']}")
+    if status.get("unavailable"):
+        lines.append(f"({status['unavailable']})")
+    lines.append(f"{len(status['actors'])} ray_harness actor(s)")
     for actor in status["actors"]:
-        print(f"  {actor['name']:40s} {actor['state']:10s} pid={actor['pid']} node={actor['node_id'][:12]}")
-    print(f"{len(status['jobs'])} job(s)")
+        lines.append(f"  {actor['name']:40s} {actor['state']:10s} pid={actor['pid']} node={actor['node_id'][:12]}")
+    lines.append(f"{len(status['jobs'])} job(s)")
     for job in status["jobs"]:
-        print(f"  {job['id']}  {job['status']}  {job['entrypoint']}")
-    return 0
+        lines.append(f"  {job['id']}  {job['status']}  {job['entrypoint']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,12 +30,12 @@ logger = logging.getLogger(__name__)
 _Tags = tuple[tuple[str, str], ...]
 _ENV_PREFIXES = ("OTEL_", "RAY_HARNESS_CAPTURE_CONTENT")
 _prepared = threading.Lock()
-_state: dict[str, Any] = {"sink": None}
+_state: dict[str, Any] = {"sink": None, "runs": None}
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]
 SCOPE_KEYS = (*TAG_KEYS, "job")
 
 
-def _job_id() -> str:
+def job_id() -> str:
     import ray
 
     try:
@@ -116,7 +116,7 @@ class RayMetricsSink:
         metric = kind(name, description, tag_keys=tag_keys, **({"boundaries": _LATENCY_BOUNDARIES}
                                                                 if kind is ray_metrics.Histogram else {}))
         # Ray wants a value for every tag key: tags a call does not carry are empty (absent in Prometheus).
-        metric.set_default_tags({key: _job_id() if key == "job" else "" for key in tag_keys})
+        metric.set_default_tags({key: job_id() if key == "job" else "" for key in tag_keys})
         return metric
 
     def _add(self, metric: Any, tags: dict[str, str], amount: float) -> None:
@@ -224,18 +224,26 @@ def prepare_actor_process() -> None:
         if _state["sink"] is not None:
             return
         ensure_configured_from_env()
-        _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
+        _install_sinks()
 
 
 def prepare_driver_process() -> None:
     """Idempotent: Ray metrics for what a driver records itself (evaluation rows, local runs); tracing untouched."""
     with _prepared:
         if _state["sink"] is None:
-            _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
+            _install_sinks()
+
+
+def _install_sinks() -> None:
+    from ray_harness.runtime._runs import RunReporter  # imports this module
+
+    _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
+    _state["runs"] = harness_metrics.add_sink(RunReporter())
 
 
 def flush_metrics() -> None:
     """Hand this process's buffered harness metrics to Ray now (before the actor is killed, for example)."""
-    sink = _state["sink"]
-    if sink is not None:
-        sink.flush()
+    for key in ("sink", "runs"):
+        sink = _state.get(key)
+        if sink is not None:
+            sink.flush()

@@ -14,8 +14,10 @@ from typing import Any
 import ray
 from ray.job_submission import JobStatus, JobSubmissionClient
 from ray.util.state import list_actors, list_jobs
+from ray.util.state.exception import ServerUnavailable
 
 from ray_harness.runtime import _job_files
+from ray_harness.runtime._runs import runs_snapshot
 
 __all__ = ("cluster_status", "submit_and_follow")
 
@@ -70,12 +72,19 @@ def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any]
             time.sleep(1.0)
 
 
-def cluster_status(address: str) -> dict[str, list[dict[str, Any]]]:
-    """The ``ray_harness:*`` actors and the jobs of the cluster at ``address``."""
-    ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
+def cluster_status(address: str) -> dict[str, Any]:
+    """The runs in progress (and finished recently), ``ray_harness:*`` actors and jobs of the cluster at
+    ``address`` (connects once; later calls reuse the connection, for ``status --watch``)."""
+    if not ray.is_initialized():
+        ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
     gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters
-    actors = [{"name": a.name, "state": a.state, "pid": a.pid, "node_id": str(a.node_id)}
-              for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
-    jobs = [{"id": job.submission_id or job.job_id, "status": str(job.status), "entrypoint": job.entrypoint or ""}
-            for job in list_jobs(address=gcs)]
-    return {"actors": sorted(actors, key=lambda a: a["name"] or ""), "jobs": jobs}
+    status: dict[str, Any] = {"runs": runs_snapshot(), "actors": [], "jobs": []}
+    try:
+        actors = [{"name": a.name, "state": a.state, "pid": a.pid, "node_id": str(a.node_id)}
+                  for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
+        status["actors"] = sorted(actors, key=lambda a: a["name"] or "")
+        status["jobs"] = [{"id": job.submission_id or job.job_id, "status": str(job.status),
+                           "entrypoint": job.entrypoint or ""} for job in list_jobs(address=gcs)]
+    except ServerUnavailable:  # the state API lives in the dashboard; runs come from the cluster itself
+        status["unavailable"] = "actors and jobs: this cluster runs without the Ray dashboard"
+    return status

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-__all__ = ("MetricsSink", "OtelMetricsSink", "add_sink", "enable_otel_metrics", "remove_sink", "sinks")
+__all__ = ("BaseSink", "MetricsSink", "OtelMetricsSink", "add_sink", "enable_otel_metrics", "remove_sink", "sinks")
 
 
 class MetricsSink(Protocol):
@@ -31,6 +31,22 @@ class MetricsSink(Protocol):
     def active_agents(self, agent: str, delta: int) -> None: ...
 
     def interrupts_pending(self, agent: str, count: int) -> None: ...
+
+
+class BaseSink:
+    """A sink that ignores everything: subclass it and override what you record."""
+
+    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        return None
+
+    def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
+        return None
+
+    def active_agents(self, agent: str, delta: int) -> None:
+        return None
+
+    def interrupts_pending(self, agent: str, count: int) -> None:
+        return None
 
 
 _lock = threading.Lock()

@@ -91,3 +91,16 @@ def test_dashboard_install_copies_into_the_sessions_grafana_dir(tmp_path: Path,
     assert "/d/ray-harness" in capsys.readouterr().out
     assert main(["dashboard", "install", "--session-dir", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_status_text_shows_runs_with_their_progress() -> None:
+    from ray_harness.cli import _status_text
+
+    graph = {"run": "r1", "kind": "graph", "name": "report", "status": "running", "nodes_done": {"research": "completed"},
+             "nodes_running": ["write"], "nodes_pending": 1, "input_tokens": 40, "output_tokens": 10,
+             "cost_usd": 0.0012, "age_s": 12.0, "rows_completed": 0, "rows_failed": 0}
+    evaluation = {**graph, "run": "r2", "kind": "eval", "name": "nightly", "rows_completed": 7, "rows_failed": 1}
+    text = _status_text({"runs": [graph, evaluation], "actors": [], "jobs": [], "unavailable": "no dashboard"})
+    assert text.splitlines()[0] == "2 run(s) in progress"
+    assert "nodes 1 done, 1 running (write), 1 pending  tokens 50  $0.0012  age 12s  run r1" in text
+    assert "rows 7 done, 1 failed" in text and "(no dashboard)" in text

@@ -14,24 +14,16 @@ from ray_harness.telemetry.propagation import attached, current_carrier
 from ray_harness.testing import ScriptedModel, text
 
 
-class _Recorder:
+class _Recorder(metrics.BaseSink):
     """A metrics sink that keeps what it was told, with the tags current at the time."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.events: list[tuple[Any, ...]] = []
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
         self.calls.append((agent, runs.metric_tags(agent)))
-
-    def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
-        return None
-
-    def active_agents(self, agent: str, delta: int) -> None:
-        return None
-
-    def interrupts_pending(self, agent: str, count: int) -> None:
-        return None
 
     def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
         self.events.append(("run_started", kind, name, nodes))
