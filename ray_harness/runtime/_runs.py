@@ -92,7 +92,7 @@ class RunReporter(BaseSink):
         self._deltas: dict[str, dict[str, Any]] = {}
         self._registry: Any = None
         self._job = job_id() or None
-        self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._flush_periodically, name="ray_harness-runs", daemon=True)
         self._thread.start()
         atexit.register(self.flush)
@@ -126,11 +126,9 @@ class RunReporter(BaseSink):
         with self._lock:
             self._delta(run).update(status=status, ended_at=time.time())
         # Sent now, not with the next tick: the process may be gone by then (a Graph's orchestrator actor is
-        # killed with graph.shutdown(), a driver exits after its evaluation).
-        try:
-            self.flush()
-        except Exception as error:
-            logger.warning("error=<%s> | could not report the end of run %s", error, run)
+        # killed with graph.shutdown(), a driver exits after its evaluation). By the flushing thread: the
+        # first report looks the registry up in the GCS, which must not block the run's event loop.
+        self._wake.set()
 
     def node_started(self, run: str, node: str) -> None:
         with self._lock:
@@ -158,7 +156,9 @@ class RunReporter(BaseSink):
         self._registry.report.remote(deltas)
 
     def _flush_periodically(self) -> None:
-        while not self._stop.wait(_FLUSH_INTERVAL_S):
+        while True:
+            self._wake.wait(_FLUSH_INTERVAL_S)
+            self._wake.clear()
             try:
                 self.flush()
             except Exception as error:  # status is best effort: it must never disturb a run
