@@ -100,7 +100,7 @@ from ray_harness.runtime._orchestrator_wire import (
     object_table,
     pack_tree,
 )
-from ray_harness.runtime._telemetry import prepare_actor_process, with_actor_env
+from ray_harness.runtime._telemetry import flush_spans, prepare_actor_process, with_actor_env
 from ray_harness.telemetry.propagation import attached, current_carrier
 
 __all__ = ("ORCHESTRATOR_PREFIX", "OrchestratorActor", "OrchestratorClient", "drive", "in_actor",
@@ -197,6 +197,7 @@ class OrchestratorActor:
                     done = True
                 if items:
                     yield items[0] if len(items) == 1 else ("batch", items)
+            await asyncio.to_thread(flush_spans)  # invoke_graph/execute_node spans, before a kill can lose them
             yield ("end", _dump_end(pack_tree(table), outcome["final"], outcome["error"], refs))
         finally:
             self._runs.pop(invocation_id, None)

@@ -22,8 +22,8 @@ from ray_harness.telemetry import metrics as harness_metrics
 from ray_harness.telemetry.config import ensure_configured_from_env
 from ray_harness.telemetry.runs import TAG_KEYS, current_tags, metric_tags, run_tags_enabled
 
-__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "prepare_actor_process", "prepare_driver_process",
-           "with_actor_env")
+__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "flush_spans", "prepare_actor_process",
+           "prepare_driver_process", "with_actor_env")
 
 logger = logging.getLogger(__name__)
 
@@ -247,3 +247,16 @@ def flush_metrics() -> None:
         sink = _state.get(key)
         if sink is not None:
             sink.flush()
+
+
+def flush_spans() -> None:
+    """Export the spans this process has ended so far (its process may be killed right after a run)."""
+    from ray_harness.telemetry.config import tracing_enabled
+
+    if not tracing_enabled():
+        return
+    from opentelemetry import trace
+
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if flush is not None:
+        flush(2000)
