@@ -197,7 +197,9 @@ class OrchestratorActor:
                     done = True
                 if items:
                     yield items[0] if len(items) == 1 else ("batch", items)
-            await asyncio.to_thread(flush_spans)  # invoke_graph/execute_node spans, before a kill can lose them
+            # Start exporting invoke_graph/execute_node spans now, before a kill can lose them; not awaited:
+            # an unreachable collector must not delay the end of the run.
+            threading.Thread(target=flush_spans, name="ray_harness-span-flush", daemon=True).start()
             yield ("end", _dump_end(pack_tree(table), outcome["final"], outcome["error"], refs))
         finally:
             self._runs.pop(invocation_id, None)
