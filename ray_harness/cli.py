@@ -1,4 +1,4 @@
-"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``status``, ``serve``.
+"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``dashboard install``, ``status``, ``serve``.
 
 User mistakes (a bad target, a missing file, a bad option) print one ``error:``
 line and exit 2; a failed evaluation or job exits 1.
@@ -12,12 +12,13 @@ import json
 import os
 import shlex
 import sys
-from pathlib import Path
+import time
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 __all__ = ["main"]
 
-_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, KeyError)
+_USER_ERRORS = (ValueError, TypeError, FileNotFoundError, ImportError, KeyError, ConnectionError)
 # Not shipped with a job's working_dir: VCS data, caches and local outputs.
 _EXCLUDES = [".git", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__", "*.egg-info",
              "ray_harness_demo", "benchmarks/results"]
@@ -81,11 +82,28 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--address", default=None, help="dashboard URL (default RAY_ADDRESS or http://127.0.0.1:8265)")
     submit.add_argument("--working-dir", default=".", help="shipped to the cluster as the job's working_dir")
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
+    submit.add_argument("--download", action="append", default=[], metavar="PATH",
+                        help="after the job, copy PATH (relative to the job's working dir, e.g. the eval's "
+                             "--output) back here (repeatable)")
+    submit.add_argument("--download-dir", default=".", help="where --download puts files (default .)")
     submit.add_argument("job", nargs=argparse.REMAINDER, help="-- followed by the ray-harness command")
     submit.set_defaults(handler=_submit)
 
-    status = commands.add_parser("status", help="list ray_harness actors and jobs on a Ray cluster")
+    dashboard = commands.add_parser("dashboard", help="the ray_harness Grafana dashboard")
+    dashboard_commands = dashboard.add_subparsers(dest="dashboard_command", metavar="ACTION", required=True)
+    install = dashboard_commands.add_parser("install", help="copy it where the Ray head's Grafana loads dashboards",
+                                            description="Run on the head node (Grafana reads the head's session dir).")
+    where = install.add_mutually_exclusive_group()
+    where.add_argument("--session-dir", help="the Ray session dir (default: <temp dir>/session_latest)")
+    where.add_argument("--temp-dir", default="/tmp/ray", help="Ray's temp dir on this node (default /tmp/ray; "
+                                                               "cluster/local.sh: $RAY_HARNESS_CLUSTER_DIR/node0)")
+    install.set_defaults(handler=_dashboard_install)
+
+    status = commands.add_parser("status", help="runs in progress, ray_harness actors and jobs on a Ray cluster")
     status.add_argument("--address", default=None, help="Ray address (default RAY_ADDRESS or 'auto')")
+    status.add_argument("--json", action="store_true", help="print one JSON object (runs, actors, jobs)")
+    status.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    status.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
     status.set_defaults(handler=_status)
 
     serve = commands.add_parser("serve", help="serve an agent/graph/swarm over A2A 1.0 on Ray Serve",
@@ -217,6 +235,7 @@ def _submit(args: argparse.Namespace) -> int:
         command = command[1:]
     # Through the interpreter rather than the console script: works wherever the package is importable.
     command = ["python", "-m", "ray_harness.cli", *command]
+    _check_downloads(args)
     from ray_harness.runtime.jobs import submit_and_follow
 
     address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
@@ -224,21 +243,82 @@ def _submit(args: argparse.Namespace) -> int:
         address = f"http://{address.split(':')[0]}:8265"
     _, succeeded = submit_and_follow(address, shlex.join(command),
                                      {"working_dir": args.working_dir, "excludes": _EXCLUDES},
-                                     wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True))
+                                     wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True),
+                                     download=args.download, download_dir=args.download_dir)
+    if not args.download and command[3:4] in (["eval"], ["demo"]):
+        print("the results stay on the cluster (the 'results:' path above is on the head node); "
+              "add --download <path> to copy them here", file=sys.stderr)
     return 0 if succeeded in (True, None) else 1
+
+
+def _check_downloads(args: argparse.Namespace) -> None:
+    """``--download`` paths must be relative to the job's working directory and stay inside it."""
+    if args.download and args.no_wait:
+        raise ValueError("--download needs to wait for the job to end: drop --no-wait")
+    for path in args.download:
+        parts = PurePosixPath(path).parts
+        if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
+            raise ValueError(f"--download {path!r}: give a path relative to the job's working directory "
+                             "(no leading '/', no '..')")
+
+
+def _dashboard_install(args: argparse.Namespace) -> int:
+    from ray_harness.telemetry import grafana
+
+    session = Path(args.session_dir) if args.session_dir else Path(args.temp_dir) / "session_latest"
+    installed = grafana.install(session)
+    grafana_host = os.environ.get("RAY_GRAFANA_HOST", "http://localhost:3000").rstrip("/")
+    print(f"installed the ray_harness dashboard: {installed}")
+    print(f"open it at {grafana_host}/d/{grafana.DASHBOARD_UID} (folder 'Ray' of a Grafana started with "
+          f"--config {session.resolve() / 'metrics/grafana/grafana.ini'}); a running Grafana picks it up within "
+          "seconds")
+    print("no Prometheus/Grafana yet? `ray metrics launch-prometheus`, then `grafana-server --config <that "
+          "grafana.ini> --homepath <grafana dir> web`; see https://docs.ray.io/en/latest/cluster/metrics.html")
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     from ray_harness.runtime.jobs import cluster_status
 
-    status = cluster_status(args.address or os.environ.get("RAY_ADDRESS") or "auto")
-    print(f"{len(status['actors'])} ray_harness actor(s)")
+    address = args.address or os.environ.get("RAY_ADDRESS") or "auto"
+    while True:
+        status = cluster_status(address)
+        if args.json:
+            print(json.dumps(status, default=str), flush=True)
+        else:
+            if args.watch:
+                print("\033[2J\033[H", end="")  # clear the terminal, cursor home
+            print(_status_text(status), flush=True)
+        if not args.watch:
+            return 0
+        try:
+            time.sleep(max(0.2, args.interval))
+        except KeyboardInterrupt:
+            return 0
+
+
+def _status_text(status: dict[str, Any]) -> str:
+    running = [run for run in status["runs"] if run["status"] == "running"]
+    lines = [f"{len(running)} run(s) in progress"]
+    for run in status["runs"]:
+        if run["kind"] == "eval":
+            progress = f"rows {run['rows_completed']} done, {run['rows_failed']} failed"
+        else:
+            active = f" ({', '.join(run['nodes_running'])})" if run["nodes_running"] else ""
+            progress = (f"nodes {len(run['nodes_done'])} done, {len(run['nodes_running'])} running{active}, "
+                        f"{run['nodes_pending']} pending")
+        tokens = run["input_tokens"] + run["output_tokens"]
+        lines.append(f"  {run['kind']:5s} {run['name']:24s} {run['status']:9s} {progress}  tokens {tokens}  "
+                     f"${run['cost_usd']:.4f}  age {run['age_s']:.0f}s  run {run['run']}")
+    if status.get("unavailable"):
+        lines.append(f"({status['unavailable']})")
+    lines.append(f"{len(status['actors'])} ray_harness actor(s)")
     for actor in status["actors"]:
-        print(f"  {actor['name']:40s} {actor['state']:10s} pid={actor['pid']} node={actor['node_id'][:12]}")
-    print(f"{len(status['jobs'])} job(s)")
+        lines.append(f"  {actor['name']:40s} {actor['state']:10s} pid={actor['pid']} node={actor['node_id'][:12]}")
+    lines.append(f"{len(status['jobs'])} job(s)")
     for job in status["jobs"]:
-        print(f"  {job['id']}  {job['status']}  {job['entrypoint']}")
-    return 0
+        lines.append(f"  {job['id']}  {job['status']}  {job['entrypoint']}")
+    return "\n".join(lines)
 
 
 def _serve(args: argparse.Namespace) -> int:

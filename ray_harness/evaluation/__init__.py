@@ -51,6 +51,7 @@ from ray_harness.evaluation._records import SPENT_ATTRIBUTE, RecordWriter, Resul
 from ray_harness.evaluation._scoring import Scorer, score_row
 from ray_harness.evaluation._summary import summarize
 from ray_harness.models.rate_limit import RateLimit, register_rate_limits
+from ray_harness.telemetry.runs import eval_row_finished, run_scope
 from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
 
 __all__ = ["RateLimit", "evaluate", "evaluate_async", "grade"]
@@ -174,7 +175,8 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
                       cancel_event)
     try:
         await backend.start()
-        return await run.execute(rows, progress, output)
+        with run_scope("eval", target if isinstance(target, str) else getattr(factory, "__name__", "evaluation")):
+            return await run.execute(rows, progress, output)
     finally:
         writer.close()
         await backend.close()
@@ -378,6 +380,7 @@ class _Evaluation:
             if failure is not None:  # the output is kept; the record says which scorer failed
                 record["error"] = failure
         self.writer.write(record)
+        eval_row_finished("failed" if record.get("error") else "completed")
         if bar is not None:
             if record.get("error"):
                 self.bar_errors += 1

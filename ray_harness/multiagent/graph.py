@@ -42,6 +42,7 @@ from ray_harness.multiagent.events import (
 )
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
 from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, delegated_stream, make_node_runner, node_type
+from ray_harness.telemetry.runs import node_scope, run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -159,7 +160,8 @@ class Graph(MultiAgentBase):
                     yield event
                 return
             with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
-                                             "ray_harness.graph.nodes": len(self.nodes)}):
+                                             "ray_harness.graph.nodes": len(self.nodes)}), \
+                    run_scope("graph", self.id, nodes=len(self.nodes)):
                 async for event in self._invoke(task, state, quiet):
                     yield event
         finally:
@@ -374,7 +376,7 @@ class Graph(MultiAgentBase):
             done.started = time.monotonic()
             try:
                 async with asyncio.timeout(self.node_timeout):
-                    with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}):
+                    with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}), node_scope(node_id):
                         async for item in self._node_runner.run_node(node_id, node_input, invocation_state,
                                                                   quiet=quiet):
                             if isinstance(item, NodeResult):

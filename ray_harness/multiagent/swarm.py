@@ -42,6 +42,7 @@ from ray_harness.multiagent.events import (
     result_event,
 )
 from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, delegated_stream, make_node_runner
+from ray_harness.telemetry.runs import node_scope, run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -210,7 +211,8 @@ class Swarm(MultiAgentBase):
                 async for event in delegated:
                     yield event
                 return
-            with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id}):
+            with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id}), \
+                    run_scope("swarm", self.id, nodes=len(self.nodes)):
                 async for event in self._invoke(task, state):
                     yield event
         finally:
@@ -335,7 +337,8 @@ class Swarm(MultiAgentBase):
         error: Exception | None = None
         try:
             async with asyncio.timeout(timeout):
-                with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id}):
+                with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id}), \
+                        node_scope(node.node_id):
                     async for item in self._node_runner.run_node(node.node_id, node_input, invocation_state):
                         if isinstance(item, NodeResult):
                             result = item

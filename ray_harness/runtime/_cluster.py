@@ -44,6 +44,9 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
         ray.init(address=address, **ray_init_kwargs)
     except ConnectionError as error:
         raise ConnectionError(f"could not connect to Ray at {address!r}: {error}. {_TOKEN_HELP}") from error
+    from ray_harness.runtime._telemetry import prepare_driver_process
+
+    prepare_driver_process()  # the driver's own metrics (evaluation rows) reach Ray's Prometheus endpoint too
     return _describe()
 
 

@@ -37,6 +37,7 @@ from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import prepare_actor_process
 from ray_harness.telemetry.propagation import attached
+from ray_harness.telemetry.runs import scoped
 from ray_harness.types.content import ToolResult
 from ray_harness.types.exceptions import ConcurrencyException
 
@@ -98,9 +99,9 @@ class AgentRunner:
         options = dict(options)
         carrier = options.pop("trace_context", None)
         prepare_actor_process()
-        # The driver's span is the parent of this invocation's spans; a Graph/Swarm the agent runs (a pooled row,
-        # a tool) runs in this process.
-        with attached(carrier), placed("in_process"):
+        # The driver's span is the parent of this invocation's spans; its metrics carry the caller's run tags; a
+        # Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
+        with attached(carrier), scoped({"run": invocation_id}), placed("in_process"):
             async for event in self._stream(invocation_id, prompt, options, quiet):
                 yield event
 

@@ -5,7 +5,7 @@
   driver sets these variables), and ``RAY_HARNESS_EXTENSIONS`` with the driver's entry-point extensions.
 * :func:`prepare_actor_process` — once per actor process: configure tracing from those variables and
   register :class:`RayMetricsSink`, so the harness metrics reach Ray's Prometheus endpoint (the
-  dashboard's Grafana) as ``ray_harness_*`` tagged with the agent name.
+  dashboard's Grafana) as ``ray_harness_*`` tagged with the agent, run, graph/swarm/eval, node and job.
 """
 
 from __future__ import annotations
@@ -20,16 +20,28 @@ from ray.util import metrics as ray_metrics
 
 from ray_harness.telemetry import metrics as harness_metrics
 from ray_harness.telemetry.config import ensure_configured_from_env
+from ray_harness.telemetry.runs import TAG_KEYS, current_tags, metric_tags, run_tags_enabled
 
-__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "prepare_actor_process", "with_actor_env")
+__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "flush_spans", "prepare_actor_process",
+           "prepare_driver_process", "with_actor_env")
 
 logger = logging.getLogger(__name__)
 
 _Tags = tuple[tuple[str, str], ...]
 _ENV_PREFIXES = ("OTEL_", "RAY_HARNESS_CAPTURE_CONTENT")
 _prepared = threading.Lock()
-_state: dict[str, Any] = {"sink": None}
+_state: dict[str, Any] = {"sink": None, "runs": None}
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]
+SCOPE_KEYS = (*TAG_KEYS, "job")
+
+
+def job_id() -> str:
+    import ray
+
+    try:
+        return str(ray.get_runtime_context().get_job_id() or "")
+    except Exception:  # not connected: no job
+        return ""
 
 
 def actor_env() -> dict[str, str]:
@@ -59,23 +71,41 @@ class RayMetricsSink:
     runs thousands of invocations per second. Counters and gauges are therefore summed (last value kept)
     in plain dicts and handed to Ray by a background thread every :data:`FLUSH_INTERVAL_S` — Ray exports
     metrics every few seconds anyway. Histogram observations are queued and observed at the same time.
+
+    Tags: ``agent`` and the scope of :mod:`ray_harness.telemetry.runs` (``run``, ``graph``, ``swarm``,
+    ``eval``, ``node``), plus ``job`` (the Ray job id of the process). Histograms leave ``run`` out: one
+    set of buckets per run would multiply their series by the number of runs.
     """
 
     FLUSH_INTERVAL_S = 1.0
 
     def __init__(self, *, flush_interval_s: float | None = None) -> None:
-        self._calls = ray_metrics.Counter("ray_harness_model_calls", "Model calls", tag_keys=("agent",))
-        self._tokens = ray_metrics.Counter("ray_harness_tokens", "Tokens", tag_keys=("agent", "direction"))
-        self._cost = ray_metrics.Counter("ray_harness_cost_usd", "Model cost in USD", tag_keys=("agent",))
-        self._latency = ray_metrics.Histogram("ray_harness_model_latency_s", "Model latency (s)",
-                                              boundaries=_LATENCY_BOUNDARIES, tag_keys=("agent",))
-        self._tools = ray_metrics.Counter("ray_harness_tool_calls", "Tool calls", tag_keys=("agent", "tool", "status"))
-        self._tool_latency = ray_metrics.Histogram("ray_harness_tool_latency_s", "Tool latency (s)",
-                                                   boundaries=_LATENCY_BOUNDARIES, tag_keys=("agent", "tool"))
-        self._active = ray_metrics.Gauge("ray_harness_active_agents", "Running invocations", tag_keys=("agent",))
-        self._pending = ray_metrics.Gauge("ray_harness_interrupts_pending", "Interrupts waiting for a human",
-                                          tag_keys=("agent",))
+        scoped = ("agent", *SCOPE_KEYS)
+        bucketed = tuple(key for key in scoped if key != "run")
+        self._calls = self._metric(ray_metrics.Counter, "ray_harness_model_calls", "Model calls", scoped)
+        self._tokens = self._metric(ray_metrics.Counter, "ray_harness_tokens", "Tokens", (*scoped, "direction"))
+        self._cost = self._metric(ray_metrics.Counter, "ray_harness_cost_usd", "Model cost in USD", scoped)
+        self._latency = self._metric(ray_metrics.Histogram, "ray_harness_model_latency_s", "Model latency (s)",
+                                     bucketed)
+        self._tools = self._metric(ray_metrics.Counter, "ray_harness_tool_calls", "Tool calls",
+                                   (*scoped, "tool", "status"))
+        self._tool_latency = self._metric(ray_metrics.Histogram, "ray_harness_tool_latency_s", "Tool latency (s)",
+                                          (*bucketed, "tool"))
+        self._active = self._metric(ray_metrics.Gauge, "ray_harness_active_agents", "Running invocations",
+                                    ("agent", "job"))
+        self._pending = self._metric(ray_metrics.Gauge, "ray_harness_interrupts_pending",
+                                     "Interrupts waiting for a human", ("agent", "job"))
+        self._runs = self._metric(ray_metrics.Gauge, "ray_harness_runs_active",
+                                  "Graph/Swarm invocations and evaluations in progress", ("kind", "name", "job"))
+        self._node_duration = self._metric(ray_metrics.Histogram, "ray_harness_node_duration_s",
+                                           "Graph/Swarm node execution time (s)",
+                                           ("graph", "swarm", "node", "status", "job"))
+        self._rows = self._metric(ray_metrics.Counter, "ray_harness_eval_rows", "Evaluation rows finished",
+                                  ("run", "eval", "status", "job"))
+        self._rate_wait = self._metric(ray_metrics.Histogram, "ray_harness_rate_limit_wait_s",
+                                       "Time spent waiting for a rate limiter (s)", ("limiter", "job"))
         self._active_counts: dict[str, int] = {}
+        self._run_counts: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         # Pending updates: (metric, tags) -> amount / last value; histogram observations in order.
         self._increments: dict[tuple[Any, _Tags], float] = {}
@@ -87,30 +117,40 @@ class RayMetricsSink:
         self._flusher.start()
         atexit.register(self.flush)
 
+    @staticmethod
+    def _metric(kind: Any, name: str, description: str, tag_keys: tuple[str, ...]) -> Any:
+        metric = kind(name, description, tag_keys=tag_keys, **({"boundaries": _LATENCY_BOUNDARIES}
+                                                                if kind is ray_metrics.Histogram else {}))
+        # Ray wants a value for every tag key: tags a call does not carry are empty (absent in Prometheus).
+        metric.set_default_tags({key: job_id() if key == "job" else "" for key in tag_keys})
+        return metric
+
+    def _add(self, metric: Any, tags: dict[str, str], amount: float) -> None:
+        key = (metric, tuple(tags.items()))
+        self._increments[key] = self._increments.get(key, 0) + amount
+
     # -- MetricsSink ----------------------------------------------------------------------------------------
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
         inputs, outputs = int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))
+        tags = metric_tags(agent)
         with self._lock:
-            increments = self._increments
-            key: tuple[Any, _Tags] = (self._calls, (("agent", agent),))
-            increments[key] = increments.get(key, 0) + 1
+            self._add(self._calls, tags, 1)
             if inputs > 0:  # Ray counters reject increments of 0
-                key = (self._tokens, (("agent", agent), ("direction", "input")))
-                increments[key] = increments.get(key, 0) + inputs
+                self._add(self._tokens, {**tags, "direction": "input"}, inputs)
             if outputs > 0:
-                key = (self._tokens, (("agent", agent), ("direction", "output")))
-                increments[key] = increments.get(key, 0) + outputs
+                self._add(self._tokens, {**tags, "direction": "output"}, outputs)
             if cost_usd > 0:
-                key = (self._cost, (("agent", agent),))
-                increments[key] = increments.get(key, 0) + cost_usd
-            self._observations.append((self._latency, latency_s, (("agent", agent),)))
+                self._add(self._cost, tags, cost_usd)
+            tags.pop("run", None)
+            self._observations.append((self._latency, latency_s, tuple(tags.items())))
 
     def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
+        tags = metric_tags(agent)
         with self._lock:
-            key = (self._tools, (("agent", agent), ("tool", tool), ("status", status)))
-            self._increments[key] = self._increments.get(key, 0) + 1
-            self._observations.append((self._tool_latency, latency_s, (("agent", agent), ("tool", tool))))
+            self._add(self._tools, {**tags, "tool": tool, "status": status}, 1)
+            tags.pop("run", None)
+            self._observations.append((self._tool_latency, latency_s, (*tags.items(), ("tool", tool))))
 
     def active_agents(self, agent: str, delta: int) -> None:
         with self._lock:
@@ -121,6 +161,33 @@ class RayMetricsSink:
     def interrupts_pending(self, agent: str, count: int) -> None:
         with self._lock:
             self._gauge_values[(self._pending, (("agent", agent),))] = count
+
+    def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
+        self._count_run(kind, name, 1)
+
+    def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
+        self._count_run(kind, name, -1)
+
+    def _count_run(self, kind: str, name: str, delta: int) -> None:
+        with self._lock:
+            count = max(0, self._run_counts.get((kind, name), 0) + delta)
+            self._run_counts[(kind, name)] = count
+            self._gauge_values[(self._runs, (("kind", kind), ("name", name)))] = count
+
+    def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
+        scope = current_tags()
+        tags = (("graph", scope.get("graph", "")), ("swarm", scope.get("swarm", "")), ("node", node),
+                ("status", status))
+        with self._lock:
+            self._observations.append((self._node_duration, duration_s, tags))
+
+    def eval_row(self, run: str, name: str, status: str, total: int) -> None:
+        with self._lock:
+            self._add(self._rows, {"run": run if run_tags_enabled() else "", "eval": name, "status": status}, 1)
+
+    def rate_limit_wait(self, limiter: str, wait_s: float) -> None:
+        with self._lock:
+            self._observations.append((self._rate_wait, wait_s, (("limiter", limiter),)))
 
     # -- flushing -------------------------------------------------------------------------------------------
 
@@ -163,11 +230,39 @@ def prepare_actor_process() -> None:
         if _state["sink"] is not None:
             return
         ensure_configured_from_env()
-        _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
+        _install_sinks()
+
+
+def prepare_driver_process() -> None:
+    """Idempotent: Ray metrics for what a driver records itself (evaluation rows, local runs); tracing untouched."""
+    with _prepared:
+        if _state["sink"] is None:
+            _install_sinks()
+
+
+def _install_sinks() -> None:
+    from ray_harness.runtime._runs import RunReporter  # imports this module
+
+    _state["sink"] = harness_metrics.add_sink(RayMetricsSink())
+    _state["runs"] = harness_metrics.add_sink(RunReporter())
 
 
 def flush_metrics() -> None:
     """Hand this process's buffered harness metrics to Ray now (before the actor is killed, for example)."""
-    sink = _state["sink"]
-    if sink is not None:
-        sink.flush()
+    for key in ("sink", "runs"):
+        sink = _state.get(key)
+        if sink is not None:
+            sink.flush()
+
+
+def flush_spans() -> None:
+    """Export the spans this process has ended so far (its process may be killed right after a run)."""
+    from ray_harness.telemetry.config import tracing_enabled
+
+    if not tracing_enabled():
+        return
+    from opentelemetry import trace
+
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if flush is not None:
+        flush(2000)

@@ -4,22 +4,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import ray
 from ray.job_submission import JobStatus, JobSubmissionClient
 from ray.util.state import list_actors, list_jobs
+from ray.util.state.exception import ServerUnavailable
+
+from ray_harness.runtime import _job_files
+from ray_harness.runtime._runs import runs_snapshot
 
 __all__ = ("cluster_status", "submit_and_follow")
 
 
 def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any], *, wait: bool,
-                      echo: Callable[[str], None]) -> tuple[str, bool | None]:
-    """Submit a job; with ``wait``, stream its logs through ``echo`` and return whether it succeeded."""
-    client = JobSubmissionClient(address)
-    job_id = _submit_with_retry(client, entrypoint, runtime_env)
+                      echo: Callable[[str], None], download: list[str] | None = None,
+                      download_dir: str = ".") -> tuple[str, bool | None]:
+    """Submit a job; with ``wait``, stream its logs through ``echo`` and return whether it succeeded.
+
+    ``download``: paths relative to the job's working directory to bring back into ``download_dir`` once
+    the job ended (whether it succeeded or not); needs ``wait``.
+    """
+    download = list(download or [])
+    try:
+        client = JobSubmissionClient(address)
+    except ray.exceptions.AuthenticationError as error:
+        raise ConnectionError(f"{address}: {str(error).splitlines()[0]}. Set RAY_AUTH_MODE=token and put the "
+                              "cluster's token (`ray get-auth-token` on the head) into ~/.ray/auth_token") from None
+    job_id = f"raysubmit_rh_{uuid.uuid4().hex[:16]}"  # chosen here: the entrypoint names its files after it
+    if download:
+        # Keep the command's exit status: the job fails exactly when the command does.
+        entrypoint = (f"{entrypoint}; status=$?; python -m ray_harness.runtime._job_files "
+                      f"{shlex.join([job_id, *download])}; exit $status")
+    _submit_with_retry(client, entrypoint, runtime_env, job_id)
     echo(f"submitted {job_id} to {address}\n")
     if not wait:
         return job_id, None
@@ -31,27 +53,38 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
     asyncio.run(follow())
     status = client.get_job_status(job_id)
     echo(f"job {job_id}: {status}\n")
+    for path in _job_files.download(client, job_id, download, Path(download_dir), echo):
+        echo(f"downloaded {path}\n")
     return job_id, status == JobStatus.SUCCEEDED
 
 
-def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], wait_s: float = 60.0) -> str:
+def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
+                       wait_s: float = 60.0) -> str:
     """A freshly started head answers "no available agent ... try again later" for a few seconds."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env))
+            return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
+                                         submission_id=submission_id))
         except RuntimeError as error:
             if "try again later" not in str(error) or time.monotonic() > deadline:
                 raise
             time.sleep(1.0)
 
 
-def cluster_status(address: str) -> dict[str, list[dict[str, Any]]]:
-    """The ``ray_harness:*`` actors and the jobs of the cluster at ``address``."""
-    ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
+def cluster_status(address: str) -> dict[str, Any]:
+    """The runs in progress (and finished recently), ``ray_harness:*`` actors and jobs of the cluster at
+    ``address`` (connects once; later calls reuse the connection, for ``status --watch``)."""
+    if not ray.is_initialized():
+        ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
     gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters
-    actors = [{"name": a.name, "state": a.state, "pid": a.pid, "node_id": str(a.node_id)}
-              for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
-    jobs = [{"id": job.submission_id or job.job_id, "status": str(job.status), "entrypoint": job.entrypoint or ""}
-            for job in list_jobs(address=gcs)]
-    return {"actors": sorted(actors, key=lambda a: a["name"] or ""), "jobs": jobs}
+    status: dict[str, Any] = {"runs": runs_snapshot(), "actors": [], "jobs": []}
+    try:
+        actors = [{"name": a.name, "state": a.state, "pid": a.pid, "node_id": str(a.node_id)}
+                  for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
+        status["actors"] = sorted(actors, key=lambda a: a["name"] or "")
+        status["jobs"] = [{"id": job.submission_id or job.job_id, "status": str(job.status),
+                           "entrypoint": job.entrypoint or ""} for job in list_jobs(address=gcs)]
+    except ServerUnavailable:  # the state API lives in the dashboard; runs come from the cluster itself
+        status["unavailable"] = "actors and jobs: this cluster runs without the Ray dashboard"
+    return status

@@ -7,7 +7,12 @@ dashboard's Prometheus endpoint shows ``ray_harness_*``). With no sink a report 
 Metric names: ``ray_harness_model_calls``, ``ray_harness_tokens`` (tag ``direction``),
 ``ray_harness_cost_usd``, ``ray_harness_model_latency_s``, ``ray_harness_tool_calls`` (tags ``tool``,
 ``status``), ``ray_harness_tool_latency_s``, ``ray_harness_active_agents``,
-``ray_harness_interrupts_pending``; all tagged with ``agent``.
+``ray_harness_interrupts_pending``; all tagged with ``agent`` and the scope of
+:mod:`ray_harness.telemetry.runs` (``run``, ``graph``/``swarm``/``eval``, ``node``; ``job`` on Ray).
+Run-level: ``ray_harness_runs_active`` (tag ``kind``), ``ray_harness_node_duration_s`` (tag ``status``),
+``ray_harness_eval_rows_total`` (tags ``eval``, ``status``), ``ray_harness_rate_limit_wait_s`` (tag
+``limiter``). Sinks implement the agent-level methods of :class:`MetricsSink`; the run-level ones are
+optional (a sink without ``node_finished`` is not told about nodes).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-__all__ = ("MetricsSink", "OtelMetricsSink", "add_sink", "enable_otel_metrics", "remove_sink", "sinks")
+__all__ = ("BaseSink", "MetricsSink", "OtelMetricsSink", "add_sink", "enable_otel_metrics", "remove_sink", "sinks")
 
 
 class MetricsSink(Protocol):
@@ -26,6 +31,22 @@ class MetricsSink(Protocol):
     def active_agents(self, agent: str, delta: int) -> None: ...
 
     def interrupts_pending(self, agent: str, count: int) -> None: ...
+
+
+class BaseSink:
+    """A sink that ignores everything: subclass it and override what you record."""
+
+    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        return None
+
+    def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
+        return None
+
+    def active_agents(self, agent: str, delta: int) -> None:
+        return None
+
+    def interrupts_pending(self, agent: str, count: int) -> None:
+        return None
 
 
 _lock = threading.Lock()
@@ -67,6 +88,40 @@ def active_agents(agent: str, delta: int) -> None:
 def interrupts_pending(agent: str, count: int) -> None:
     for sink in _sinks:
         sink.interrupts_pending(agent, count)
+
+
+def _optional(method: str, *args: Any) -> None:
+    for sink in _sinks:
+        handler = getattr(sink, method, None)
+        if handler is not None:
+            handler(*args)
+
+
+def run_started(run: str, kind: str, name: str, nodes: int) -> None:
+    """A Graph/Swarm invocation or an evaluation (``kind``) began; ``nodes``: how many it has (0: unknown)."""
+    _optional("run_started", run, kind, name, nodes)
+
+
+def run_finished(run: str, kind: str, name: str, status: str) -> None:
+    _optional("run_finished", run, kind, name, status)
+
+
+def node_started(run: str, node: str) -> None:
+    _optional("node_started", run, node)
+
+
+def node_finished(run: str, node: str, status: str, duration_s: float) -> None:
+    _optional("node_finished", run, node, status, duration_s)
+
+
+def eval_row(run: str, name: str, status: str, total: int) -> None:
+    """An evaluation row of run ``run`` (evaluation ``name``, ``total`` rows when known) ended with ``status``."""
+    _optional("eval_row", run, name, status, total)
+
+
+def rate_limit_wait(limiter: str, wait_s: float) -> None:
+    """A call waited ``wait_s`` seconds for rate limiter ``limiter`` (its name: a model id, a provider)."""
+    _optional("rate_limit_wait", limiter, wait_s)
 
 
 class OtelMetricsSink:

@@ -1,35 +1,61 @@
-"""W3C trace context across process boundaries (Ray actor calls).
+"""W3C trace context across process boundaries (Ray actor calls), and the metric tags of the current run.
 
 The caller puts :func:`current_carrier` into the call's options; the actor wraps the call in
 :func:`attached`, so spans created in the actor are children of the caller's current span and one
-trace shows a whole distributed run. Both cost nothing when tracing is off.
+trace shows a whole distributed run. The carrier also holds the scope of
+:mod:`ray_harness.telemetry.runs` (run, graph/swarm, node) as ``ray-harness-tags``, so metrics
+recorded in the actor carry the caller's tags. Both cost nothing when tracing is off and no run
+scope is open.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from ray_harness.telemetry.config import tracing_enabled
+from ray_harness.telemetry.runs import current_tags, scoped
+
+_TAGS_KEY = "ray-harness-tags"  # carried as one JSON string: carriers are str -> str
 
 __all__ = ("attached", "current_carrier")
 
 
 def current_carrier() -> dict[str, str] | None:
-    """The current span context as W3C ``traceparent``/``tracestate`` headers (None when tracing is off)."""
-    if not tracing_enabled():
-        return None
-    from opentelemetry.propagate import inject
-
+    """The current span context as W3C ``traceparent``/``tracestate`` headers and the current metric tags
+    (None when tracing is off and no run scope is open)."""
     carrier: dict[str, str] = {}
-    inject(carrier)
+    tags = current_tags()
+    if tags:
+        carrier[_TAGS_KEY] = json.dumps(tags)
+    if tracing_enabled():
+        from opentelemetry.propagate import inject
+
+        inject(carrier)
     return carrier or None
 
 
 @contextlib.contextmanager
 def attached(carrier: dict[str, str] | None) -> Iterator[Any]:
     """Make ``carrier``'s span context current for the duration of the block."""
+    if not carrier:
+        yield None
+        return
+    packed = carrier.get(_TAGS_KEY)
+    if packed is None:
+        with _trace_attached(carrier) as token:
+            yield token
+        return
+    tags = json.loads(packed)
+    trace_carrier = {key: value for key, value in carrier.items() if key != _TAGS_KEY}
+    with scoped(tags), _trace_attached(trace_carrier) as token:
+        yield token
+
+
+@contextlib.contextmanager
+def _trace_attached(carrier: dict[str, str]) -> Iterator[Any]:
     if not carrier:
         yield None
         return

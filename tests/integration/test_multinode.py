@@ -4,47 +4,27 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import missing_service
+from tests.integration._local_cluster import ROOT, local_cluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.reliability]
-ROOT = Path(__file__).resolve().parents[2]
-PORT = 6390 + (os.getpid() % 40)
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[dict[str, str]]:
-    # A short path: Ray puts unix sockets under it, and socket paths are limited to 107 bytes.
-    state = Path(tempfile.mkdtemp(prefix="rhc", dir="/tmp"))
-    env = {**os.environ, "RAY_HARNESS_CLUSTER_DIR": str(state), "RAY_HARNESS_HEAD_PORT": str(PORT),
-           "RAY_HARNESS_DASHBOARD_PORT": str(PORT + 2000), "RAY_AUTH_MODE": "token"}
-    env.pop("RAY_ADDRESS", None)
-    started = subprocess.run(["bash", str(ROOT / "cluster/local.sh"), "up", "2"], env=env, capture_output=True,
-                             text=True, timeout=180, check=False)
-    if started.returncode != 0:
-        logs = "".join(f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in sorted(state.glob("*.log")))
-        subprocess.run(["bash", str(ROOT / "cluster/local.sh"), "down"], env=env, capture_output=True, timeout=120,
-                       check=False)
-        missing_service(f"cluster/local.sh up failed ({started.returncode}): {started.stdout}{started.stderr}{logs}")
-    try:
-        yield {"address": f"127.0.0.1:{PORT}", "state": str(state), **{k: env[k] for k in ("RAY_HARNESS_CLUSTER_DIR",
-                                                                                             "RAY_HARNESS_HEAD_PORT")}}
-    finally:
-        subprocess.run(["bash", str(ROOT / "cluster/local.sh"), "down"], env=env, capture_output=True, timeout=120,
-                       check=False)
-        shutil.rmtree(state, ignore_errors=True)
+def cluster() -> Iterator[dict[str, Any]]:
+    with local_cluster(workers=2) as started:
+        yield started
 
 
-def _driver(cluster: dict[str, str], code: str, timeout: float = 240) -> dict:
+def _driver(cluster: dict[str, Any], code: str, timeout: float = 240) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "token", "RAY_ADDRESS": cluster["address"]}
     completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, timeout=timeout,
                                capture_output=True, text=True, check=False)
@@ -53,7 +33,7 @@ def _driver(cluster: dict[str, str], code: str, timeout: float = 240) -> dict:
     return json.loads(next(line for line in reversed(completed.stdout.splitlines()) if line.startswith("{")))
 
 
-def test_rows_run_on_the_node_their_pool_is_pinned_to(cluster: dict[str, str], tmp_path: Path) -> None:
+def test_rows_run_on_the_node_their_pool_is_pinned_to(cluster: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "pinned.jsonl"
     result = _driver(cluster, f"""
         import json, ray
@@ -73,7 +53,7 @@ def test_rows_run_on_the_node_their_pool_is_pinned_to(cluster: dict[str, str], t
     assert result["outputs"] == [result["expected"]]  # every row ran on the pinned node
 
 
-def test_a_worker_node_leaving_mid_evaluation_loses_no_row(cluster: dict[str, str], tmp_path: Path) -> None:
+def test_a_worker_node_leaving_mid_evaluation_loses_no_row(cluster: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "leaving.jsonl"
     pid_file = tmp_path / "raylet.pid"
     result = _driver(cluster, f"""
@@ -106,15 +86,15 @@ def test_a_worker_node_leaving_mid_evaluation_loses_no_row(cluster: dict[str, st
     assert result["indices"] == list(range(80))
 
 
-def _cli(cluster: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _cli(cluster: dict[str, Any], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "token"}
     env.pop("RAY_ADDRESS", None)
     return subprocess.run([sys.executable, "-m", "ray_harness.cli", *args], cwd=ROOT, env=env, timeout=timeout,
                           capture_output=True, text=True, check=False)
 
 
-def test_cli_submit_runs_a_ray_job_and_status_lists_harness_actors(cluster: dict[str, str], tmp_path: Path) -> None:
-    dashboard = f"http://127.0.0.1:{int(cluster['RAY_HARNESS_HEAD_PORT']) + 2000}"
+def test_cli_submit_runs_a_ray_job_and_status_lists_harness_actors(cluster: dict[str, Any], tmp_path: Path) -> None:
+    dashboard = cluster["dashboard"]
     submitted = _cli(cluster, "submit", "--address", dashboard, "--working-dir", str(ROOT), "--",
                      "demo", "--local", "--rows", "3", "--output-dir", str(tmp_path / "job"))
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]

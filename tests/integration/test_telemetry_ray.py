@@ -150,3 +150,53 @@ def test_ray_metrics_reach_the_prometheus_endpoint() -> None:
     assert any('direction="input"' in line and "agent=" in line for line in token_lines)
     tool_lines = [line for line in text.splitlines() if "ray_harness_tool_calls" in line and not line.startswith("#")]
     assert any('status="success"' in line for line in tool_lines)
+
+
+def test_one_trace_per_run_and_every_span_has_its_parent(otlp: _Receiver) -> None:
+    """Pooled graph nodes, swarm members and evaluation rows continue the driver's trace.
+
+    One test for the three: the default pool's hosts configure their exporter once, at their start, so
+    they keep sending to the receiver of the test that started them.
+    """
+    from opentelemetry import trace
+
+    from ray_harness.evaluation import evaluate
+    from tests.integration import observed_agents
+
+    for kind in ("graph", "swarm", "evaluation"):
+        target: Any = None
+        with trace.get_tracer("test").start_as_current_span(f"driver {kind}") as driver:
+            if kind == "graph":
+                target = observed_agents.observed_graph()
+                target("trace the graph")
+            elif kind == "swarm":
+                target = observed_agents.observed_swarm()
+                target("trace the swarm")
+            else:
+                evaluate("tests.integration.observed_agents:metered", [{"prompt": "row"}], runtime="ray",
+                         progress=False)
+        if target is not None:
+            target.shutdown()
+        trace_id = driver.get_span_context().trace_id.to_bytes(16, "big")
+        chats_expected = 4 if kind == "graph" else 2  # two model calls per metered agent
+
+        def in_trace(trace_id: bytes = trace_id) -> list[Any]:
+            return [s for s in otlp.spans if s.trace_id == trace_id]
+
+        root = driver.get_span_context().span_id.to_bytes(8, "big")
+
+        def orphans(trace_id: bytes = trace_id, root: bytes = root) -> list[str]:
+            spans = in_trace(trace_id)
+            ids = {s.span_id for s in spans} | {root}
+            return [s.name for s in spans if s.parent_span_id and s.parent_span_id not in ids]
+
+        def complete(wanted: int = chats_expected) -> bool:
+            # Parents end (and are exported) after their children: wait until the trace closes up.
+            return sum(s.name == "chat" for s in in_trace()) >= wanted and not orphans()
+
+        try:
+            _wait(complete, timeout=60)
+        except AssertionError:
+            raise AssertionError(f"{kind}: spans whose parent never arrived: {orphans()}") from None
+        spans = in_trace()
+        assert sum(s.name.startswith("invoke_agent") for s in spans) >= chats_expected // 2, kind

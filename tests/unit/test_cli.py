@@ -47,7 +47,7 @@ def test_user_errors_exit_2_without_traceback(argv: list[str], capsys: pytest.Ca
 def test_usage_errors_and_help() -> None:
     bad = subprocess.run([sys.executable, "-m", "ray_harness.cli", "eval"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage:" in bad.stderr
-    for command in ("demo", "run", "eval", "submit", "status"):
+    for command in ("demo", "run", "eval", "submit", "status", "dashboard"):
         shown = subprocess.run([sys.executable, "-m", "ray_harness.cli", command, "--help"], capture_output=True,
                                text=True)
         assert shown.returncode == 0 and "usage: ray-harness" in shown.stdout
@@ -76,3 +76,39 @@ def test_eval_of_only_failing_rows_prints_no_nan(tmp_path: Path, capsys: pytest.
     main(["eval", "tests.eval_targets:echo_agent", str(data), "--local", "--output", str(tmp_path / "o.jsonl")])
     out = capsys.readouterr().out
     assert "nan" not in out.lower() and "p50 latency -" in out
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.jsonl", "a/../../b", ""])
+def test_submit_download_paths_stay_inside_the_jobs_working_dir(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["submit", "--download", path, "--", "eval", "m:f", "d.jsonl"]) == 2
+    assert "--download" in capsys.readouterr().err
+
+
+def test_submit_download_needs_to_wait_for_the_job(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["submit", "--no-wait", "--download", "results.jsonl", "--", "eval", "m:f", "d.jsonl"]) == 2
+    assert "--no-wait" in capsys.readouterr().err
+
+
+def test_dashboard_install_copies_into_the_sessions_grafana_dir(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    dashboards = tmp_path / "session_latest" / "metrics" / "grafana" / "dashboards"
+    dashboards.mkdir(parents=True)
+    assert main(["dashboard", "install", "--temp-dir", str(tmp_path)]) == 0
+    installed = json.loads((dashboards / "ray_harness_grafana_dashboard.json").read_text())
+    assert installed["uid"] == "ray-harness" and installed["panels"]
+    assert "/d/ray-harness" in capsys.readouterr().out
+    assert main(["dashboard", "install", "--session-dir", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_status_text_shows_runs_with_their_progress() -> None:
+    from ray_harness.cli import _status_text
+
+    graph = {"run": "r1", "kind": "graph", "name": "report", "status": "running", "nodes_done": {"research": "completed"},
+             "nodes_running": ["write"], "nodes_pending": 1, "input_tokens": 40, "output_tokens": 10,
+             "cost_usd": 0.0012, "age_s": 12.0, "rows_completed": 0, "rows_failed": 0}
+    evaluation = {**graph, "run": "r2", "kind": "eval", "name": "nightly", "rows_completed": 7, "rows_failed": 1}
+    text = _status_text({"runs": [graph, evaluation], "actors": [], "jobs": [], "unavailable": "no dashboard"})
+    assert text.splitlines()[0] == "2 run(s) in progress"
+    assert "nodes 1 done, 1 running (write), 1 pending  tokens 50  $0.0012  age 12s  run r1" in text
+    assert "rows 7 done, 1 failed" in text and "(no dashboard)" in text

@@ -1,0 +1,172 @@
+"""What runs are doing right now, cluster-wide: the data behind ``ray-harness status``.
+
+Every process that records harness metrics on Ray (orchestrator actors, pooled hosts, agent actors, the
+driver of an evaluation) also has a :class:`RunReporter` sink. It keeps what the run and node scopes of
+:mod:`ray_harness.telemetry.runs` tell it (a run started or ended, a node started or finished, a model
+call's tokens and cost, an evaluation row) per run, and writes that record, once a second and only when
+something changed, to the GCS key-value store under its own key (one per process, namespace
+``ray_harness_runs``). No actor is needed (an actor costs a process, ≈1 s to start). :func:`runs_snapshot`
+merges the records of all processes — a graph's nodes come from its orchestrator, its tokens from the
+hosts that ran them. Runs stay listed for :data:`KEEP_FINISHED_S` after they ended or went quiet.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import ray
+from ray.experimental import internal_kv
+
+from ray_harness.runtime._telemetry import job_id
+from ray_harness.telemetry.metrics import BaseSink
+from ray_harness.telemetry.runs import current_tags
+
+__all__ = ("KEEP_FINISHED_S", "RunReporter", "merge_records", "runs_snapshot")
+
+logger = logging.getLogger(__name__)
+
+KV_NAMESPACE = "ray_harness_runs"
+KEEP_FINISHED_S = 600.0
+_FLUSH_INTERVAL_S = 1.0
+_SUMMED = ("input_tokens", "output_tokens", "cost_usd", "rows_completed", "rows_failed")
+_FIRST = ("kind", "name", "job", "started_at", "ended_at")
+
+
+class RunReporter(BaseSink):
+    """A metrics sink that publishes this process's view of each run to the GCS (batched, once a second)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, dict[str, Any]] = {}
+        self._changed = False
+        self._key = f"{ray.get_runtime_context().get_worker_id()}".encode()
+        self._job = job_id() or None
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._flush_periodically, name="ray_harness-runs", daemon=True)
+        self._thread.start()
+        atexit.register(self.flush)
+
+    def _run(self, run: str) -> dict[str, Any]:
+        """The record of ``run`` to update (the caller holds the lock)."""
+        record = self._runs.get(run)
+        if record is None:
+            record = self._runs[run] = {"run": run, "nodes_started": [], "nodes_finished": {},
+                                        **dict.fromkeys(_SUMMED, 0)}
+        record["updated_at"] = time.time()
+        self._changed = True
+        return record
+
+    # -- MetricsSink (agent-level: only the tokens and cost a run's progress needs) ---------------------------
+
+    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        run = current_tags().get("run")
+        if not run:
+            return
+        with self._lock:
+            record = self._run(run)
+            record["input_tokens"] += int(usage.get("inputTokens", 0))
+            record["output_tokens"] += int(usage.get("outputTokens", 0))
+            record["cost_usd"] += cost_usd
+
+    # -- run-level ------------------------------------------------------------------------------------------
+
+    def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
+        with self._lock:
+            self._run(run).update(kind=kind, name=name, nodes_total=nodes, started_at=time.time(), status="running",
+                                  job=self._job)
+
+    def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
+        with self._lock:
+            self._run(run).update(status=status, ended_at=time.time())
+        # Written now, not with the next tick: the process may be gone by then (a Graph's orchestrator actor
+        # is killed with graph.shutdown(), a driver exits after its evaluation). By the flushing thread: a
+        # GCS write must not block the run's event loop.
+        self._wake.set()
+
+    def node_started(self, run: str, node: str) -> None:
+        with self._lock:
+            self._run(run)["nodes_started"].append(node)
+
+    def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
+        with self._lock:
+            self._run(run)["nodes_finished"][node] = status
+
+    def eval_row(self, run: str, name: str, status: str, total: int) -> None:
+        with self._lock:
+            self._run(run)["rows_failed" if status == "failed" else "rows_completed"] += 1
+
+    # -- publishing -----------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._changed:
+                return
+            now = time.time()
+            for run in [key for key, record in self._runs.items() if now - record["updated_at"] > KEEP_FINISHED_S]:
+                del self._runs[run]
+            payload = json.dumps({"updated_at": now, "runs": list(self._runs.values())})
+            self._changed = False
+        if ray.is_initialized():
+            internal_kv._internal_kv_put(self._key, payload, overwrite=True, namespace=KV_NAMESPACE)
+
+    def _flush_periodically(self) -> None:
+        while True:
+            self._wake.wait(_FLUSH_INTERVAL_S)
+            self._wake.clear()
+            try:
+                self.flush()
+            except Exception as error:  # status is best effort: it must never disturb a run
+                logger.warning("error=<%s> | could not publish run progress", error)
+
+
+def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """One entry per run from the records of every process; runs of an unknown kind (tokens only) left out."""
+    merged: dict[str, dict[str, Any]] = {}
+    for record in records:
+        run = merged.setdefault(record["run"], {"run": record["run"], "status": "running", "nodes_total": 0,
+                                                "started": set(), "finished": {}, **dict.fromkeys(_SUMMED, 0),
+                                                **dict.fromkeys(_FIRST)})
+        for key in _FIRST:
+            if run[key] is None and record.get(key) is not None:
+                run[key] = record[key]
+        if record.get("status") and record["status"] != "running":
+            run["status"] = record["status"]
+        run["nodes_total"] = max(run["nodes_total"], int(record.get("nodes_total") or 0))
+        run["started"] |= set(record["nodes_started"])
+        run["finished"].update(record["nodes_finished"])
+        for key in _SUMMED:
+            run[key] += record[key]
+    shown = []
+    for run in merged.values():
+        if run["kind"] is None:
+            continue
+        finished, started = run.pop("finished"), run.pop("started")
+        run["nodes_done"] = finished
+        run["nodes_running"] = sorted(started - set(finished)) if run["status"] == "running" else []
+        run["nodes_pending"] = max(0, run["nodes_total"] - len(finished) - len(run["nodes_running"])) \
+            if run["status"] == "running" else 0
+        run["age_s"] = round((run["ended_at"] or now) - (run["started_at"] or now), 3)
+        shown.append(run)
+    return sorted(shown, key=lambda run: run["started_at"] or 0, reverse=True)
+
+
+def runs_snapshot() -> list[dict[str, Any]]:
+    """The runs of the connected cluster, merged from every process's record; stale records are removed."""
+    now = time.time()
+    records: list[dict[str, Any]] = []
+    for key in internal_kv._internal_kv_list(b"", namespace=KV_NAMESPACE):
+        raw = internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
+        if raw is None:
+            continue
+        published = json.loads(raw)
+        if now - published["updated_at"] > KEEP_FINISHED_S:  # the process went quiet or away long ago
+            internal_kv._internal_kv_del(key, namespace=KV_NAMESPACE)
+            continue
+        records.extend(published["runs"])
+    return merge_records(records, now)
+

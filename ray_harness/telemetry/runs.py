@@ -1,0 +1,130 @@
+"""Which run, graph or swarm, and node a piece of work belongs to: the tags of metrics and the progress of runs.
+
+:func:`run_scope` (a Graph/Swarm invocation or an evaluation) and :func:`node_scope` (one node execution)
+set context variables that every metric recorded inside them is tagged with (``run``, ``graph`` or
+``swarm`` or ``eval``, ``node``). They travel across actor calls with the trace context
+(:mod:`ray_harness.telemetry.propagation`), so a pooled host's model calls carry the tags of the graph
+node that sent them. On enter and exit the scopes report to the metric sinks (``runs_active``,
+``node_duration_s``; the Ray runtime also feeds ``ray-harness status`` from them).
+
+Cardinality: ``graph``, ``swarm``, ``eval`` and ``node`` take the ids of your graphs, swarms, evaluations
+and nodes (bounded by your code); ``run`` takes one value per invocation (unbounded over time: Prometheus
+keeps one series per run). ``RAY_HARNESS_METRICS_RUN_TAGS=0`` leaves ``run`` empty on every metric.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import time
+import uuid
+from collections.abc import Iterator
+
+from ray_harness.telemetry import metrics
+
+__all__ = ("TAG_KEYS", "current_tags", "eval_row_finished", "metric_tags", "node_scope", "run_scope", "run_tags_enabled",
+           "scoped")
+
+TAG_KEYS = ("run", "graph", "swarm", "eval", "node")
+_tags: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("ray_harness_metric_tags", default=None)
+
+
+@functools.cache
+def run_tags_enabled() -> bool:
+    return os.environ.get("RAY_HARNESS_METRICS_RUN_TAGS", "1").lower() not in ("0", "false", "no")
+
+
+def current_tags() -> dict[str, str]:
+    """The tags of the innermost scope (``run``, ``graph``/``swarm``/``eval``, ``node``); empty outside."""
+    return _tags.get() or {}
+
+
+@contextlib.contextmanager
+def scoped(tags: dict[str, str]) -> Iterator[None]:
+    """Make ``tags`` (from another process, see propagation) current for the block; keys already set win."""
+    known = {key: str(value) for key, value in tags.items() if key in TAG_KEYS and value}
+    if not known:
+        yield
+        return
+    token = _tags.set({**known, **current_tags()})
+    try:
+        yield
+    finally:
+        _reset(token)
+
+
+@contextlib.contextmanager
+def run_scope(kind: str, name: str, *, nodes: int = 0, run_id: str | None = None) -> Iterator[str]:
+    """One Graph/Swarm invocation (``kind`` ``"graph"``/``"swarm"``) or evaluation (``"eval"``) named ``name``.
+
+    A run nested in another (a graph as a node, a graph per evaluation row) keeps the outer ``run`` id.
+    Yields the run id.
+    """
+    outer = current_tags()
+    run = outer.get("run") or run_id or uuid.uuid4().hex[:16]
+    token = _tags.set({**{key: value for key, value in outer.items() if key != "node"}, kind: name, "run": run})
+    metrics.run_started(run, kind, name, nodes)
+    outcome = _Outcome()
+    try:
+        with outcome:
+            yield run
+    finally:
+        _reset(token)
+        metrics.run_finished(run, kind, name, outcome.status)
+
+
+@contextlib.contextmanager
+def node_scope(node_id: str) -> Iterator[None]:
+    """One execution of node ``node_id`` of the current run; records its duration and status on exit."""
+    outer = current_tags()
+    token = _tags.set({**outer, "node": node_id})
+    run = outer.get("run", "")
+    metrics.node_started(run, node_id)
+    started = time.perf_counter()
+    outcome = _Outcome()
+    try:
+        with outcome:
+            yield
+    finally:
+        _reset(token)
+        metrics.node_finished(run, node_id, outcome.status, time.perf_counter() - started)
+
+
+def eval_row_finished(status: str) -> None:
+    """A row of the current evaluation (see :func:`run_scope`) ended: ``"completed"`` or ``"failed"``."""
+    tags = current_tags()
+    metrics.eval_row(tags.get("run", ""), tags.get("eval", ""), status, 0)
+
+
+def metric_tags(agent: str) -> dict[str, str]:
+    """The tags of a metric recorded now: ``agent`` and the current scope (``run`` only when enabled)."""
+    tags = {"agent": agent, **current_tags()}
+    if not run_tags_enabled():
+        tags.pop("run", None)
+    return tags
+
+
+def _reset(token: contextvars.Token[dict[str, str] | None]) -> None:
+    # A scope inside an async generator that is closed from another context cannot be reset (and needs not).
+    with contextlib.suppress(ValueError):
+        _tags.reset(token)
+
+
+class _Outcome:
+    """How the block it wraps ended: ``completed``, ``failed``, or ``cancelled`` (task cancel, generator close)."""
+
+    status = "failed"
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        import asyncio
+
+        if kind is None:
+            self.status = "completed"
+        elif issubclass(kind, asyncio.CancelledError | GeneratorExit):
+            self.status = "cancelled"
+

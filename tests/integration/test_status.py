@@ -1,0 +1,72 @@
+"""``ray-harness status --json`` while a graph runs: the run, its nodes done/running/pending, tokens, age."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_harness.multiagent import Status
+
+pytestmark = [pytest.mark.ray]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _status(gcs_address: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    shown = subprocess.run([sys.executable, "-m", "ray_harness.cli", "status", "--json", "--address", gcs_address],
+                           env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    return json.loads(shown.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _wait_for_run(gcs_address: str, predicate: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + 240
+    while True:
+        runs = [run for run in _status(gcs_address)["runs"] if run["name"] == "held_graph"]
+        if runs and predicate(runs[0]):
+            return runs[0]
+        assert time.monotonic() < deadline, f"the run never reached the expected state; last seen: {runs}"
+        time.sleep(1)
+
+
+def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str, Any], tmp_path: Path) -> None:
+    from tests.integration.observed_agents import held_graph
+
+    release = tmp_path / "release"
+    graph = held_graph(release)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = graph("go")
+        except BaseException as error:  # surfaced by the assertion below
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        running = _wait_for_run(ray_session["gcs_address"], lambda run: run["nodes_running"] == ["held"])
+        assert running["kind"] == "graph" and running["status"] == "running"
+        assert running["nodes_done"] == {"first": "completed"} and running["nodes_pending"] == 1
+        assert running["nodes_total"] == 3
+        assert running["input_tokens"] > 0 and running["cost_usd"] >= 0 and running["age_s"] >= 0
+    finally:
+        release.touch()
+        worker.join(timeout=240)
+        graph.shutdown()
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["result"].status == Status.COMPLETED
+
+    finished = _wait_for_run(ray_session["gcs_address"], lambda run: run["status"] != "running")
+    assert finished["status"] == "completed" and finished["nodes_running"] == []
+    assert finished["nodes_done"] == {"first": "completed", "held": "completed", "last": "completed"}
+    assert finished["run"] == running["run"]

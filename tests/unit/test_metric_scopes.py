@@ -1,0 +1,99 @@
+"""Run and node scopes: what every metric is tagged with, how the tags cross a process boundary, run reports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ray_harness import Agent, GraphBuilder, Swarm
+from ray_harness.multiagent import Status
+from ray_harness.telemetry import metrics, runs
+from ray_harness.telemetry.propagation import attached, current_carrier
+from ray_harness.testing import ScriptedModel, text
+
+
+class _Recorder(metrics.BaseSink):
+    """A metrics sink that keeps what it was told, with the tags current at the time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, dict[str, str]]] = []
+        self.events: list[tuple[Any, ...]] = []
+
+    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        self.calls.append((agent, runs.metric_tags(agent)))
+
+    def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
+        self.events.append(("run_started", kind, name, nodes))
+
+    def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
+        self.events.append(("run_finished", kind, name, status))
+
+    def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
+        assert duration_s >= 0
+        self.events.append(("node_finished", node, status))
+
+
+@pytest.fixture
+def recorder() -> Iterator[_Recorder]:
+    sink = _Recorder()
+    metrics.add_sink(sink)
+    yield sink
+    metrics.remove_sink(sink)
+
+
+def _agent(name: str) -> Agent:
+    return Agent(ScriptedModel(text(f"{name} done")), name=name)
+
+
+def test_model_calls_in_a_graph_carry_the_run_graph_and_node(recorder: _Recorder) -> None:
+    builder = GraphBuilder()
+    builder.add_node(_agent("researcher"), "research")
+    builder.add_node(_agent("writer"), "write")
+    builder.add_edge("research", "write")
+    builder.set_graph_id("report")
+    assert builder.build(runtime="local")("go").status == Status.COMPLETED
+
+    tags = dict(recorder.calls)
+    assert tags["researcher"]["graph"] == "report" and tags["researcher"]["node"] == "research"
+    assert tags["writer"]["node"] == "write"
+    assert tags["researcher"]["run"] and tags["researcher"]["run"] == tags["writer"]["run"]
+    assert recorder.events == [("run_started", "graph", "report", 2), ("node_finished", "research", "completed"),
+                               ("node_finished", "write", "completed"), ("run_finished", "graph", "report",
+                                                                         "completed")]
+    assert runs.current_tags() == {}  # nothing leaks out of the run
+
+
+def test_a_swarm_reports_its_members_as_nodes(recorder: _Recorder) -> None:
+    swarm = Swarm([_agent("solo")], id="helpdesk", runtime="local")
+    swarm("hello")
+    assert recorder.calls[0][1]["swarm"] == "helpdesk" and recorder.calls[0][1]["node"] == "solo"
+    assert ("run_finished", "swarm", "helpdesk", "completed") in recorder.events
+
+
+def test_tags_travel_in_the_carrier_and_the_receivers_own_run_id_does_not_override_them() -> None:
+    with runs.run_scope("graph", "g", run_id="r1"), runs.node_scope("n"):
+        carrier = current_carrier()
+    assert carrier is not None and runs.current_tags() == {}
+    with attached(carrier), runs.scoped({"run": "invocation-7"}):
+        assert runs.current_tags() == {"graph": "g", "run": "r1", "node": "n"}
+    with attached(None), runs.scoped({"run": "invocation-7"}):
+        assert runs.current_tags() == {"run": "invocation-7"}
+
+
+def test_a_failing_node_and_run_are_reported_failed(recorder: _Recorder) -> None:
+    with pytest.raises(RuntimeError), runs.run_scope("graph", "g"), runs.node_scope("bad"):
+        raise RuntimeError("boom")
+    assert recorder.events[-2:] == [("node_finished", "bad", "failed"), ("run_finished", "graph", "g", "failed")]
+
+
+def test_per_run_tags_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_HARNESS_METRICS_RUN_TAGS", "0")
+    runs.run_tags_enabled.cache_clear()
+    try:
+        with runs.run_scope("eval", "nightly"):
+            assert runs.metric_tags("a") == {"agent": "a", "eval": "nightly"}
+    finally:
+        runs.run_tags_enabled.cache_clear()
