@@ -11,6 +11,7 @@ from typing import Any
 
 from ray_harness._version import __version__
 from ray_harness.evaluation._backends import resolve_factory
+from ray_harness.runtime._telemetry import with_actor_env
 from ray_harness.serve._server import DEFAULT_MAX_REQUEST_BYTES, AppSettings
 from ray_harness.serve._store import open_repository
 
@@ -74,6 +75,8 @@ def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_
     # A2A layer's CPU); off unless asked for. ray_harness's own spans are unaffected.
     env_vars.setdefault(_SDK_TRACING, os.environ.get(_SDK_TRACING, "false"))
     actor_options["runtime_env"] = {**runtime_env, "env_vars": env_vars}
+    # Replicas build agents too: they get the driver's extension list and telemetry settings, like every actor.
+    actor_options = with_actor_env(actor_options)
     options: dict[str, Any] = {"name": name, "ray_actor_options": actor_options,
                                "max_ongoing_requests": max_ongoing_requests}
     if autoscaling_config is not None:

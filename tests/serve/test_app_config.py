@@ -49,3 +49,12 @@ def test_an_app_is_a_bound_serve_application() -> None:
     assert deployment.ray_actor_options["num_cpus"] == 0
     assert deployment.ray_actor_options["runtime_env"]["env_vars"]["OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"] in (
         "false", "true")
+
+
+def test_replicas_get_the_drivers_extension_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Replicas build agents: like every actor the runtime starts, they load the driver's extensions.
+    monkeypatch.setenv("RAY_HARNESS_EXTENSIONS", "timing")
+    app = rh_serve.app("tests.eval_targets:echo_agent", name="ext")
+    options = app._bound_deployment.ray_actor_options
+    assert options["num_cpus"] == 0
+    assert options["runtime_env"]["env_vars"]["RAY_HARNESS_EXTENSIONS"] == "timing"
