@@ -1,6 +1,6 @@
 """Tools from a real MCP server: the ``mcp-server-time`` package from PyPI, started over stdio.
 
-    pip install mcp-server-time                      # (in the project's dev extra)
+    pip install mcp-server-time                      # here, or in a venv of its own (see below)
     python examples/mcp_tools.py
     python examples/mcp_tools.py --model openai:gpt-4o
 
@@ -11,11 +11,18 @@ What it shows:
 * the client is lazy: the server process starts at the agent's first invocation and stops when the
   ``with`` block ends;
 * MCP tool results flowing back into the agent loop like any other tool's.
+
+The server runs as ``python -m mcp_server_time`` with this interpreter, or as the command in
+``RAY_HARNESS_MCP_TIME_SERVER`` (for example ``/path/to/venv/bin/python -m mcp_server_time``): its current
+releases need ``mcp>=2.2``, which the Strands SDK of the benchmarks does not accept, so CI keeps it in a venv of
+its own (``scripts/ci/mcp_time.sh``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from typing import Any
 
@@ -42,7 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a provider model, e.g. openai:gpt-4o (default: offline ScriptedModel)")
     args = parser.parse_args()
-    server = MCPClient(command=[sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"], prefix="time")
+    command = shlex.split(os.environ.get("RAY_HARNESS_MCP_TIME_SERVER", "")) or [sys.executable, "-m", "mcp_server_time"]
+    server = MCPClient(command=[*command, "--local-timezone", "UTC"], prefix="time")
     with server:
         agent = Agent(args.model or scripted_model(), tools=[server], name="clock",
                       system_prompt="Answer time questions with the time tools.")

@@ -80,10 +80,12 @@ def test_cancel_fanout_locally() -> None:
 
 
 def test_mcp_tools_with_the_real_time_server() -> None:
-    try:
-        import mcp_server_time  # noqa: F401
-    except ImportError:
-        missing_service("mcp-server-time is not installed (pip install -e '.[dev]')")
+    if not os.environ.get("RAY_HARNESS_MCP_TIME_SERVER"):
+        try:
+            import mcp_server_time  # noqa: F401
+        except ImportError:
+            missing_service("mcp-server-time is not available: run scripts/ci/mcp_time.sh (its own venv) and "
+                            "source /tmp/ray_harness_ci_env, or pip install mcp-server-time")
     out = _run("mcp_tools.py")
     assert "tools from the server: ['time_convert_time', 'time_get_current_time']" in out
     assert '"timezone": "Asia/Tokyo"' in out and "17:30:00+09:00" in out  # 09:30 in Paris in winter
