@@ -206,6 +206,8 @@ class LocalNodeRunner:
         target = self._nodes[node_id]
         if isinstance(target, MultiAgentBase):
             return {"multiagent": target.serialize_state()}
+        if not callable(getattr(target, "snapshot", None)):
+            return {}  # a node that keeps its own state elsewhere (e.g. an A2AAgent: the remote task)
         return conversation(target.snapshot()).model_dump()
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
@@ -214,7 +216,8 @@ class LocalNodeRunner:
             if "multiagent" in data:
                 target.deserialize_state(data["multiagent"])
             return
-        import_conversation(target, data)
+        if data and callable(getattr(target, "restore", None)):
+            import_conversation(target, data)
 
 
 def import_conversation(agent: Any, data: dict[str, Any]) -> None:
