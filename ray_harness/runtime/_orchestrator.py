@@ -100,7 +100,7 @@ from ray_harness.runtime._orchestrator_wire import (
     pack_tree,
 )
 from ray_harness.runtime._placement import placed
-from ray_harness.runtime._telemetry import flush_spans, prepare_actor_process, with_actor_env
+from ray_harness.runtime._telemetry import flush_metrics, flush_spans, prepare_actor_process, with_actor_env
 from ray_harness.telemetry.propagation import attached, current_carrier
 
 __all__ = ("ORCHESTRATOR_PREFIX", "OrchestratorActor", "OrchestratorClient", "drive", "shutdown_all")
@@ -184,6 +184,7 @@ class OrchestratorActor:
             # Start exporting invoke_graph/execute_node spans now, before a kill can lose them; not awaited:
             # an unreachable collector must not delay the end of the run.
             threading.Thread(target=flush_spans, name="ray_harness-span-flush", daemon=True).start()
+            flush_metrics()  # the run's node durations too (in-process hand-off to Ray, cheap)
             yield ("end", _dump_end(pack_tree(table), outcome["final"], outcome["error"], refs))
         finally:
             self._runs.pop(invocation_id, None)

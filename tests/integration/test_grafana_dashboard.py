@@ -75,13 +75,20 @@ def test_every_dashboard_expression_refers_to_exported_metrics_and_labels() -> N
     wanted: set[str] = set()
     for expr in expressions:
         wanted |= _references(expr)[0]
+    # Series from different processes reach the endpoint at different moments: scrape until complete.
     scraped: dict[str, set[str]] = {}
+    problems: list[str] = ["not scraped yet"]
     deadline = time.monotonic() + 120
-    while not wanted <= set(scraped) and time.monotonic() < deadline:
+    while problems and time.monotonic() < deadline:
         time.sleep(2)
         scraped = _scrape(port)
-    assert wanted <= set(scraped), f"not exported: {sorted(wanted - set(scraped))}"
+        problems = _problems(expressions, wanted, scraped)
+    assert not problems, "\n".join(problems)
 
+
+def _problems(expressions: list[str], wanted: set[str], scraped: dict[str, set[str]]) -> list[str]:
+    if not wanted <= set(scraped):
+        return [f"not exported: {sorted(wanted - set(scraped))}"]
     problems: list[str] = []
     for expr in expressions:
         metrics_used, labels = _references(expr)
@@ -91,7 +98,7 @@ def test_every_dashboard_expression_refers_to_exported_metrics_and_labels() -> N
             if missing:
                 problems.append(f"{metric} has no label(s) {sorted(missing)} (has {sorted(scraped[metric])}) "
                                 f"in: {expr}")
-    assert not problems, "\n".join(problems)
+    return problems
 
 
 def _panel_titles(dashboard: dict[str, Any]) -> list[str]:
