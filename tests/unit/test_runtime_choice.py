@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from typing import Any
 
@@ -44,10 +46,17 @@ def test_an_unknown_runtime_is_a_clear_error(runtime: Any, error: type[Exception
 
 
 def test_choosing_local_never_imports_the_ray_runtime() -> None:
-    builder = GraphBuilder()
-    builder.add_node(Agent(ScriptedModel(["x"]), name="a"), "a")
-    builder.build(runtime="local")("go")
-    assert "ray_harness.runtime.multiagent" not in sys.modules
+    # In a fresh interpreter: earlier tests of the same session may have imported the runtime already.
+    code = ("import sys\n"
+            "from ray_harness import Agent, GraphBuilder\n"
+            "from ray_harness.testing import ScriptedModel\n"
+            "builder = GraphBuilder()\n"
+            "builder.add_node(Agent(ScriptedModel(['x']), name='a'), 'a')\n"
+            "builder.build(runtime='local')('go')\n"
+            "print(sorted(m for m in sys.modules if m.startswith('ray_harness.runtime') or m.split('.')[0] == 'ray'))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 def _graph() -> Any:
