@@ -20,16 +20,27 @@ pytestmark = [pytest.mark.ray, pytest.mark.reliability, pytest.mark.usefixtures(
 KILLS = int(os.environ.get("RAY_HARNESS_FAULT_KILLS", "10"))
 
 
-async def _host_pids() -> list[int]:
+async def _host_stats() -> list[dict[str, Any]]:
     from ray_harness.runtime._multiagent_pool import default_pool
 
     deadline = time.monotonic() + 60
     while True:
         try:
-            return [host["pid"] for host in await default_pool().stats()]
+            return list(await default_pool().stats())
         except RemoteActorError:
             assert time.monotonic() < deadline, "hosts did not come back"
             await asyncio.sleep(0.2)
+
+
+async def _busy_host_pids(run: asyncio.Task[Any]) -> list[int]:
+    """The pids of the hosts running a node of ``run`` right now (a state, not a guess at a moment)."""
+    deadline = time.monotonic() + 120
+    while True:
+        busy = [host["pid"] for host in await _host_stats() if host["running"]]
+        if busy or run.done():
+            return busy
+        assert time.monotonic() < deadline, "no node of the graph ever started on a host"
+        await asyncio.sleep(0.02)
 
 
 def _graph() -> Any:
@@ -47,10 +58,12 @@ async def test_host_killed_mid_graph_batch() -> None:
     from ray_harness.multiagent import Status
     outcomes = []
     for _ in range(KILLS):
-        pids = await _host_pids()
+        await _host_stats()  # the hosts are up (again)
         run = asyncio.create_task(_graph().invoke_async("go"))
-        await asyncio.sleep(random.uniform(0.1, 0.5))  # inside the left/right batch (0.6 s model calls)
-        os.kill(random.choice(pids), signal.SIGKILL)
+        busy = await _busy_host_pids(run)  # inside the left/right batch (0.6 s model calls)
+        await asyncio.sleep(random.uniform(0.0, 0.2))
+        if busy:
+            os.kill(random.choice(busy), signal.SIGKILL)
         result = await asyncio.wait_for(run, 120)
         outcomes.append(result.status)
         if result.status == Status.COMPLETED:
