@@ -161,8 +161,11 @@ def test_one_trace_per_run_and_every_span_has_its_parent(otlp: _Receiver) -> Non
     from opentelemetry import trace
 
     from ray_harness.evaluation import evaluate
+    from ray_harness.runtime._multiagent_pool import default_pool
     from tests.integration import observed_agents
 
+    # Hosts started by earlier tests export to their receivers: the next use builds fresh hosts that use ours.
+    default_pool().shutdown()
     for kind in ("graph", "swarm", "evaluation"):
         target: Any = None
         with trace.get_tracer("test").start_as_current_span(f"driver {kind}") as driver:
