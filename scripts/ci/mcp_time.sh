@@ -10,5 +10,9 @@ if ! "$VENV/bin/python" -c "import mcp_server_time" >/dev/null 2>&1; then
   "$VENV/bin/python" -m pip install --quiet "mcp-server-time>=2026.10"
 fi
 "$VENV/bin/python" -c "import mcp_server_time"
-echo "export RAY_HARNESS_MCP_TIME_SERVER='$VENV/bin/python -m mcp_server_time'" >> /tmp/ray_harness_ci_env
+ENV_FILE=/tmp/ray_harness_ci_env
+touch "$ENV_FILE"
+grep -v '^export RAY_HARNESS_MCP_TIME_SERVER=' "$ENV_FILE" > "$ENV_FILE.tmp" || true
+mv "$ENV_FILE.tmp" "$ENV_FILE"
+echo "export RAY_HARNESS_MCP_TIME_SERVER='$VENV/bin/python -m mcp_server_time'" >> "$ENV_FILE"
 echo "mcp-server-time ready in $VENV"
