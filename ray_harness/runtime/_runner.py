@@ -2,9 +2,11 @@
 
 It adds to the core agent what an actor needs and the agent does not do itself:
 
-* **Ordered invocations.** Calls queue in arrival order (an ``asyncio.Lock`` is
-  FIFO); ``mode="throw"`` raises ``ConcurrencyException`` instead, like an
-  in-process ``Agent``.
+* **Ordered invocations.** Calls queue in the order their caller made them (a
+  call's :class:`~ray_harness.runtime._order.Ticket` passes the
+  :class:`~ray_harness.runtime._order.ArrivalGate`, then an ``asyncio.Lock``,
+  which is FIFO); ``mode="throw"`` raises ``ConcurrencyException`` instead,
+  like an in-process ``Agent``.
 * **Cancel by invocation id**, accepted before the invocation starts (a cancel
   that overtakes its run still lands) and from another thread (Ray runs the
   ``cancel`` method in its own concurrency group).
@@ -32,6 +34,7 @@ from ray_harness.agent.result import AgentResult
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
+from ray_harness.runtime._order import ArrivalGate, Ticket
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
@@ -66,6 +69,7 @@ class AgentRunner:
         self._store = store
         self._key = key or ""
         self._lock = asyncio.Lock()
+        self._gate = ArrivalGate()
         self._journal: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._batch_results: dict[str, ToolResult] = {}
         self._running: str | None = None
@@ -98,15 +102,17 @@ class AgentRunner:
         """
         options = dict(options)
         carrier = options.pop("trace_context", None)
+        ticket = options.pop("ticket", None)
         prepare_actor_process()
         # The driver's span is the parent of this invocation's spans; its metrics carry the caller's run tags; a
         # Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
         with attached(carrier), scoped({"run": invocation_id}), placed("in_process"):
-            async for event in self._stream(invocation_id, prompt, options, quiet):
+            async for event in self._stream(invocation_id, prompt, options, quiet, ticket):
                 yield event
 
-    async def _stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], quiet: bool
-                      ) -> AsyncGenerator[dict[str, Any], None]:
+    async def _stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], quiet: bool,
+                      ticket: Ticket | None) -> AsyncGenerator[dict[str, Any], None]:
+        await self._gate.admit(ticket)  # then straight to the lock, without yielding: it queues in ticket order
         if self.mode == "throw" and self._lock.locked():
             raise ConcurrencyException(
                 f"agent {self.agent.name!r} is already running an invocation "
@@ -210,7 +216,7 @@ class AgentRunner:
     def journal_entry(self) -> dict[str, Any]:
         """What the store keeps: the agent's :class:`AgentSnapshot`, the running batch's results, the journal."""
         return {"version": _JOURNAL_VERSION, "agent": self.agent.snapshot(), "batch_results": self._batch_results,
-                "journal": self._journal}
+                "journal": self._journal, "order": self._gate.positions()}
 
     def persist(self) -> None:
         if self._store is None:
@@ -235,7 +241,12 @@ class AgentRunner:
         self.agent.restore(entry["agent"])
         self._batch_results = dict(entry["batch_results"])
         self._journal = OrderedDict(entry["journal"])
+        self._gate.restore(entry.get("order", {}))
         return True
+
+    def restarted_without_journal(self) -> None:
+        """This process replaces one that died and there was nothing to restore (see ``ArrivalGate.lost``)."""
+        self._gate.lost()
 
     def forget(self) -> None:
         if self._store is not None:

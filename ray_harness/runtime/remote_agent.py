@@ -31,6 +31,7 @@ from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.agent.state import AgentState
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, stream_items
+from ray_harness.runtime._order import Tickets
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._store import FileAgentStore
@@ -65,11 +66,14 @@ class AgentActor:
         store = FileAgentStore(store_dir) if persist else None
         self._runner = AgentRunner(spec.build(), mode=mode, store=store, key=self._key)
         self._restored = False
+        reconstructed = was_reconstructed()
         if store is not None:
-            if was_reconstructed():
+            if reconstructed:
                 self._restored = self._runner.restore()
             else:
                 self._runner.forget()  # a new actor under an old name must not inherit its snapshot
+        if reconstructed and not self._restored:
+            self._runner.restarted_without_journal()
 
     async def info(self) -> dict[str, Any]:
         agent = self._runner.agent
@@ -192,6 +196,7 @@ class RemoteAgent:
 
     def _attach(self, actor: Any, name: str, namespace: str) -> None:
         self._info = None
+        self._tickets = Tickets()
         self._actor = actor
         self.name = name
         self.namespace = namespace
@@ -245,14 +250,23 @@ class RemoteAgent:
     def __call__(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                  limits: Limits | None = None, structured_output_model: type | None = None) -> AgentResult:
         options = self._options(invocation_state, limits, structured_output_model)
-        ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, options)
-        return call_sync(ref, self.actor_name)  # type: ignore[no-any-return]
+        with self._tickets.submitting() as ticket:
+            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+        try:
+            return call_sync(ref, self.actor_name)  # type: ignore[no-any-return]
+        finally:
+            self._tickets.answered(ticket)
 
     async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None
                            ) -> AgentResult:
         options = self._options(invocation_state, limits, structured_output_model)
-        return await await_ref(self._actor.invoke.remote(uuid.uuid4().hex, prompt, options), self.actor_name)
+        with self._tickets.submitting() as ticket:
+            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+        try:
+            return await await_ref(ref, self.actor_name)
+        finally:
+            self._tickets.answered(ticket)
 
     async def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None,
@@ -271,7 +285,9 @@ class RemoteAgent:
                                  include_model_events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
         """One invocation's events under the caller's id (a cancel for that id lands even before it starts);
         sent again after a restart; cancelled in the actor when the consumer stops early."""
-        generator = self._actor.stream.remote(invocation_id, prompt, options, include_model_events)
+        with self._tickets.submitting() as ticket:
+            options = {**options, "ticket": ticket}  # a re-invoke after a restart keeps its place
+            generator = self._actor.stream.remote(invocation_id, prompt, options, include_model_events)
         finished = False
         try:
             async for event in stream_items(generator, self.actor_name):
@@ -286,6 +302,7 @@ class RemoteAgent:
                 finished = True
                 yield {"type": "result", "result": result}
         finally:
+            self._tickets.answered(ticket)
             if not finished:
                 self._actor.cancel.remote(invocation_id)
 
