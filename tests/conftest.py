@@ -38,3 +38,17 @@ def script() -> Iterator[Callable[..., ScriptedModel]]:
     yield make
     for model in made:
         model.assert_complete()
+
+
+def _telemetry_env() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key.startswith("OTEL_")}
+
+
+@pytest.fixture(autouse=True)
+def _telemetry_env_unchanged() -> Iterator[None]:
+    """A test that leaves OTEL_* variables behind sends the spans of every later process (subprocesses,
+    new actors, Serve replicas) to an endpoint that is gone; their exits then hang on export retries."""
+    before = _telemetry_env()
+    yield
+    after = _telemetry_env()
+    assert after == before, f"the test changed OTEL_* environment variables: {before} -> {after}"

@@ -68,12 +68,14 @@ def otlp(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Receiver]:
     receiver = _Receiver()
     previous_provider = trace._TRACER_PROVIDER
     monkeypatch.setattr(config, "_state", {"capture_content": None, "env_checked": False, "provider": None})
-    for key in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # actors flush their batches every 100 ms
-    provider = telemetry.setup("otlp-http", endpoint=receiver.endpoint, simple=True)
+    # Set (not delete) before setup(), which exports them for actors: monkeypatch records nothing for deleting
+    # an absent variable, so the value setup() wrote would outlive the test and send every later process's
+    # spans to this receiver once it is gone (their exit then hangs on export retries).
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)  # setup("otlp-http") does not set it
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # actors flush their batches every 100 ms
+    provider = telemetry.setup("otlp-http", endpoint=receiver.endpoint, simple=True)
     yield receiver
     provider.shutdown()
     trace._TRACER_PROVIDER = previous_provider
