@@ -64,9 +64,11 @@ class Invocation:
 
     @property
     def cancelled(self) -> bool:
+        """Whether a cancel of the invocation was requested."""
         return self.cancel_signal.is_set()
 
     def request_cancel(self, *, model_too: bool) -> None:
+        """Request a cancel; ``model_too=False`` waits for the running model call to finish first."""
         if not model_too:
             self.deferred_cancel = True
             return
@@ -86,6 +88,7 @@ class Invocation:
             self.task.cancel()
 
     def result(self, stop_reason: str, message: Message, **extra: Any) -> AgentResult:
+        """The invocation's ``AgentResult`` with the agent's metrics and state (``extra``: more fields)."""
         return AgentResult(stop_reason=stop_reason, message=message, metrics=self.agent.event_loop_metrics,
                            state=self.agent.state, **extra)
 
@@ -356,8 +359,11 @@ async def _after_tools(agent: Agent, inv: Invocation, message: Message, tools: T
 
 
 def _without_unfinished_tool_uses(message: Message) -> Message:
-    """A truncated answer's tool uses may be cut mid-input: each becomes a text note, so none runs half-formed
-    and the kept history has no tool use without a result (Strands does the same, with the same text)."""
+    """Replace a truncated answer's tool uses, which may be cut mid-input, by text notes.
+
+    So none runs half-formed and the kept history has no tool use without a result (Strands does the same,
+    with the same text).
+    """
     content: list[Any] = [
         {"text": f"The selected tool {block['toolUse'].get('name') or '<unknown>'}'s tool use was incomplete "
                  "due to maximum token limits being reached."} if "toolUse" in block else block

@@ -114,8 +114,11 @@ def assemble(agent: Agent, inv: Invocation) -> ExtensionChain | None:
 
 
 class Resolution:
-    """Contributions resolved onto the stacks and checked. Pure in its inputs, so reused while they repeat
-    (contributors usually return the same placements every time)."""
+    """Contributions resolved onto the stacks and checked.
+
+    Pure in its inputs, so reused while they repeat (contributors usually return the same placements every
+    time).
+    """
 
     def __init__(self, placed: list[tuple[int, int, str, MiddlewarePlacement]], retry: bool) -> None:
         self.items = tuple(entry[3] for entry in placed)

@@ -141,6 +141,13 @@ class Graph(MultiAgentBase):
 
     def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
                      **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """Run the graph on ``task``, yielding node and multi-agent events; the last one carries the result.
+
+        Args:
+            task: The prompt or content blocks given to the entry points.
+            invocation_state: Shared state passed to every node's agent (``kwargs`` are merged into it).
+            **kwargs: More invocation state.
+        """
         return self._stream(task, invocation_state, kwargs, quiet=False)
 
     def _quiet_stream(self, task: Any, invocation_state: dict[str, Any] | None = None,
@@ -508,6 +515,10 @@ class Graph(MultiAgentBase):
     # -- persistence --------------------------------------------------------------------------------------
 
     def serialize_state(self) -> dict[str, Any]:
+        """The graph's state as JSON (status, task, completed/failed/interrupted nodes, results, next nodes).
+
+        A session manager persists it after each node; :meth:`deserialize_state` resumes from it.
+        """
         def ids(nodes: set[GraphNode]) -> list[str]:
             return sorted(node.node_id for node in nodes)
 
