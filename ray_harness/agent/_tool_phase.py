@@ -106,7 +106,7 @@ def _batch_cancel_text(cancel: Any, inv: Invocation) -> str | None:
 async def _execute_pending(agent: Agent, inv: Invocation, pending: list[ToolUse], results: dict[str, ToolResult],
                            interrupts: list[Interrupt]) -> AsyncGenerator[Any, None]:
     """Run ``pending`` with the agent's tool executor; fills ``results`` and ``interrupts``, yields the events."""
-    # TOOL_VISIBLE extensions wrap each whole tool call (seed 002); without any, nothing wraps.
+    # TOOL_VISIBLE extensions wrap each whole tool call; without any, nothing wraps.
     run_one = (lambda use: execute_tool(agent, inv, use)) if inv.extensions is None \
         else inv.extensions.tool_runner(execute_tool)
     async for event in agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped):

@@ -61,7 +61,7 @@ class Invocation:
         self.tracer = get_tracer()
         self.agent_span: Any = None
         self.cycle_span: Any = None
-        self.extensions: ExtensionChain | None = None  # contributed middleware of this chain (seed 002)
+        self.extensions: ExtensionChain | None = None  # contributed middleware of this chain
 
     @property
     def cancelled(self) -> bool:

@@ -1,4 +1,4 @@
-"""Observation-only, fault-isolated wrappers around contributed hooks (seed 002's ``IsolatedMiddleware``).
+"""Observation-only, fault-isolated wrappers around contributed hooks (see docs/concepts/extensions.md).
 
 A wrap hook is an ``async def hook(request, handler)`` that awaits ``handler(request)`` once. The host
 drives the hook's coroutine itself (as a Task would) instead of awaiting it, so the downstream stream
