@@ -522,7 +522,7 @@ class Graph(MultiAgentBase):
     # -- persistence --------------------------------------------------------------------------------------
 
     def serialize_state(self) -> dict[str, Any]:
-        """The graph's state as JSON (status, task, completed/failed/interrupted nodes, results, next nodes).
+        """The graph's state as JSON: status, task, nodes by outcome, execution order, results, scheduler.
 
         A session manager persists it after each node; :meth:`deserialize_state` resumes from it.
         """
