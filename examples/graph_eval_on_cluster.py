@@ -5,15 +5,19 @@ Directly (joins ``RAY_ADDRESS``, else starts an embedded local Ray):
     python examples/graph_eval_on_cluster.py --output results.jsonl
     python examples/graph_eval_on_cluster.py --model openai:gpt-4o --rows 3
 
-As a Ray Job on a cluster (here the one-machine cluster of ``cluster/local.sh``); ``--working-dir examples``
-ships this directory, so the job and every host actor can import ``graph_eval_on_cluster``:
+As a Ray Job on a cluster (here the one-machine cluster of ``cluster/local.sh``), from the repository root;
+``--working-dir examples`` ships this directory, so the job and every host actor can import
+``graph_eval_on_cluster``, and ``--download`` brings the results file the job wrote back from the cluster:
 
     cluster/local.sh up 2
     export RAY_AUTH_MODE=token                     # the cluster keeps Ray's token authentication on
-    ray-harness submit --working-dir examples -- \\
+    ray-harness submit --working-dir examples --download graph_eval_results.jsonl -- \\
         eval graph_eval_on_cluster:build_graph graph_eval_questions.jsonl \\
-        --scorer graph_eval_on_cluster:names_the_product --output /tmp/graph_eval_results.jsonl
+        --scorer graph_eval_on_cluster:names_the_product --output graph_eval_results.jsonl
     cluster/local.sh down
+
+The job prints ``rows 6  errors 0  tokens 2400 ...`` and ``score names_the_product: mean 1.000 ...``; CI
+runs exactly this on a fresh ``cluster/local.sh`` cluster (``tests/integration/test_first_job.py``).
 
 What it shows:
 

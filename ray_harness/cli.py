@@ -25,6 +25,7 @@ _EXCLUDES = [".git", ".hypothesis", ".mypy_cache", ".ruff_cache", ".pytest_cache
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``ray-harness`` command line on ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

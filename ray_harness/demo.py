@@ -74,7 +74,7 @@ def _writer_model() -> ScriptedModel:
 
 
 def build_demo_graph(model: str | None = None) -> Any:
-    """researcher → (market analyst ∥ risk analyst) → writer; the analysts run in parallel."""
+    """Researcher → (market analyst ∥ risk analyst) → writer; the analysts run in parallel."""
     from ray_harness.multiagent import GraphBuilder
 
     spec = model or os.environ.get("RAY_HARNESS_DEMO_MODEL")
@@ -110,6 +110,7 @@ def keyword_score(row: dict[str, Any], result: Any) -> float:
 
 
 def dataset_path() -> Path:
+    """The demo's dataset, shipped in the package (``demo_data/questions.jsonl``)."""
     return Path(str(resources.files("ray_harness") / "demo_data" / "questions.jsonl"))
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ray_harness.agent.streaming import StreamState, process_stream
@@ -30,66 +31,44 @@ __all__ = ("call_model",)
 CANCELLED_TEXT = "Cancelled by user"
 
 
+@dataclass
+class _Attempt:
+    """What one model call left: its stop reason, or the error for hooks and the retry strategy."""
+
+    stop: ModelStopReason | None = None
+    error: Exception | None = None
+    overflowed: bool = False
+    """The context overflowed and the conversation manager reduced it: the call is made again."""
+
+
 async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     """Yield stream events; the last event is the ``ModelStopReason``."""
     attempt = 0
     while True:
         attempt += 1
-        veto: Any = None
-        if agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
-            before, _ = await agent.hooks.invoke_callbacks_async(
-                BeforeModelCallEvent(agent=agent, invocation_state=inv.state)
-            )
-            veto = before.cancel
-        stop: ModelStopReason | None = None
-        error: Exception | None = None
+        outcome = _Attempt()
+        veto = await _before_model_call(agent, inv)
         if veto:
             text = veto if isinstance(veto, str) else "model call denied by hook"
-            stop = ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]})
+            outcome.stop = ModelStopReason(stop_reason="end_turn",
+                                           message={"role": "assistant", "content": [{"text": text}]})
         else:
-            await agent.conversation_manager.before_model_call_async(agent)
-            span = inv.tracer.start_span("chat", inv.cycle_span or inv.agent_span, chat_attributes(agent)) \
-                if inv.tracer.enabled else None
-            try:
-                async for event in _invoke_chain(agent, inv):
-                    if isinstance(event, ModelStopReason):
-                        stop = event
-                    else:
-                        yield event
-                if stop is None:
-                    raise EventLoopException(RuntimeError("the InvokeModelStage middleware chain yielded no result "
-                                                          "(a Wrap handler must yield a ModelStopReason)"))
-            except ContextWindowOverflowException as overflow:
-                await agent.conversation_manager.reduce_context_async(agent, overflow)  # raises when it cannot reduce
-                attempt -= 1
+            async with contextlib.aclosing(_attempt(agent, inv, outcome)) as events:
+                async for event in events:
+                    yield event
+            if outcome.overflowed:
+                attempt -= 1  # a reduced conversation is not a retry
                 continue
-            except EventLoopException:
-                raise
-            except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
-                error = caught
-            finally:
-                if span is not None:
-                    result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) \
-                        if stop is not None else None
-                    inv.tracer.end_span(span, result_attributes, error=error)
+        stop, error = outcome.stop, outcome.error
         if stop is not None and stop.stop_reason == "cancelled":
             if stop.usage.get("totalTokens"):
                 _account(agent, stop)  # a stream cut mid-way was still (partly) processed and billed
             yield stop  # cancelled: no AfterModelCallEvent retry can undo a user's cancel
             return
-        if agent.hooks.has_callbacks(AfterModelCallEvent):
-            response = ModelStopResponse(message=stop.message, stop_reason=stop.stop_reason) if stop else None
-            after, _ = await agent.hooks.invoke_callbacks_async(
-                AfterModelCallEvent(agent=agent, invocation_state=inv.state, stop_response=response, exception=error)
-            )
-            if after.retry:
-                continue
+        if await _after_model_call_retries(agent, inv, stop, error):
+            continue
         if error is not None:
-            delay = _retry_delay(agent, error, attempt)
-            if delay is None:
-                raise error
-            await _sleep_unless_cancelled(agent, inv, delay)
-            if inv.cancelled:
+            if await _wait_to_retry(agent, inv, error, attempt):
                 yield _cancelled_stop()
                 return
             continue
@@ -97,6 +76,67 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
         _account(agent, stop)
         yield stop
         return
+
+
+async def _before_model_call(agent: Agent, inv: Invocation) -> Any:
+    """Fire ``BeforeModelCallEvent``; returns the hooks' veto (``cancel``: True or a message), if any."""
+    if not agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
+        return None
+    before, _ = await agent.hooks.invoke_callbacks_async(BeforeModelCallEvent(agent=agent, invocation_state=inv.state))
+    return before.cancel
+
+
+async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGenerator[Any, None]:
+    """One call through the middleware chain in a ``chat`` span: yields its events and fills ``outcome``."""
+    await agent.conversation_manager.before_model_call_async(agent)
+    span = inv.tracer.start_span("chat", inv.cycle_span or inv.agent_span, chat_attributes(agent)) \
+        if inv.tracer.enabled else None
+    try:
+        async for event in _invoke_chain(agent, inv):
+            if isinstance(event, ModelStopReason):
+                outcome.stop = event
+            else:
+                yield event
+        if outcome.stop is None:
+            raise EventLoopException(RuntimeError("the InvokeModelStage middleware chain yielded no result "
+                                                  "(a Wrap handler must yield a ModelStopReason)"))
+    except ContextWindowOverflowException as overflow:
+        await agent.conversation_manager.reduce_context_async(agent, overflow)  # raises when it cannot reduce
+        outcome.overflowed = True
+    except EventLoopException:
+        raise
+    except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
+        outcome.error = caught
+    finally:
+        if span is not None:
+            stop = outcome.stop
+            result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None
+            inv.tracer.end_span(span, result_attributes, error=outcome.error)
+
+
+async def _after_model_call_retries(agent: Agent, inv: Invocation, stop: ModelStopReason | None,
+                                    error: Exception | None) -> bool:
+    """Fire ``AfterModelCallEvent``; True when a hook asked to call the model again."""
+    if not agent.hooks.has_callbacks(AfterModelCallEvent):
+        return False
+    response = ModelStopResponse(message=stop.message, stop_reason=stop.stop_reason) if stop else None
+    after, _ = await agent.hooks.invoke_callbacks_async(
+        AfterModelCallEvent(agent=agent, invocation_state=inv.state, stop_response=response, exception=error)
+    )
+    return bool(after.retry)
+
+
+async def _wait_to_retry(agent: Agent, inv: Invocation, error: Exception, attempt: int) -> bool:
+    """Sleep the retry strategy's delay before calling again; True when the invocation was cancelled meanwhile.
+
+    Raises:
+        Exception: ``error`` itself, when the strategy does not retry it.
+    """
+    delay = _retry_delay(agent, error, attempt)
+    if delay is None:
+        raise error
+    await _sleep_unless_cancelled(agent, inv, delay)
+    return inv.cancelled
 
 
 def _retry_delay(agent: Agent, error: Exception, attempt: int) -> float | None:

@@ -7,6 +7,7 @@ the tools that have no result yet and keeps the others in their place.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -64,11 +65,7 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
         _suspend(agent, message, results, interrupts)
         yield ToolsOutcome(interrupts=interrupts)
         return
-    cancel_text = None
-    if before.cancel:
-        cancel_text = before.cancel if isinstance(before.cancel, str) else "Tool cancelled by hook"
-    elif inv.cancelled:
-        cancel_text = CANCELLED_TOOL_TEXT
+    cancel_text = _batch_cancel_text(before.cancel, inv)
     pending = [use for use in tool_uses if use["toolUseId"] not in results]
     interrupts = []
     if cancel_text is not None:
@@ -76,17 +73,8 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
             results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
             yield {"type": "tool_result", "tool_result": results[use["toolUseId"]]}
     else:
-        # TOOL_VISIBLE extensions wrap each whole tool call (seed 002); without any, nothing wraps.
-        run_one = (lambda use: execute_tool(agent, inv, use)) if inv.extensions is None \
-            else inv.extensions.tool_runner(execute_tool)
-        async for event in agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped):
-            if isinstance(event, _ToolDone):
-                results[event.tool_use["toolUseId"]] = event.result
-                yield {"type": "tool_result", "tool_result": event.result}
-            elif isinstance(event, _ToolInterrupted):
-                interrupts.extend(event.interrupts)
-            elif not inv.quiet:
-                yield event
+        async for event in _execute_pending(agent, inv, pending, results, interrupts):
+            yield event
     if interrupts:
         _suspend(agent, message, results, interrupts)
         yield {"type": "interrupt", "interrupts": interrupts}
@@ -103,6 +91,32 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     if not inv.quiet:
         yield {"type": "message", "message": result_message}
     yield ToolsOutcome(end_turn=after.end_turn)
+
+
+def _batch_cancel_text(cancel: Any, inv: Invocation) -> str | None:
+    """The error text every pending tool gets, or None when the tools run.
+
+    A text when ``BeforeToolsEvent`` cancelled the batch or the invocation was cancelled.
+    """
+    if cancel:
+        return cancel if isinstance(cancel, str) else "Tool cancelled by hook"
+    return CANCELLED_TOOL_TEXT if inv.cancelled else None
+
+
+async def _execute_pending(agent: Agent, inv: Invocation, pending: list[ToolUse], results: dict[str, ToolResult],
+                           interrupts: list[Interrupt]) -> AsyncGenerator[Any, None]:
+    """Run ``pending`` with the agent's tool executor; fills ``results`` and ``interrupts``, yields the events."""
+    # TOOL_VISIBLE extensions wrap each whole tool call; without any, nothing wraps.
+    run_one = (lambda use: execute_tool(agent, inv, use)) if inv.extensions is None \
+        else inv.extensions.tool_runner(execute_tool)
+    async for event in agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped):
+        if isinstance(event, _ToolDone):
+            results[event.tool_use["toolUseId"]] = event.result
+            yield {"type": "tool_result", "tool_result": event.result}
+        elif isinstance(event, _ToolInterrupted):
+            interrupts.extend(event.interrupts)
+        elif not inv.quiet:
+            yield event
 
 
 def _suspend(agent: Agent, message: Message, results: dict[str, ToolResult], interrupts: list[Interrupt]) -> None:
@@ -142,35 +156,15 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         elif before.selected_tool is None:
             result = error_result(use_id, f"Unknown tool: {name}")
         else:
-            outcome: ToolResultEvent | None = None
-            span = inv.tracer.start_span(f"execute_tool {name}", inv.cycle_span or inv.agent_span,
-                                         tool_attributes(agent, before.tool_use, inv.tracer.capture_content)
-                                         ) if inv.tracer.enabled else None
-            token = inv.tracer.attach(span)  # spans a tool creates become children of execute_tool
-            try:
-                async for event in _tool_chain(agent, inv, before.selected_tool, before.tool_use):
-                    if isinstance(event, ToolResultEvent):
-                        outcome = event
-                    else:
-                        yield event
-            except InterruptException as signal:
-                # A sub-agent tool may pause on several interrupts at once (``interrupts``).
-                yield _ToolInterrupted(tool_use, list(getattr(signal, "interrupts", [signal.interrupt])))
+            called = _Called()
+            async with contextlib.aclosing(_call_selected(agent, inv, before, tool_use, started, called)) as events:
+                async for event in events:
+                    yield event
+            if called.interrupts is not None:
+                yield _ToolInterrupted(tool_use, called.interrupts)
                 return
-            except Exception as error:
-                exception = error
-                outcome = ToolResultEvent(error_result(use_id, f"Error: {error}"), exception=error)
-            finally:
-                inv.tracer.detach(token)
-                if span is not None:
-                    done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
-                    inv.tracer.end_span(span, tool_result_attributes(done, started, inv.tracer.capture_content),
-                                        error=exception)
-            if outcome is None:
-                outcome = ToolResultEvent(error_result(
-                    use_id, "Error: tool middleware yielded no result (a Wrap handler must yield a ToolResultEvent)"))
-            exception = exception or outcome.exception
-            result = outcome.tool_result
+            assert called.result is not None
+            exception, result = called.exception, called.result
         result = _normalize(use_id, result)
         after, _ = await agent.hooks.invoke_callbacks_async(
             AfterToolCallEvent(agent=agent, selected_tool=before.selected_tool, tool_use=before.tool_use,
@@ -180,12 +174,66 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         if after.retry:
             continue
         final = _normalize(use_id, after.result)
-        elapsed = time.perf_counter() - started
-        agent.event_loop_metrics.add_tool(name, final["status"] == "success", elapsed)
-        if metric_sinks():
-            report_tool_call(agent.name, name, final["status"], elapsed)
+        _count_tool_call(agent, name, final, started)
         yield _ToolDone(tool_use, final)
         return
+
+
+@dataclass
+class _Called:
+    """What running a selected tool left: its result and exception, or the interrupts it paused on."""
+
+    result: ToolResult | None = None
+    exception: BaseException | None = None
+    interrupts: list[Interrupt] | None = None
+
+
+async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEvent, tool_use: ToolUse,
+                         started: float, called: _Called) -> AsyncGenerator[Any, None]:
+    """Run the hooks' selected tool through the ``ExecuteToolStage`` chain in an ``execute_tool`` span.
+
+    ``tool_use`` is the model's call, ``before.tool_use`` the one the hooks let through; fills ``called``.
+    """
+    name, use_id = tool_use.get("name", ""), tool_use["toolUseId"]
+    assert before.selected_tool is not None
+    outcome: ToolResultEvent | None = None
+    exception: BaseException | None = None
+    span = inv.tracer.start_span(f"execute_tool {name}", inv.cycle_span or inv.agent_span,
+                                 tool_attributes(agent, before.tool_use, inv.tracer.capture_content)
+                                 ) if inv.tracer.enabled else None
+    token = inv.tracer.attach(span)  # spans a tool creates become children of execute_tool
+    try:
+        async for event in _tool_chain(agent, inv, before.selected_tool, before.tool_use):
+            if isinstance(event, ToolResultEvent):
+                outcome = event
+            else:
+                yield event
+    except InterruptException as signal:
+        # A sub-agent tool may pause on several interrupts at once (``interrupts``).
+        called.interrupts = list(getattr(signal, "interrupts", [signal.interrupt]))
+        return
+    except Exception as error:
+        exception = error
+        outcome = ToolResultEvent(error_result(use_id, f"Error: {error}"), exception=error)
+    finally:
+        inv.tracer.detach(token)
+        if span is not None:
+            done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
+            inv.tracer.end_span(span, tool_result_attributes(done, started, inv.tracer.capture_content),
+                                error=exception)
+    if outcome is None:
+        outcome = ToolResultEvent(error_result(
+            use_id, "Error: tool middleware yielded no result (a Wrap handler must yield a ToolResultEvent)"))
+    called.exception = exception or outcome.exception
+    called.result = outcome.tool_result
+
+
+def _count_tool_call(agent: Agent, name: str, final: ToolResult, started: float) -> None:
+    """Add the finished call to the agent's metrics and report it to the metric sinks."""
+    elapsed = time.perf_counter() - started
+    agent.event_loop_metrics.add_tool(name, final["status"] == "success", elapsed)
+    if metric_sinks():
+        report_tool_call(agent.name, name, final["status"], elapsed)
 
 
 def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: ToolUse) -> AsyncGenerator[Any, None]:

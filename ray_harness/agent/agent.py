@@ -182,6 +182,7 @@ class Agent:
 
     @property
     def tool_names(self) -> list[str]:
+        """The names of the agent's tools, in registration order."""
         return self.tool_registry.names
 
     @property
@@ -220,6 +221,20 @@ class Agent:
     async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None,
                            cancel_signal: threading.Event | None = None, **kwargs: Any) -> AgentResult:
+        """Run one invocation to the end and return its result (stream events are not collected).
+
+        Args:
+            prompt: Text, content blocks, messages, or interrupt responses; ``None`` continues the conversation.
+            invocation_state: State shared with hooks, tools and middleware for this invocation.
+            limits: Per-invocation limits (turns, tokens, cost) on top of the agent's own.
+            structured_output_model: A pydantic model the final answer must fill (``result.structured_output``).
+            cancel_signal: An event that cancels the invocation when set.
+            **kwargs: More invocation state.
+
+        Returns:
+            The ``AgentResult``; ``stop_reason`` says why it ended (``end_turn``, ``interrupt``, ``cancelled``,
+            a ``limit_*``, ...).
+        """
         result: AgentResult | None = None
         async for event in self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal,
                                         kwargs, quiet=True):
@@ -287,6 +302,7 @@ class Agent:
         return self(prompt, structured_output_model=output_model).structured_output
 
     async def structured_output_async(self, output_model: type, prompt: Any = None) -> Any:
+        """Run an invocation whose answer fills ``output_model`` and return that pydantic instance."""
         return (await self.invoke_async(prompt, structured_output_model=output_model)).structured_output
 
     # -- state ------------------------------------------------------------------------------------------
@@ -318,8 +334,10 @@ class Agent:
 
     @property
     def interrupt_state(self) -> InterruptState:
-        """The interrupts this agent raised and what it needs to resume them (hooks, tools and middleware raise
-        and answer through it; :meth:`snapshot` captures it)."""
+        """The interrupts this agent raised and what it needs to resume them.
+
+        Hooks, tools and middleware raise and answer through it; :meth:`snapshot` captures it.
+        """
         return self._interrupt_state
 
     # -- history ----------------------------------------------------------------------------------------

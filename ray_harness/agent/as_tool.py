@@ -91,6 +91,7 @@ class ParkedTurn:
 
     @classmethod
     def capture(cls, agent: Agent, interrupts: list[Interrupt], baseline: AgentSnapshot | None) -> ParkedTurn:
+        """Park ``agent``'s turn at ``interrupts``: its conversation now, and the one to restore afterwards."""
         return cls(interrupt_ids=[item.id for item in interrupts], snapshot=conversation(agent.snapshot()),
                    baseline=baseline)
 
@@ -114,12 +115,18 @@ class ParkedTurn:
         return blocks
 
     def to_dict(self) -> dict[str, Any]:
+        """The parked turn as a versioned JSON dict (see the class docstring)."""
         return {"version": _PARKED_VERSION, "interrupt_ids": list(self.interrupt_ids),
                 "snapshot": self.snapshot.model_dump(),
                 "baseline": None if self.baseline is None else self.baseline.model_dump()}
 
     @classmethod
     def from_dict(cls, data: Any) -> ParkedTurn:
+        """Rebuild a parked turn written by :meth:`to_dict`.
+
+        Raises:
+            RayHarnessError: ``data`` is not a parked turn of this version; the message names the bad field.
+        """
         if not isinstance(data, dict):
             raise RayHarnessError(f"parked agent-as-tool turn must be a dict, got {type(data).__name__}")
         if data.get("version") != _PARKED_VERSION:
@@ -158,14 +165,17 @@ class SubAgentTool(AgentTool):
 
     @property
     def tool_name(self) -> str:
+        """The name the model calls the tool by."""
         return self._name
 
     @property
     def tool_type(self) -> str:
+        """Always ``"agent"``."""
         return "agent"
 
     @property
     def tool_spec(self) -> ToolSpec:
+        """The tool's spec: one string ``input`` parameter and the agent's description."""
         return sub_agent_spec(self._name, self._description)
 
     def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
@@ -188,9 +198,15 @@ class AgentAsTool(SubAgentTool):
 
     @property
     def agent(self) -> Agent:
+        """The agent the tool runs."""
         return self._agent
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
+        """Run the agent on the tool call's ``input``, streaming its events, then yield the tool result.
+
+        A call while the agent is already busy yields an error result; a call that resumes a parked turn
+        (after a human answered the child's interrupts) loads that turn first.
+        """
         use_id = str(tool_use["toolUseId"])
         if not self._busy.acquire(blocking=False):
             yield ToolResultEvent(error_result(use_id, f"Agent '{self._name}' is already processing a request"))

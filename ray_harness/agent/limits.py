@@ -40,6 +40,14 @@ def validate_limits(limits: Any) -> Limits | None:
 
 
 def check_limits(limits: Limits | None, cycles: int, usage: dict[str, int], cost_usd: float) -> str | None:
+    """The stop reason of the first limit reached (``"limit_turns"``, ``"limit_total_tokens"``, ...), or None.
+
+    Args:
+        limits: The limits in force (``None``: none).
+        cycles: Cycles run so far in this invocation.
+        usage: Tokens used so far in this invocation.
+        cost_usd: Cost so far in this invocation.
+    """
     if not limits:
         return None
     turns = limits.get("turns")

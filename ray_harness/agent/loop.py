@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ray_harness.agent._model_call import call_model
@@ -60,13 +61,15 @@ class Invocation:
         self.tracer = get_tracer()
         self.agent_span: Any = None
         self.cycle_span: Any = None
-        self.extensions: ExtensionChain | None = None  # contributed middleware of this chain (seed 002)
+        self.extensions: ExtensionChain | None = None  # contributed middleware of this chain
 
     @property
     def cancelled(self) -> bool:
+        """Whether a cancel of the invocation was requested."""
         return self.cancel_signal.is_set()
 
     def request_cancel(self, *, model_too: bool) -> None:
+        """Request a cancel; ``model_too=False`` waits for the running model call to finish first."""
         if not model_too:
             self.deferred_cancel = True
             return
@@ -86,6 +89,7 @@ class Invocation:
             self.task.cancel()
 
     def result(self, stop_reason: str, message: Message, **extra: Any) -> AgentResult:
+        """The invocation's ``AgentResult`` with the agent's metrics and state (``extra``: more fields)."""
         return AgentResult(stop_reason=stop_reason, message=message, metrics=self.agent.event_loop_metrics,
                            state=self.agent.state, **extra)
 
@@ -246,49 +250,14 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
 
 async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     """One model → tools cycle; yields events and, when the invocation ends here, an ``AgentResult``."""
-    resuming_tools = agent._interrupt_state.activated
-    message: Message
-    if resuming_tools:
-        message = agent._interrupt_state.context["tool_use_message"]
-    elif inv.resumed_position == "after_model" and _has_unanswered_tool_use(agent.messages):
-        message = agent.messages[-1]
-    else:
-        outcome: ModelStopReason | None = None
-        model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
-        async for event in model_call:
-            if isinstance(event, ModelStopReason):
-                outcome = event
-            else:
-                yield event
-        assert outcome is not None
-        agent.event_loop_metrics.add_cycle()
-        message = outcome.message
-        if outcome.stop_reason == "cancelled":
-            await agent._append_message(message, inv.state)
-            yield inv.result("cancelled", message)
-            return
-        if outcome.stop_reason == "max_tokens":
-            message = _without_unfinished_tool_uses(message)
-        await agent._append_message(message, inv.state)
-        if not inv.quiet:
-            yield {"type": "message", "message": message}
-        stop_reason = outcome.stop_reason
-        has_tools = any("toolUse" in block for block in message["content"])
-        if stop_reason == "max_tokens":
-            raise MaxTokensReachedException(
-                "the model stopped at its max_tokens limit; the partial message was kept in the history "
-                "(and is this exception's partial_message). Raise the model's max_tokens or call the agent "
-                "again to continue.", partial_message=message,
-            )
-        if not has_tools or stop_reason != "tool_use":
-            final = await _finish_turn(agent, inv, message, stop_reason)
-            if final is not None:
-                yield final
-            return  # structured output was requested: the next cycle asks for it
-        if agent.checkpointing and not (inv.cancelled or inv.deferred_cancel):
-            yield inv.result("checkpoint", message,
-                             checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
-            return
+    message = _tool_use_to_resume(agent, inv)
+    if message is None:
+        turn = _ModelTurn()
+        async for event in _model_turn(agent, inv, turn):
+            yield event
+        if turn.message is None:
+            return  # the invocation ended here (its result was yielded), or the next cycle goes on
+        message = turn.message
     inv.resumed_position = None
     tools: ToolsOutcome | None = None
     async for event in run_tools(agent, inv, message):
@@ -302,6 +271,72 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         yield final_result
         return
     inv.cycle_index += 1
+
+
+def _tool_use_to_resume(agent: Agent, inv: Invocation) -> Message | None:
+    """The assistant message whose tools this cycle runs without calling the model, if it resumes one.
+
+    That is an interrupted tool batch, or a checkpoint taken after the model answered (``after_model``).
+    """
+    if agent._interrupt_state.activated:
+        message: Message = agent._interrupt_state.context["tool_use_message"]
+        return message
+    if inv.resumed_position == "after_model" and _has_unanswered_tool_use(agent.messages):
+        return agent.messages[-1]
+    return None
+
+
+@dataclass
+class _ModelTurn:
+    """What the model half of a cycle leaves for the tool half."""
+
+    message: Message | None = None
+    """The assistant message whose tool uses run next; None when the cycle ends after the model."""
+
+
+async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncGenerator[Any, None]:
+    """Call the model and keep its message; yields events and the ``AgentResult`` if the turn ends the invocation.
+
+    Sets ``turn.message`` when the message's tool uses are to run in this cycle.
+
+    Raises:
+        MaxTokensReachedException: The model stopped at its ``max_tokens`` limit (the partial message is kept).
+    """
+    outcome: ModelStopReason | None = None
+    model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
+    async for event in model_call:
+        if isinstance(event, ModelStopReason):
+            outcome = event
+        else:
+            yield event
+    assert outcome is not None
+    agent.event_loop_metrics.add_cycle()
+    message, stop_reason = outcome.message, outcome.stop_reason
+    if stop_reason == "cancelled":
+        await agent._append_message(message, inv.state)
+        yield inv.result("cancelled", message)
+        return
+    if stop_reason == "max_tokens":
+        message = _without_unfinished_tool_uses(message)
+    await agent._append_message(message, inv.state)
+    if not inv.quiet:
+        yield {"type": "message", "message": message}
+    if stop_reason == "max_tokens":
+        raise MaxTokensReachedException(
+            "the model stopped at its max_tokens limit; the partial message was kept in the history "
+            "(and is this exception's partial_message). Raise the model's max_tokens or call the agent "
+            "again to continue.", partial_message=message,
+        )
+    if stop_reason != "tool_use" or not any("toolUse" in block for block in message["content"]):
+        final = await _finish_turn(agent, inv, message, stop_reason)
+        if final is not None:
+            yield final
+        return  # structured output was requested: the next cycle asks for it
+    if agent.checkpointing and not (inv.cancelled or inv.deferred_cancel):
+        yield inv.result("checkpoint", message,
+                         checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
+        return
+    turn.message = message
 
 
 def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
@@ -356,8 +391,11 @@ async def _after_tools(agent: Agent, inv: Invocation, message: Message, tools: T
 
 
 def _without_unfinished_tool_uses(message: Message) -> Message:
-    """A truncated answer's tool uses may be cut mid-input: each becomes a text note, so none runs half-formed
-    and the kept history has no tool use without a result (Strands does the same, with the same text)."""
+    """Replace a truncated answer's tool uses, which may be cut mid-input, by text notes.
+
+    So none runs half-formed and the kept history has no tool use without a result (Strands does the same,
+    with the same text).
+    """
     content: list[Any] = [
         {"text": f"The selected tool {block['toolUse'].get('name') or '<unknown>'}'s tool use was incomplete "
                  "due to maximum token limits being reached."} if "toolUse" in block else block

@@ -19,6 +19,8 @@ def _zero_usage() -> dict[str, int]:
 
 @dataclass
 class ToolMetrics:
+    """Call counts and total seconds of one tool, as :meth:`EventLoopMetrics.get_summary` reports them."""
+
     call_count: int = 0
     success_count: int = 0
     error_count: int = 0
@@ -40,11 +42,13 @@ class EventLoopMetrics:
     invocation_cost_usd: float = 0.0
 
     def start_invocation(self) -> None:
+        """Reset the per-invocation counters (usage, cycles, cost); the cumulative ones keep counting."""
         self.invocation_usage = _zero_usage()
         self.invocation_cycles = 0
         self.invocation_cost_usd = 0.0
 
     def add_usage(self, usage: dict[str, int], latency_ms: int, cost_usd: float) -> None:
+        """Add one model call: its token ``usage``, latency and cost, to the cumulative and invocation totals."""
         self.model_calls += 1
         for target in (self.accumulated_usage, self.invocation_usage):
             for key, value in usage.items():
@@ -55,10 +59,12 @@ class EventLoopMetrics:
         self.invocation_cost_usd += cost_usd
 
     def add_cycle(self) -> None:
+        """Count one event-loop cycle (a model call and the tools it asked for)."""
         self.cycle_count += 1
         self.invocation_cycles += 1
 
     def add_tool(self, name: str, success: bool, seconds: float) -> None:
+        """Count one call of tool ``name``, successful or not, that took ``seconds``."""
         entry = self.tool_metrics.setdefault(name, ToolMetrics())
         entry.call_count += 1
         entry.total_time += seconds
@@ -68,6 +74,7 @@ class EventLoopMetrics:
             entry.error_count += 1
 
     def get_summary(self) -> dict[str, Any]:
+        """The metrics as a JSON dict: cycles, model calls, usage, latency, cost and per-tool counts."""
         return {
             "total_cycles": self.cycle_count,
             "model_calls": self.model_calls,
@@ -105,9 +112,11 @@ class AgentResult:
 
     @property
     def text(self) -> str:
+        """The final message's text, without the trailing newline ``str(result)`` has."""
         return str(self).rstrip("\n")
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON: stop reason, message, usage, cost, interrupts, structured output, checkpoint."""
         return {
             "stop_reason": self.stop_reason,
             "message": self.message,

@@ -174,8 +174,11 @@ def restore_snapshot(agent: Any, snapshot: AgentSnapshot) -> None:
 
 
 def conversation(snapshot: AgentSnapshot) -> AgentSnapshot:
-    """Only the conversation of ``snapshot`` (messages, agent state, interrupt state): what a session or a
-    parked turn keeps, without the model's state, the metrics or the conversation manager's bookkeeping."""
+    """Only the conversation of ``snapshot``: messages, agent state, interrupt state.
+
+    That is what a session or a parked turn keeps, without the model's state, the metrics or the
+    conversation manager's bookkeeping.
+    """
     return snapshot.model_copy(update={"conversation_manager_state": None, "metrics": SnapshotMetrics(),
                                        "model_state": None})
 

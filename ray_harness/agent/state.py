@@ -10,12 +10,19 @@ __all__ = ("AgentState",)
 
 
 class AgentState:
+    """An agent's key-value state: JSON values, copied in and out so callers never share them."""
+
     def __init__(self, initial: dict[str, Any] | None = None) -> None:
         self._state: dict[str, Any] = {}
         for key, value in (initial or {}).items():
             self.set(key, value)
 
     def set(self, key: str, value: Any) -> None:
+        """Store a deep copy of ``value`` under ``key``.
+
+        Raises:
+            ValueError: ``key`` is not a non-empty string or ``value`` is not JSON serializable.
+        """
         if not isinstance(key, str) or not key:
             raise ValueError(f"state key must be a non-empty string, got {key!r}")
         try:
@@ -25,14 +32,17 @@ class AgentState:
         self._state[key] = copy.deepcopy(value)
 
     def get(self, key: str | None = None) -> Any:
+        """A copy of the value under ``key`` (None if absent), or of the whole state when ``key`` is None."""
         if key is None:
             return copy.deepcopy(self._state)
         return copy.deepcopy(self._state.get(key))
 
     def delete(self, key: str) -> None:
+        """Remove ``key``; an absent key is ignored."""
         self._state.pop(key, None)
 
     def to_dict(self) -> dict[str, Any]:
+        """A deep copy of the whole state."""
         return copy.deepcopy(self._state)
 
     def __eq__(self, other: object) -> bool:

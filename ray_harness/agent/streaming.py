@@ -45,6 +45,7 @@ class StreamState:
         self.metrics: dict[str, int] = {"latencyMs": 0}
 
     def close_block(self) -> None:
+        """Finish the current content block (text, reasoning or a tool use whose JSON input is now parsed)."""
         if self.tool is not None:
             raw = "".join(self.tool_input)
             try:
@@ -70,6 +71,11 @@ class StreamState:
             self.text.clear()
 
     def on_delta(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        """Handle a ``contentBlockDelta``: append text, reasoning or tool input and return the delta events.
+
+        Raises:
+            EventLoopException: A tool-use delta arrived with no ``contentBlockStart`` before it.
+        """
         self._mark_first_byte()
         delta = payload.get("delta", {})
         if "text" in delta:
@@ -93,6 +99,7 @@ class StreamState:
         return []
 
     def on_start(self, payload: dict[str, Any]) -> None:
+        """Handle a ``contentBlockStart``: a tool use opens a new block."""
         self._mark_first_byte()
         start = payload.get("start", {})
         if "toolUse" in start:
@@ -100,12 +107,14 @@ class StreamState:
             self.tool = {"toolUseId": start["toolUse"]["toolUseId"], "name": start["toolUse"]["name"]}
 
     def on_stop(self, payload: dict[str, Any]) -> None:
+        """Handle a ``messageStop``: close the block and keep the stop reason (unknown ones become ``end_turn``)."""
         self.close_block()
         self.saw_stop = True
         reason = payload.get("stopReason", "end_turn")
         self.stop_reason = reason if reason in _STOP_REASONS else "end_turn"
 
     def on_metadata(self, payload: dict[str, Any]) -> None:
+        """Handle a ``metadata`` event: keep its usage (total filled in) and metrics."""
         if "usage" in payload:
             self.usage = {k: int(v) for k, v in payload["usage"].items() if isinstance(v, int | float)}
             self.usage.setdefault("totalTokens", self.usage.get("inputTokens", 0) + self.usage.get("outputTokens", 0))
@@ -133,6 +142,11 @@ class StreamState:
         return {"inputTokens": input_estimate, "outputTokens": output, "totalTokens": total, "estimatedTokens": total}
 
     def finish(self) -> ModelStopReason:
+        """Close the stream and return the assembled assistant message with its stop reason, usage and metrics.
+
+        The stop reason is ``tool_use`` when the stream named none but asked for tools; latency and time to first
+        byte are measured here when the provider did not report them.
+        """
         self.close_block()
         if not self.saw_stop and any("toolUse" in block for block in self.content):
             self.stop_reason = "tool_use"

@@ -18,6 +18,11 @@ __all__ = ("ToolCaller",)
 
 
 class ToolCaller:
+    """``agent.tool``: call an agent's tools directly, as ``agent.tool.name(**input)``.
+
+    A direct call is recorded in the conversation (``record_direct_tool_call``) unless told otherwise.
+    """
+
     def __init__(self, agent: Agent) -> None:
         self._agent = agent
 
@@ -39,6 +44,19 @@ class ToolCaller:
 
     async def call_async(self, tool_name: str, tool_input: dict[str, Any], *, record: bool | None = None,
                          user_message_override: str | None = None) -> ToolResult:
+        """Call tool ``tool_name`` with ``tool_input`` outside the model loop and return its result.
+
+        Args:
+            tool_name: The tool to call.
+            tool_input: Its input.
+            record: Append the call and its result to the conversation (default: the agent's
+                ``record_direct_tool_call``).
+            user_message_override: Text recorded as the user message before the call.
+
+        Raises:
+            RuntimeError: The agent is interrupted (resume it first).
+            ConcurrencyException: The agent is running an invocation and the call would be recorded.
+        """
         agent = self._agent
         if agent._interrupt_state.activated:
             raise RuntimeError("cannot make a direct tool call while the agent is interrupted; resume it first")

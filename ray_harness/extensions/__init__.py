@@ -1,4 +1,4 @@
-"""Contributed middleware (seed 002): pip-installed packages observe every model and tool call.
+"""Contributed middleware: pip-installed packages observe every model and tool call.
 
 An extension is an ``install(registry, config)`` callable, registered as an entry point in the group
 ``ray_harness.extensions`` and enabled with ``RAY_HARNESS_EXTENSIONS="name1,name2"`` (or

@@ -99,12 +99,7 @@ def assemble(agent: Agent, inv: Invocation) -> ExtensionChain | None:
     if not placed:
         return None
     retry = agent.retry_strategy is not None
-    key = (retry, tuple((use, id(item)) for _, _, use, item in placed))
-    cached = _resolved.get(key)
-    if cached is None or any(a is not b for a, b in zip(cached.items, (entry[3] for entry in placed), strict=True)):
-        cached = _resolved[key] = Resolution(placed, retry)
-        if len(_resolved) > _CACHE_SIZE:
-            _resolved.pop(next(iter(_resolved)))
+    cached = _resolution(placed, retry)
     if not retry and cached.logical_wrappers:
         for use in dict.fromkeys(wrapper.use for wrapper in cached.logical_wrappers):
             logger.warning("Extension %s: placement MODEL_LOGICAL fell back to a secondary anchor (primary anchor "
@@ -113,9 +108,23 @@ def assemble(agent: Agent, inv: Invocation) -> ExtensionChain | None:
     return ExtensionChain(agent, inv, cached)
 
 
+def _resolution(placed: list[tuple[int, int, str, MiddlewarePlacement]], retry: bool) -> Resolution:
+    """The cached :class:`Resolution` of these placements (the same objects), else a new one, cached."""
+    key = (retry, tuple((use, id(item)) for _, _, use, item in placed))
+    cached = _resolved.get(key)
+    if cached is None or any(a is not b for a, b in zip(cached.items, (entry[3] for entry in placed), strict=True)):
+        cached = _resolved[key] = Resolution(placed, retry)
+        if len(_resolved) > _CACHE_SIZE:
+            _resolved.pop(next(iter(_resolved)))
+    return cached
+
+
 class Resolution:
-    """Contributions resolved onto the stacks and checked. Pure in its inputs, so reused while they repeat
-    (contributors usually return the same placements every time)."""
+    """Contributions resolved onto the stacks and checked.
+
+    Pure in its inputs, so reused while they repeat (contributors usually return the same placements every
+    time).
+    """
 
     def __init__(self, placed: list[tuple[int, int, str, MiddlewarePlacement]], retry: bool) -> None:
         self.items = tuple(entry[3] for entry in placed)

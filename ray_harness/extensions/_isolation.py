@@ -1,4 +1,4 @@
-"""Observation-only, fault-isolated wrappers around contributed hooks (seed 002's ``IsolatedMiddleware``).
+"""Observation-only, fault-isolated wrappers around contributed hooks (see docs/concepts/extensions.md).
 
 A wrap hook is an ``async def hook(request, handler)`` that awaits ``handler(request)`` once. The host
 drives the hook's coroutine itself (as a Task would) instead of awaiting it, so the downstream stream
@@ -185,17 +185,22 @@ def wrap_layer(wrapper: Wrapper, hook_name: str, view: Callable[[Any], Any], inn
     return layer
 
 
+def _start_hook(hook: Any, view: Callable[[Any], Any], request: Any, call: _Call,
+                store: ExtensionData) -> tuple[Any, BaseException | None]:
+    """Call the hook on ``view(request)`` with the extension's store current: its coroutine's steps, or the error."""
+    token = set_task_store(store)
+    try:
+        return hook(view(request), _Handler(call)).__await__(), None
+    except Exception as error:  # a hook that is not a coroutine function, or raised when called
+        return None, error
+    finally:
+        reset_task_store(token)
+
+
 async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[Any], Any], request: Any, call: _Call,
                  store: ExtensionData, pass_through: Callable[[BaseException], bool]) -> AsyncGenerator[Any, None]:
     call.task = asyncio.current_task()
-    hook_error: BaseException | None = None
-    token = set_task_store(store)
-    try:
-        steps = hook(view(request), _Handler(call)).__await__()
-    except Exception as error:  # a hook that is not a coroutine function, or raised when called
-        steps, hook_error = None, error
-    finally:
-        reset_task_store(token)
+    steps, hook_error = _start_hook(hook, view, request, call, store)
     value: Any = None
     thrown: BaseException | None = None
     while steps is not None:

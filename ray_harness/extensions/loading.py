@@ -60,9 +60,11 @@ class ExtensionHandle:
 
     @property
     def name(self) -> str:
+        """The installed extension's ``use`` name."""
         return self.extension.use
 
     def remove(self) -> None:
+        """Uninstall the extension from this process; calling it again does nothing."""
         with _lock:
             if self.extension in _installed:
                 _installed.remove(self.extension)

@@ -142,6 +142,7 @@ class ExtensionData:
             return value
 
     def set(self, key: type[T], value: T) -> None:
+        """Store ``value`` under ``key``, replacing what was there."""
         self._values[key] = value
 
     def __contains__(self, key: object) -> bool:

@@ -85,25 +85,35 @@ def _bind(handler: Callable[[Any, Next], AsyncGenerator[Any, None]], inner: Next
 
 
 def _adapt(stage: MiddlewareStage, phase: str, handler: Callable[..., Any]) -> Callable[[Any, Next], Any]:
+    """A handler of ``phase`` (``wrap``, ``input`` or ``output``) as a wrap layer of the stage's chain."""
     if phase == "wrap":
         return handler
-
     if phase == "input":
+        return _input_layer(handler)
+    return _output_layer(stage, handler)
 
-        async def input_layer(ctx: Any, next_fn: Next) -> AsyncGenerator[Any, None]:
-            changed = handler(ctx)
-            if inspect.isawaitable(changed):
-                changed = await changed
-            if changed is None:
-                changed = ctx
-            inner = next_fn(changed)
-            try:
-                async for event in inner:
-                    yield event
-            finally:
-                await inner.aclose()
 
-        return input_layer
+def _input_layer(handler: Callable[..., Any]) -> Callable[[Any, Next], Any]:
+    """A layer that lets an Input handler change (or keep, returning None) the context passed inward."""
+
+    async def input_layer(ctx: Any, next_fn: Next) -> AsyncGenerator[Any, None]:
+        changed = handler(ctx)
+        if inspect.isawaitable(changed):
+            changed = await changed
+        if changed is None:
+            changed = ctx
+        inner = next_fn(changed)
+        try:
+            async for event in inner:
+                yield event
+        finally:
+            await inner.aclose()
+
+    return input_layer
+
+
+def _output_layer(stage: MiddlewareStage, handler: Callable[..., Any]) -> Callable[[Any, Next], Any]:
+    """A layer that holds back the stage's result event and yields what the Output handler makes of it."""
 
     async def output_layer(ctx: Any, next_fn: Next) -> AsyncGenerator[Any, None]:
         result = None

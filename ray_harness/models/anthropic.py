@@ -87,6 +87,7 @@ class AnthropicModel(ConfiguredModel):
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream the answer to ``messages`` from the Anthropic Messages API as Converse events."""
         options, _ = self.format_request(messages, tool_specs, system_prompt, tool_choice)
         started = time.perf_counter()
         state = AnthropicStreamState()

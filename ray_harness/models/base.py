@@ -30,6 +30,7 @@ class ModelPrices:
     cache_read_per_million: float | None = None
 
     def cost(self, usage: dict[str, int]) -> float:
+        """The cost in USD of one call's ``usage`` (cache reads at their own price when one is set)."""
         cache_read = usage.get("cacheReadInputTokens", 0)
         cache_price = self.cache_read_per_million if self.cache_read_per_million is not None else self.input_per_million
         fresh_input = max(usage.get("inputTokens", 0) - cache_read, 0)
@@ -75,6 +76,7 @@ class Model(ABC):
 
     @property
     def model_id(self) -> str:
+        """The configured ``model_id`` (the class name when none is set)."""
         return str(self.get_config().get("model_id", type(self).__name__))
 
 

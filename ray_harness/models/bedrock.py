@@ -101,6 +101,7 @@ class BedrockModel(ConfiguredModel):
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream the answer to ``messages`` from Bedrock's ConverseStream API."""
         request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()

@@ -79,6 +79,7 @@ class OpenAIModel(ConfiguredModel):
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream the answer to ``messages`` from an OpenAI-compatible chat completions API as Converse events."""
         request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
         started = time.perf_counter()
         state = OpenAIStreamState()

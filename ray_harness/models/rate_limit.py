@@ -123,6 +123,7 @@ class TokenBucket:
             dimension.level = min(dimension.level, 0.0)
 
     def succeeded(self) -> None:
+        """A call went through: raise the rate a step back towards the configured one (AIMD)."""
         self._set_factor(min(1.0, self.factor + _INCREASE))
 
     def _set_factor(self, factor: float) -> None:
@@ -134,12 +135,14 @@ class TokenBucket:
             dimension.level = min(dimension.level, dimension.capacity)
 
     def configure(self, limit: RateLimit) -> None:
+        """Switch to ``limit`` (a changed configuration), keeping the current throttling factor."""
         if limit != self.limit:
             factor = self.factor
             self.__init__(limit, self._clock)  # type: ignore[misc]
             self._set_factor(factor)
 
     def state(self) -> dict[str, Any]:
+        """The throttling factor and the rates in force now (per minute), for status displays."""
         return {"factor": self.factor,
                 "requests_per_minute": None if self._requests is None else self._requests.rate * 60,
                 "tokens_per_minute": None if self._tokens is None else self._tokens.rate * 60}
@@ -168,6 +171,7 @@ def register_rate_limits(limits: Mapping[str, RateLimit]) -> None:
 
 
 def registered_rate_limits() -> dict[str, RateLimit]:
+    """The rate limits registered in this process, by model key."""
     return dict(_REGISTERED)
 
 

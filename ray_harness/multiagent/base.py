@@ -50,6 +50,7 @@ class Status(Enum):
 
 
 def zero_usage() -> dict[str, int]:
+    """A usage dict with every token count at zero."""
     return {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
 
 
@@ -61,6 +62,7 @@ def add_usage(target: dict[str, int], source: dict[str, Any]) -> None:
 
 
 def agent_result_to_dict(result: AgentResult) -> dict[str, Any]:
+    """An ``AgentResult`` as the JSON dict stored in a ``NodeResult`` (tagged ``"type": "agent_result"``)."""
     return {"type": "agent_result", **result.to_dict()}
 
 
@@ -110,6 +112,7 @@ class NodeResult:
         return []
 
     def to_dict(self) -> dict[str, Any]:
+        """This node result as JSON: an agent or nested result, or an exception as its type and message."""
         if isinstance(self.result, AgentResult):
             payload = agent_result_to_dict(self.result)
         elif isinstance(self.result, MultiAgentResult):
@@ -129,6 +132,11 @@ class NodeResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NodeResult:
+        """Rebuild a node result written by :meth:`to_dict`; an exception comes back as a plain ``Exception``.
+
+        Raises:
+            TypeError: ``data`` is not such a dict; the message names the missing or bad field.
+        """
         if not isinstance(data, dict) or "result" not in data:
             raise TypeError("NodeResult.from_dict: field 'result' is missing")
         raw = data["result"]
@@ -178,6 +186,7 @@ class MultiAgentResult:
         return "\n".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as JSON, node results included (tagged ``"type": "multiagent_result"``)."""
         return {
             "type": "multiagent_result",
             "status": self.status.value,
@@ -192,6 +201,11 @@ class MultiAgentResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiAgentResult:
+        """Rebuild a result written by :meth:`to_dict`.
+
+        Raises:
+            TypeError: ``data`` is not such a dict; the message names the missing or bad field.
+        """
         if not isinstance(data, dict) or data.get("type") != "multiagent_result":
             raise TypeError(f"MultiAgentResult.from_dict: field 'type' must be 'multiagent_result', got "
                             f"{data.get('type') if isinstance(data, dict) else data!r}")
@@ -211,9 +225,11 @@ class MultiAgentResult:
 
 @dataclass(frozen=True)
 class RunState:
-    """What an invocation changed in an orchestrator, by name: the fields its class lists in
-    ``RUN_FIELDS`` and, per node, the node fields in ``NODE_RUN_FIELDS``. An orchestrator actor sends it
-    back to the driver, which applies it with :meth:`MultiAgentBase.apply_run_state`."""
+    """What an invocation changed in an orchestrator, by name.
+
+    The fields its class lists in ``RUN_FIELDS`` and, per node, the node fields in ``NODE_RUN_FIELDS``. An
+    orchestrator actor sends it back to the driver, which applies it with :meth:`MultiAgentBase.apply_run_state`.
+    """
 
     fields: dict[str, Any]
     nodes: dict[str, dict[str, Any]]
@@ -262,6 +278,7 @@ class MultiAgentBase(ABC):
 
     async def invoke_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
                            **kwargs: Any) -> MultiAgentResult:
+        """Run the task to the end and return its result (the stream's last event)."""
         result: MultiAgentResult | None = None
         async for event in self._quiet_stream(task, invocation_state, **kwargs):
             if event.get("type") == "multiagent_result":
@@ -281,6 +298,7 @@ class MultiAgentBase(ABC):
         return self.stream_async(task, invocation_state, **kwargs)
 
     def __call__(self, task: Any, invocation_state: dict[str, Any] | None = None, **kwargs: Any) -> MultiAgentResult:
+        """Run the task synchronously (from code that is not in an event loop) and return its result."""
         from ray_harness.agent.agent import run_sync
 
         return run_sync(self.invoke_async(task, invocation_state, **kwargs))  # type: ignore[no-any-return]

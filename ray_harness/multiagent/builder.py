@@ -80,6 +80,11 @@ class GraphBuilder:
         return self.nodes[node_id]
 
     def set_entry_point(self, node_id: str) -> GraphBuilder:
+        """Add ``node_id`` to the entry points (by default: the nodes without incoming edges).
+
+        Raises:
+            ValueError: No node has that id.
+        """
         if node_id not in self.nodes:
             raise ValueError(f"Node '{node_id}' not found")
         if self.nodes[node_id] not in self.entry_points:
@@ -87,41 +92,83 @@ class GraphBuilder:
         return self
 
     def set_max_node_executions(self, max_executions: int) -> GraphBuilder:
+        """Stop the graph after ``max_executions`` node executions in total (cycles count each visit).
+
+        Raises:
+            ValueError: ``max_executions`` is not a positive int.
+        """
         _positive("max_node_executions", max_executions, int)
         self._max_node_executions = max_executions
         return self
 
     def set_execution_timeout(self, timeout: float) -> GraphBuilder:
+        """Stop the whole graph after ``timeout`` seconds: its running nodes are stopped.
+
+        Raises:
+            ValueError: ``timeout`` is not a positive number.
+        """
         _positive("execution_timeout", timeout, (int, float))
         self._execution_timeout = timeout
         return self
 
     def set_node_timeout(self, timeout: float) -> GraphBuilder:
+        """Fail a node that runs longer than ``timeout`` seconds.
+
+        Raises:
+            ValueError: ``timeout`` is not a positive number.
+        """
         _positive("node_timeout", timeout, (int, float))
         self._node_timeout = timeout  # kept as given: it appears in the timeout message
         return self
 
     def reset_on_revisit(self, enabled: bool = True) -> GraphBuilder:
+        """Reset a node's agent to its first conversation each time a cycle revisits it."""
         self._reset_on_revisit = bool(enabled)
         return self
 
     def set_join(self, join: str) -> GraphBuilder:
+        """How a node with several incoming edges waits: ``"any"`` (runs once any parent completes) or ``"all"``.
+
+        Raises:
+            ValueError: ``join`` is neither.
+        """
         self._join = _choice("join", join, JOINS)
         return self
 
     def set_failure_policy(self, policy: str) -> GraphBuilder:
+        """What a failed node does to the graph: ``"fail_fast"`` or ``"continue"``.
+
+        ``"fail_fast"`` stops the running nodes and fails the graph; under ``"continue"`` the other branches go on.
+
+        Raises:
+            ValueError: ``policy`` is neither.
+        """
         self._failure_policy = _choice("failure_policy", policy, FAILURE_POLICIES)
         return self
 
     def set_scheduling(self, scheduling: str) -> GraphBuilder:
+        """When ready nodes start: ``"batch"`` or ``"eager"``.
+
+        ``"batch"`` starts the next batch once the running one is done (as in Strands); ``"eager"`` starts
+        each node as soon as it is ready.
+
+        Raises:
+            ValueError: ``scheduling`` is neither.
+        """
         self._scheduling = _choice("scheduling", scheduling, SCHEDULINGS)
         return self
 
     def set_hook_providers(self, hooks: list[Any]) -> GraphBuilder:
+        """Hook providers registered on the graph (multi-agent events such as node start and finish)."""
         self._hooks = list(hooks)
         return self
 
     def set_session_manager(self, session_manager: Any) -> GraphBuilder:
+        """Persist the graph's state after each node with ``session_manager``, and resume from it.
+
+        Raises:
+            TypeError: ``session_manager`` has no ``write_multi_agent_json``/``read_multi_agent_json``.
+        """
         for method in ("write_multi_agent_json", "read_multi_agent_json"):
             if not callable(getattr(session_manager, method, None)):
                 raise TypeError(f"session_manager must have a {method}() method, got {session_manager!r}")
@@ -129,6 +176,11 @@ class GraphBuilder:
         return self
 
     def set_graph_id(self, graph_id: str) -> GraphBuilder:
+        """The id the graph's state is stored under by the session manager (default ``"default_graph"``).
+
+        Raises:
+            ValueError: ``graph_id`` is not a non-empty string.
+        """
         if not isinstance(graph_id, str) or not graph_id:
             raise ValueError(f"graph_id must be a non-empty string, got {graph_id!r}")
         self._graph_id = graph_id

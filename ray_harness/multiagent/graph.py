@@ -141,6 +141,13 @@ class Graph(MultiAgentBase):
 
     def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
                      **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """Run the graph on ``task``, yielding node and multi-agent events; the last one carries the result.
+
+        Args:
+            task: The prompt or content blocks given to the entry points.
+            invocation_state: Shared state passed to every node's agent (``kwargs`` are merged into it).
+            **kwargs: More invocation state.
+        """
         return self._stream(task, invocation_state, kwargs, quiet=False)
 
     def _quiet_stream(self, task: Any, invocation_state: dict[str, Any] | None = None,
@@ -264,14 +271,8 @@ class Graph(MultiAgentBase):
                     yield item
                     continue
                 node_id, task = item
-                tasks.pop(node_id, None)
-                async for event in self._record(self._done_of(node_id, task), invocation_state):
+                async for event in self._node_finished(node_id, task, queue, tasks, invocation_state):
                     yield event
-                if self._fatal is not None:
-                    self._stop_tasks(tasks)
-                elif not self._halted() and (self.scheduling == "eager" or not tasks):
-                    async for event in self._launch_ready(queue, tasks, invocation_state):
-                        yield event
             if self._fatal is not None:
                 raise self._fatal
         finally:
@@ -279,6 +280,19 @@ class Graph(MultiAgentBase):
                 task.cancel()
             if tasks:
                 await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    async def _node_finished(self, node_id: str, task: asyncio.Task[_NodeDone], queue: asyncio.Queue[Any],
+                             tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]
+                             ) -> AsyncGenerator[dict[str, Any], None]:
+        """Record a node's end, then stop the rest (a fatal failure) or launch what became ready."""
+        tasks.pop(node_id, None)
+        async for event in self._record(self._done_of(node_id, task), invocation_state):
+            yield event
+        if self._fatal is not None:
+            self._stop_tasks(tasks)
+        elif not self._halted() and (self.scheduling == "eager" or not tasks):
+            async for event in self._launch_ready(queue, tasks, invocation_state):
+                yield event
 
     def _halted(self) -> bool:
         return (self._cancel_requested or self._stop_reason is not None or self._fatal is not None
@@ -508,6 +522,10 @@ class Graph(MultiAgentBase):
     # -- persistence --------------------------------------------------------------------------------------
 
     def serialize_state(self) -> dict[str, Any]:
+        """The graph's state as JSON: status, task, nodes by outcome, execution order, results, scheduler.
+
+        A session manager persists it after each node; :meth:`deserialize_state` resumes from it.
+        """
         def ids(nodes: set[GraphNode]) -> list[str]:
             return sorted(node.node_id for node in nodes)
 

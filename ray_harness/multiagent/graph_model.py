@@ -59,6 +59,7 @@ class GraphEdge:
             self._with_context = _takes_invocation_state(self.condition)
 
     def should_traverse(self, state: GraphState, invocation_state: dict[str, Any]) -> bool:
+        """Whether the edge fires for the graph ``state`` (always, when it has no condition)."""
         if self.condition is None:
             return True
         if self._with_context:

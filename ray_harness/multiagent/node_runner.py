@@ -95,6 +95,7 @@ def delegated_stream(runner: Any, orchestrator: MultiAgentBase, task: Any, invoc
 
 
 def node_type(target: Any) -> str:
+    """The ``node_type`` of a node's target: ``"multiagent"`` for a nested Graph/Swarm, else ``"agent"``."""
     return "multiagent" if isinstance(target, MultiAgentBase) else "agent"
 
 
@@ -117,6 +118,7 @@ def node_result_from_agent(result: AgentResult, started: float) -> NodeResult:
 
 
 def node_result_from_multiagent(result: MultiAgentResult) -> NodeResult:
+    """Wrap a nested Graph/Swarm's result as the ``NodeResult`` of the node that ran it, totals included."""
     return NodeResult(result=result, execution_time=result.execution_time, status=result.status,
                       accumulated_usage=dict(result.accumulated_usage),
                       accumulated_metrics=dict(result.accumulated_metrics), execution_count=result.execution_count,
@@ -136,16 +138,32 @@ class LocalNodeRunner:
         self._cancelled = False
 
     def bind(self, nodes: Mapping[str, Any]) -> None:
+        """Take the graph's nodes (id → agent or nested multi-agent) and remember each agent's first conversation.
+
+        The remembered conversation is what :meth:`reset_node` restores when ``reset_on_revisit`` is on.
+        """
         self._nodes = dict(nodes)
         # Agents, and whatever else can snapshot itself (e.g. a RemoteAgent, which asks its actor).
         self._initial = {node_id: conversation(target.snapshot()) for node_id, target in self._nodes.items()
                          if not isinstance(target, MultiAgentBase) and callable(getattr(target, "restore", None))}
 
     def start_invocation(self) -> None:
+        """Start a new graph/swarm invocation: forget a cancellation of the previous one."""
         self._cancelled = False
 
     async def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
                        quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        """Run node ``node_id`` on ``node_input`` in this event loop.
+
+        Args:
+            node_id: The node to run (as bound by :meth:`bind`).
+            node_input: Its input: a prompt or content blocks.
+            invocation_state: Shared state passed to the node's agent.
+            quiet: Do not yield the node's stream events (only its result).
+
+        Yields:
+            The node's stream events, then its ``NodeResult`` (``CANCELLED`` when the invocation was cancelled).
+        """
         target = self._nodes[node_id]
         self._running.add(node_id)
         started = time.monotonic()
@@ -185,11 +203,13 @@ class LocalNodeRunner:
             self._signals.pop(node_id, None)
 
     def cancel_node(self, node_id: str) -> None:
+        """Cancel node ``node_id`` if it is running now; otherwise do nothing."""
         target = self._nodes.get(node_id)
         if target is not None and node_id in self._running:
             target.cancel()
 
     def cancel(self) -> None:
+        """Cancel the invocation: every running node, and any node that starts after this call."""
         self._cancelled = True
         for signal in list(self._signals.values()):
             signal.set()  # covers a node whose agent has not registered its invocation yet
@@ -197,12 +217,19 @@ class LocalNodeRunner:
             self.cancel_node(node_id)
 
     def reset_node(self, node_id: str) -> None:
+        """Give node ``node_id`` back the conversation it had when bound (for ``reset_on_revisit``)."""
         initial = self._initial.get(node_id)
         if initial is not None:
             target = self._nodes[node_id]
             target.restore(replace_conversation(target.snapshot(), initial))
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
+        """The state of node ``node_id`` to persist: its conversation, or a nested graph/swarm's state.
+
+        Returns:
+            ``{"multiagent": ...}`` for a nested Graph/Swarm, the conversation's fields for an agent, and ``{}``
+            for a node that keeps its state elsewhere.
+        """
         target = self._nodes[node_id]
         if isinstance(target, MultiAgentBase):
             return {"multiagent": target.serialize_state()}
@@ -211,6 +238,7 @@ class LocalNodeRunner:
         return conversation(target.snapshot()).model_dump()
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
+        """Restore node ``node_id`` from ``data`` written by :meth:`export_node_state`; ``{}`` changes nothing."""
         target = self._nodes[node_id]
         if isinstance(target, MultiAgentBase):
             if "multiagent" in data:
@@ -221,8 +249,10 @@ class LocalNodeRunner:
 
 
 def import_conversation(agent: Any, data: dict[str, Any]) -> None:
-    """Restore a node's conversation exported by ``export_node_state`` (or by a version that wrote only
-    ``messages``/``state``/``interrupt_state``), keeping the agent's model and metrics as they are."""
+    """Restore a node's conversation exported by ``export_node_state``, keeping the agent's model and metrics.
+
+    ``data`` may also come from a version that wrote only ``messages``/``state``/``interrupt_state``.
+    """
     saved = AgentSnapshot.model_validate({"agent_id": agent.agent_id, "name": agent.name, **data})
     agent.restore(replace_conversation(agent.snapshot(), saved))
 

@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class SwarmNode:
+    """A member of a swarm: its id and the agent (``executor``, as in Strands) that plays it."""
+
     node_id: str
     executor: Any
 
@@ -76,6 +78,11 @@ class SharedContext:
     context: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add_context(self, node: SwarmNode | str, key: str, value: Any) -> None:
+        """Record ``key: value`` as knowledge from ``node`` for the members it hands off to.
+
+        Raises:
+            ValueError: ``key`` is empty or ``value`` is not JSON serializable.
+        """
         if not isinstance(key, str) or not key.strip():
             raise ValueError(f"shared context key must be a non-empty string, got {key!r}")
         try:
@@ -88,6 +95,8 @@ class SharedContext:
 
 @dataclass
 class SwarmState:
+    """A swarm invocation's progress: current member, history, shared context, results and totals."""
+
     current_node: SwarmNode | None = None
     task: Any = ""
     completion_status: Status = Status.PENDING
@@ -201,6 +210,11 @@ class Swarm(MultiAgentBase):
 
     async def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
                            **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """Run the swarm on ``task``, yielding member and handoff events; the last one carries the result.
+
+        Raises:
+            ConcurrencyException: This swarm is already running an invocation.
+        """
         if not self._lock.acquire(blocking=False):
             raise ConcurrencyException(f"swarm {self.id!r} is already running an invocation")
         try:
@@ -407,6 +421,10 @@ class Swarm(MultiAgentBase):
     # -- persistence --------------------------------------------------------------------------------------
 
     def serialize_state(self) -> dict[str, Any]:
+        """The swarm's state as JSON (status, task, current member, handoff message, context, history, results).
+
+        A session manager persists it after each member; :meth:`deserialize_state` resumes from it.
+        """
         current = self.state.current_node
         return {
             "type": "swarm",

@@ -78,6 +78,11 @@ class PosixShellSandbox(Sandbox):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """Refuse a subclass that implements neither ``execute_streaming`` nor the process-engine hook.
+
+        Raises:
+            TypeError: The subclass has no way to run commands.
+        """
         if not _has_engine(cls) and cls.execute_streaming is PosixShellSandbox.execute_streaming:
             raise TypeError(f"Can't instantiate {cls.__name__}: a PosixShellSandbox subclass must implement "
                             "execute_streaming (or the process-engine hook _start_script)")

@@ -111,10 +111,12 @@ class A2AAgent:
 
     @property
     def name(self) -> str:
+        """The agent's name: the one given, else the agent card's."""
         return self._name or self.card.name
 
     @property
     def description(self) -> str:
+        """The agent card's description."""
         return str(self.card.description)
 
     def as_tool(self, name: str | None = None, description: str | None = None) -> A2ATool:
@@ -128,12 +130,14 @@ class A2AAgent:
         self._cancel.set()
 
     def __call__(self, prompt: Any = None, **kwargs: Any) -> AgentResult:
+        """Send ``prompt`` to the remote agent and wait for its result (from code not in an event loop)."""
         from ray_harness.agent.agent import run_sync
 
         result: AgentResult = run_sync(self.invoke_async(prompt, **kwargs))
         return result
 
     async def invoke_async(self, prompt: Any = None, **kwargs: Any) -> AgentResult:
+        """Send ``prompt`` to the remote agent and return its result (the stream's last event)."""
         result: AgentResult | None = None
         async for event in self.stream_async(prompt, **kwargs):
             if event.get("type") == "result":

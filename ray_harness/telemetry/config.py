@@ -23,6 +23,7 @@ def setup(exporter: Any = "console", *, endpoint: str | None = None, protocol: s
         exporter: ``"console"``, ``"otlp"`` (protocol from ``protocol`` or ``OTEL_EXPORTER_OTLP_PROTOCOL``,
             default ``http/protobuf``), ``"otlp-http"``, ``"otlp-grpc"``, or a ``SpanExporter`` instance.
         endpoint: OTLP endpoint (else the standard ``OTEL_EXPORTER_OTLP_*`` variables apply).
+        protocol: OTLP protocol for ``"otlp"``: ``"http/protobuf"`` or ``"grpc"``.
         capture_content: Record prompts and completions on spans (off by default).
         service_name: ``service.name`` resource attribute.
         headers: Extra OTLP headers (for example an auth token).
@@ -59,8 +60,10 @@ def setup(exporter: Any = "console", *, endpoint: str | None = None, protocol: s
 
 
 def _install(trace: Any, provider: Any) -> None:
-    """``trace.set_tracer_provider`` refuses a second call even after the first provider was removed
-    (tests, notebooks re-running setup); allow it again when no provider is installed."""
+    """Allow ``trace.set_tracer_provider`` again when no provider is installed.
+
+    It refuses a second call even after the first provider was removed (tests, notebooks re-running setup).
+    """
     once = getattr(trace, "_TRACER_PROVIDER_SET_ONCE", None)
     if once is not None and getattr(trace, "_TRACER_PROVIDER", None) is None and hasattr(once, "_done"):
         once._done = False
@@ -110,6 +113,7 @@ def ensure_configured_from_env() -> None:
 
 
 def tracing_enabled() -> bool:
+    """Whether spans are recorded: a real ``TracerProvider`` is installed or configured by ``OTEL_*``."""
     from opentelemetry import trace
 
     # Asked several times per agent invocation. get_tracer_provider() reads os.environ on every call until a
@@ -134,6 +138,10 @@ def _is_sdk_provider(provider: Any) -> bool:
 
 
 def capture_content_enabled() -> bool:
+    """Whether spans record prompts and completions (``setup(capture_content=)``, else an env variable).
+
+    The variable is ``RAY_HARNESS_CAPTURE_CONTENT`` (``1``, ``true`` or ``yes``).
+    """
     configured = _state["capture_content"]
     if configured is not None:
         return bool(configured)

@@ -24,28 +24,42 @@ __all__ = ("BaseSink", "MetricsSink", "OtelMetricsSink", "add_sink", "enable_ote
 
 
 class MetricsSink(Protocol):
-    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None: ...
+    """What a metrics sink receives: one call per model call, tool call and change of the agent counts.
 
-    def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None: ...
+    The run-level reports (``run_started``, ``node_finished``, ``eval_row``, ``rate_limit_wait``, ...) are
+    optional methods: a sink that lacks one is not told about that event.
+    """
 
-    def active_agents(self, agent: str, delta: int) -> None: ...
+    def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        """Record one model call of ``agent``: its token ``usage``, ``latency_s`` and ``cost_usd``."""
 
-    def interrupts_pending(self, agent: str, count: int) -> None: ...
+    def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
+        """Record one call of ``tool`` by ``agent`` that ended with ``status`` after ``latency_s`` seconds."""
+
+    def active_agents(self, agent: str, delta: int) -> None:
+        """Add ``delta`` (+1 when an invocation of ``agent`` starts, -1 when it ends) to the running count."""
+
+    def interrupts_pending(self, agent: str, count: int) -> None:
+        """Set how many interrupts of ``agent`` wait for a human (an absolute count, not a delta)."""
 
 
 class BaseSink:
     """A sink that ignores everything: subclass it and override what you record."""
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        """Ignore a model call; override to record it (arguments as in :meth:`MetricsSink.model_call`)."""
         return None
 
     def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
+        """Ignore a tool call; override to record it (arguments as in :meth:`MetricsSink.tool_call`)."""
         return None
 
     def active_agents(self, agent: str, delta: int) -> None:
+        """Ignore a change of the running count; override to record it."""
         return None
 
     def interrupts_pending(self, agent: str, count: int) -> None:
+        """Ignore the pending-interrupt count; override to record it."""
         return None
 
 
@@ -54,10 +68,16 @@ _sinks: list[MetricsSink] = []
 
 
 def sinks() -> list[MetricsSink]:
+    """The installed sinks, in the order they were added (the live list: do not mutate it)."""
     return _sinks
 
 
 def add_sink(sink: MetricsSink) -> MetricsSink:
+    """Install ``sink`` so it receives every report from now on; adding it twice is a no-op.
+
+    Returns:
+        The sink, so ``sink = add_sink(MySink())`` keeps a handle for :func:`remove_sink`.
+    """
     with _lock:
         if sink not in _sinks:
             _sinks.append(sink)
@@ -65,6 +85,7 @@ def add_sink(sink: MetricsSink) -> MetricsSink:
 
 
 def remove_sink(sink: MetricsSink) -> None:
+    """Uninstall ``sink``; a sink that is not installed is ignored."""
     with _lock:
         if sink in _sinks:
             _sinks.remove(sink)
@@ -144,6 +165,7 @@ class OtelMetricsSink:
         self._pending_by_agent: dict[str, int] = {}
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
+        """Count the call and its input/output tokens and cost, and record its latency, tagged by agent."""
         tags = {"agent": agent}
         self._calls.add(1, tags)
         self._tokens.add(int(usage.get("inputTokens", 0)), {**tags, "direction": "input"})
@@ -153,14 +175,17 @@ class OtelMetricsSink:
         self._latency.record(latency_s, tags)
 
     def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
+        """Count the tool call and record its latency, tagged by agent, tool and status."""
         tags = {"agent": agent, "tool": tool, "status": status}
         self._tools.add(1, tags)
         self._tool_latency.record(latency_s, tags)
 
     def active_agents(self, agent: str, delta: int) -> None:
+        """Move the ``ray_harness_active_agents`` up-down counter by ``delta``."""
         self._active.add(delta, {"agent": agent})
 
     def interrupts_pending(self, agent: str, count: int) -> None:
+        """Move ``ray_harness_interrupts_pending`` so that it shows ``count`` for ``agent``."""
         previous = self._pending_by_agent.get(agent, 0)
         self._pending_by_agent[agent] = count
         if count != previous:

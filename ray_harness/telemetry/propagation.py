@@ -24,8 +24,10 @@ __all__ = ("attached", "current_carrier")
 
 
 def current_carrier() -> dict[str, str] | None:
-    """The current span context as W3C ``traceparent``/``tracestate`` headers and the current metric tags
-    (None when tracing is off and no run scope is open)."""
+    """The current span context as W3C ``traceparent``/``tracestate`` headers, and the current metric tags.
+
+    None when tracing is off and no run scope is open.
+    """
     carrier: dict[str, str] = {}
     tags = current_tags()
     if tags:

@@ -33,6 +33,10 @@ _tags: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("r
 
 @functools.cache
 def run_tags_enabled() -> bool:
+    """Whether metrics carry the run tags (``run``, ``graph``, ``node``, ...).
+
+    ``RAY_HARNESS_METRICS_RUN_TAGS=0`` turns them off (fewer Prometheus series).
+    """
     return os.environ.get("RAY_HARNESS_METRICS_RUN_TAGS", "1").lower() not in ("0", "false", "no")
 
 

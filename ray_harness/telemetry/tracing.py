@@ -26,19 +26,24 @@ class Tracer:
     capture_content = False
 
     def start_span(self, name: str, parent: Any = None, attributes: dict[str, Any] | None = None) -> Any:
+        """Start span ``name`` under ``parent`` (None: the current span); the no-op returns None."""
         return None
 
     def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None
                  ) -> None:
+        """End ``span``, adding ``attributes`` and recording ``error`` if given."""
         return None
 
     def invocation_attributes(self, agent: Any, messages: list[Any]) -> dict[str, Any]:
+        """The attributes of an invocation span for ``agent`` and its input ``messages``."""
         return {}
 
     def attach(self, span: Any) -> Any:
+        """Make ``span`` the current span; returns a token for :meth:`detach`."""
         return None
 
     def detach(self, token: Any) -> None:
+        """Restore the current span that was current before :meth:`attach` returned ``token``."""
         return None
 
 
@@ -109,6 +114,7 @@ def span_scope(name: str, attributes: dict[str, Any] | None = None) -> Iterator[
 
 
 def get_tracer() -> Tracer:
+    """The tracer for this process: recording spans when tracing is enabled, else the no-op ``NOOP``."""
     ensure_configured_from_env()
     if not tracing_enabled():
         return NOOP

@@ -140,7 +140,7 @@ def sshd() -> Iterator[SshServer]:
 
 
 class ShellOnlySandbox(PosixShellSandbox):
-    """Seed 001 §2.5: a subclass that implements only ``execute_streaming`` (here: /bin/sh on this machine)."""
+    """A ``PosixShellSandbox`` subclass that implements only ``execute_streaming`` (here: /bin/sh on this machine)."""
 
     async def execute_streaming(self, command: str, *, timeout: float | None = None, cwd: str | None = None,
                                 env: Mapping[str, str] | None = None) -> AsyncGenerator[Any, None]:

@@ -1,4 +1,4 @@
-"""Seed 001 §2.5: a ``PosixShellSandbox`` subclass that implements only ``execute_streaming`` gets the rest.
+"""A ``PosixShellSandbox`` subclass that implements only ``execute_streaming`` gets the rest.
 
 The contract suite runs the same subclass shape (``ShellOnlySandbox`` in conftest); this file pins that every
 operation really goes through the subclass's one method, and what a subclass implementing nothing gets.

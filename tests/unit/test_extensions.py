@@ -1,4 +1,4 @@
-"""Seed 002's contract on the in-process runtime: placements, scopes, ordering, observation only, fault
+"""The extensions contract (docs/concepts/extensions.md) on the in-process runtime: placements, scopes, ordering, observation only, fault
 isolation, lifecycle hooks, the task store, trace identity and loading."""
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def test_cancel_while_the_model_streams_under_wrappers() -> None:
 
 
 class Misbehaving(AgentMiddleware):
-    """One wrap hook per fault of seed 002's table, chosen by ``mode``."""
+    """One wrap hook per fault an extension can have, chosen by ``mode``."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode

@@ -1,4 +1,4 @@
-"""``Agent.snapshot()`` / ``Agent.restore()`` / ``AgentSnapshot`` (API.md "Agent snapshots")."""
+"""``Agent.snapshot()`` / ``Agent.restore()`` / ``AgentSnapshot``."""
 
 from __future__ import annotations
 

@@ -52,6 +52,7 @@ _PRESERVE_CHARS = 200
 
 
 def has_block(message: Message, key: str) -> bool:
+    """Whether some content block of ``message`` has ``key`` (e.g. ``"toolUse"``, ``"toolResult"``)."""
     return any(key in block for block in message["content"])
 
 
@@ -157,9 +158,11 @@ class ContextUsage:
                            len(agent.messages), removed)
 
     def forget(self) -> None:
+        """Drop the remembered call, so the next measure is a fresh estimate (e.g. after a session restore)."""
         self._mark = None
 
     def estimate(self, agent: Agent, scale: float) -> int:
+        """The estimated size of ``agent``'s context in tokens, times ``scale`` (from :meth:`measure`)."""
         specs = list(agent.tool_registry.get_all_specs())
         return int(estimate_tokens(agent.messages, agent.system_prompt, specs) * scale)
 
@@ -199,15 +202,22 @@ class SlidingWindowConversationManager(ConversationManager):
 
     @property
     def synthetic_message_count(self) -> int:
+        """Always 0: trimming adds no message of its own (a summarizing manager adds its summary)."""
         return 0
 
     # -- ConversationManager --------------------------------------------------------------------------
 
     def apply_management(self, agent: Agent, **kwargs: Any) -> None:
+        """After an invocation, trim the oldest unpinned messages once there are more than ``window_size``."""
         if len(agent.messages) > self.window_size:
             self._trim(agent, overflow=False)
 
     def reduce_context(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None:
+        """Shorten the conversation after a context-window overflow, keeping tool use/result pairs intact.
+
+        Raises:
+            ContextWindowOverflowException: Nothing is left to trim; ``e``, the overflow, is re-raised if given.
+        """
         if self._reduce_once(agent, overflow=True):
             return
         if e is not None:
@@ -217,6 +227,7 @@ class SlidingWindowConversationManager(ConversationManager):
             "no valid trim point keeps tool pairs intact")
 
     def before_model_call(self, agent: Agent, **kwargs: Any) -> None:
+        """With proactive compression on, reduce the conversation until it is below the threshold."""
         limit = threshold_tokens(agent, self.compression_threshold)
         if limit is None:
             return
@@ -231,11 +242,13 @@ class SlidingWindowConversationManager(ConversationManager):
         self._usage.record(agent, self.removed_message_count)
 
     def get_state(self) -> dict[str, Any]:
+        """The state to persist: the base manager's, plus how many messages are pinned."""
         state = super().get_state()
         state["pinned_message_count"] = self.pinned_message_count
         return state
 
     def restore_from_session(self, state: dict[str, Any]) -> list[Any] | None:
+        """Restore the state written by :meth:`get_state`; adds no messages (returns ``None``)."""
         super().restore_from_session(state)
         self.pinned_message_count = int(state.get("pinned_message_count", 0))
         self._usage.forget()

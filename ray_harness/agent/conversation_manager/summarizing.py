@@ -93,11 +93,18 @@ class SummarizingConversationManager(ConversationManager):
         """Nothing: summarizing happens on overflow or, proactively, before a model call."""
 
     def reduce_context(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None:
+        """Summarize the older messages after an overflow (runs :meth:`reduce_context_async` to completion)."""
         from ray_harness.agent.agent import run_sync
 
         run_sync(self.reduce_context_async(agent, e, **kwargs))
 
     async def reduce_context_async(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None:
+        """Replace the older messages by a summary written by the summarization model.
+
+        Raises:
+            ContextWindowOverflowException: Nothing is left to summarize outside the pinned and recent
+                messages; ``e``, the overflow, is re-raised if given.
+        """
         messages = agent.messages
         plan = self._plan(messages)
         if plan is None:
@@ -117,11 +124,13 @@ class SummarizingConversationManager(ConversationManager):
         self._usage.forget()
 
     def before_model_call(self, agent: Agent, **kwargs: Any) -> None:
+        """Proactive compression, synchronously (runs :meth:`before_model_call_async` to completion)."""
         from ray_harness.agent.agent import run_sync
 
         run_sync(self.before_model_call_async(agent, **kwargs))
 
     async def before_model_call_async(self, agent: Agent, **kwargs: Any) -> None:
+        """With proactive compression on, summarize before a model call once the context is above the threshold."""
         limit = threshold_tokens(agent, self.compression_threshold)
         if limit is None:
             return
@@ -132,12 +141,18 @@ class SummarizingConversationManager(ConversationManager):
         self._usage.record(agent, self.removed_message_count)
 
     def get_state(self) -> dict[str, Any]:
+        """The state to persist: the base manager's, the pinned count and the current summary message."""
         state = super().get_state()
         state["pinned_message_count"] = self.pinned_message_count
         state["summary_message"] = self._summary_message
         return state
 
     def restore_from_session(self, state: dict[str, Any]) -> list[Any] | None:
+        """Restore the state written by :meth:`get_state`.
+
+        Returns:
+            ``[summary_message]`` for the session to put back in front of the messages, or ``None``.
+        """
         super().restore_from_session(state)
         self.pinned_message_count = int(state.get("pinned_message_count", 0))
         summary = state.get("summary_message")
@@ -202,8 +217,10 @@ class SummarizingConversationManager(ConversationManager):
 
 
 def _adjust_split(messages: list[Message], pinned: int, split: int) -> int | None:
-    """Move ``split`` back (keeping the recent messages intact), else forward, so the kept part does
-    not start on a toolResult (whose toolUse would be summarized away)."""
+    """Move ``split`` so the kept part does not start on a toolResult (its toolUse would be summarized away).
+
+    Back first (keeping the recent messages intact), else forward.
+    """
     candidate: int
     for candidate in [*range(split, pinned, -1), *range(split + 1, len(messages))]:
         if not has_block(messages[candidate], "toolResult"):
