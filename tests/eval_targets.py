@@ -166,3 +166,46 @@ def limited_agent() -> Agent:
     model = ScriptedModel(lambda call: text("limited", usage=USAGE), record_calls=False, loop=True)
     model.rate_limit = RateLimit(requests_per_minute=600, key="remote-agent-bucket")
     return Agent(model, name="limited")
+
+
+def gate_path_agent() -> Agent:
+    """Prompts ``<dir>|<n>``: ``n < 8`` answer at once; the others leave ``<dir>/waiting-<n>`` and wait
+    (cancellably) until ``<dir>/gate`` exists. The directory travels in the prompt, so hosts in any process
+    (Ray Data workers) see it: a run can be caught in a known state, with no timing involved."""
+    import asyncio
+    from pathlib import Path
+
+    async def answer(call: Any) -> Any:
+        folder, _, number = call.last_text.rpartition("|")
+        if int(number) >= 8:
+            await asyncio.to_thread(Path(folder, f"waiting-{number}").touch)
+            while not await asyncio.to_thread(Path(folder, "gate").exists):  # noqa: ASYNC110 - the test opens it
+                await asyncio.sleep(0.02)
+        return text(f"gated {number}", usage=USAGE)
+
+    return Agent(ScriptedModel(answer, record_calls=False), name="gated-path")
+
+
+def sub_stamp_agent() -> Agent:
+    """Answers ``<time of the model call> <pid>``; its model's key is ``scriptedmodel:substamp``."""
+    import time
+
+    def answer(call: Any) -> Any:
+        return text(f"{time.time()} {os.getpid()}", usage=USAGE)
+
+    return Agent(ScriptedModel(answer, model_id="substamp", record_calls=False, loop=True), name="substamp")
+
+
+_DELEGATE: dict[str, Any] = {}
+
+
+def delegating_target() -> Any:
+    """A ``RemoteAgent`` running :func:`sub_stamp_agent`: a row's model calls happen in another actor.
+
+    One per process, reused by that process's rows (an actor per row would cost more than the test)."""
+    from ray_harness.runtime import RemoteAgent
+
+    remote = _DELEGATE.get("remote")
+    if remote is None:
+        remote = _DELEGATE["remote"] = RemoteAgent("tests.eval_targets:sub_stamp_agent")
+    return remote
