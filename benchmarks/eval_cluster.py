@@ -64,7 +64,7 @@ class _DriverIterated:
 
 
 class _Killer(threading.Thread):
-    """SIGKILLs one evaluation host (a Ray Data map worker on this machine) every ``every`` seconds."""
+    """SIGKILLs one evaluation host (a Ray Data map worker of this cluster) every ``every`` seconds."""
 
     def __init__(self, every: float) -> None:
         super().__init__(daemon=True)
@@ -84,25 +84,30 @@ class _Killer(threading.Thread):
 
 
 def _host_pids() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                title = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"EvaluationHost" in title:
-                pids.append(int(entry.name))
-    return pids
+    """The evaluation hosts of this driver's job (never another job's or another Ray's processes)."""
+    import ray
+    from ray.util.state import list_actors
+
+    try:  # by this cluster's address: with several Rays on the machine the state API would refuse to guess
+        context = ray.get_runtime_context()
+        actors = list_actors(address=context.gcs_address, limit=1000,
+                             filters=[("state", "=", "ALIVE"), ("job_id", "=", context.get_job_id())])
+    except Exception:  # the state API is best effort under load: no kill this round
+        return []
+    # Ray Data's actor class is _MapWorker; its repr names the UDF: "MapWorker(MapBatches(EvaluationHost))".
+    return [int(a.pid) for a in actors if a.pid and "EvaluationHost" in f"{a.class_name} {a.repr_name}"]
 
 
-def run(rows: int, mode: str, pool_size: int, kill_every: float | None) -> dict[str, Any]:
+def run(rows: int, mode: str, pool_size: int, kill_every: float | None, block_rows: int | None = None
+        ) -> dict[str, Any]:
     import ray
 
     from ray_harness.evaluation import evaluate
 
     # The rows are made on the cluster: the driver holds none of them before the run.
-    dataset = ray.data.range(rows).map(lambda r: {"prompt": f"q{r['id']}"})
+    # A host task runs one block: with kills every N s a block must take less than N s, or it never finishes.
+    blocks = None if block_rows is None else max(1, rows // block_rows)
+    dataset = ray.data.range(rows, override_num_blocks=blocks).map(lambda r: {"prompt": f"q{r['id']}"})
     out = Path(tempfile.mkdtemp(prefix="rh_bench_")) / ("records" if mode == "data" else "records.jsonl")
     sampler = _Sampler()
     sampler.start()
@@ -146,18 +151,21 @@ def main() -> None:
     parser.add_argument("--modes", default="data,driver")
     parser.add_argument("--kill-every", type=float, default=None)
     parser.add_argument("--warmup-rows", type=int, default=300)
+    parser.add_argument("--block-rows", type=int, default=None, help="rows per input block (default: Ray's)")
     args = parser.parse_args()
     from ray_harness import runtime
 
     runtime.init(address=args.address)
+    if args.kill_every:
+        import ray.util.state  # noqa: F401  (imported by the killer: not counted in a run's RSS growth)
     modes = args.modes.split(",")
     for mode in modes:
         if args.warmup_rows:
-            warm = run(args.warmup_rows, mode, args.pool_size, None)
+            warm = run(args.warmup_rows, mode, args.pool_size, None, args.block_rows)
             print(json.dumps({"warmup": True, **warm}), flush=True)
     for rows in (int(n) for n in args.rows.split(",")):
         for mode in modes:
-            result = run(rows, mode, args.pool_size, args.kill_every if mode == "data" else None)
+            result = run(rows, mode, args.pool_size, args.kill_every if mode == "data" else None, args.block_rows)
             print(json.dumps(result), flush=True)
 
 
