@@ -169,18 +169,21 @@ def limited_agent() -> Agent:
 
 
 def gate_path_agent() -> Agent:
-    """Prompts ``<dir>|<n>``: ``n < 8`` answer at once; the others leave ``<dir>/waiting-<n>`` and wait
-    (cancellably) until ``<dir>/gate`` exists. The directory travels in the prompt, so hosts in any process
-    (Ray Data workers) see it: a run can be caught in a known state, with no timing involved."""
+    """Prompts ``<dir>|<n>``: rows with ``n % 8 < 4`` answer at once (leaving ``<dir>/answered-<n>``), the
+    others leave ``<dir>/waiting-<n>`` and wait (cancellably) until ``<dir>/gate`` exists. So every batch of 8
+    has finished and waiting rows, whatever order Ray Data runs the batches in. The directory travels in the
+    prompt, so hosts in any process see it: a run is caught in a known state, with no timing involved."""
     import asyncio
     from pathlib import Path
 
     async def answer(call: Any) -> Any:
         folder, _, number = call.last_text.rpartition("|")
-        if int(number) >= 8:
+        if int(number) % 8 >= 4:
             await asyncio.to_thread(Path(folder, f"waiting-{number}").touch)
             while not await asyncio.to_thread(Path(folder, "gate").exists):  # noqa: ASYNC110 - the test opens it
                 await asyncio.sleep(0.02)
+        else:
+            await asyncio.to_thread(Path(folder, f"answered-{number}").touch)
         return text(f"gated {number}", usage=USAGE)
 
     return Agent(ScriptedModel(answer, record_calls=False), name="gated-path")
