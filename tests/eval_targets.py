@@ -202,13 +202,25 @@ def sub_stamp_agent() -> Agent:
 _DELEGATE: dict[str, Any] = {}
 
 
-def delegating_target() -> Any:
-    """A ``RemoteAgent`` running :func:`sub_stamp_agent`: a row's model calls happen in another actor.
-
-    One per process, reused by that process's rows (an actor per row would cost more than the test)."""
+@tool
+async def ask_sub(question: str) -> str:
+    """Ask this process's RemoteAgent (one per process, reused: an actor per row would cost more than the test)."""
     from ray_harness.runtime import RemoteAgent
 
     remote = _DELEGATE.get("remote")
     if remote is None:
         remote = _DELEGATE["remote"] = RemoteAgent("tests.eval_targets:sub_stamp_agent")
-    return remote
+    return str(await remote.invoke_async(question)).strip()
+
+
+def delegating_target() -> Agent:
+    """Asks a ``RemoteAgent`` running :func:`sub_stamp_agent` and answers with its reply: the row's limited
+    model calls happen in another actor than the row's host."""
+
+    def finish(call: Any) -> Any:
+        return text(call.messages[-1]["content"][0]["toolResult"]["content"][0]["text"], usage=USAGE)
+
+    def start(call: Any) -> Any:
+        return tool_call("ask_sub", {"question": call.last_text}, usage=USAGE)
+
+    return Agent(ScriptedModel(start, finish, record_calls=False), tools=[ask_sub], name="delegating")
