@@ -166,3 +166,61 @@ def limited_agent() -> Agent:
     model = ScriptedModel(lambda call: text("limited", usage=USAGE), record_calls=False, loop=True)
     model.rate_limit = RateLimit(requests_per_minute=600, key="remote-agent-bucket")
     return Agent(model, name="limited")
+
+
+def gate_path_agent() -> Agent:
+    """Prompts ``<dir>|<n>``: rows with ``n % 8 < 4`` answer at once (leaving ``<dir>/answered-<n>``), the
+    others leave ``<dir>/waiting-<n>`` and wait (cancellably) until ``<dir>/gate`` exists. So every batch of 8
+    has finished and waiting rows, whatever order Ray Data runs the batches in. The directory travels in the
+    prompt, so hosts in any process see it: a run is caught in a known state, with no timing involved."""
+    import asyncio
+    from pathlib import Path
+
+    async def answer(call: Any) -> Any:
+        folder, _, number = call.last_text.rpartition("|")
+        if int(number) % 8 >= 4:
+            await asyncio.to_thread(Path(folder, f"waiting-{number}").touch)
+            while not await asyncio.to_thread(Path(folder, "gate").exists):  # noqa: ASYNC110 - the test opens it
+                await asyncio.sleep(0.02)
+        else:
+            await asyncio.to_thread(Path(folder, f"answered-{number}").touch)
+        return text(f"gated {number}", usage=USAGE)
+
+    return Agent(ScriptedModel(answer, record_calls=False), name="gated-path")
+
+
+def sub_stamp_agent() -> Agent:
+    """Answers ``<time of the model call> <pid>``; its model's key is ``scriptedmodel:substamp``."""
+    import time
+
+    def answer(call: Any) -> Any:
+        return text(f"{time.time()} {os.getpid()}", usage=USAGE)
+
+    return Agent(ScriptedModel(answer, model_id="substamp", record_calls=False, loop=True), name="substamp")
+
+
+_DELEGATE: dict[str, Any] = {}
+
+
+@tool
+async def ask_sub(question: str) -> str:
+    """Ask this process's RemoteAgent (one per process, reused: an actor per row would cost more than the test)."""
+    from ray_harness.runtime import RemoteAgent
+
+    remote = _DELEGATE.get("remote")
+    if remote is None:
+        remote = _DELEGATE["remote"] = RemoteAgent("tests.eval_targets:sub_stamp_agent")
+    return str(await remote.invoke_async(question)).strip()
+
+
+def delegating_target() -> Agent:
+    """Asks a ``RemoteAgent`` running :func:`sub_stamp_agent` and answers with its reply: the row's limited
+    model calls happen in another actor than the row's host."""
+
+    def finish(call: Any) -> Any:
+        return text(call.messages[-1]["content"][0]["toolResult"]["content"][0]["text"], usage=USAGE)
+
+    def start(call: Any) -> Any:
+        return tool_call("ask_sub", {"question": call.last_text}, usage=USAGE)
+
+    return Agent(ScriptedModel(start, finish, record_calls=False), tools=[ask_sub], name="delegating")

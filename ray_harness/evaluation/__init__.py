@@ -21,8 +21,10 @@ on the restarted host, up to five times, instead of being recorded as an error.
 With a ``ray.data.Dataset`` (and ``runtime="ray"``) the rows go through Ray Data instead
 (``_data``): ``map_batches`` on a pool of host actors, Parquet records written by Ray
 Data to a directory or ``s3://`` prefix, resume by ``id_key``, and a summary computed on
-the cluster; nothing row-sized passes through the driver. ``rate_limits`` (or
-``model.rate_limit``) are cluster-wide token buckets (:mod:`ray_harness.models.rate_limit`).
+the cluster; nothing row-sized passes through the driver; ``cancel_event`` / Ctrl-C work there too
+(finished rows written, rows in flight cancelled, resume completes the rest). ``rate_limits`` (or
+``model.rate_limit``) are cluster-wide token buckets (:mod:`ray_harness.models.rate_limit`), registered in
+every process that makes a row's model calls.
 ``grade(results, scorers, output=None)`` scores recorded results again without the target.
 Record errors carry a ``kind``: ``"target"``, ``"infrastructure"``, ``"scorer"`` (the output
 is kept; counted in ``scorer_errors``) or ``"input"`` (a missing or null prompt).
@@ -120,15 +122,19 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
     """
     from ray_harness.agent.agent import run_sync
 
-    if runtime == "ray" and _is_ray_dataset(dataset):
-        # In this thread, not under an event loop: Ctrl-C stops Ray Data's execution here, and a rerun resumes.
-        return _evaluate_dataset(target, dataset, scorers=scorers, concurrency=concurrency, output=output,
-                                 resume=resume, limits=limits, prompt_key=prompt_key, pool_size=pool_size,
-                                 progress=progress, max_throttle_retries=max_throttle_retries,
-                                 cancel_event=cancel_event, id_key=id_key, rate_limits=rate_limits,
-                                 max_pool_size=max_pool_size, filesystem=filesystem)
+    summary: dict[str, Any]
     with SigintTrap(cancel_event) as trap:
-        summary: dict[str, Any] = run_sync(evaluate_async(
+        if runtime == "ray" and _is_ray_dataset(dataset):
+            # In this thread, not under an event loop: Ray Data's execution is driven from here.
+            summary = _evaluate_dataset(target, dataset, scorers=scorers, concurrency=concurrency, output=output,
+                                        resume=resume, limits=limits, prompt_key=prompt_key, pool_size=pool_size,
+                                        progress=progress, max_throttle_retries=max_throttle_retries,
+                                        cancel_event=trap.event, id_key=id_key, rate_limits=rate_limits,
+                                        max_pool_size=max_pool_size, filesystem=filesystem)
+            if trap.fired:
+                raise KeyboardInterrupt
+            return summary
+        summary = run_sync(evaluate_async(
             target, dataset, scorers=scorers, concurrency=concurrency, output=output, resume=resume, limits=limits,
             prompt_key=prompt_key, runtime=runtime, pool=pool, pool_size=pool_size, progress=progress,
             max_throttle_retries=max_throttle_retries, cancel_event=trap.event, id_key=id_key,
@@ -156,11 +162,19 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
 
         validate_limits(limits)
     if runtime == "ray" and _is_ray_dataset(dataset):
-        return await asyncio.to_thread(
+        event = cancel_event if cancel_event is not None else threading.Event()
+        running = asyncio.ensure_future(asyncio.to_thread(
             _evaluate_dataset, target, dataset, scorers=scorers, concurrency=concurrency, output=output,
             resume=resume, limits=limits, prompt_key=prompt_key, pool_size=pool_size, progress=progress,
-            max_throttle_retries=max_throttle_retries, cancel_event=cancel_event, id_key=id_key,
-            rate_limits=rate_limits, max_pool_size=max_pool_size, filesystem=filesystem)
+            max_throttle_retries=max_throttle_retries, cancel_event=event, id_key=id_key,
+            rate_limits=rate_limits, max_pool_size=max_pool_size, filesystem=filesystem))
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            event.set()  # the thread cannot be cancelled: it stops the run, and is waited for
+            with contextlib.suppress(Exception):
+                await running
+            raise
     factory = resolve_factory(target)
     scorers = list(scorers)
     limits_by_key = dict(rate_limits or {})
@@ -193,9 +207,6 @@ def _evaluate_dataset(target: Any, dataset: Any, *, scorers: Iterable[Scorer], c
                       id_key: str | None, rate_limits: Mapping[str, RateLimit] | None, max_pool_size: int | None,
                       filesystem: Any) -> dict[str, Any]:
     """A Ray Dataset on the cluster (``_data``): checked here like the driver path's arguments."""
-    if cancel_event is not None:
-        raise ValueError("cancel_event is not supported with a ray.data.Dataset: interrupt the driver (Ctrl-C) "
-                         "and run again with the same output to resume")
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
         raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
@@ -212,7 +223,7 @@ def _evaluate_dataset(target: Any, dataset: Any, *, scorers: Iterable[Scorer], c
                             output=output, resume=resume, limits=limits, prompt_key=prompt_key, id_key=id_key,
                             pool_size=pool_size, max_pool_size=max_pool_size, concurrency=concurrency,
                             rate_limits=limits_by_key, max_throttle_retries=max_throttle_retries, progress=progress,
-                            filesystem=filesystem)
+                            filesystem=filesystem, cancel_event=cancel_event)
 
 
 def _peeked(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -67,6 +67,10 @@ class LocalBackend(Backend):
         finally:
             self._running.pop(run_id, None)
 
+    def running(self) -> list[str]:
+        """The run ids of the rows running now."""
+        return list(self._running)
+
     async def cancel(self, run_ids: list[str]) -> None:
         for run_id in run_ids:
             target = self._running.get(run_id)

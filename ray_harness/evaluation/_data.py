@@ -108,10 +108,18 @@ def _number(value: Any) -> float | None:
 
 
 class _Counters:
-    """Cluster-side progress of one evaluation: hosts add to it after each batch, the driver reads it."""
+    """Cluster-side state of one evaluation: progress the hosts add after each batch, and the cancel flag.
+
+    A host asks :meth:`begin` before it runs a batch: once the run is cancelled no batch starts (it is
+    passed through empty, so Ray Data drains the plan without a model call and writes nothing for it).
+    Batches already running see the flag by polling :meth:`cancelled`, cancel their unfinished rows and
+    return the finished ones, which Ray Data's writer records: a cancelled run leaves only whole parts.
+    """
 
     def __init__(self) -> None:
-        self._values = {"rows": 0, "errors": 0, "tokens": 0, "cost_usd": 0.0, "throttled": 0, "skipped": 0}
+        self._values = {"rows": 0, "errors": 0, "tokens": 0, "cost_usd": 0.0, "throttled": 0, "skipped": 0,
+                        "cancelled_rows": 0}
+        self._cancelled = False
 
     def add(self, values: dict[str, Any]) -> None:
         for key, value in values.items():
@@ -119,6 +127,16 @@ class _Counters:
 
     def snapshot(self) -> dict[str, Any]:
         return dict(self._values)
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def begin(self) -> bool:
+        """Whether a batch may start (False once the run is cancelled)."""
+        return not self._cancelled
+
+    def cancelled(self) -> bool:
+        return self._cancelled
 
 
 class EvaluationHost:
@@ -141,36 +159,57 @@ class EvaluationHost:
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="ray_harness-eval-host", daemon=True).start()
         self._prefix = uuid.uuid4().hex[:8]
+        self._cancelled = False
 
     def __call__(self, batch: Any) -> Any:
         import pyarrow as pa
 
         indexes = batch.column(INDEX_COLUMN).to_pylist()
         inputs = batch.drop_columns([INDEX_COLUMN])
+        if self._cancelled or not ray.get(self._counters.begin.remote()):
+            self._cancelled = True  # the run was cancelled: this batch passes through empty
+            return records_table([], _struct_of(inputs.slice(0, 0)), self._schema)
         rows = inputs.to_pylist()
         keep = [i for i, (index, row) in enumerate(zip(indexes, rows, strict=True))
                 if self._key(index, row) not in self._done]
+        records, throttled, kept = asyncio.run_coroutine_threadsafe(
+            self._run_all([(indexes[i], rows[i]) for i in keep]), self._loop).result()
+        cancelled = len(keep) - len(kept)
+        keep = [keep[i] for i in kept]  # the rows cut short by a cancel are not recorded: a resume runs them
         if len(keep) < len(rows):
             inputs = inputs.take(pa.array(keep, pa.int64()))
-        records, throttled = asyncio.run_coroutine_threadsafe(
-            self._run_all([(indexes[i], rows[i]) for i in keep]), self._loop).result()
-        input_array = pa.StructArray.from_arrays([inputs.column(n).combine_chunks() for n in inputs.column_names],
-                                                 fields=list(inputs.schema))
         self._counters.add.remote({
-            "rows": len(records), "skipped": len(rows) - len(records), "throttled": throttled,
+            "rows": len(records), "skipped": len(rows) - len(records) - cancelled, "throttled": throttled,
+            "cancelled_rows": cancelled,
             "errors": sum(1 for r in records if r["error"] and r["error"]["kind"] != "scorer"),
             "tokens": sum(int((r.get("usage") or {}).get("totalTokens", 0) or 0) for r in records),
             "cost_usd": sum(float(r.get("cost_usd") or 0.0) for r in records)})
-        return records_table(records, input_array, self._schema)
+        return records_table(records, _struct_of(inputs), self._schema)
 
     def _key(self, index: int, row: dict[str, Any]) -> Any:
         return row.get(self._id_key) if self._id_key is not None else index
 
-    async def _run_all(self, rows: list[tuple[int, dict[str, Any]]]) -> tuple[list[dict[str, Any]], int]:
+    async def _run_all(self, rows: list[tuple[int, dict[str, Any]]]
+                       ) -> tuple[list[dict[str, Any]], int, list[int]]:
+        """The records of the rows that finished, the throttled attempts, and which rows they are."""
         # A row's Graph/Swarm runs here, in this Ray Data worker: no orchestrator actor per row.
         with placed("in_process"):
-            outcomes = await asyncio.gather(*(self._run_row(index, row) for index, row in rows))
-        return [record for record, _ in outcomes], sum(throttled for _, throttled in outcomes)
+            tasks = [asyncio.ensure_future(self._run_row(index, row)) for index, row in rows]
+        pending: set[asyncio.Future[Any]] = set(tasks)
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=_CANCEL_POLL_S)
+            if pending and await self._counters.cancelled.remote():
+                self._cancelled = True
+                break
+        finished = [i for i, task in enumerate(tasks) if task.done()]  # before cancelling: nothing after counts
+        if pending:
+            await self._backend.cancel(self._backend.running())  # agents stop at their next safe point
+            _, late = await asyncio.wait(pending, timeout=_CANCEL_GRACE_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        outcomes = [tasks[i].result() for i in finished]
+        return [record for record, _ in outcomes], sum(throttled for _, throttled in outcomes), finished
 
     async def _run_row(self, index: int, row: dict[str, Any]) -> tuple[dict[str, Any], int]:
         import os
@@ -205,6 +244,19 @@ class EvaluationHost:
             if failure is not None:  # the output is kept; the record says which scorer failed
                 base["error"] = failure
         return base, throttled
+
+
+_CANCEL_POLL_S = 0.25
+"""How often a running batch asks whether the run was cancelled (one tiny actor call per host)."""
+_CANCEL_GRACE_S = 10.0
+"""How long cancelled rows get to stop at a safe point before their tasks are cancelled outright."""
+
+
+def _struct_of(inputs: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.StructArray.from_arrays([inputs.column(n).combine_chunks() for n in inputs.column_names],
+                                      fields=list(inputs.schema))
 
 
 def _failed(record: dict[str, Any], error: BaseException, latency: float) -> dict[str, Any]:
@@ -361,8 +413,13 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
                      limits: Any, prompt_key: str, id_key: str | None, pool_size: int | None,
                      max_pool_size: int | None, concurrency: int | None, rate_limits: dict[str, RateLimit] | None,
                      max_throttle_retries: int, progress: bool | None, filesystem: Any,
-                     progress_interval_s: float = 30.0) -> dict[str, Any]:
-    """The Ray Data path of :func:`ray_harness.evaluation.evaluate` (see the module docstring)."""
+                     cancel_event: threading.Event | None = None, progress_interval_s: float = 30.0
+                     ) -> dict[str, Any]:
+    """The Ray Data path of :func:`ray_harness.evaluation.evaluate` (see the module docstring).
+
+    Setting ``cancel_event`` stops the run: rows in flight are cancelled and not recorded, finished rows
+    are written, batches not started pass through empty; a later run with the same ``output`` resumes.
+    """
     import pyarrow as pa
 
     started = time.perf_counter()
@@ -398,7 +455,7 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
     results = indexed.map_batches(
         EvaluationHost, fn_constructor_args=(agent_spec(target), options), batch_size=concurrency or 32,
         batch_format="pyarrow", compute=compute, num_cpus=0.25, zero_copy_batch=True)  # I/O-bound hosts
-    watcher = _Watcher(counters, progress, progress_interval_s, total)
+    watcher = _Watcher(counters, progress, progress_interval_s, total, cancel_event)
     watcher.start()
     tables = None
     try:
@@ -412,22 +469,29 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
     summary: dict[str, Any] = ray.get(ray.remote(num_cpus=0)(_summary_of).remote(output, filesystem, tables))
     elapsed = time.perf_counter() - started
     summary.update(elapsed_s=elapsed, rows_this_run=counted["rows"], rows_per_s=counted["rows"] / elapsed,
-                   throttled=counted["throttled"], cancelled=False, output=output)
+                   throttled=counted["throttled"], cancelled=watcher.cancelled, output=output)
     return summary
 
 
 class _Watcher:
-    """Progress from the counters actor: a tqdm bar in a terminal, a log line every N seconds otherwise."""
+    """Progress from the counters actor, and the driver's ``cancel_event`` passed on to the hosts through it.
 
-    def __init__(self, counters: Any, progress: bool | None, interval_s: float, total: int) -> None:
+    Progress is a tqdm bar in a terminal, a log line every N seconds otherwise.
+    """
+
+    def __init__(self, counters: Any, progress: bool | None, interval_s: float, total: int,
+                 cancel_event: threading.Event | None = None) -> None:
         self._counters = counters
         self._bar = _bar(progress, total)
         self._interval = 1.0 if self._bar is not None else interval_s
+        self._cancel_event = cancel_event
+        self.cancelled = False
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ray_harness-eval-progress", daemon=True)
         self._started = time.perf_counter()
 
     def start(self) -> None:
+        self._forward_cancel()  # set before the run: no batch starts
         self._thread.start()
 
     def stop(self) -> None:
@@ -438,8 +502,19 @@ class _Watcher:
             self._bar.close()
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval):
-            self._report()
+        reported = time.monotonic()
+        while not self._stopped.wait(min(self._interval, _CANCEL_POLL_S)):
+            self._forward_cancel()
+            if time.monotonic() - reported >= self._interval:
+                self._report()
+                reported = time.monotonic()
+
+    def _forward_cancel(self) -> None:
+        if self.cancelled or self._cancel_event is None or not self._cancel_event.is_set():
+            return
+        logger.info("evaluate: cancelled; finishing the rows done, the others run again on resume")
+        ray.get(self._counters.cancel.remote())
+        self.cancelled = True
 
     def _report(self) -> None:
         try:

@@ -9,12 +9,19 @@ namespace, so every host and every driver draws from the same quota; without Ray
 A bucket holds at most one second of its rate (minimum 1), so a burst never exceeds one second's worth.
 A throttled call (``ModelThrottledException``, HTTP 429) halves the bucket's rate; each successful call
 adds back a twentieth of the configured rate (AIMD), up to the configured rate.
+
+Limits registered by key (``evaluate(rate_limits=)``) follow the work: the runtime passes them to every
+actor it starts from a process that has them (pool hosts, ``RemoteAgent`` actors, orchestrators) in
+``RAY_HARNESS_RATE_LIMITS``, read on first use; so a row's sub-agent in another process is limited too,
+and a host that Ray restarts keeps its limits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import os
 import sys
 import threading
 import time
@@ -24,7 +31,8 @@ from typing import Any
 
 from ray_harness.types.exceptions import ModelThrottledException
 
-__all__ = ("RateLimit", "TokenBucket", "checked_rate_limit", "model_key", "rate_limited", "register_rate_limits", "registered_rate_limits")
+__all__ = ("ENV_VAR", "RateLimit", "TokenBucket", "checked_rate_limit", "forwarded_rate_limits", "model_key",
+           "rate_limited", "register_rate_limits", "registered_rate_limits")
 
 _MIN_FACTOR = 1 / 64
 _INCREASE = 1 / 20
@@ -157,11 +165,14 @@ def checked_rate_limit(limit: Any) -> RateLimit | None:
 
 # -- which models are limited -------------------------------------------------------------------------------
 
+ENV_VAR = "RAY_HARNESS_RATE_LIMITS"
 _REGISTERED: dict[str, RateLimit] = {}
+_FROM_ENV = {"read": False}
 
 
 def register_rate_limits(limits: Mapping[str, RateLimit]) -> None:
     """Limit models by key in this process (``evaluate(rate_limits=)`` does it in every host)."""
+    _read_env()
     for key, limit in limits.items():
         if not isinstance(key, str) or ":" not in key:
             raise ValueError(f"rate_limits key must look like '<provider>:<model_id>', got {key!r}")
@@ -171,8 +182,35 @@ def register_rate_limits(limits: Mapping[str, RateLimit]) -> None:
 
 
 def registered_rate_limits() -> dict[str, RateLimit]:
-    """The rate limits registered in this process, by model key."""
+    """The rate limits registered in this process (or inherited through ``RAY_HARNESS_RATE_LIMITS``), by model key."""
+    _read_env()
     return dict(_REGISTERED)
+
+
+def forwarded_rate_limits() -> str | None:
+    """This process's registered limits as the value of :data:`ENV_VAR` for an actor it starts (or None)."""
+    limits = registered_rate_limits()
+    if not limits:
+        return None
+    return json.dumps({key: {"requests_per_minute": limit.requests_per_minute,
+                             "tokens_per_minute": limit.tokens_per_minute, "key": limit.key}
+                       for key, limit in sorted(limits.items())}, sort_keys=True)
+
+
+def _read_env() -> None:
+    """Once per process: the limits the process that started this actor forwarded (see the module docstring)."""
+    if _FROM_ENV["read"]:
+        return
+    _FROM_ENV["read"] = True
+    value = os.environ.get(ENV_VAR)
+    if not value:
+        return
+    try:
+        forwarded = {key: RateLimit(**fields) for key, fields in json.loads(value).items()}
+    except (ValueError, TypeError, AttributeError) as error:
+        raise ValueError(f"{ENV_VAR} is not a valid mapping of rate limits: {error}") from None
+    for key, limit in forwarded.items():
+        _REGISTERED.setdefault(key, limit)  # what this process registers itself wins
 
 
 def model_key(model: Any) -> str:
@@ -186,6 +224,8 @@ def model_key(model: Any) -> str:
 
 
 def _limit_of(model: Any) -> tuple[str, RateLimit] | None:
+    if not _FROM_ENV["read"]:
+        _read_env()
     limit = getattr(model, "rate_limit", None)
     if limit is None and not _REGISTERED:
         return None  # the common case costs one attribute lookup

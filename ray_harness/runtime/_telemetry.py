@@ -2,7 +2,8 @@
 
 * :func:`actor_env` — ``OTEL_*`` and ``RAY_HARNESS_CAPTURE_CONTENT`` variables of the driver, passed to
   every actor through ``runtime_env`` so actors export spans the same way (``telemetry.setup`` in the
-  driver sets these variables), and ``RAY_HARNESS_EXTENSIONS`` with the driver's entry-point extensions.
+  driver sets these variables), ``RAY_HARNESS_EXTENSIONS`` with the driver's entry-point extensions, and
+  ``RAY_HARNESS_RATE_LIMITS`` with the rate limits registered by key in the starting process.
 * :func:`prepare_actor_process` — once per actor process: configure tracing from those variables and
   register :class:`RayMetricsSink`, so the harness metrics reach Ray's Prometheus endpoint (the
   dashboard's Grafana) as ``ray_harness_*`` tagged with the agent, run, graph/swarm/eval, node and job.
@@ -51,6 +52,11 @@ def actor_env() -> dict[str, str]:
     extensions = forwarded_names()  # the variable's and use(name)'s: every actor loads the driver's list
     if extensions:
         env[ENV_VAR] = ",".join(extensions)
+    from ray_harness.models.rate_limit import ENV_VAR as RATE_LIMITS_VAR, forwarded_rate_limits
+
+    rate_limits = forwarded_rate_limits()  # evaluate(rate_limits=) reaches a row's RemoteAgent / node actors
+    if rate_limits:
+        env[RATE_LIMITS_VAR] = rate_limits
     return env
 
 

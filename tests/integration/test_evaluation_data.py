@@ -115,12 +115,8 @@ def test_bad_inputs_fail_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a results file"):
         evaluate("tests.eval_targets:echo_agent", _prompts(3), output=str(folder))
     assert [p.name for p in folder.iterdir()] == ["mine.csv"]
-    import threading
-
     from ray_harness.evaluation import RateLimit
 
-    with pytest.raises(ValueError, match="cancel_event"):
-        evaluate("tests.eval_targets:echo_agent", _prompts(3), cancel_event=threading.Event())
     with pytest.raises(ValueError, match="requests_per_minute"):
         evaluate("tests.eval_targets:echo_agent", _prompts(3), rate_limits={"openai:x": RateLimit(requests_per_minute=-1)})
 
@@ -227,3 +223,119 @@ def test_a_remote_agent_draws_from_the_cluster_bucket() -> None:
     assert str(remote("hi")).strip() == "limited"
     bucket = ray.get_actor("ray_harness:rate:remote-agent-bucket")  # created by the model call in the actor
     assert ray.get(bucket.state.remote())["requests_per_minute"] == pytest.approx(600)
+
+
+def _whole_parts(out: Path) -> list[int]:
+    """The indexes recorded in ``out``; fails on a part that is not a whole Parquet file."""
+    import pyarrow.parquet as pq
+
+    indexes: list[int] = []
+    for part in sorted(out.rglob("*.parquet")):
+        indexes += pq.read_table(str(part), columns=["index"]).column("index").to_pylist()
+    return sorted(indexes)
+
+
+def _wait_for(condition: Any, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + 300
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(900)  # three Ray Data runs on a loaded machine
+def test_cancel_and_ctrl_c_keep_finished_rows_and_a_resume_records_every_row_once(tmp_path: Path) -> None:
+    import signal
+    import threading
+
+    import ray
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # One block per batch of 8; in each, rows 0-3 answer at once and rows 4-7 wait at the gate: every batch
+    # that starts has finished rows and rows in flight, whichever batches Ray Data runs first.
+    rows = ray.data.from_items([{"prompt": f"{marks}|{i}", "qid": f"id{i}"} for i in range(80)],
+                               override_num_blocks=10)
+    out = tmp_path / "cancelled"
+
+    def numbers(kind: str) -> set[int]:
+        return {int(p.name.split("-")[1]) for p in marks.glob(f"{kind}-*")}
+
+    def a_batch_half_done() -> bool:
+        answered, waiting = numbers("answered"), numbers("waiting")
+        return any({8 * k + i for i in range(4)} <= answered and waiting & {8 * k + i for i in range(4, 8)}
+                   for k in range(10))
+
+    # 1. cancel_event, set while a batch has finished rows and rows in flight.
+    cancel = threading.Event()
+
+    def cancel_when_ready() -> None:
+        _wait_for(a_batch_half_done, "no batch got half done")
+        cancel.set()
+
+    setter = threading.Thread(target=cancel_when_ready, daemon=True)
+    setter.start()
+    summary = evaluate("tests.eval_targets:gate_path_agent", rows, output=str(out), id_key="qid", pool_size=2,
+                       concurrency=8, cancel_event=cancel)
+    setter.join()
+    recorded = _whole_parts(out)
+    assert summary["cancelled"] is True and summary["errors"] == 0 and summary["rows"] == len(recorded)
+    # What finished before the cancel is written; rows in flight are not recorded (as failures or at all).
+    assert recorded and set(recorded) <= numbers("answered")
+    assert len(set(recorded)) == len(recorded) and all(i % 8 < 4 for i in recorded)
+
+    # 2. Ctrl-C (a real SIGINT to this process) while rows wait: KeyboardInterrupt, nothing half-written.
+    for mark in marks.glob("waiting-*"):
+        mark.unlink()
+
+    def interrupt_when_waiting() -> None:
+        _wait_for(lambda: bool(numbers("waiting")), "no row of the resumed run started")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_when_waiting, daemon=True)
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt):
+        evaluate("tests.eval_targets:gate_path_agent", rows, output=str(out), id_key="qid", pool_size=2,
+                 concurrency=8)
+    interrupter.join()
+    recorded = _whole_parts(out)
+    assert len(set(recorded)) == len(recorded) and all(i % 8 < 4 for i in recorded)
+
+    # 3. The gate opens; the same output resumes by id and completes every row exactly once.
+    (marks / "gate").touch()
+    resumed = evaluate("tests.eval_targets:gate_path_agent", rows, output=str(out), id_key="qid", pool_size=2,
+                       concurrency=8)
+    assert resumed["rows"] == 80 and resumed["rows_this_run"] == 80 - len(recorded) and resumed["errors"] == 0
+    assert resumed["cancelled"] is False
+    assert _whole_parts(out) == list(range(80))
+    qids = [r["qid"] for r in _records(out).column("input").to_pylist()]
+    assert sorted(qids) == sorted(f"id{i}" for i in range(80))
+
+
+@pytest.mark.parametrize(("target", "key"), [("stamp_agent", "scriptedmodel:stamp"),
+                                             ("delegating_target", "scriptedmodel:substamp")])
+def test_rate_limits_reach_ray_data_hosts_and_a_rows_remote_agent_across_two_hosts(tmp_path: Path, target: str,
+                                                                                      key: str) -> None:
+    import ray
+
+    from ray_harness.evaluation import RateLimit
+
+    rows = ray.data.from_items([{"prompt": f"s{i}"} for i in range(30)], override_num_blocks=6)
+    out = tmp_path / "stamps"
+    summary = evaluate(f"tests.eval_targets:{target}", rows, output=str(out), pool_size=2, concurrency=5,
+                       rate_limits={key: RateLimit(requests_per_minute=300)})
+    assert summary["rows"] == 30 and summary["errors"] == 0
+    table = _records(out)
+    calls = [output.split() for output in table.column("output").to_pylist()]
+    hosts = set(table.column("pid").to_pylist())
+    callers = {int(pid) for _, pid in calls}
+    assert len(hosts) == 2  # two Ray Data hosts ran rows
+    if target == "delegating_target":
+        # The model calls ran in the hosts' RemoteAgent actors, which drew from the cluster's bucket.
+        assert len(callers) == 2 and not callers & hosts
+        assert ray.get(ray.get_actor(f"ray_harness:rate:{key}").state.remote())["requests_per_minute"] == 300
+    starts = sorted(float(stamp) for stamp, _ in calls)
+    # 5 calls/s with a bucket of one second: no window of one second holds more than 5 + 5 calls.
+    for i, start in enumerate(starts):
+        assert sum(1 for s in starts[i:] if s < start + 1.0) <= 10

@@ -109,3 +109,35 @@ def test_an_agent_waits_for_its_models_permit() -> None:
     asyncio.run(run())
     # Three calls at 1/s with a burst of one: the third can start no sooner than two seconds after the first.
     assert loop_times[2] - loop_times[0] >= 1.9
+
+
+def test_registered_limits_travel_to_the_actors_a_process_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray_harness.models import rate_limit as module
+
+    monkeypatch.setattr(module, "_REGISTERED", {})
+    monkeypatch.setattr(module, "_FROM_ENV", {"read": True})
+    monkeypatch.delenv(module.ENV_VAR, raising=False)
+    assert module.forwarded_rate_limits() is None
+    limits = {"openai:gpt-x": RateLimit(requests_per_minute=60, tokens_per_minute=9000),
+              "anthropic:c": RateLimit(tokens_per_minute=500, key="shared")}
+    register_rate_limits(limits)
+    value = module.forwarded_rate_limits()
+    assert value is not None  # the runtime puts it in every actor's environment (runtime._telemetry.actor_env)
+    # The started process: nothing registered yet; the variable is read on its first model call.
+    monkeypatch.setattr(module, "_REGISTERED", {})
+    monkeypatch.setattr(module, "_FROM_ENV", {"read": False})
+    monkeypatch.setenv(module.ENV_VAR, value)
+    model = ScriptedModel(text("hi"), model_id="gpt-x")
+    model.provider = "openai"  # type: ignore[attr-defined]
+    assert module._limit_of(model) == ("openai:gpt-x", limits["openai:gpt-x"])
+    assert module.registered_rate_limits() == limits
+
+
+def test_a_bad_forwarded_variable_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray_harness.models import rate_limit as module
+
+    monkeypatch.setattr(module, "_REGISTERED", {})
+    monkeypatch.setattr(module, "_FROM_ENV", {"read": False})
+    monkeypatch.setenv(module.ENV_VAR, '{"openai:x": {"requests_per_minute": -1}}')
+    with pytest.raises(ValueError, match=r"RAY_HARNESS_RATE_LIMITS.*requests_per_minute"):
+        module.registered_rate_limits()
