@@ -7,15 +7,24 @@ graph is built once and invoked ``repeats`` times after a warm-up (histories cle
 the figure is the median over the runs, in ms per node.
 
     python -m benchmarks.node_overhead [--nodes 200] [--repeats 3] [--runtime ray|local|both] [--json out.json]
+    python -m benchmarks.node_overhead --size [--source DIR]   # modules and lines of ray_harness/runtime/
+
+``--size`` counts what the node's path is made of: the modules of ``ray_harness/runtime/`` and their lines
+(all lines, and without docstrings and comments: code), for before/after comparisons of one checkout with
+another (``--source`` points at the other checkout's package root).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
+import io
 import json
 import statistics
 import time
+import tokenize
+from pathlib import Path
 from typing import Any
 
 from ray_harness import Agent, GraphBuilder
@@ -53,6 +62,34 @@ async def per_node_ms(nodes: int, runtime: str, repeats: int) -> list[float]:
     return samples
 
 
+def runtime_size(source: Path | None = None) -> dict[str, int]:
+    """Modules of ``ray_harness/runtime/`` and their lines: all, and code only (no docstrings, comments, blanks)."""
+    root = (source or Path(__file__).resolve().parents[1]) / "ray_harness" / "runtime"
+    files = sorted(root.glob("*.py"))
+    total = code = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        total += len(text.splitlines())
+        code += len(_code_lines(text))
+    return {"modules": len(files), "lines": total, "code_lines": code}
+
+
+def _code_lines(text: str) -> set[int]:
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
+                getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            docstrings.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                          tokenize.ENDMARKER):
+            continue
+        lines.update(line for line in range(token.start[0], token.end[0] + 1) if line not in docstrings)
+    return lines
+
+
 def run_suite(*, quick: bool = False) -> list[dict[str, Any]]:
     nodes, repeats = (20, 1) if quick else (NODES, 3)
     rows = []
@@ -70,7 +107,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runtime", choices=("ray", "local", "both"), default="both")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--size", action="store_true", help="count modules and lines of ray_harness/runtime/")
+    parser.add_argument("--source", type=Path, default=None, help="package root to count (default: this one)")
     args = parser.parse_args()
+    if args.size:
+        print(json.dumps(runtime_size(args.source)))
+        return
     report: dict[str, Any] = {}
     for runtime in (("ray", "local") if args.runtime == "both" else (args.runtime,)):
         samples = asyncio.run(per_node_ms(args.nodes, runtime, args.repeats))

@@ -25,18 +25,28 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from ray_harness.agent.limits import Limits, validate_limits
+from ray_harness.agent.limits import Limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.agent.state import AgentState
+from ray_harness.multiagent.node_runner import EventFilter
+from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, stream_items
+from ray_harness.runtime._errors import await_ref, call_sync
 from ray_harness.runtime._order import Tickets
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
-from ray_harness.telemetry.propagation import current_carrier
+from ray_harness.runtime._wire import (
+    CancelRequest,
+    EventItem,
+    InvokeRequest,
+    ResultItem,
+    SnapshotItem,
+    SnapshotRequest,
+    invoke_request,
+)
 from ray_harness.types.content import Message
 
 __all__ = ("AGENT_ACTOR_PREFIX", "AgentActor", "RemoteAgent", "agent_actor_name")
@@ -48,6 +58,7 @@ _ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
 
 
 def agent_actor_name(name: str) -> str:
+    """Return the actor name of the RemoteAgent ``name`` (``ray_harness:agent:<name>``)."""
     return AGENT_ACTOR_PREFIX + name
 
 
@@ -76,44 +87,56 @@ class AgentActor:
             self._runner.restarted_without_journal()
 
     async def info(self) -> dict[str, Any]:
+        """Agent name and id, process id, whether a snapshot was restored, tool names, busy."""
         agent = self._runner.agent
         return {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
                 "restored": self._restored, "tool_names": agent.tool_names, "busy": self._runner.busy}
 
-    async def invoke(self, invocation_id: str, prompt: Any, options: dict[str, Any]) -> AgentResult:
-        return await self._runner.invoke(invocation_id, prompt, options)
+    async def invoke(self, request: InvokeRequest) -> AgentResult:
+        """Run one invocation for its result."""
+        return await self._runner.invoke(request)
 
-    async def stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], include_model_events: bool
-                     ) -> AsyncGenerator[dict[str, Any], None]:
-        async for event in self._runner.stream(invocation_id, prompt, options):
-            if include_model_events or event.get("type") != "model_event":
-                yield event
+    async def stream(self, request: InvokeRequest) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
+        """Run one invocation; its events as wire items, the last a :class:`ResultItem`."""
+        async for item in self._runner.wire_stream(request):
+            yield item
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
-    async def cancel(self, invocation_id: str | None = None, message: str | None = None,
-                     after_current_tools: bool = False) -> bool:
-        return self._runner.cancel(invocation_id, message=message, after_current_tools=after_current_tools)
+    async def cancel(self, request: CancelRequest) -> bool:
+        """Stop the running invocation (or the one named, even before it starts); whether one was running."""
+        running = False
+        for invocation_id in request.invocation_ids or (None,):  # every id: a cancel must not short-circuit
+            running |= self._runner.cancel(invocation_id, message=request.message,
+                                           after_current_tools=request.after_current_tools)
+        return running
 
     async def get_messages(self) -> list[Message]:
+        """Return the agent's history."""
         return self._runner.agent.messages
 
     async def get_state(self) -> dict[str, Any]:
+        """Return the agent's state as a dict."""
         return self._runner.agent.state.to_dict()
 
-    async def snapshot(self) -> AgentSnapshot:
+    async def snapshot(self, request: SnapshotRequest) -> AgentSnapshot:
+        """Return the agent's :class:`~ray_harness.agent.AgentSnapshot`."""
         return self._runner.agent.snapshot()
 
     async def forget(self) -> None:
+        """Delete the journal and hand buffered metrics to Ray (the actor is about to be killed)."""
         self._runner.forget()
-        flush_metrics()  # the actor is about to be killed
+        flush_metrics()
 
-    async def invoke_as_tool(self, invocation_id: str, prompt: Any, options: dict[str, Any], preserve_context: bool,
-                             call_key: str, turn: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One call of this agent as a tool of another (see :func:`ray_harness.runtime.remote_tool.invoke_in_actor`):
-        busy → refused; an interrupted call returns its turn; the context is reset unless ``preserve_context``."""
+    async def invoke_as_tool(self, request: InvokeRequest, preserve_context: bool, call_key: str,
+                             turn: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run one call of this agent as a tool of another.
+
+        See :func:`ray_harness.runtime.remote_tool.invoke_in_actor`: busy → refused; an interrupted call returns
+        its turn; the context is reset unless ``preserve_context``.
+        """
         from ray_harness.runtime.remote_tool import invoke_in_actor
 
-        return await invoke_in_actor(self._runner, invocation_id, prompt, options, preserve_context, turn)
+        return await invoke_in_actor(self._runner, request, preserve_context, turn)
 
 
 @functools.cache
@@ -138,6 +161,7 @@ class RemoteAgent:
         max_concurrency: Calls the actor accepts at once (queued invocations count).
         persist: Snapshot the agent after every message and tool result so a restart restores it.
         state_dir: Snapshot directory (default ``RAY_HARNESS_STATE_DIR`` or ``~/.ray_harness/runtime``).
+
     """
 
     def __init__(
@@ -198,6 +222,7 @@ class RemoteAgent:
         self._info = None
         self._tickets = Tickets()
         self._actor = actor
+        self._client = ActorClient(actor, agent_actor_name(name))
         self.name = name
         self.namespace = namespace
         self.actor_name = agent_actor_name(name)
@@ -238,20 +263,18 @@ class RemoteAgent:
     # -- invocation -------------------------------------------------------------------------------------
 
     @staticmethod
-    def _options(invocation_state: dict[str, Any] | None, limits: Limits | None,
-                 structured_output_model: type | None) -> dict[str, Any]:
-        options: dict[str, Any] = {"limits": validate_limits(limits),
-                                   "structured_output_model": structured_output_model,
-                                   "trace_context": current_carrier()}
-        if invocation_state is not None:
-            options["invocation_state"] = dict(invocation_state)
-        return options
+    def _request(prompt: Any, invocation_state: dict[str, Any] | None, limits: Limits | None,
+                 structured_output_model: type | None, *, invocation_id: str | None = None,
+                 events: EventFilter = "agent") -> InvokeRequest:
+        return invoke_request(invocation_id or uuid.uuid4().hex, prompt, invocation_state=invocation_state,
+                              limits=limits, structured_output_model=structured_output_model, events=events)
 
     def __call__(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                  limits: Limits | None = None, structured_output_model: type | None = None) -> AgentResult:
-        options = self._options(invocation_state, limits, structured_output_model)
+        """Run one invocation and wait for its result (``Agent.__call__``)."""
+        request = self._request(prompt, invocation_state, limits, structured_output_model, events="result")
         with self._tickets.submitting() as ticket:
-            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+            ref = self._client.submit("invoke", request.model_copy(update={"ticket": ticket}))
         try:
             return call_sync(ref, self.actor_name)  # type: ignore[no-any-return]
         finally:
@@ -260,9 +283,10 @@ class RemoteAgent:
     async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None
                            ) -> AgentResult:
-        options = self._options(invocation_state, limits, structured_output_model)
+        """Run one invocation and return its result (``Agent.invoke_async``)."""
+        request = self._request(prompt, invocation_state, limits, structured_output_model, events="result")
         with self._tickets.submitting() as ticket:
-            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+            ref = self._client.submit("invoke", request.model_copy(update={"ticket": ticket}))
         try:
             return await await_ref(ref, self.actor_name)
         finally:
@@ -277,46 +301,50 @@ class RemoteAgent:
         every streamed item is one Ray object, and ``text_delta`` events already carry the text.
         Closing the iteration early cancels the invocation.
         """
-        options = self._options(invocation_state, limits, structured_output_model)
-        async for event in self._stream_invocation(uuid.uuid4().hex, prompt, options, include_model_events):
+        request = self._request(prompt, invocation_state, limits, structured_output_model,
+                                events="all" if include_model_events else "agent")
+        async for event in self.stream_request(request):
             yield event
 
-    async def _stream_invocation(self, invocation_id: str, prompt: Any, options: dict[str, Any],
-                                 include_model_events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
-        """One invocation's events under the caller's id (a cancel for that id lands even before it starts);
-        sent again after a restart; cancelled in the actor when the consumer stops early."""
+    async def stream_request(self, request: InvokeRequest) -> AsyncGenerator[dict[str, Any], None]:
+        """One invocation's events, as ``request`` asks (its id, its event filter).
+
+        A cancel for the request's id lands even before the invocation starts; the request is sent again after
+        a restart (the restored actor continues it by id: completed tools are not re-run, or it returns its
+        stored result); the invocation is cancelled in the actor when the consumer stops early.
+        """
         with self._tickets.submitting() as ticket:
-            options = {**options, "ticket": ticket}  # a re-invoke after a restart keeps its place
-            generator = self._actor.stream.remote(invocation_id, prompt, options, include_model_events)
-        finished = False
+            # One ticket for the call and its re-sends: a re-invoke after a restart keeps its place.
+            items = self._client.stream("stream", request.model_copy(update={"ticket": ticket}), resend=True,
+                                        cancel=lambda: self._client.submit(
+                                            "cancel", CancelRequest(invocation_ids=(request.invocation_id,))),
+                                        what=f"invocation {request.invocation_id!r}")
         try:
-            async for event in stream_items(generator, self.actor_name):
-                if event.get("type") == "result":
-                    finished = True
-                yield event
-            if not finished:
-                # The actor died mid-stream and Ray restarted it: the stream ends early. The invocation is
-                # idempotent by id, so ask for it again: the restored actor continues it (completed tools are
-                # not re-run) or returns its stored result, and the caller still gets its result event.
-                result = await await_ref(self._actor.invoke.remote(invocation_id, prompt, options), self.actor_name)
-                finished = True
-                yield {"type": "result", "result": result}
+            async for item in items:
+                if isinstance(item, ResultItem):
+                    yield item.event()
+                elif isinstance(item, EventItem):
+                    yield item.event
         finally:
             self._tickets.answered(ticket)
-            if not finished:
-                self._actor.cancel.remote(invocation_id)
 
     # -- control and inspection -------------------------------------------------------------------------
 
     def cancel(self, *, message: str | None = None, after_current_tools: bool = False) -> None:
         """Stop the running invocation at its next safe point (handled at once, even mid-call)."""
-        call_sync(self._actor.cancel.remote(None, message, after_current_tools), self.actor_name)
+        self._client.call_sync("cancel", CancelRequest(message=message, after_current_tools=after_current_tools))
 
     async def cancel_async(self, *, message: str | None = None, after_current_tools: bool = False) -> None:
-        await await_ref(self._actor.cancel.remote(None, message, after_current_tools), self.actor_name)
+        """:meth:`cancel` from async code."""
+        await self._client.call("cancel", CancelRequest(message=message, after_current_tools=after_current_tools))
+
+    def cancel_invocation(self, invocation_id: str) -> Any:
+        """Send a cancel for one invocation (fire and forget; it lands even before the invocation starts)."""
+        return self._client.submit("cancel", CancelRequest(invocation_ids=(invocation_id,)))
 
     @property
     def messages(self) -> list[Message]:
+        """Return the actor's agent history (one call into the actor)."""
         return call_sync(self._actor.get_messages.remote(), self.actor_name)  # type: ignore[no-any-return]
 
     @property
@@ -325,26 +353,34 @@ class RemoteAgent:
         return AgentState(call_sync(self._actor.get_state.remote(), self.actor_name))
 
     async def get_messages_async(self) -> list[Message]:
+        """Return the actor's agent history from async code."""
         return await await_ref(self._actor.get_messages.remote(), self.actor_name)
 
     async def get_state_async(self) -> AgentState:
+        """Return a copy of the actor's agent state from async code."""
         return AgentState(await await_ref(self._actor.get_state.remote(), self.actor_name))
 
     def snapshot(self) -> AgentSnapshot:
-        """The actor's agent state now, as an :class:`~ray_harness.agent.AgentSnapshot`."""
-        return call_sync(self._actor.snapshot.remote(), self.actor_name)  # type: ignore[no-any-return]
+        """Return the actor's agent state now, as an :class:`~ray_harness.agent.AgentSnapshot`."""
+        return self._client.call_sync("snapshot", SnapshotRequest())  # type: ignore[no-any-return]
 
     async def snapshot_async(self) -> AgentSnapshot:
-        return await await_ref(self._actor.snapshot.remote(), self.actor_name)
+        """:meth:`snapshot` from async code."""
+        return await self._client.call("snapshot", SnapshotRequest())  # type: ignore[no-any-return]
 
     def info(self) -> dict[str, Any]:
-        """The actor's view: agent name and id, process id, whether it restored a snapshot, busy."""
+        """Return the actor's view: agent name and id, process id, whether it restored a snapshot, busy."""
         return call_sync(self._actor.info.remote(), self.actor_name)  # type: ignore[no-any-return]
 
     @property
     def actor(self) -> Any:
         """The underlying Ray actor handle."""
         return self._actor
+
+    @property
+    def client(self) -> ActorClient:
+        """The protocol client of this agent's actor (typed requests, trace context, translated errors)."""
+        return self._client
 
     def _static_info(self) -> dict[str, Any]:
         info = self._info if self._info is not None else self.info()
@@ -353,11 +389,12 @@ class RemoteAgent:
 
     @property
     def agent_name(self) -> str:
+        """Return the name of the agent in the actor."""
         return str(self._static_info()["agent_name"])
 
     def as_tool(self, name: str | None = None, description: str | None = None, preserve_context: bool = False,
                 delegate: bool = False) -> Any:
-        """This remote agent as a tool of another agent (the sub-agent runs in its own actor)."""
+        """Wrap this remote agent as a tool of another agent (the sub-agent runs in its own actor)."""
         from ray_harness.runtime.remote_tool import RemoteAgentAsTool
 
         return RemoteAgentAsTool(self, name=name, description=description, preserve_context=preserve_context,
@@ -365,6 +402,7 @@ class RemoteAgent:
 
     @property
     def tool_names(self) -> list[str]:
+        """Return the names of the agent's tools."""
         return list(self._static_info()["tool_names"])
 
     def __repr__(self) -> str:
