@@ -8,6 +8,11 @@ the figure is the median over the runs, in ms per node.
 
     python -m benchmarks.node_overhead [--nodes 200] [--repeats 3] [--runtime ray|local|both] [--json out.json]
     python -m benchmarks.node_overhead --size [--source DIR]   # modules and lines of ray_harness/runtime/
+    python -m benchmarks.node_overhead --path                  # functions one node's invocation runs (Ray)
+
+``--path`` counts the ray_harness functions that one invocation of a one-node graph on Ray runs, in the
+driver, the graph's orchestrator actor and the pooled host (a profile hook in each process, after a
+warm-up invocation): distinct functions and modules, all and those of ``runtime/`` and ``multiagent/``.
 
 ``--size`` counts what the node's path is made of: the modules of ``ray_harness/runtime/`` and their lines
 (all lines, and without docstrings and comments: code), for before/after comparisons of one checkout with
@@ -78,9 +83,9 @@ def _code_lines(text: str) -> set[int]:
     docstrings: set[int] = set()
     for node in ast.walk(ast.parse(text)):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
-                getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            docstrings.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            docstrings.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
     lines: set[int] = set()
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
         if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
@@ -88,6 +93,57 @@ def _code_lines(text: str) -> set[int]:
             continue
         lines.update(line for line in range(token.start[0], token.end[0] + 1) if line not in docstrings)
     return lines
+
+
+_SEEN: set[tuple[str, str]] = set()
+
+
+def _profile(frame: Any, event: str, arg: Any) -> None:
+    if event == "call":
+        code = frame.f_code
+        name = code.co_filename
+        if "/ray_harness/" in name:
+            _SEEN.add((name.rsplit("/ray_harness/", 1)[1], code.co_qualname))
+
+
+def _start_profile(actor: Any = None) -> None:
+    import sys
+
+    _SEEN.clear()
+    sys.setprofile(_profile)  # this thread: an async actor's (or the driver's) event loop
+
+
+def _stop_profile(actor: Any = None) -> list[tuple[str, str]]:
+    import sys
+
+    sys.setprofile(None)
+    return sorted(_SEEN)
+
+
+async def node_path() -> dict[str, Any]:
+    """Distinct ray_harness functions and modules run by one invocation of a one-node graph on Ray."""
+    import ray
+
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    graph = chain(1, "ray")
+    try:
+        await graph.invoke_async("warm-up")
+        orchestrator = ray.get_actor(graph._node_runner.orchestrator_actor_name)
+        actors = [orchestrator, *default_pool().hosts]
+        await asyncio.gather(*(actor.__ray_call__.remote(_start_profile) for actor in actors))
+        _start_profile()
+        await graph.invoke_async("go")
+        seen = set(_stop_profile())
+        for part in await asyncio.gather(*(actor.__ray_call__.remote(_stop_profile) for actor in actors)):
+            seen.update(part)
+    finally:
+        graph.shutdown()
+    ours = {item for item in seen if item[0].startswith(("runtime/", "multiagent/"))}
+    return {"functions": len(seen), "modules": len({module for module, _ in seen}),
+            "runtime_and_multiagent_functions": len(ours),
+            "runtime_and_multiagent_modules": len({module for module, _ in ours}),
+            "listing": sorted(f"{module}:{name}" for module, name in ours)}
 
 
 def run_suite(*, quick: bool = False) -> list[dict[str, Any]]:
@@ -109,7 +165,11 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--size", action="store_true", help="count modules and lines of ray_harness/runtime/")
     parser.add_argument("--source", type=Path, default=None, help="package root to count (default: this one)")
+    parser.add_argument("--path", action="store_true", help="count the functions one node's invocation runs")
     args = parser.parse_args()
+    if args.path:
+        print(json.dumps(asyncio.run(node_path()), indent=1))
+        return
     if args.size:
         print(json.dumps(runtime_size(args.source)))
         return

@@ -6,7 +6,8 @@ Importing this package does not import Ray; each name below loads its module
 * :func:`init` connects to a cluster (``address`` / ``RAY_ADDRESS``) or starts an
   embedded local Ray with small-machine defaults.
 * :class:`RemoteAgent` is one agent in a dedicated, named async actor
-  (``ray_harness:agent:<name>``) with the ``Agent`` call/stream/cancel surface.
+  (``ray_harness:agent:<name>``: a host with one slot) with the ``Agent``
+  call/stream/cancel surface.
 * :class:`AgentPool` is a pre-started pool of async host actors
   (``ray_harness:host:<i>``, :mod:`~ray_harness.runtime._host`), each serving
   hundreds of concurrent agent runs.
@@ -45,19 +46,23 @@ their own concurrency group so they never queue behind running calls):
 actor (module)                     messages (requests from :mod:`~ray_harness.runtime._wire`)
 =================================  ===========================================================
 ``AgentHost`` (``_host``)          ``run`` / ``stream`` (``InvokeRequest``), ``run_batch``,
-                                   ``cancel`` (``CancelRequest``), ``release``,
-                                   ``resident_messages``, ``stats``
-``AgentActor`` (``remote_agent``)  ``invoke`` / ``stream`` (``InvokeRequest``), ``invoke_as_tool``,
-                                   ``cancel`` (``CancelRequest``), ``snapshot``
-                                   (``SnapshotRequest``), ``get_messages``, ``get_state``, ``forget``
+                                   ``run_as_tool``, ``cancel`` (``CancelRequest``), ``snapshot``
+                                   (``SnapshotRequest``), ``resident_messages``,
+                                   ``resident_state``, ``slot_info``, ``release``, ``forget``,
+                                   ``stats``
 ``OrchestratorActor``              ``stream`` (``OrchestratorRequest``: one Graph/Swarm invocation),
 (``_orchestrator``)                ``cancel`` (``CancelRequest``)
 ``SandboxActor`` (``sandbox``)     ``stream`` / ``call`` (``SandboxRequest``: the ``Sandbox`` surface)
 =================================  ===========================================================
 
-Both agent actors run their agents in an :class:`~ray_harness.runtime._runner.AgentRunner`
-(ordering by the caller's tickets, cancel by invocation id, journal, idempotent
-re-sends) and answer a stream with the same ``AgentRunner.wire_stream``.
+**One host actor class.** A pooled host (``ray_harness:host:<i>``) holds many
+slots: agents built per run, or resident under an ``agent_key``. A dedicated
+agent (``RemoteAgent``, ``ray_harness:agent:<name>``) is the same class created
+with one :class:`~ray_harness.runtime._host.Slot` — the agent, its concurrency
+mode and its journal — resident under ``DEDICATED_KEY``. Every slot runs its
+agent in an :class:`~ray_harness.runtime._runner.AgentRunner` (ordering by the
+caller's tickets, cancel by invocation id, journal, idempotent re-sends) and
+answers a stream with ``AgentRunner.wire_stream``.
 
 The protocol
 ------------
@@ -142,12 +147,10 @@ Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestrator actor,
 which broadcasts one ``CancelRequest`` per host (and per dedicated actor) of the
 run with a :class:`RunHandle`.
 
-Not yet as ARCHITECTURE.md describes (the next runtime issue): agents are
-shipped per node execution instead of living in a slot; the dedicated agent
-(``AgentActor``) and the host (``AgentHost``) are still two actor classes —
-they share the runner, the requests and the stream, but a dedicated agent is
-not yet "a host with one slot"; pooled runs are not journaled, so a host's
-death fails its runs instead of re-sending them.
+Not yet as ARCHITECTURE.md describes (the next runtime issue): graph and
+swarm agents are shipped per node execution instead of living in a resident
+slot of the run, and only a dedicated slot journals, so a pooled host's death
+fails its runs instead of re-creating their slots and re-sending them.
 """
 
 from __future__ import annotations

@@ -6,10 +6,16 @@ evaluations. A host (``max_concurrency`` 1000 by default) holds any number of ag
 history, its runs queued in order), each in an :class:`~ray_harness.runtime._runner.AgentRunner`. Agent runs
 are I/O-bound (model calls), so hundreds run concurrently in one process; sync tools run in threads.
 
+A dedicated agent (:class:`~ray_harness.runtime.RemoteAgent`) is a host with one slot: the host is created
+with a :class:`Slot` (the agent, its concurrency mode, its journal), which stays resident under
+:data:`DEDICATED_KEY`; requests for it name that key. Only such a slot journals its snapshot (a restarted
+actor restores it and continues a re-sent invocation by id); pooled runs that lose their process fail with
+``RemoteActorError``.
+
 Messages (typed requests of :mod:`ray_harness.runtime._wire`): ``run`` and ``stream`` (one
 :class:`~ray_harness.runtime._wire.InvokeRequest`), ``run_batch`` (many, results back in groups), ``cancel``
-(a :class:`~ray_harness.runtime._wire.CancelRequest`, in the control group), ``release``, ``resident_messages``,
-``stats``. Hosts do not journal runs: a run that loses its process fails with ``RemoteActorError``.
+(a :class:`~ray_harness.runtime._wire.CancelRequest`, in the control group), ``snapshot``, ``run_as_tool``,
+``release``, ``resident_messages``, ``resident_state``, ``slot_info``, ``forget``, ``stats``.
 """
 
 from __future__ import annotations
@@ -20,21 +26,35 @@ import functools
 import gc
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import ray
 
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
 from ray_harness.models.rate_limit import register_rate_limits
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
+from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import flush_metrics
-from ray_harness.runtime._wire import CancelRequest, EventItem, InvokeRequest, ResultItem, SnapshotItem
+from ray_harness.runtime._wire import (
+    CancelRequest,
+    EventItem,
+    InvokeRequest,
+    ResultItem,
+    SnapshotItem,
+    SnapshotRequest,
+)
 
-__all__ = ("HOST_ACTOR_PREFIX", "AgentHost", "host_actor_name", "host_class")
+__all__ = ("DEDICATED_KEY", "HOST_ACTOR_PREFIX", "AgentHost", "Slot", "host_actor_name", "host_class")
+
+DEDICATED_KEY = "dedicated"
+"""The resident key of a dedicated host's one slot."""
 
 HOST_ACTOR_PREFIX = "ray_harness:host:"
 _CONTROL_GROUP = "control"
@@ -48,31 +68,78 @@ def host_actor_name(index: int) -> str:
     return f"{HOST_ACTOR_PREFIX}{index}"
 
 
+@dataclass(frozen=True)
+class Slot:
+    """The one agent of a dedicated host (a ``RemoteAgent``), built when the host starts.
+
+    Attributes:
+        spec: The agent (by value or factory).
+        mode: ``"queue"`` or ``"throw"`` for a call while another runs.
+        store_dir: The journal's directory (``None``: the default state directory).
+        persist: Journal the agent's snapshot after every message and tool result.
+
+    """
+
+    spec: AgentSpec
+    mode: str = "queue"
+    store_dir: str | None = None
+    persist: bool = True
+
+
 class AgentHost:
     """The host actor class (plain; ``ray.remote`` is applied in :func:`host_class`).
 
     Args:
-        index: The host's number in its pool.
+        index: The host's number in its pool (0 for a dedicated host).
+        slot: The one agent of a dedicated host (see :class:`Slot`); ``None`` for a pooled host.
 
     """
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, slot: Slot | None = None) -> None:
         _tune_gc()
         self._index = index
         self._runs: dict[str, AgentRunner] = {}
         self._resident: dict[str, AgentRunner] = {}
         self._early: OrderedDict[str, None] = OrderedDict()  # cancels that overtook their run
         self._guard = threading.Lock()  # cancel() runs on the control group's thread
+        self._restored = False
+        if slot is not None:
+            self._open_slot(slot)
+
+    def _open_slot(self, slot: Slot) -> None:
+        context = ray.get_runtime_context()
+        store = FileAgentStore(slot.store_dir) if slot.persist else None
+        runner = AgentRunner(slot.spec.build(), mode=slot.mode, store=store,
+                             key=f"{context.namespace}/{context.get_actor_name()}")
+        self._resident[DEDICATED_KEY] = runner
+        reconstructed = _was_reconstructed()
+        if store is not None:
+            if reconstructed:
+                self._restored = runner.restore()
+            else:
+                runner.forget()  # a new actor under an old name must not inherit its snapshot
+        if reconstructed and not self._restored:
+            runner.restarted_without_journal()
+
+    def _resident_runner(self, agent_key: str | None) -> AgentRunner:
+        runner = self._resident.get(agent_key or DEDICATED_KEY)
+        if runner is None:
+            raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
+        return runner
 
     async def ready(self) -> dict[str, Any]:
         """Return the host's index and process id, once it is up."""
         return {"index": self._index, "pid": os.getpid()}
 
-    def _runner_for(self, spec: AgentSpec, agent_key: str | None) -> AgentRunner:
+    def _runner_for(self, spec: AgentSpec | None, agent_key: str | None) -> AgentRunner:
         if agent_key is None:
+            if spec is None:
+                raise ValueError("a run without an agent_key needs the agent's spec")
             return AgentRunner(spec.build(), mode="throw")
         runner = self._resident.get(agent_key)
         if runner is None:
+            if spec is None:
+                raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
             runner = self._resident[agent_key] = AgentRunner(spec.build(), mode="queue")
         return runner
 
@@ -89,7 +156,7 @@ class AgentHost:
         with self._guard:
             self._runs.pop(run_id, None)
 
-    async def run(self, request: InvokeRequest, spec: AgentSpec) -> AgentResult:
+    async def run(self, request: InvokeRequest, spec: AgentSpec | None = None) -> AgentResult:
         """Run one agent invocation (built from ``spec`` unless resident) and return its result."""
         runner = self._runner_for(spec, request.agent_key)
         self._register(request.invocation_id, runner)
@@ -101,7 +168,7 @@ class AgentHost:
         finally:
             self._unregister(request.invocation_id)
 
-    async def stream(self, request: InvokeRequest, spec: AgentSpec
+    async def stream(self, request: InvokeRequest, spec: AgentSpec | None = None
                      ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
         """Run one agent invocation; its events as wire items (the last a ``ResultItem``)."""
         runner = self._runner_for(spec, request.agent_key)
@@ -144,28 +211,63 @@ class AgentHost:
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def cancel(self, request: CancelRequest) -> int:
-        """Cancel the request's runs (all runs when it names none); ids not running yet start cancelled."""
+        """Cancel the request's runs; return how many were running.
+
+        A request naming no runs stops what each agent runs now (not the runs queued behind it); ids not
+        running yet start cancelled.
+        """
         with self._guard:
-            targets = list(self._runs) if request.invocation_ids is None else list(request.invocation_ids)
-            found = [(run_id, self._runs.get(run_id)) for run_id in targets]
+            if request.invocation_ids is None:  # each agent's running invocation, not the ones queued behind it
+                runners = {id(runner): runner for runner in self._runs.values()}
+                found: list[tuple[str | None, AgentRunner | None]] = [(None, runner) for runner in runners.values()]
+            else:
+                found = [(run_id, self._runs.get(run_id)) for run_id in request.invocation_ids]
             for run_id, runner in found:
-                if runner is None:
+                if runner is None and run_id is not None:
                     self._early[run_id] = None
             while len(self._early) > _KEPT_EARLY_CANCELS:
                 self._early.popitem(last=False)
         return sum(runner.cancel(run_id, message=request.message, after_current_tools=request.after_current_tools)
                    for run_id, runner in found if runner is not None)
 
+    async def snapshot(self, request: SnapshotRequest) -> AgentSnapshot:
+        """Return the :class:`~ray_harness.agent.AgentSnapshot` of a resident agent (default: the slot's)."""
+        return self._resident_runner(request.agent_key).agent.snapshot()
+
+    async def run_as_tool(self, request: InvokeRequest, preserve_context: bool, turn: dict[str, Any] | None = None
+                          ) -> dict[str, Any]:
+        """Run one call of a resident agent as a tool of another agent.
+
+        See :func:`ray_harness.runtime.remote_tool.invoke_in_actor`: busy → refused; an interrupted call returns
+        its turn; the context is reset unless ``preserve_context``.
+        """
+        from ray_harness.runtime.remote_tool import invoke_in_actor
+
+        return await invoke_in_actor(self._resident_runner(request.agent_key), request, preserve_context, turn)
+
+    async def slot_info(self, agent_key: str | None = None) -> dict[str, Any]:
+        """Return a resident agent's name and id, the process id, whether a journal was restored, tools, busy."""
+        runner = self._resident_runner(agent_key)
+        agent = runner.agent
+        return {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
+                "restored": self._restored, "tool_names": agent.tool_names, "busy": runner.busy}
+
+    async def resident_state(self, agent_key: str | None = None) -> dict[str, Any]:
+        """Return a resident agent's state as a dict."""
+        return self._resident_runner(agent_key).agent.state.to_dict()
+
+    async def forget(self, agent_key: str | None = None) -> None:
+        """Delete a resident agent's journal and hand buffered metrics to Ray (the actor is about to go)."""
+        self._resident_runner(agent_key).forget()
+        flush_metrics()
+
     async def release(self, agent_key: str) -> bool:
         """Drop a resident agent (its history goes with it)."""
         return self._resident.pop(agent_key, None) is not None
 
-    async def resident_messages(self, agent_key: str) -> list[Any]:
-        """Return the history of a resident agent."""
-        runner = self._resident.get(agent_key)
-        if runner is None:
-            raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
-        return runner.agent.messages
+    async def resident_messages(self, agent_key: str | None = None) -> list[Any]:
+        """Return the history of a resident agent (default: the slot's)."""
+        return self._resident_runner(agent_key).agent.messages
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def register_rate_limits(self, limits: dict[str, Any]) -> None:
@@ -182,6 +284,12 @@ class AgentHost:
         """Index, process id, running runs, resident agents, resident set size in bytes."""
         return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
                 "resident": len(self._resident), "rss_bytes": _rss_bytes()}
+
+
+def _was_reconstructed() -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Ray flags an internal deprecated call inside this property
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
 
 
 _HOST_GC_YOUNG = 300_000

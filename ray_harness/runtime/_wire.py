@@ -152,9 +152,10 @@ class CancelRequest(Request):
 
 
 class SnapshotRequest(Request):
-    """Ask for the agent's state now (an ``AgentSnapshot``); answered between calls, never mid-turn."""
+    """Ask for a resident agent's state now (an ``AgentSnapshot``; default: a dedicated host's one agent)."""
 
     kind: Literal["snapshot"] = "snapshot"
+    agent_key: str | None = None
 
 
 class OrchestratorRequest(Request):

@@ -4,7 +4,10 @@ The agent, its hooks, middleware, interventions and interrupt state live in the
 actor (``ray_harness:agent:<name>``); the handle has the ``Agent`` surface:
 ``remote(prompt)``, ``await remote.invoke_async(...)``, ``async for event in
 remote.stream_async(...)``, ``remote.cancel()``, ``remote.messages``,
-``remote.state``. Tools run in the actor's process.
+``remote.state``. Tools run in the actor's process. The actor is an
+:class:`~ray_harness.runtime._host.AgentHost` with one slot (the same class and
+protocol as the pooled hosts); the agent is resident in it under
+:data:`~ray_harness.runtime._host.DEDICATED_KEY`.
 
 Fault tolerance: the actor restarts (``max_restarts``) and Ray retries the call
 that was running; the actor restores the agent from its last snapshot (see
@@ -15,10 +18,8 @@ when the process died runs again (at-least-once): make such tools idempotent.
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
-import warnings
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -33,115 +34,26 @@ from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync
+from ray_harness.runtime._host import DEDICATED_KEY, Slot, host_class
 from ray_harness.runtime._order import Tickets
-from ray_harness.runtime._runner import AgentRunner
-from ray_harness.runtime._spec import AgentSpec, agent_spec
-from ray_harness.runtime._store import FileAgentStore
-from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
+from ray_harness.runtime._spec import agent_spec
+from ray_harness.runtime._telemetry import with_actor_env
 from ray_harness.runtime._wire import (
     CancelRequest,
     EventItem,
     InvokeRequest,
     ResultItem,
-    SnapshotItem,
     SnapshotRequest,
     invoke_request,
 )
 from ray_harness.types.content import Message
 
-__all__ = ("AGENT_ACTOR_PREFIX", "AgentActor", "RemoteAgent", "agent_actor_name")
+__all__ = ("AGENT_ACTOR_PREFIX", "RemoteAgent", "agent_actor_name")
 
 AGENT_ACTOR_PREFIX = "ray_harness:agent:"
-_CONTROL_GROUP = "control"
-# cancel (and stats) run in their own group: never queued behind invocations that fill the default group.
-_ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
-
-
 def agent_actor_name(name: str) -> str:
     """Return the actor name of the RemoteAgent ``name`` (``ray_harness:agent:<name>``)."""
     return AGENT_ACTOR_PREFIX + name
-
-
-def was_reconstructed() -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Ray flags an internal deprecated call inside this property
-        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
-
-
-class AgentActor:
-    """The actor class (plain; ``ray.remote`` is applied in :func:`_actor_class`)."""
-
-    def __init__(self, spec: AgentSpec, mode: str, store_dir: str | None, persist: bool) -> None:
-        context = ray.get_runtime_context()
-        self._key = f"{context.namespace}/{context.get_actor_name()}"
-        store = FileAgentStore(store_dir) if persist else None
-        self._runner = AgentRunner(spec.build(), mode=mode, store=store, key=self._key)
-        self._restored = False
-        reconstructed = was_reconstructed()
-        if store is not None:
-            if reconstructed:
-                self._restored = self._runner.restore()
-            else:
-                self._runner.forget()  # a new actor under an old name must not inherit its snapshot
-        if reconstructed and not self._restored:
-            self._runner.restarted_without_journal()
-
-    async def info(self) -> dict[str, Any]:
-        """Agent name and id, process id, whether a snapshot was restored, tool names, busy."""
-        agent = self._runner.agent
-        return {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
-                "restored": self._restored, "tool_names": agent.tool_names, "busy": self._runner.busy}
-
-    async def invoke(self, request: InvokeRequest) -> AgentResult:
-        """Run one invocation for its result."""
-        return await self._runner.invoke(request)
-
-    async def stream(self, request: InvokeRequest) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
-        """Run one invocation; its events as wire items, the last a :class:`ResultItem`."""
-        async for item in self._runner.wire_stream(request):
-            yield item
-
-    @ray.method(concurrency_group=_CONTROL_GROUP)
-    async def cancel(self, request: CancelRequest) -> bool:
-        """Stop the running invocation (or the one named, even before it starts); whether one was running."""
-        running = False
-        for invocation_id in request.invocation_ids or (None,):  # every id: a cancel must not short-circuit
-            running |= self._runner.cancel(invocation_id, message=request.message,
-                                           after_current_tools=request.after_current_tools)
-        return running
-
-    async def get_messages(self) -> list[Message]:
-        """Return the agent's history."""
-        return self._runner.agent.messages
-
-    async def get_state(self) -> dict[str, Any]:
-        """Return the agent's state as a dict."""
-        return self._runner.agent.state.to_dict()
-
-    async def snapshot(self, request: SnapshotRequest) -> AgentSnapshot:
-        """Return the agent's :class:`~ray_harness.agent.AgentSnapshot`."""
-        return self._runner.agent.snapshot()
-
-    async def forget(self) -> None:
-        """Delete the journal and hand buffered metrics to Ray (the actor is about to be killed)."""
-        self._runner.forget()
-        flush_metrics()
-
-    async def invoke_as_tool(self, request: InvokeRequest, preserve_context: bool, call_key: str,
-                             turn: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run one call of this agent as a tool of another.
-
-        See :func:`ray_harness.runtime.remote_tool.invoke_in_actor`: busy → refused; an interrupted call returns
-        its turn; the context is reset unless ``preserve_context``.
-        """
-        from ray_harness.runtime.remote_tool import invoke_in_actor
-
-        return await invoke_in_actor(self._runner, request, preserve_context, turn)
-
-
-@functools.cache
-def _actor_class() -> Any:
-    return ray.remote(**_ACTOR_OPTIONS)(AgentActor)
 
 
 class RemoteAgent:
@@ -204,8 +116,9 @@ class RemoteAgent:
             options["lifetime"] = "detached"
         store_dir = os.fspath(state_dir) if state_dir is not None else None
         try:
-            actor = _actor_class().options(**with_actor_env(options)).remote(spec, concurrent_invocation_mode,
-                                                                            store_dir, persist)
+            # A dedicated agent is a host with one slot.
+            actor = host_class().options(**with_actor_env(options)).remote(
+                0, Slot(spec, concurrent_invocation_mode, store_dir, persist))
         except ValueError as error:
             if "already" not in str(error):
                 raise
@@ -213,7 +126,7 @@ class RemoteAgent:
                              f"(use RemoteAgent.get({name!r}) to attach to an existing one)") from None
         self._attach(actor, name, namespace)
         try:
-            self._info: dict[str, Any] | None = call_sync(actor.info.remote(), actor_name)  # waits for the actor: errors surface here
+            self._info: dict[str, Any] | None = self._client.call_sync("slot_info")  # waits for the actor: errors surface here
         except BaseException:
             self._kill_quietly()
             raise
@@ -250,7 +163,7 @@ class RemoteAgent:
     def shutdown(self) -> None:
         """Stop the actor (no restart) and delete its snapshot."""
         try:
-            call_sync(self._actor.forget.remote(), self.actor_name)
+            self._client.call_sync("forget")
         finally:
             self._kill_quietly()
 
@@ -267,14 +180,15 @@ class RemoteAgent:
                  structured_output_model: type | None, *, invocation_id: str | None = None,
                  events: EventFilter = "agent") -> InvokeRequest:
         return invoke_request(invocation_id or uuid.uuid4().hex, prompt, invocation_state=invocation_state,
-                              limits=limits, structured_output_model=structured_output_model, events=events)
+                              limits=limits, structured_output_model=structured_output_model, events=events,
+                              agent_key=DEDICATED_KEY)
 
     def __call__(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                  limits: Limits | None = None, structured_output_model: type | None = None) -> AgentResult:
         """Run one invocation and wait for its result (``Agent.__call__``)."""
         request = self._request(prompt, invocation_state, limits, structured_output_model, events="result")
         with self._tickets.submitting() as ticket:
-            ref = self._client.submit("invoke", request.model_copy(update={"ticket": ticket}))
+            ref = self._client.submit("run", request.model_copy(update={"ticket": ticket}))
         try:
             return call_sync(ref, self.actor_name)  # type: ignore[no-any-return]
         finally:
@@ -286,7 +200,7 @@ class RemoteAgent:
         """Run one invocation and return its result (``Agent.invoke_async``)."""
         request = self._request(prompt, invocation_state, limits, structured_output_model, events="result")
         with self._tickets.submitting() as ticket:
-            ref = self._client.submit("invoke", request.model_copy(update={"ticket": ticket}))
+            ref = self._client.submit("run", request.model_copy(update={"ticket": ticket}))
         try:
             return await await_ref(ref, self.actor_name)
         finally:
@@ -315,7 +229,9 @@ class RemoteAgent:
         """
         with self._tickets.submitting() as ticket:
             # One ticket for the call and its re-sends: a re-invoke after a restart keeps its place.
-            items = self._client.stream("stream", request.model_copy(update={"ticket": ticket}), resend=True,
+            items = self._client.stream("stream", request.model_copy(update={"ticket": ticket,
+                                                                              "agent_key": DEDICATED_KEY}),
+                                        resend=True,
                                         cancel=lambda: self._client.submit(
                                             "cancel", CancelRequest(invocation_ids=(request.invocation_id,))),
                                         what=f"invocation {request.invocation_id!r}")
@@ -345,20 +261,20 @@ class RemoteAgent:
     @property
     def messages(self) -> list[Message]:
         """Return the actor's agent history (one call into the actor)."""
-        return call_sync(self._actor.get_messages.remote(), self.actor_name)  # type: ignore[no-any-return]
+        return self._client.call_sync("resident_messages")  # type: ignore[no-any-return]
 
     @property
     def state(self) -> AgentState:
         """A snapshot of the actor's agent state (``.get(key)``); writes to it stay local."""
-        return AgentState(call_sync(self._actor.get_state.remote(), self.actor_name))
+        return AgentState(self._client.call_sync("resident_state"))
 
     async def get_messages_async(self) -> list[Message]:
         """Return the actor's agent history from async code."""
-        return await await_ref(self._actor.get_messages.remote(), self.actor_name)
+        return await self._client.call("resident_messages")  # type: ignore[no-any-return]
 
     async def get_state_async(self) -> AgentState:
         """Return a copy of the actor's agent state from async code."""
-        return AgentState(await await_ref(self._actor.get_state.remote(), self.actor_name))
+        return AgentState(await self._client.call("resident_state"))
 
     def snapshot(self) -> AgentSnapshot:
         """Return the actor's agent state now, as an :class:`~ray_harness.agent.AgentSnapshot`."""
@@ -370,7 +286,7 @@ class RemoteAgent:
 
     def info(self) -> dict[str, Any]:
         """Return the actor's view: agent name and id, process id, whether it restored a snapshot, busy."""
-        return call_sync(self._actor.info.remote(), self.actor_name)  # type: ignore[no-any-return]
+        return self._client.call_sync("slot_info")  # type: ignore[no-any-return]
 
     @property
     def actor(self) -> Any:

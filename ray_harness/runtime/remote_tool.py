@@ -31,6 +31,7 @@ from ray_harness.agent.as_tool import (
 )
 from ray_harness.extensions._chain import SCOPE_KEY
 from ray_harness.middleware.types import ToolResultEvent
+from ray_harness.runtime._host import DEDICATED_KEY
 from ray_harness.runtime._wire import InvokeRequest, invoke_request
 from ray_harness.tools.base import RawReturn, ToolContext, error_result, observe_raw
 
@@ -66,8 +67,9 @@ class RemoteAgentAsTool(SubAgentTool):
         client = self._remote.client
         watcher = asyncio.ensure_future(forward_cancel(context.cancel_signal, self._remote.cancel_async))
         async def remote_call() -> AsyncGenerator[Any, None]:  # the raw call, as TOOL_RAW extensions see it
-            request = invoke_request(invocation_id, prompt, invocation_state={SCOPE_KEY: True}, events="result")
-            outcome = await client.call("invoke_as_tool", request, self._preserve_context, use_id,
+            request = invoke_request(invocation_id, prompt, invocation_state={SCOPE_KEY: True}, events="result",
+                                     agent_key=DEDICATED_KEY)
+            outcome = await client.call("run_as_tool", request, self._preserve_context,
                                         parked.to_dict() if parked is not None else None)
             yield RawReturn(outcome.get("result"), outcome)
 
@@ -100,7 +102,7 @@ class RemoteAgentAsTool(SubAgentTool):
 
 async def invoke_in_actor(runner: AgentRunner, request: InvokeRequest, preserve_context: bool,
                           turn: dict[str, Any] | None) -> dict[str, Any]:
-    """Run the actor's half of one call (``AgentActor.invoke_as_tool``).
+    """Run the actor's half of one call (``AgentHost.run_as_tool``).
 
     ``turn`` (a parked :class:`ParkedTurn`) is loaded into the agent before the responses in the request's prompt
     are applied. An interrupted call returns its turn (``"turn"``) and, unless ``preserve_context``, the
