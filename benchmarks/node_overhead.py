@@ -10,9 +10,11 @@ the figure is the median over the runs, in ms per node.
     python -m benchmarks.node_overhead --size [--source DIR]   # modules and lines of ray_harness/runtime/
     python -m benchmarks.node_overhead --path                  # functions one node's invocation runs (Ray)
 
-``--path`` counts the ray_harness functions that one invocation of a one-node graph on Ray runs, in the
-driver, the graph's orchestrator actor and the pooled host (a profile hook in each process, after a
-warm-up invocation): distinct functions and modules, all and those of ``runtime/`` and ``multiagent/``.
+``--path`` counts the ray_harness functions that one invocation of a one-node graph on Ray runs in the
+driver (a profile hook on the driver's loop, after a warm-up invocation): distinct functions and modules,
+all and those of ``runtime/`` and ``multiagent/``. The actors' halves of the path (orchestrator actor,
+host) are not hooked: an async actor runs its calls on loop threads a hook installed from a
+``__ray_call__`` does not reach.
 
 ``--size`` counts what the node's path is made of: the modules of ``ray_harness/runtime/`` and their lines
 (all lines, and without docstrings and comments: code), for before/after comparisons of one checkout with
@@ -106,14 +108,14 @@ def _profile(frame: Any, event: str, arg: Any) -> None:
             _SEEN.add((name.rsplit("/ray_harness/", 1)[1], code.co_qualname))
 
 
-def _start_profile(actor: Any = None) -> None:
+def _start_profile() -> None:
     import sys
 
     _SEEN.clear()
-    sys.setprofile(_profile)  # this thread: an async actor's (or the driver's) event loop
+    sys.setprofile(_profile)  # this thread: the driver's event loop
 
 
-def _stop_profile(actor: Any = None) -> list[tuple[str, str]]:
+def _stop_profile() -> list[tuple[str, str]]:
     import sys
 
     sys.setprofile(None)
@@ -121,22 +123,13 @@ def _stop_profile(actor: Any = None) -> list[tuple[str, str]]:
 
 
 async def node_path() -> dict[str, Any]:
-    """Distinct ray_harness functions and modules run by one invocation of a one-node graph on Ray."""
-    import ray
-
-    from ray_harness.runtime._multiagent_pool import default_pool
-
+    """Distinct ray_harness functions and modules one invocation of a one-node graph on Ray runs in the driver."""
     graph = chain(1, "ray")
     try:
         await graph.invoke_async("warm-up")
-        orchestrator = ray.get_actor(graph._node_runner.orchestrator_actor_name)
-        actors = [orchestrator, *default_pool().hosts]
-        await asyncio.gather(*(actor.__ray_call__.remote(_start_profile) for actor in actors))
         _start_profile()
         await graph.invoke_async("go")
         seen = set(_stop_profile())
-        for part in await asyncio.gather(*(actor.__ray_call__.remote(_stop_profile) for actor in actors)):
-            seen.update(part)
     finally:
         graph.shutdown()
     ours = {item for item in seen if item[0].startswith(("runtime/", "multiagent/"))}

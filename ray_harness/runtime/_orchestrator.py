@@ -375,9 +375,10 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
     """
     ensure_initialized()
     table = object_table(orchestrator)
+    payload = dump_orchestrator(orchestrator, table)  # first: a graph that cannot ship starts no actor
     client: OrchestratorClient = client_of(orchestrator)
-    request = OrchestratorRequest(invocation_id=uuid.uuid4().hex, payload=dump_orchestrator(orchestrator, table),
-                                  task=task, invocation_state=invocation_state, events=events)
+    request = OrchestratorRequest(invocation_id=uuid.uuid4().hex, payload=payload, task=task,
+                                  invocation_state=invocation_state, events=events)
     resolve = by_table(table)
     client.invocation = request.invocation_id
     items = client.client.stream("stream", request, what=f"the run of {orchestrator.id!r}",
