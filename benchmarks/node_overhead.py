@@ -7,15 +7,31 @@ graph is built once and invoked ``repeats`` times after a warm-up (histories cle
 the figure is the median over the runs, in ms per node.
 
     python -m benchmarks.node_overhead [--nodes 200] [--repeats 3] [--runtime ray|local|both] [--json out.json]
+    python -m benchmarks.node_overhead --size [--source DIR]   # modules and lines of ray_harness/runtime/
+    python -m benchmarks.node_overhead --path                  # functions one node's invocation runs (Ray)
+
+``--path`` counts the ray_harness functions that one invocation of a one-node graph on Ray runs in the
+driver (a profile hook on the driver's loop, after a warm-up invocation): distinct functions and modules,
+all and those of ``runtime/`` and ``multiagent/``. The actors' halves of the path (orchestrator actor,
+host) are not hooked: an async actor runs its calls on loop threads a hook installed from a
+``__ray_call__`` does not reach.
+
+``--size`` counts what the node's path is made of: the modules of ``ray_harness/runtime/`` and their lines
+(all lines, and without docstrings and comments: code), for before/after comparisons of one checkout with
+another (``--source`` points at the other checkout's package root).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
+import io
 import json
 import statistics
 import time
+import tokenize
+from pathlib import Path
 from typing import Any
 
 from ray_harness import Agent, GraphBuilder
@@ -53,6 +69,76 @@ async def per_node_ms(nodes: int, runtime: str, repeats: int) -> list[float]:
     return samples
 
 
+def runtime_size(source: Path | None = None) -> dict[str, int]:
+    """Modules of ``ray_harness/runtime/`` and their lines: all, and code only (no docstrings, comments, blanks)."""
+    root = (source or Path(__file__).resolve().parents[1]) / "ray_harness" / "runtime"
+    files = sorted(root.glob("*.py"))
+    total = code = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        total += len(text.splitlines())
+        code += len(_code_lines(text))
+    return {"modules": len(files), "lines": total, "code_lines": code}
+
+
+def _code_lines(text: str) -> set[int]:
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(text)):
+        body = getattr(node, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            docstrings.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                          tokenize.ENDMARKER):
+            continue
+        lines.update(line for line in range(token.start[0], token.end[0] + 1) if line not in docstrings)
+    return lines
+
+
+_SEEN: set[tuple[str, str]] = set()
+
+
+def _profile(frame: Any, event: str, arg: Any) -> None:
+    if event == "call":
+        code = frame.f_code
+        name = code.co_filename
+        if "/ray_harness/" in name:
+            _SEEN.add((name.rsplit("/ray_harness/", 1)[1], code.co_qualname))
+
+
+def _start_profile() -> None:
+    import sys
+
+    _SEEN.clear()
+    sys.setprofile(_profile)  # this thread: the driver's event loop
+
+
+def _stop_profile() -> list[tuple[str, str]]:
+    import sys
+
+    sys.setprofile(None)
+    return sorted(_SEEN)
+
+
+async def node_path() -> dict[str, Any]:
+    """Distinct ray_harness functions and modules one invocation of a one-node graph on Ray runs in the driver."""
+    graph = chain(1, "ray")
+    try:
+        await graph.invoke_async("warm-up")
+        _start_profile()
+        await graph.invoke_async("go")
+        seen = set(_stop_profile())
+    finally:
+        graph.shutdown()
+    ours = {item for item in seen if item[0].startswith(("runtime/", "multiagent/"))}
+    return {"functions": len(seen), "modules": len({module for module, _ in seen}),
+            "runtime_and_multiagent_functions": len(ours),
+            "runtime_and_multiagent_modules": len({module for module, _ in ours}),
+            "listing": sorted(f"{module}:{name}" for module, name in ours)}
+
+
 def run_suite(*, quick: bool = False) -> list[dict[str, Any]]:
     nodes, repeats = (20, 1) if quick else (NODES, 3)
     rows = []
@@ -70,7 +156,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runtime", choices=("ray", "local", "both"), default="both")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--size", action="store_true", help="count modules and lines of ray_harness/runtime/")
+    parser.add_argument("--source", type=Path, default=None, help="package root to count (default: this one)")
+    parser.add_argument("--path", action="store_true", help="count the functions one node's invocation runs")
     args = parser.parse_args()
+    if args.path:
+        print(json.dumps(asyncio.run(node_path()), indent=1))
+        return
+    if args.size:
+        print(json.dumps(runtime_size(args.source)))
+        return
     report: dict[str, Any] = {}
     for runtime in (("ray", "local") if args.runtime == "both" else (args.runtime,)):
         samples = asyncio.run(per_node_ms(args.nodes, runtime, args.repeats))

@@ -249,6 +249,23 @@ class MultiAgentBase(ABC):
     NODE_RUN_FIELDS: ClassVar[tuple[str, ...]] = ()
     """The attributes of a node object that an invocation changes."""
 
+    def local_parts(self) -> dict[str, Any]:
+        """The parts of this orchestrator that belong to its process, by role.
+
+        ``"hooks"`` (the hook registry), ``"node_runner"``, ``"lock"`` (the invocation lock) and
+        ``"session_manager"``: a runtime that ships the orchestrator to another process sends these as
+        references (each side keeps its own) instead of copying them, and rebuilds the lock and the session
+        manager there (a relay). Roles an orchestrator does not have are left out.
+        """
+        parts = {"hooks": getattr(self, "hooks", None), "node_runner": getattr(self, "_node_runner", None),
+                 "lock": getattr(self, "_lock", None), "session_manager": getattr(self, "session_manager", None)}
+        return {role: part for role, part in parts.items() if part is not None}
+
+    @property
+    def node_runner(self) -> Any:
+        """What runs this orchestrator's nodes (``None`` for an orchestrator that has none)."""
+        return getattr(self, "_node_runner", None)
+
     def run_state(self) -> RunState:
         """The run's state of this orchestrator (its agents' state travels as their ``AgentSnapshot``)."""
         nodes: dict[str, Any] = getattr(self, "nodes", {})
@@ -313,7 +330,7 @@ class MultiAgentBase(ABC):
         With ``runtime="ray"`` this kills its orchestrator actor (the next invocation starts a new one); it
         also happens when the object is garbage collected and at ``ray_harness.runtime.shutdown()``.
         """
-        release = getattr(getattr(self, "_node_runner", None), "shutdown", None)
+        release = getattr(self.node_runner, "shutdown", None)
         if callable(release):
             release()
 

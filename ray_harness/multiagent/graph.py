@@ -161,7 +161,8 @@ class Graph(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
-            delegated = delegated_stream(self._node_runner, self, task, state, quiet=quiet)
+            delegated = delegated_stream(self._node_runner, self, task, state,
+                                         events="result" if quiet else "all")
             if delegated is not None:  # e.g. runtime="ray": the orchestration runs in its actor
                 async for event in delegated:
                     yield event
@@ -392,7 +393,7 @@ class Graph(MultiAgentBase):
                 async with asyncio.timeout(self.node_timeout):
                     with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}), node_scope(node_id):
                         async for item in self._node_runner.run_node(node_id, node_input, invocation_state,
-                                                                  quiet=quiet):
+                                                                  events="result" if quiet else "all"):
                             if isinstance(item, NodeResult):
                                 done.result = item
                             elif not quiet:

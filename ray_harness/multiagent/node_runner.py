@@ -32,18 +32,27 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ray_harness._runtimes import node_runner, register
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
 
-__all__ = ("DEFAULT_RUNTIME", "LocalNodeRunner", "NodeRunner", "delegated_stream", "make_node_runner",
+__all__ = ("DEFAULT_RUNTIME", "EventFilter", "LocalNodeRunner", "NodeRunner", "delegated_stream", "make_node_runner",
            "node_result_from_agent", "node_result_from_multiagent", "node_type")
 
 DEFAULT_RUNTIME = "ray"
 """The default ``runtime=`` of Graph and Swarm: an embedded local Ray starts on first use when none is running."""
+
+EventFilter = Literal["all", "agent", "result"]
+"""Which events a caller wants from a node or an invocation, stated once by the caller:
+
+* ``"all"``: every event (for an agent also the raw ``model_event`` provider chunks);
+* ``"agent"``: every event but the raw provider chunks (``text_delta`` events carry the text);
+* ``"result"``: only what the outcome needs (the result; an orchestrator also reports node interrupts): the
+  callee runs quiet and does not even produce the other events.
+"""
 
 
 @runtime_checkable
@@ -59,10 +68,10 @@ class NodeRunner(Protocol):
         """A new invocation begins: forget the cancel request of the previous one."""
 
     def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
-                 quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+                 events: EventFilter = "all") -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
         """Run one node; yields its events, then its ``NodeResult``.
 
-        ``quiet=True``: the orchestrator forwards none of the node's events, so the node need not produce
+        ``events="result"``: the orchestrator forwards none of the node's events, so the node need not produce
         them (a node runner may still yield some; only the ``NodeResult`` matters).
         """
 
@@ -83,15 +92,15 @@ class NodeRunner(Protocol):
 
 
 def delegated_stream(runner: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
-                     *, quiet: bool = False) -> AsyncGenerator[dict[str, Any], None] | None:
+                     *, events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None] | None:
     """The invocation's events when ``runner`` runs the orchestration elsewhere, else None (run it here).
 
-    ``quiet``: the caller wants only the result (see ``MultiAgentBase._quiet_stream``).
+    ``events="result"``: the caller wants only the result (see ``MultiAgentBase._quiet_stream``).
     """
     method = getattr(runner, "stream_orchestrator", None)
     if method is None:
         return None
-    return method(orchestrator, task, invocation_state, quiet=quiet)  # type: ignore[no-any-return]
+    return method(orchestrator, task, invocation_state, events=events)  # type: ignore[no-any-return]
 
 
 def node_type(target: Any) -> str:
@@ -152,19 +161,20 @@ class LocalNodeRunner:
         self._cancelled = False
 
     async def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
-                       quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+                       events: EventFilter = "all") -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
         """Run node ``node_id`` on ``node_input`` in this event loop.
 
         Args:
             node_id: The node to run (as bound by :meth:`bind`).
             node_input: Its input: a prompt or content blocks.
             invocation_state: Shared state passed to the node's agent.
-            quiet: Do not yield the node's stream events (only its result).
+            events: Which events to yield (see :data:`EventFilter`); ``"result"`` yields only the result.
 
         Yields:
             The node's stream events, then its ``NodeResult`` (``CANCELLED`` when the invocation was cancelled).
         """
         target = self._nodes[node_id]
+        quiet = events == "result"
         self._running.add(node_id)
         started = time.monotonic()
         try:

@@ -6,9 +6,11 @@ Importing this package does not import Ray; each name below loads its module
 * :func:`init` connects to a cluster (``address`` / ``RAY_ADDRESS``) or starts an
   embedded local Ray with small-machine defaults.
 * :class:`RemoteAgent` is one agent in a dedicated, named async actor
-  (``ray_harness:agent:<name>``) with the ``Agent`` call/stream/cancel surface.
+  (``ray_harness:agent:<name>``: a host with one slot) with the ``Agent``
+  call/stream/cancel surface.
 * :class:`AgentPool` is a pre-started pool of async host actors
-  (``ray_harness:host:<i>``), each serving hundreds of concurrent agent runs.
+  (``ray_harness:host:<i>``, :mod:`~ray_harness.runtime._host`), each serving
+  hundreds of concurrent agent runs.
 * :class:`RunHandle` broadcasts a cancel to every actor/slot of a run at once.
 * :class:`RemoteSandbox` serves any ``Sandbox`` from its own actor
   (``ray_harness:sandbox:<name>``).
@@ -41,81 +43,114 @@ is applied in one place per module; control messages — cancel, stats — run i
 their own concurrency group so they never queue behind running calls):
 
 =================================  ===========================================================
-actor (module)                     messages
+actor (module)                     messages (requests from :mod:`~ray_harness.runtime._wire`)
 =================================  ===========================================================
-``AgentHost`` (``pool``)           ``run``, ``stream``, ``run_batch``, ``cancel``, ``release``,
-                                   ``resident_messages``, ``stats``
-``AgentActor`` (``remote_agent``)  ``invoke``, ``stream``, ``invoke_as_tool``, ``cancel``,
-                                   ``snapshot``, ``get_messages``, ``get_state``, ``forget``
-``OrchestratorActor``              ``stream`` (one Graph/Swarm invocation), ``cancel``
-(``_orchestrator``)
-``SandboxActor`` (``sandbox``)     the ``Sandbox`` surface
+``AgentHost`` (``_host``)          ``run`` / ``stream`` (``InvokeRequest``), ``run_batch``,
+                                   ``run_as_tool``, ``cancel`` (``CancelRequest``), ``snapshot``
+                                   (``SnapshotRequest``), ``resident_messages``,
+                                   ``resident_state``, ``slot_info``, ``release``, ``forget``,
+                                   ``stats``
+``OrchestratorActor``              ``stream`` (``OrchestratorRequest``: one Graph/Swarm invocation),
+(``_orchestrator``)                ``cancel`` (``CancelRequest``)
+``SandboxActor`` (``sandbox``)     ``stream`` / ``call`` (``SandboxRequest``: the ``Sandbox`` surface)
 =================================  ===========================================================
 
-**Wire types.** An agent crosses as an :class:`~ray_harness.runtime._spec.AgentSpec`
-(pickled by value, or a factory built in the actor). Requests carry the prompt
-and an options dict (``limits``, ``structured_output_model``,
-``invocation_state``, ``trace_context`` — the caller's OpenTelemetry carrier).
-Agent streams yield the agent's event dicts (``{"type": ...}``, the last one
-``{"type": "result", "result": AgentResult}``); a stream asked for
-``snapshot=True`` carries the agent's ``AgentSnapshot`` beside the result
-event, never inside it: both in one streamed item (one Ray object), which
-``AgentPool.stream`` hands on as the result event followed by the snapshot
-(a failed run sends the snapshot alone, just before its exception). An
-orchestrator stream yields ``("event", bytes)``, ``("save", path, data)``
-(session writes relayed to the driver), ``("batch", [items])`` and last
-``("end", bytes)`` with the end-of-run state. Errors raised in an actor arrive
-as their own type (:mod:`ray_harness.runtime._errors`); a dead actor is a
-``RemoteActorError``.
+**One host actor class.** A pooled host (``ray_harness:host:<i>``) holds many
+slots: agents built per run, or resident under an ``agent_key``. A dedicated
+agent (``RemoteAgent``, ``ray_harness:agent:<name>``) is the same class created
+with one :class:`~ray_harness.runtime._host.Slot` — the agent, its concurrency
+mode and its journal — resident under ``DEDICATED_KEY``. Every slot runs its
+agent in an :class:`~ray_harness.runtime._runner.AgentRunner` (ordering by the
+caller's tickets, cancel by invocation id, journal, idempotent re-sends) and
+answers a stream with ``AgentRunner.wire_stream``.
+
+The protocol
+------------
+
+**Wire types** (:mod:`ray_harness.runtime._wire`, pydantic, frozen, validated
+where they are built). Requests: ``InvokeRequest`` (invocation id, prompt,
+invocation state, limits, structured output model, the caller's **event
+filter** ``events``, whether the node's ``snapshot`` should come back, a
+resident ``agent_key``, the call's ordering ``ticket``), ``ResumeRequest`` (an
+``InvokeRequest`` whose prompt answers interrupts), ``CancelRequest``,
+``SnapshotRequest``, ``OrchestratorRequest`` and ``SandboxRequest``; every request
+carries ``trace_context``, the caller's OpenTelemetry carrier. Streamed items are
+one discriminated union, ``WireItem`` (by ``kind``): ``EventItem`` (one agent
+event), ``ResultItem`` (the result, and the agent's pickled ``AgentSnapshot``
+beside it when asked), ``SnapshotItem`` (a failed run's state, before its
+exception), ``OrchestratorEventItem``, ``SessionWriteItem``, ``BatchItem`` and
+``EndItem`` (a run's typed ``EndState``). ``ResultItem`` and ``EndItem`` are
+terminal: a stream that ends without one was cut short.
+
+**Event filter.** The caller states once, on the request, which events it
+wants: ``"all"``, ``"agent"`` (all but the raw ``model_event`` chunks) or
+``"result"`` (the callee runs quiet and produces nothing else). The actor
+applies it (``_wire.wanted``); Graph and Swarm pass it to their node runner
+(``run_node(..., events=...)``), nothing threads a flag through the layers.
+
+**Control data stays out of the user's stream.** Snapshots, session writes
+and the end-of-run state are their own item kinds; the clients hand the
+user's code only agent events (``RemoteAgent.stream_async``,
+``AgentPool.stream``) and apply the rest themselves.
+
+**One client helper** (:class:`~ray_harness.runtime._client.ActorClient`): it
+stamps each request with the trace context, submits the call, translates Ray's
+errors (:mod:`ray_harness.runtime._errors`: the actor's own exception type, a
+dead actor as ``RemoteActorError``), consumes streams in order, sends the
+request's cancel when the consumer stops early, and re-sends a stream cut short
+by a restart when the callee journals (dedicated agents: same invocation id, so
+the restored actor continues it). Pooled hosts do not journal: a run whose host
+died fails with ``RemoteActorError`` and its orchestrator applies its failure
+policy. ``RemoteAgent``, ``AgentPool`` (and its ``run_batched`` batching in
+:mod:`~ray_harness.runtime._batching`), the node runner, ``RunHandle``, the
+orchestrator client and ``RemoteSandbox`` all call through it.
+
+**What comes back is typed.** A node's state returns as an ``AgentSnapshot``
+(``agent.restore()``); an orchestrator run's end as an ``EndState`` — per
+orchestrator its ``RunState`` (``apply_run_state()``) and its agents'
+snapshots. Which parts of an orchestrator stay in their process (hooks, node
+runner, lock, session manager) the orchestrator says itself
+(``MultiAgentBase.local_parts()``); they cross as pickle references.
 
 One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray"``)
 -----------------------------------------------------------------------------------
 
-1. **Driver.** ``Graph.invoke_async`` → ``Graph._stream`` asks its node runner
-   (``runtime.multiagent.RayNodeRunner``) to run the orchestration elsewhere
-   (``stream_orchestrator``; placement ``"driver"``). ``_orchestrator.drive``
-   pickles the graph (agents by value; nodes, hooks, edges, locks and session
-   managers as references, :mod:`ray_harness.runtime._orchestrator_wire`),
-   creates the graph's orchestrator actor on first use, and calls its
-   ``stream`` with the trace context.
+1. **Driver.** ``Graph.invoke_async`` → ``Graph._quiet_stream`` →
+   ``Graph._stream`` asks its node runner (``runtime.multiagent.RayNodeRunner``)
+   to run the orchestration elsewhere: ``delegated_stream(..., events="result")``
+   → ``RayNodeRunner.stream_orchestrator`` (placement ``"driver"``) →
+   ``_orchestrator.drive``, which pickles the graph (agents by value; its local
+   parts as references, :mod:`ray_harness.runtime._orchestrator_wire`), creates
+   the graph's orchestrator actor on first use and sends one
+   ``OrchestratorRequest`` through ``ActorClient.stream``.
 2. **Orchestrator actor.** ``OrchestratorActor.stream`` unpickles the graph and
-   runs the same ``Graph._stream`` under placement ``"orchestrator"``: the
+   runs the same ``Graph._quiet_stream`` under placement ``"orchestrator"``: the
    scheduler picks the ready batch and starts one task per node;
-   ``RayNodeRunner.run_node`` → ``_run_pooled`` → ``AgentPool.stream(agent,
-   input, snapshot=True)`` picks the least-loaded host and calls
-   ``AgentHost.stream`` (a Ray streaming generator).
+   ``RayNodeRunner.run_node`` builds the node's ``InvokeRequest``
+   (``events="result"``, ``snapshot=True``) and ``_run_pooled`` sends it with
+   ``AgentPool.stream_request`` to the least-loaded host (``ActorClient.stream``
+   → ``AgentHost.stream``, a Ray streaming generator).
 3. **Host.** ``AgentHost.stream`` builds the agent from its spec and runs it
-   through an ``AgentRunner`` (ordering, cancel by run id, journal) under
-   placement ``"in_process"``; the agent's own loop makes the model call and
-   runs the tools; the events (only the result when the caller is quiet) and
-   then the agent's ``AgentSnapshot`` stream back.
+   with ``AgentRunner.wire_stream`` under placement ``"in_process"`` (trace
+   context attached): the agent runs quiet, makes its model call and runs its
+   tools; one ``ResultItem`` — the result and the pickled snapshot — streams back.
 4. **Orchestrator actor.** ``_run_pooled`` restores the snapshot into its copy
-   of the agent and turns the result into a ``NodeResult``; the graph records
-   it, fires its hooks and starts what became ready. After the last node the
-   actor sends the end state: each orchestrator's ``RunState`` (the fields its
-   class lists in ``RUN_FIELDS``: results, scheduler, interrupt state) and each
-   agent node's ``AgentSnapshot``.
+   of the agent (``agent.restore``) and turns the result into a ``NodeResult``;
+   the graph records it, fires its hooks and starts what became ready. After the
+   last node the actor sends an ``EndItem`` (``_orchestrator_wire.pack_end``).
 5. **Driver.** ``drive`` applies the end state to the driver's graph and agents
-   (``apply_run_state``, ``agent.restore``) and yields the final
-   ``multiagent_result`` event, so
-   ``graph.nodes["a"].executor.messages`` and interrupt resume work as with
-   ``runtime="local"``.
+   (``apply_end``: ``apply_run_state``, ``agent.restore``) and yields the final
+   ``multiagent_result`` event, so ``graph.nodes["a"].executor.messages`` and
+   interrupt resume work as with ``runtime="local"``.
 
-Cancel (``graph.cancel()``) is one message to the orchestrator actor, which
-broadcasts one ``cancel`` per host (and per dedicated actor) of the run with a
-:class:`RunHandle`.
+Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestrator actor,
+which broadcasts one ``CancelRequest`` per host (and per dedicated actor) of the
+run with a :class:`RunHandle`.
 
-Every client consumes actor streams with one helper
-(:func:`~ray_harness.runtime._errors.stream_items`: items in order, Ray's errors
-translated); what happens when a stream ends early stays with each client
-(a ``RemoteAgent`` — also as a graph node — sends the invocation again after a
-restart; a pooled run fails with ``RemoteActorError``).
-
-Not yet as ARCHITECTURE.md describes (the next runtime issue): agents are
-shipped per node execution instead of living in a slot; the four actor
-classes above keep their own request shapes (options dicts, not pydantic
-requests) and a ``quiet`` flag instead of an event filter; the orchestrator
-is shipped with references to private fields (``_lock``, ``_node_runner``).
+Not yet as ARCHITECTURE.md describes (the next runtime issue): graph and
+swarm agents are shipped per node execution instead of living in a resident
+slot of the run, and only a dedicated slot journals, so a pooled host's death
+fails its runs instead of re-creating their slots and re-sending them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """``RunHandle``: every actor and pooled slot one run involves, so a cancel reaches all of them at once.
 
 A run (a graph, a swarm, an evaluation batch) registers what it starts: dedicated
-agent actors (:meth:`RunHandle.add_agent`), pooled runs (:meth:`RunHandle.add_pool_run`)
-or any actor with a ``cancel`` method (:meth:`RunHandle.add_actor`).
-:meth:`RunHandle.cancel` sends every cancel concurrently (one message per host
-actor, carrying all of that host's run ids) and waits for the acknowledgements;
+agent actors and their invocations (:meth:`RunHandle.add_agent`) and pooled runs
+(:meth:`RunHandle.add_pool_run`). :meth:`RunHandle.cancel` sends every cancel
+concurrently (one ``CancelRequest`` per actor, carrying all of that actor's
+invocation ids) and waits for the acknowledgements;
 each target handles it at once, even mid-call, because cancel runs outside the
 busy invocation (a separate concurrency group / the async actor's loop).
 """
@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ray.exceptions import RayError
 
 from ray_harness.agent.agent import run_sync
+from ray_harness.runtime._client import ActorClient
+from ray_harness.runtime._wire import CancelRequest
 
 __all__ = ("RunHandle",)
 
@@ -27,42 +29,53 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class _HostTarget:
+class _Target:
     actor: Any
     name: str
-    run_ids: list[str] = field(default_factory=list)
+    invocation_ids: list[str] | None = None  # None: whatever the actor runs now
 
 
 class RunHandle:
-    """The actors of one run; ``await handle.cancel()`` broadcasts to all of them concurrently."""
+    """The actors of one run; ``await handle.cancel()`` broadcasts to all of them concurrently.
+
+    One :class:`~ray_harness.runtime._wire.CancelRequest` per actor: a host gets the ids of the runs it serves
+    for this run, a dedicated agent the ids of its invocations (or none: its running invocation).
+    """
 
     def __init__(self, run_id: str | None = None) -> None:
         self.run_id = run_id
-        self._agents: dict[str, Any] = {}  # actor name -> actor handle (dedicated agents)
-        self._hosts: dict[str, _HostTarget] = {}  # actor name -> host + the run ids it serves for us
+        self._targets: dict[str, _Target] = {}  # actor name -> actor and what to cancel there
 
-    def add_agent(self, remote: Any) -> None:
-        """A :class:`~ray_harness.runtime.RemoteAgent` (its running invocation is cancelled)."""
-        self._agents[remote.actor_name] = remote.actor
+    def add_agent(self, remote: Any, invocation_id: str | None = None) -> None:
+        """Add a :class:`~ray_harness.runtime.RemoteAgent`: its running invocation, or ``invocation_id``.
 
-    def add_actor(self, actor: Any, name: str) -> None:
-        """Any actor whose ``cancel()`` method stops its current work."""
-        self._agents[name] = actor
+        A cancel for ``invocation_id`` lands even before that invocation starts.
+        """
+        if invocation_id is None:
+            self._targets[remote.actor_name] = _Target(remote.actor, remote.actor_name)
+        else:
+            self._add(remote.actor, remote.actor_name, invocation_id)
 
     def add_pool_run(self, host: Any, host_name: str, run_id: str) -> None:
-        """A run on a pooled host (see :meth:`AgentPool.slot_of`)."""
-        target = self._hosts.setdefault(host_name, _HostTarget(host, host_name))
-        if run_id not in target.run_ids:
-            target.run_ids.append(run_id)
+        """Add a run on a pooled host (see :meth:`AgentPool.slot_of`)."""
+        self._add(host, host_name, run_id)
+
+    def _add(self, actor: Any, name: str, invocation_id: str) -> None:
+        target = self._targets.setdefault(name, _Target(actor, name, []))
+        if target.invocation_ids is not None and invocation_id not in target.invocation_ids:
+            target.invocation_ids.append(invocation_id)
 
     @property
     def actor_names(self) -> list[str]:
-        return sorted([*self._agents, *self._hosts])
+        """The names of the actors a cancel goes to."""
+        return sorted(self._targets)
 
     async def cancel(self) -> int:
         """Cancel everywhere at once; returns how many targets acknowledged. Dead actors are skipped."""
-        calls: list[tuple[str, Awaitable[Any]]] = [(name, actor.cancel.remote()) for name, actor in self._agents.items()]
-        calls += [(t.name, t.actor.cancel.remote(list(t.run_ids))) for t in self._hosts.values()]
+        calls: list[tuple[str, Awaitable[Any]]] = [
+            (t.name, ActorClient(t.actor, t.name).submit("cancel", CancelRequest(
+                invocation_ids=None if t.invocation_ids is None else tuple(t.invocation_ids))))
+            for t in self._targets.values()]
         outcomes = await asyncio.gather(*(ref for _, ref in calls), return_exceptions=True)
         acknowledged = 0
         for (name, _), outcome in zip(calls, outcomes, strict=True):
@@ -75,6 +88,7 @@ class RunHandle:
         return acknowledged
 
     def cancel_sync(self) -> int:
+        """:meth:`cancel` from synchronous code."""
         return run_sync(self.cancel())  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:

@@ -30,6 +30,7 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
     Raises:
         ConnectionError: ``address`` names a host:port that does not answer (checked with a
             short TCP probe first, so an unreachable cluster fails in seconds, not minutes).
+
     """
     if ray.is_initialized():
         return _describe()

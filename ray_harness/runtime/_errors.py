@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 
 def translate(error: BaseException, actor_name: str) -> BaseException:
-    """The exception the caller should see for ``error`` raised by a call into ``actor_name``."""
+    """Return the exception the caller should see for ``error`` raised by a call into ``actor_name``."""
     if isinstance(error, ray_exceptions.TaskCancelledError):
         return asyncio.CancelledError(f"call into actor {actor_name!r} was cancelled")
     if isinstance(error, ray_exceptions.RayTaskError):

@@ -54,7 +54,7 @@ def pool_is_alive(pool: AgentPool) -> bool:
 
 
 def default_pool(*, check: bool = True) -> AgentPool:
-    """The shared pool of this driver's namespace; starts Ray (embedded) and the hosts on first use."""
+    """Return the shared pool of this driver's namespace; starts Ray (embedded) and the hosts on first use."""
     ensure_initialized()
     namespace = current_namespace()
     with _guard:

@@ -85,23 +85,32 @@ import ray
 from ray import cloudpickle as _cloudpickle
 
 from ray_harness.multiagent.base import MultiAgentBase
+from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.multiagent.swarm import Swarm
+from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import stream_items
 from ray_harness.runtime._multiagent_pool import POOL_SIZE_ENV
 from ray_harness.runtime._orchestrator_wire import (
-    apply_tree,
+    apply_end,
     by_table,
     dump_orchestrator,
     dumps,
     load_orchestrator,
     loads,
     object_table,
-    pack_tree,
+    pack_end,
 )
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._telemetry import flush_metrics, flush_spans, prepare_actor_process, with_actor_env
-from ray_harness.telemetry.propagation import attached, current_carrier
+from ray_harness.runtime._wire import (
+    BatchItem,
+    CancelRequest,
+    EndItem,
+    OrchestratorEventItem,
+    OrchestratorRequest,
+    SessionWriteItem,
+)
+from ray_harness.telemetry.propagation import attached
 
 __all__ = ("ORCHESTRATOR_PREFIX", "OrchestratorActor", "OrchestratorClient", "drive", "shutdown_all")
 
@@ -128,7 +137,7 @@ async def _pump(events: AsyncGenerator[dict[str, Any], None], outbox: asyncio.Qu
             if event.get("type") == "multiagent_result":
                 outcome["final"] = event  # held back: the driver applies the end state before yielding it
                 continue
-            outbox.put_nowait(("event", dumps(event, refs)))
+            outbox.put_nowait(OrchestratorEventItem.model_construct(payload=dumps(event, refs)))
     except Exception as failure:
         outcome["error"] = failure
     finally:
@@ -143,29 +152,35 @@ class OrchestratorActor:
         self._early: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     async def ready(self) -> int:
+        """Return the actor's process id, once it is up."""
         return os.getpid()
 
     async def running(self) -> list[str]:
+        """Return the ids of the invocations running now."""
         return list(self._runs)
 
-    async def stream(self, invocation_id: str, payload: bytes, task: Any, invocation_state: dict[str, Any],
-                     options: dict[str, Any]) -> AsyncGenerator[tuple[Any, ...], None]:
-        """Run one invocation; yields ``("event", bytes)``, ``("save", path, data)``, ``("batch", [those])`` for
-        items that piled up while the previous one was sent, and last ``("end", bytes)``."""
+    async def stream(self, request: OrchestratorRequest
+                     ) -> AsyncGenerator[OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem, None]:
+        """Run one invocation, streaming its events and session writes, and last its end state.
+
+        Items that piled up while the previous one was sent travel as one ``BatchItem``; the last item is an
+        ``EndItem`` with the end-of-run state.
+        """
         prepare_actor_process()
+        invocation_id, task, invocation_state = request.invocation_id, request.task, request.invocation_state
         # One channel, in order: the run's events and its session writes, as they happen.
         outbox: asyncio.Queue[Any] = asyncio.Queue()
-        orchestrator = load_orchestrator(payload, outbox)
+        orchestrator = load_orchestrator(request.payload, outbox)
         table = object_table(orchestrator)
         refs = {id(value): key for key, value in table.items()}
         await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
         outcome: dict[str, Any] = {"final": None, "error": None}
-        quiet = bool(options.get("quiet"))
+        quiet = request.events == "result"
         events = (orchestrator._quiet_stream if quiet else orchestrator.stream_async)(task, invocation_state)
         self._runs[invocation_id] = orchestrator
         # The driver's span is the parent of invoke_graph/swarm; the run (its task copies this context) places
         # its orchestration here and its agent nodes on the pool.
-        with attached(options.get("trace_context")), placed("orchestrator"):
+        with attached(request.trace_context), placed("orchestrator"):
             pump = asyncio.ensure_future(_pump(events, outbox, refs, outcome))
         if self._early.pop(invocation_id, "absent") is None:
             # Runs after the pump's first step, once the run holds its lock (cancel() needs it).
@@ -180,12 +195,12 @@ class OrchestratorActor:
                     items.pop()
                     done = True
                 if items:
-                    yield items[0] if len(items) == 1 else ("batch", items)
+                    yield items[0] if len(items) == 1 else BatchItem.model_construct(items=items)
             # Start exporting invoke_graph/execute_node spans now, before a kill can lose them; not awaited:
             # an unreachable collector must not delay the end of the run.
             threading.Thread(target=flush_spans, name="ray_harness-span-flush", daemon=True).start()
             flush_metrics()  # the run's node durations too (in-process hand-off to Ray, cheap)
-            yield ("end", _dump_end(pack_tree(table), outcome["final"], outcome["error"], refs))
+            yield EndItem.model_construct(payload=_dump_end(table, outcome["final"], outcome["error"], refs))
         finally:
             self._runs.pop(invocation_id, None)
             if not pump.done():
@@ -194,34 +209,39 @@ class OrchestratorActor:
                     await pump
             await events.aclose()
 
-    async def cancel(self, invocation_id: str) -> bool:
-        """Cancel a running invocation (its node runner broadcasts to every actor of the run)."""
-        orchestrator = self._runs.get(invocation_id)
-        if orchestrator is None:
-            self._early[invocation_id] = None
-            while len(self._early) > _EARLY_CANCELS:
-                self._early.popitem(last=False)
-            return False
-        orchestrator.cancel()
-        return True
+    async def cancel(self, request: CancelRequest) -> bool:
+        """Cancel the request's invocations; return whether one was running.
+
+        Their node runners broadcast to every actor of the run; ids not running yet start cancelled.
+        """
+        running = False
+        for invocation_id in request.invocation_ids or tuple(self._runs):
+            orchestrator = self._runs.get(invocation_id)
+            if orchestrator is None:
+                self._early[invocation_id] = None
+                while len(self._early) > _EARLY_CANCELS:
+                    self._early.popitem(last=False)
+                continue
+            orchestrator.cancel()
+            running = True
+        return running
 
 
-def _dump_end(tree: dict[str, Any], final: dict[str, Any] | None, error: Exception | None,
+def _dump_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None, error: Exception | None,
               refs: dict[int, tuple[str, ...]]) -> bytes:
     try:
-        return dumps({"tree": tree, "final": final, "error": error}, refs)
+        return dumps(pack_end(table, final, error), refs)
     except Exception as pickling_error:
         if error is None:
             raise
         logger.warning("error=<%s> | run error does not pickle; shipping its text", pickling_error)
-        stand_in = RuntimeError(f"{type(error).__name__}: {error}")
-        return dumps({"tree": tree, "final": final, "error": stand_in}, refs)
+        return dumps(pack_end(table, final, RuntimeError(f"{type(error).__name__}: {error}")), refs)
 
 
 def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
     """Attach the node runners' host pools before the run (a blocking GCS look-up per host)."""
     for key, runner in table.items():
-        if key[0] == "_node_runner" and hasattr(runner, "pool"):
+        if key[0] == "node_runner" and hasattr(runner, "pool"):
             runner.pool  # noqa: B018 - the property attaches (and checks) the pool
 
 
@@ -293,6 +313,7 @@ class OrchestratorClient:
         if actor is None:  # pragma: no cover - 8 random hex digits collided
             raise RuntimeError(f"could not name the orchestrator actor of {kind} {wanted!r}")
         self.actor = actor
+        self.client = ActorClient(actor, self.name)
         self.invocation: str | None = None
         _start_reaper()
         self._finalizer = weakref.finalize(self, _reap, actor, self.name)
@@ -318,7 +339,7 @@ class OrchestratorClient:
         """Ask the running invocation to stop (fire and forget; safe from any thread)."""
         invocation = self.invocation
         if invocation is not None and not self.closed:
-            self.actor.cancel.remote(invocation)
+            self.client.submit("cancel", CancelRequest(invocation_ids=(invocation,)))
 
     def close(self) -> None:
         """Kill the actor now (idempotent)."""
@@ -346,47 +367,42 @@ def shutdown_all() -> None:
 
 
 async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
-                cancelled: Any = None, *, quiet: bool = False) -> AsyncGenerator[dict[str, Any], None]:
-    """Run ``orchestrator``'s invocation in its actor; yields its events; syncs the end state into it.
+                cancelled: Any = None, *, events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None]:
+    """Run ``orchestrator``'s invocation in its actor; yields its events; applies the end state to it.
 
     ``client_of(orchestrator)`` returns the (lazily created) :class:`OrchestratorClient`; ``cancelled()``
     tells whether a cancel came before the invocation was registered with the client.
     """
     ensure_initialized()
     table = object_table(orchestrator)
-    payload = dump_orchestrator(orchestrator, table)
+    payload = dump_orchestrator(orchestrator, table)  # first: a graph that cannot ship starts no actor
     client: OrchestratorClient = client_of(orchestrator)
-    invocation_id = uuid.uuid4().hex
-    options = {"trace_context": current_carrier(), "quiet": quiet}
+    request = OrchestratorRequest(invocation_id=uuid.uuid4().hex, payload=payload, task=task,
+                                  invocation_state=invocation_state, events=events)
     resolve = by_table(table)
-    finished = False
-    client.invocation = invocation_id
+    client.invocation = request.invocation_id
+    items = client.client.stream("stream", request, what=f"the run of {orchestrator.id!r}",
+                                 cancel=client.cancel)  # the consumer stopped early: stop the run too
     try:
-        generator = client.actor.stream.remote(invocation_id, payload, task, invocation_state, options)
         if cancelled is not None and cancelled():
             client.cancel()  # cancel() landed while the run was being shipped; the actor applies it at start
-        async for item in stream_items(generator, client.name):
-            kind = item[0]
-            if kind in ("event", "save", "batch"):
-                for part in (item[1] if kind == "batch" else [item]):
-                    if part[0] == "event":
-                        yield loads(part[1], resolve)
-                    else:
-                        _save(table[("orch", part[1])], part[2])
-            elif kind == "end":
-                end = loads(item[1], resolve)
-                apply_tree(end["tree"], table)
-                finished = True
-                if end["error"] is not None:
-                    raise end["error"]
-                if end["final"] is not None:
-                    yield end["final"]
-        if not finished:
-            raise RuntimeError(f"orchestrator actor {client.name!r} ended the run without its final state")
+        async for item in items:
+            if isinstance(item, EndItem):
+                end = loads(item.payload, resolve)
+                apply_end(end, table)
+                if end.error is not None:
+                    raise end.error
+                if end.final is not None:
+                    yield end.final
+                continue
+            for part in (item.items if isinstance(item, BatchItem) else [item]):
+                if isinstance(part, OrchestratorEventItem):
+                    yield loads(part.payload, resolve)
+                else:
+                    _save(table[("orch", part.path)], part.data)
     finally:
+        await items.aclose()  # sends the cancel while the invocation is still registered
         client.invocation = None
-        if not finished and not client.closed:
-            client.actor.cancel.remote(invocation_id)  # the consumer stopped early: stop the run too
 
 
 def _save(orchestrator: MultiAgentBase, data: dict[str, Any]) -> None:

@@ -3,8 +3,10 @@
 The orchestrator ships by value, except the objects in its *object table* (the orchestrator and nested
 ones, their nodes, agents, edges, hook registries, node runners, locks and session managers), which cross
 as references (pickle persistent ids) so both sides keep their own objects; at the end of a run the
-*tree* of their run states (``MultiAgentBase.run_state()``) and each agent's ``AgentSnapshot`` comes back and
-is applied to the driver's objects through ``apply_run_state()`` and ``Agent.restore()``.
+typed :class:`EndState` — each orchestrator's run state (``MultiAgentBase.run_state()``) and each agent's
+``AgentSnapshot`` — comes back and is applied to the driver's objects through ``apply_run_state()`` and
+``Agent.restore()``. Which parts of an orchestrator stay in their process (hooks, node runner, lock, session
+manager) the orchestrator says itself (``MultiAgentBase.local_parts()``).
 In the actor, session managers are replaced by a relay that sends their writes back.
 """
 
@@ -14,23 +16,24 @@ import asyncio
 import io
 import pickle
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from ray import cloudpickle as _cloudpickle
 
-from ray_harness.multiagent.base import MultiAgentBase
+from ray_harness.multiagent.base import MultiAgentBase, RunState
 from ray_harness.multiagent.graph_model import GraphNode
 from ray_harness.multiagent.swarm import SwarmNode
+from ray_harness.runtime._wire import SessionWriteItem
 
-__all__ = ("apply_tree", "by_table", "dump_orchestrator", "dumps", "load_orchestrator", "loads", "object_table",
-           "pack_tree")
+__all__ = ("EndState", "OrchestratorState", "apply_end", "by_table", "dump_orchestrator", "dumps",
+           "load_orchestrator", "loads", "object_table", "pack_end")
 
 cloudpickle: Any = _cloudpickle
 
 
 # -- what crosses as a reference ------------------------------------------------------------------------------
 
-_ATTRIBUTES = ("hooks", "_node_runner", "_lock", "session_manager")
 _NODE_TYPES = (GraphNode, SwarmNode)
 
 
@@ -44,10 +47,8 @@ def object_table(root: MultiAgentBase) -> dict[tuple[str, ...], Any]:
 
     def walk(orchestrator: MultiAgentBase, path: str) -> None:
         table[("orch", path)] = orchestrator
-        for attribute in _ATTRIBUTES:
-            value = getattr(orchestrator, attribute, None)
-            if value is not None:
-                table[(attribute, path)] = value
+        for role, part in orchestrator.local_parts().items():  # hooks, node runner, lock, session manager
+            table[(role, path)] = part
         for index, edge in enumerate(getattr(orchestrator, "edges", None) or []):
             table[("edge", path, str(index))] = edge
         for node_id, node in getattr(orchestrator, "nodes", {}).items():
@@ -117,12 +118,13 @@ def by_table(table: dict[tuple[str, ...], Any]) -> Any:
 
 
 def dump_orchestrator(orchestrator: MultiAgentBase, table: dict[tuple[str, ...], Any]) -> bytes:
-    """The orchestrator by value, its locks and session managers as references (rebuilt in the actor).
+    """Pickle the orchestrator by value, its locks and session managers as references (rebuilt in the actor).
 
     Raises:
         TypeError: a part of it does not pickle; the message names the part.
+
     """
-    refs = {id(value): key for key, value in table.items() if key[0] in ("_lock", "session_manager")}
+    refs = {id(value): key for key, value in table.items() if key[0] in ("lock", "session_manager")}
     try:
         return dumps(orchestrator, refs)
     except Exception as error:
@@ -160,7 +162,7 @@ class _SessionRelay:
 
     def write_multi_agent_json(self, data: dict[str, Any]) -> None:
         # Sent at once (not with the next event): a quiet run has almost no events to ride on.
-        self._outbox.put_nowait(("save", self._path, data))
+        self._outbox.put_nowait(SessionWriteItem(path=self._path, data=data))
 
     def read_multi_agent_json(self) -> dict[str, Any] | None:
         return None  # state is restored in the driver (at construction), never in the actor
@@ -168,7 +170,7 @@ class _SessionRelay:
 
 def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentBase:
     def resolve(key: tuple[str, ...]) -> Any:
-        if key[0] == "_lock":
+        if key[0] == "lock":
             return threading.Lock()
         if key[0] == "session_manager":
             return _SessionRelay(key[1], outbox)
@@ -183,24 +185,55 @@ def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentB
 # -- end-of-run state ------------------------------------------------------------------------------------------
 
 
-def pack_tree(table: dict[tuple[str, ...], Any]) -> dict[str, Any]:
-    """Per orchestrator path: its :class:`~ray_harness.multiagent.base.RunState` and its agent nodes'
-    :class:`~ray_harness.agent.AgentSnapshot`."""
-    tree: dict[str, Any] = {}
+@dataclass(frozen=True)
+class OrchestratorState:
+    """One orchestrator's part of the end state: its run state and its agent nodes' pickled snapshots."""
+
+    run: RunState
+    agents: dict[str, bytes]
+    """node id → ``pickle.dumps(AgentSnapshot)`` (the C pickler: a snapshot is plain data)."""
+
+
+@dataclass(frozen=True)
+class EndState:
+    """What an orchestrator actor sends back at the end of a run (pickled into an ``EndItem``).
+
+    Attributes:
+        orchestrators: By orchestrator path (``""``: the root, ``"/inner"``: a nested node).
+        final: The held-back final ``multiagent_result`` event (``None`` when the run raised).
+        error: The run's exception (``fail_fast``), raised in the driver as its own type.
+
+    """
+
+    orchestrators: dict[str, OrchestratorState]
+    final: dict[str, Any] | None = None
+    error: BaseException | None = None
+
+
+def pack_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None,
+             error: BaseException | None) -> EndState:
+    """Collect the end state of the tree in ``table``.
+
+    That is each orchestrator's :class:`~ray_harness.multiagent.base.RunState` and its agent nodes'
+    :class:`~ray_harness.agent.AgentSnapshot`.
+    """
+    orchestrators: dict[str, OrchestratorState] = {}
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
-        # Pickled here with the C pickler: a snapshot is plain data and refers to nothing of the table.
         agents = {node_id: pickle.dumps(node.executor.snapshot(), pickle.HIGHEST_PROTOCOL)
                   for node_id, node in orchestrator.nodes.items() if _is_agent(node.executor)}
-        tree[key[1]] = {"run": orchestrator.run_state(), "agents": agents}
-    return tree
+        orchestrators[key[1]] = OrchestratorState(run=orchestrator.run_state(), agents=agents)
+    return EndState(orchestrators=orchestrators, final=final, error=error)
 
 
-def apply_tree(tree: dict[str, Any], table: dict[tuple[str, ...], Any]) -> None:
-    for path, part in tree.items():
-        table[("orch", path)].apply_run_state(part["run"])
-        for node_id, snapshot in part["agents"].items():
+def apply_end(end: EndState, table: dict[tuple[str, ...], Any]) -> None:
+    """Apply ``end`` to the driver's objects, through their public methods (``apply_run_state``, ``restore``)."""
+    if not isinstance(end, EndState):
+        raise TypeError(f"expected the orchestrator's EndState, got {type(end).__name__}")
+    for path, part in end.orchestrators.items():
+        table[("orch", path)].apply_run_state(part.run)
+        for node_id, snapshot in part.agents.items():
             table[("target", path, node_id)].restore(pickle.loads(snapshot))
 
 

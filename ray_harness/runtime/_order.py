@@ -45,8 +45,10 @@ class Tickets:
 
     @contextlib.contextmanager
     def submitting(self) -> Iterator[Ticket]:
-        """The ticket for one call, held while the call is submitted so numbers go out in order; a submission
-        that raises gives its number back (nothing was sent)."""
+        """Issue the ticket for one call, held while the call is submitted so numbers go out in order.
+
+        A submission that raises gives its number back (nothing was sent).
+        """
         with self._lock:
             number = self._next
             self._open.add(number)
@@ -85,8 +87,11 @@ class ArrivalGate:
         self._next = dict(positions)
 
     def lost(self) -> None:
-        """The positions are gone (a restart without a journal): a retried call's floor is stale then, so a caller
-        not seen since is admitted at once instead of waiting for calls that were answered before the restart."""
+        """Note that the positions are gone (a restart without a journal).
+
+        A retried call's floor is stale then, so a caller not seen since is admitted at once instead of waiting
+        for calls that were answered before the restart.
+        """
         self._trust_floors = False
 
     async def admit(self, ticket: Ticket | None) -> None:

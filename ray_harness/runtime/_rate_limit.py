@@ -45,7 +45,7 @@ _LOCK = threading.Lock()
 
 
 def bucket_actor(key: str, limit: RateLimit, namespace: str | None = None) -> Any:
-    """The bucket actor of ``key`` in ``namespace`` (created on first use), cached per process."""
+    """Return the bucket actor of ``key`` in ``namespace`` (created on first use), cached per process."""
     namespace = namespace or current_namespace()
     cache_key = (ray.get_runtime_context().get_job_id(), namespace, key)
     with _LOCK:

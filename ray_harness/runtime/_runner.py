@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
@@ -34,11 +35,13 @@ from ray_harness.agent.result import AgentResult
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
-from ray_harness.runtime._order import ArrivalGate, Ticket
+from ray_harness.multiagent.node_runner import EventFilter
+from ray_harness.runtime._order import ArrivalGate
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import prepare_actor_process
+from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SnapshotItem, wanted
 from ray_harness.telemetry.propagation import attached
 from ray_harness.telemetry.runs import scoped
 from ray_harness.types.content import ToolResult
@@ -85,34 +88,56 @@ class AgentRunner:
     def busy(self) -> bool:
         return self._lock.locked()
 
-    async def invoke(self, invocation_id: str, prompt: Any, options: dict[str, Any]) -> AgentResult:
+    async def invoke(self, request: InvokeRequest) -> AgentResult:
+        """Run ``request`` for its result only (the agent runs quiet)."""
         result: AgentResult | None = None
-        async for event in self.stream(invocation_id, prompt, options, quiet=True):
+        async for event in self.stream(request, events="result"):
             if event.get("type") == "result":
                 result = event["result"]
         if result is None:  # pragma: no cover - the agent loop always ends with a result event
             raise RuntimeError("agent invocation ended without a result")
         return result
 
-    async def stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], *, quiet: bool = False
+    async def stream(self, request: InvokeRequest, *, events: EventFilter | None = None
                      ) -> AsyncGenerator[dict[str, Any], None]:
-        """Run (or continue, or replay) invocation ``invocation_id``; yields the agent's events.
+        """Run (or continue, or replay) ``request``'s invocation; yields the agent's events the request wants.
 
-        ``quiet=True``: the caller wants the result only, so the agent skips its per-chunk events.
+        ``events`` overrides the request's event filter (:meth:`invoke` wants the result only); with
+        ``"result"`` the agent runs quiet and produces no per-chunk events at all.
         """
-        options = dict(options)
-        carrier = options.pop("trace_context", None)
-        ticket = options.pop("ticket", None)
         prepare_actor_process()
-        # The driver's span is the parent of this invocation's spans; its metrics carry the caller's run tags; a
+        # The caller's span is the parent of this invocation's spans; its metrics carry the caller's run tags; a
         # Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
-        with attached(carrier), scoped({"run": invocation_id}), placed("in_process"):
-            async for event in self._stream(invocation_id, prompt, options, quiet, ticket):
+        with attached(request.trace_context), scoped({"run": request.invocation_id}), placed("in_process"):
+            async for event in self._stream(request, events or request.events):
                 yield event
 
-    async def _stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], quiet: bool,
-                      ticket: Ticket | None) -> AsyncGenerator[dict[str, Any], None]:
-        await self._gate.admit(ticket)  # then straight to the lock, without yielding: it queues in ticket order
+    async def wire_stream(self, request: InvokeRequest) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
+        """:meth:`stream` as wire items; with ``request.snapshot`` the agent's snapshot rides beside the result.
+
+        A failed run sends its snapshot alone just before the exception (the run advanced the model and rolled
+        the history back). Items are built unvalidated: they hold this agent's own events.
+        """
+        try:
+            async for event in self.stream(request):
+                if event.get("type") == "result":
+                    # Control data beside the event, never inside it; one Ray object for both (a streamed item
+                    # costs a round trip per node).
+                    yield ResultItem.model_construct(result=event["result"],
+                                                     snapshot=self._packed_snapshot() if request.snapshot else None)
+                else:
+                    yield EventItem.model_construct(event=event)
+        except Exception:
+            if request.snapshot:
+                yield SnapshotItem.model_construct(snapshot=self._packed_snapshot())
+            raise
+
+    def _packed_snapshot(self) -> bytes:
+        return pickle.dumps(self.agent.snapshot(), pickle.HIGHEST_PROTOCOL)
+
+    async def _stream(self, request: InvokeRequest, events: EventFilter) -> AsyncGenerator[dict[str, Any], None]:
+        invocation_id, prompt = request.invocation_id, request.prompt
+        await self._gate.admit(request.ticket)  # then straight to the lock, without yielding: it queues in order
         if self.mode == "throw" and self._lock.locked():
             raise ConcurrencyException(
                 f"agent {self.agent.name!r} is already running an invocation "
@@ -134,7 +159,7 @@ class AgentRunner:
                         self._finish(invocation_id, finished)
                         yield {"type": "result", "result": finished}
                         return
-                async for event in self._run(invocation_id, prompt, options, signal, quiet):
+                async for event in self._run(invocation_id, prompt, request.agent_options(), signal, events):
                     yield event
             finally:
                 with self._guard:
@@ -142,12 +167,12 @@ class AgentRunner:
                     self._signals.pop(invocation_id, None)
 
     async def _run(self, invocation_id: str, prompt: Any, options: dict[str, Any], signal: threading.Event,
-                   quiet: bool) -> AsyncGenerator[dict[str, Any], None]:
+                   events: EventFilter) -> AsyncGenerator[dict[str, Any], None]:
         try:
-            source = getattr(self.agent, "_quiet_stream", None) if quiet else None
-            events = (source or self.agent.stream_async)(prompt, cancel_signal=signal, **options)
+            source = getattr(self.agent, "_quiet_stream", None) if events == "result" else None
+            stream = (source or self.agent.stream_async)(prompt, cancel_signal=signal, **options)
             try:
-                async for event in events:
+                async for event in stream:
                     kind = event.get("type")
                     if kind == "tool_result" and self._store is not None:
                         result = event["tool_result"]
@@ -155,9 +180,10 @@ class AgentRunner:
                         self.persist()
                     elif kind == "result":
                         self._finish(invocation_id, event["result"])
-                    yield event
+                    if wanted(event, events):
+                        yield event
             finally:
-                await events.aclose()
+                await stream.aclose()
         except BaseException:
             # The agent rolled its history back (or kept a max_tokens partial answer, as Strands); forget the
             # invocation so a new call starts from that history.
@@ -214,7 +240,7 @@ class AgentRunner:
         self.persist()
 
     def journal_entry(self) -> dict[str, Any]:
-        """What the store keeps: the agent's :class:`AgentSnapshot`, the running batch's results, the journal."""
+        """Return what the store keeps: the agent's :class:`AgentSnapshot`, the running batch's results, the journal."""
         return {"version": _JOURNAL_VERSION, "agent": self.agent.snapshot(), "batch_results": self._batch_results,
                 "journal": self._journal, "order": self._gate.positions()}
 
@@ -245,7 +271,7 @@ class AgentRunner:
         return True
 
     def restarted_without_journal(self) -> None:
-        """This process replaces one that died and there was nothing to restore (see ``ArrivalGate.lost``)."""
+        """Note that this process replaces one that died and there was nothing to restore (see ``ArrivalGate.lost``)."""
         self._gate.lost()
 
     def forget(self) -> None:
@@ -253,7 +279,7 @@ class AgentRunner:
             self._store.delete(self._key)
 
     def _continuation(self, entry: dict[str, Any], prompt: Any) -> tuple[Any, AgentResult | None]:
-        """What to run for an invocation that a dead process left half done.
+        """Decide what to run for an invocation that a dead process left half done.
 
         Returns ``(prompt, None)`` to run, or ``(None, result)`` when the invocation had already
         finished its last turn.

@@ -52,7 +52,7 @@ class RunReporter(BaseSink):
         atexit.register(self.flush)
 
     def _run(self, run: str) -> dict[str, Any]:
-        """The record of ``run`` to update (the caller holds the lock)."""
+        """Return the record of ``run`` to update (the caller holds the lock)."""
         record = self._runs.get(run)
         if record is None:
             record = self._runs[run] = {"run": run, "nodes_started": [], "nodes_finished": {},
@@ -156,7 +156,7 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
 
 
 def runs_snapshot() -> list[dict[str, Any]]:
-    """The runs of the connected cluster, merged from every process's record; stale records are removed."""
+    """Return the runs of the connected cluster, merged from every process's record; stale records are removed."""
     now = time.time()
     records: list[dict[str, Any]] = []
     for key in internal_kv._internal_kv_list(b"", namespace=KV_NAMESPACE):

@@ -55,7 +55,7 @@ class FileAgentStore:
             raise
 
     def load(self, key: str) -> dict[str, Any] | None:
-        """The snapshot for ``key``, ``None`` if there is none; ``SessionException`` if it is unreadable."""
+        """Return the snapshot for ``key``, ``None`` if there is none; ``SessionException`` if it is unreadable."""
         target = self.path(key)
         try:
             data = target.read_bytes()

@@ -60,7 +60,7 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
 
 def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
                        wait_s: float = 60.0) -> str:
-    """A freshly started head answers "no available agent ... try again later" for a few seconds."""
+    """Submit, retrying while a freshly started head answers "no available agent ... try again later" for a few seconds."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -73,8 +73,10 @@ def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any]
 
 
 def cluster_status(address: str) -> dict[str, Any]:
-    """The runs in progress (and finished recently), ``ray_harness:*`` actors and jobs of the cluster at
-    ``address`` (connects once; later calls reuse the connection, for ``status --watch``)."""
+    """Return the runs in progress (and finished recently), ``ray_harness:*`` actors and jobs at ``address``.
+
+    Connects once; later calls reuse the connection (for ``status --watch``).
+    """
     if not ray.is_initialized():
         ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
     gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters

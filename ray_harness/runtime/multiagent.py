@@ -65,13 +65,14 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import AgentSnapshot, conversation
+from ray_harness.agent.snapshot import conversation
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult
-from ray_harness.multiagent.node_runner import LocalNodeRunner, node_result_from_agent
+from ray_harness.multiagent.node_runner import EventFilter, LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._multiagent_pool import default_pool
 from ray_harness.runtime._orchestrator import OrchestratorClient, drive
 from ray_harness.runtime._placement import current_placement
+from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
 
@@ -86,6 +87,7 @@ class RayNodeRunner:
     Args:
         pool: The host pool for agent nodes; default: the namespace's shared pool, started (with an
             embedded local Ray if none is running) when the first agent node runs.
+
     """
 
     runtime = "ray"
@@ -111,7 +113,7 @@ class RayNodeRunner:
         self._client: OrchestratorClient | None = None  # the driver's orchestrator actor, created lazily
 
     def __getstate__(self) -> dict[str, Any]:
-        """What an orchestrator actor needs: the nodes, their initial state, the pool; nothing of this process."""
+        """Return what an orchestrator actor needs: the nodes, their initial state, the pool; nothing of this process."""
         return {"pool": self._pool, "nodes": self._nodes, "local": self._local, "cancelled": self._cancelled}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -124,18 +126,18 @@ class RayNodeRunner:
     # -- the orchestrator actor -----------------------------------------------------------------------------
 
     def stream_orchestrator(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any], *,
-                            quiet: bool = False) -> AsyncGenerator[dict[str, Any], None] | None:
-        """The invocation's events from the orchestrator's actor; None to run it here (already inside an actor).
+                            events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None] | None:
+        """Stream the invocation's events from the orchestrator's actor; None to run it here (already inside an actor).
 
-        ``quiet``: the actor runs the orchestrator's ``_quiet_stream``, so only interrupt and result events
-        (and the end state) cross back to the driver.
+        ``events="result"``: the actor runs the orchestrator's ``_quiet_stream``, so only interrupt and result
+        events (and the end state) cross back to the driver.
         """
         if current_placement() != "driver":
             return None  # the actor running this call already placed it (see runtime._placement)
         with self._guard:
             self._cancelled = False
         return drive(self._orchestrator_client, orchestrator, task, invocation_state, lambda: self._cancelled,
-                     quiet=quiet)
+                     events=events)
 
     def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
         # The driver starts (so owns) the host pool, checked once per invocation: hosts started by an
@@ -162,27 +164,37 @@ class RayNodeRunner:
     # -- NodeRunner -------------------------------------------------------------------------------------
 
     def bind(self, nodes: Mapping[str, Any]) -> None:
+        """Receive the node objects; agent and nested orchestrator nodes are also bound to the local runner."""
         self._nodes = dict(nodes)
         self._local.bind({node_id: target for node_id, target in self._nodes.items()
                           if not isinstance(target, RemoteAgent)})
 
     def start_invocation(self) -> None:
+        """Begin a new invocation: forget the previous cancel, check the pool again."""
         self._cancelled = False
         self._checked_pool = False
         self._local.start_invocation()
 
     def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
-                 quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+                 events: EventFilter = "all") -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        """Run one node: nested orchestrators here, RemoteAgents in their actor, agents on the pool."""
         # Returns the chosen runner itself: a wrapping generator would cost a layer per node and event.
         target = self._nodes[node_id]
         in_process = current_placement() == "in_process"  # stated by the host or agent actor running this call
         if isinstance(target, MultiAgentBase) or (in_process and not isinstance(target, RemoteAgent)):
-            return self._local.run_node(node_id, node_input, invocation_state, quiet=quiet)
+            return self._local.run_node(node_id, node_input, invocation_state, events=events)
+        run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
+        # The node's own request, stated once here: what the orchestrator wants of its events (nothing but the
+        # result when it runs quiet; never the raw model chunks), the node's snapshot beside the result.
+        request = InvokeRequest(invocation_id=run_id, prompt=node_input, invocation_state=invocation_state,
+                                events="result" if events == "result" else "agent",
+                                snapshot=not isinstance(target, RemoteAgent))
         if isinstance(target, RemoteAgent):
-            return self._run_remote(node_id, target, node_input, invocation_state)
-        return self._run_pooled(node_id, target, node_input, invocation_state, quiet)
+            return self._run_remote(node_id, target, request)
+        return self._run_pooled(node_id, target, request)
 
     def cancel_node(self, node_id: str) -> None:
+        """Ask one running node to stop (one cancel message to where it runs)."""
         target = self._nodes.get(node_id)
         if isinstance(target, MultiAgentBase):
             self._local.cancel_node(node_id)
@@ -190,6 +202,7 @@ class RayNodeRunner:
         self._broadcast(self._handle([node_id]))
 
     def cancel(self) -> None:
+        """Stop every running node of the invocation with one broadcast; later nodes start cancelled."""
         with self._guard:
             self._cancelled = True
             running = [*self._pooled, *self._remote]
@@ -201,18 +214,21 @@ class RayNodeRunner:
             self._broadcast(self._handle(running))
 
     def reset_node(self, node_id: str) -> None:
+        """Restore the node's conversation to its state at bind time (not for RemoteAgent nodes)."""
         if isinstance(self._nodes.get(node_id), RemoteAgent):
             raise ValueError(f"node {node_id!r} is a RemoteAgent: its history lives in its actor and cannot be "
                              "reset on revisit; use an Agent node, or reset_on_revisit(False)")
         self._local.reset_node(node_id)
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
+        """Return the node's conversation as JSON-ready data (a RemoteAgent asks its actor)."""
         target = self._nodes[node_id]
         if isinstance(target, RemoteAgent):
             return conversation(target.snapshot()).model_dump()
         return self._local.export_node_state(node_id)
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
+        """Restore a conversation exported by :meth:`export_node_state` (RemoteAgents keep their own)."""
         if isinstance(self._nodes[node_id], RemoteAgent):
             return  # the actor holds its own history and interrupt state (restored from its snapshot)
         self._local.import_node_state(node_id, data)
@@ -229,10 +245,10 @@ class RayNodeRunner:
         self._checked_pool = True
         return pool
 
-    async def _run_pooled(self, node_id: str, agent: Any, node_input: Any, invocation_state: dict[str, Any],
-                          quiet: bool = False) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+    async def _run_pooled(self, node_id: str, agent: Any, request: InvokeRequest
+                          ) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
         pool = self.pool
-        run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
+        run_id = request.invocation_id
         with self._guard:
             self._pooled[node_id] = run_id
             cancelled = self._cancelled
@@ -242,14 +258,16 @@ class RayNodeRunner:
             if cancelled:
                 # As in-process, a node that starts after cancel() runs no model call: the host starts it cancelled.
                 await pool.run_handle([run_id]).cancel()
-            async for event in pool.stream(agent, node_input, run_id=run_id, invocation_state=invocation_state,
-                                           quiet=quiet, snapshot=True):
-                if isinstance(event, AgentSnapshot):
-                    agent.restore(event)  # what the run changed, even when it failed (the exception follows)
+            async for item in pool.stream_request(agent, request):
+                if isinstance(item, EventItem):
+                    yield item.event
                     continue
-                if event.get("type") == "result":
-                    result = event["result"]
-                yield event
+                snapshot = item.agent_snapshot()
+                if snapshot is not None:
+                    agent.restore(snapshot)  # what the run changed, even when it failed (the exception follows)
+                if isinstance(item, ResultItem):
+                    result = item.result
+                    yield item.event()
         finally:
             with self._guard:
                 if self._pooled.get(node_id) == run_id:
@@ -260,27 +278,25 @@ class RayNodeRunner:
 
     # -- RemoteAgent nodes --------------------------------------------------------------------------------
 
-    async def _run_remote(self, node_id: str, remote: RemoteAgent, node_input: Any,
-                          invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
-        # The actor's own protocol with our invocation id, so a cancel that overtakes the call still lands.
-        invocation_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
+    async def _run_remote(self, node_id: str, remote: RemoteAgent, request: InvokeRequest
+                          ) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
+        # Our invocation id, so a cancel that overtakes the call still lands.
         with self._guard:
-            self._remote[node_id] = (remote, invocation_id)
+            self._remote[node_id] = (remote, request.invocation_id)
             cancelled = self._cancelled
         started = time.monotonic()
         result: AgentResult | None = None
         try:
             if cancelled:
-                await remote.actor.cancel.remote(invocation_id)
+                await remote.cancel_invocation(request.invocation_id)
             # The RemoteAgent's own client: trace context, re-send after a restart, cancel when we stop early.
-            options = remote._options(invocation_state, None, None)
-            async for event in remote._stream_invocation(invocation_id, node_input, options):
+            async for event in remote.stream_request(request):
                 if event.get("type") == "result":
                     result = event["result"]
                 yield event
         finally:
             with self._guard:
-                if self._remote.get(node_id, (None, None))[1] == invocation_id:
+                if self._remote.get(node_id, (None, None))[1] == request.invocation_id:
                     del self._remote[node_id]
         if result is None:
             raise RuntimeError(f"Node '{node_id}' did not produce a result event")
@@ -295,7 +311,7 @@ class RayNodeRunner:
             remote = [self._remote[n] for n in node_ids if n in self._remote]
         handle = self.pool.run_handle(pooled, self._prefix) if pooled else RunHandle(self._prefix)
         for agent, invocation_id in remote:
-            handle.add_actor(_InvocationCancel(agent.actor, invocation_id), agent.actor_name)
+            handle.add_agent(agent, invocation_id)
         return handle
 
     def _broadcast(self, handle: RunHandle) -> None:
@@ -322,6 +338,7 @@ class RayRuntime:
 
     Args:
         pool: The host pool for agent nodes; default: the namespace's shared pool (as ``runtime="ray"``).
+
     """
 
     name = "ray"
@@ -332,24 +349,9 @@ class RayRuntime:
         self.pool = pool
 
     def node_runner(self) -> RayNodeRunner:
+        """Build the node runner of one Graph/Swarm."""
         return RayNodeRunner(self.pool)
 
     def __repr__(self) -> str:
         return f"RayRuntime(pool={self.pool!r})"
-
-
-class _InvocationCancel:
-    """Adapts a RemoteAgent actor to RunHandle's ``actor.cancel.remote()``, targeting one invocation id."""
-
-    def __init__(self, actor: Any, invocation_id: str) -> None:
-        self.cancel = _BoundCancel(actor, invocation_id)
-
-
-class _BoundCancel:
-    def __init__(self, actor: Any, invocation_id: str) -> None:
-        self._actor = actor
-        self._invocation_id = invocation_id
-
-    def remote(self) -> Any:
-        return self._actor.cancel.remote(self._invocation_id)
 

@@ -4,7 +4,10 @@ The agent, its hooks, middleware, interventions and interrupt state live in the
 actor (``ray_harness:agent:<name>``); the handle has the ``Agent`` surface:
 ``remote(prompt)``, ``await remote.invoke_async(...)``, ``async for event in
 remote.stream_async(...)``, ``remote.cancel()``, ``remote.messages``,
-``remote.state``. Tools run in the actor's process.
+``remote.state``. Tools run in the actor's process. The actor is an
+:class:`~ray_harness.runtime._host.AgentHost` with one slot (the same class and
+protocol as the pooled hosts); the agent is resident in it under
+:data:`~ray_harness.runtime._host.DEDICATED_KEY`.
 
 Fault tolerance: the actor restarts (``max_restarts``) and Ray retries the call
 that was running; the actor restores the agent from its last snapshot (see
@@ -15,110 +18,42 @@ when the process died runs again (at-least-once): make such tools idempotent.
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
-import warnings
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import ray
 from ray.exceptions import RayError
 
-from ray_harness.agent.limits import Limits, validate_limits
+from ray_harness.agent.limits import Limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.agent.state import AgentState
+from ray_harness.multiagent.node_runner import EventFilter
+from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, stream_items
+from ray_harness.runtime._errors import await_ref, call_sync
+from ray_harness.runtime._host import DEDICATED_KEY, Slot, host_class
 from ray_harness.runtime._order import Tickets
-from ray_harness.runtime._runner import AgentRunner
-from ray_harness.runtime._spec import AgentSpec, agent_spec
-from ray_harness.runtime._store import FileAgentStore
-from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
-from ray_harness.telemetry.propagation import current_carrier
+from ray_harness.runtime._spec import agent_spec
+from ray_harness.runtime._telemetry import with_actor_env
+from ray_harness.runtime._wire import (
+    CancelRequest,
+    EventItem,
+    InvokeRequest,
+    ResultItem,
+    SnapshotRequest,
+    invoke_request,
+)
 from ray_harness.types.content import Message
 
-__all__ = ("AGENT_ACTOR_PREFIX", "AgentActor", "RemoteAgent", "agent_actor_name")
+__all__ = ("AGENT_ACTOR_PREFIX", "RemoteAgent", "agent_actor_name")
 
 AGENT_ACTOR_PREFIX = "ray_harness:agent:"
-_CONTROL_GROUP = "control"
-# cancel (and stats) run in their own group: never queued behind invocations that fill the default group.
-_ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
-
-
 def agent_actor_name(name: str) -> str:
+    """Return the actor name of the RemoteAgent ``name`` (``ray_harness:agent:<name>``)."""
     return AGENT_ACTOR_PREFIX + name
-
-
-def was_reconstructed() -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Ray flags an internal deprecated call inside this property
-        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
-
-
-class AgentActor:
-    """The actor class (plain; ``ray.remote`` is applied in :func:`_actor_class`)."""
-
-    def __init__(self, spec: AgentSpec, mode: str, store_dir: str | None, persist: bool) -> None:
-        context = ray.get_runtime_context()
-        self._key = f"{context.namespace}/{context.get_actor_name()}"
-        store = FileAgentStore(store_dir) if persist else None
-        self._runner = AgentRunner(spec.build(), mode=mode, store=store, key=self._key)
-        self._restored = False
-        reconstructed = was_reconstructed()
-        if store is not None:
-            if reconstructed:
-                self._restored = self._runner.restore()
-            else:
-                self._runner.forget()  # a new actor under an old name must not inherit its snapshot
-        if reconstructed and not self._restored:
-            self._runner.restarted_without_journal()
-
-    async def info(self) -> dict[str, Any]:
-        agent = self._runner.agent
-        return {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
-                "restored": self._restored, "tool_names": agent.tool_names, "busy": self._runner.busy}
-
-    async def invoke(self, invocation_id: str, prompt: Any, options: dict[str, Any]) -> AgentResult:
-        return await self._runner.invoke(invocation_id, prompt, options)
-
-    async def stream(self, invocation_id: str, prompt: Any, options: dict[str, Any], include_model_events: bool
-                     ) -> AsyncGenerator[dict[str, Any], None]:
-        async for event in self._runner.stream(invocation_id, prompt, options):
-            if include_model_events or event.get("type") != "model_event":
-                yield event
-
-    @ray.method(concurrency_group=_CONTROL_GROUP)
-    async def cancel(self, invocation_id: str | None = None, message: str | None = None,
-                     after_current_tools: bool = False) -> bool:
-        return self._runner.cancel(invocation_id, message=message, after_current_tools=after_current_tools)
-
-    async def get_messages(self) -> list[Message]:
-        return self._runner.agent.messages
-
-    async def get_state(self) -> dict[str, Any]:
-        return self._runner.agent.state.to_dict()
-
-    async def snapshot(self) -> AgentSnapshot:
-        return self._runner.agent.snapshot()
-
-    async def forget(self) -> None:
-        self._runner.forget()
-        flush_metrics()  # the actor is about to be killed
-
-    async def invoke_as_tool(self, invocation_id: str, prompt: Any, options: dict[str, Any], preserve_context: bool,
-                             call_key: str, turn: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One call of this agent as a tool of another (see :func:`ray_harness.runtime.remote_tool.invoke_in_actor`):
-        busy → refused; an interrupted call returns its turn; the context is reset unless ``preserve_context``."""
-        from ray_harness.runtime.remote_tool import invoke_in_actor
-
-        return await invoke_in_actor(self._runner, invocation_id, prompt, options, preserve_context, turn)
-
-
-@functools.cache
-def _actor_class() -> Any:
-    return ray.remote(**_ACTOR_OPTIONS)(AgentActor)
 
 
 class RemoteAgent:
@@ -138,6 +73,7 @@ class RemoteAgent:
         max_concurrency: Calls the actor accepts at once (queued invocations count).
         persist: Snapshot the agent after every message and tool result so a restart restores it.
         state_dir: Snapshot directory (default ``RAY_HARNESS_STATE_DIR`` or ``~/.ray_harness/runtime``).
+
     """
 
     def __init__(
@@ -180,8 +116,9 @@ class RemoteAgent:
             options["lifetime"] = "detached"
         store_dir = os.fspath(state_dir) if state_dir is not None else None
         try:
-            actor = _actor_class().options(**with_actor_env(options)).remote(spec, concurrent_invocation_mode,
-                                                                            store_dir, persist)
+            # A dedicated agent is a host with one slot.
+            actor = host_class().options(**with_actor_env(options)).remote(
+                0, Slot(spec, concurrent_invocation_mode, store_dir, persist))
         except ValueError as error:
             if "already" not in str(error):
                 raise
@@ -189,7 +126,7 @@ class RemoteAgent:
                              f"(use RemoteAgent.get({name!r}) to attach to an existing one)") from None
         self._attach(actor, name, namespace)
         try:
-            self._info: dict[str, Any] | None = call_sync(actor.info.remote(), actor_name)  # waits for the actor: errors surface here
+            self._info: dict[str, Any] | None = self._client.call_sync("slot_info")  # waits for the actor: errors surface here
         except BaseException:
             self._kill_quietly()
             raise
@@ -198,6 +135,7 @@ class RemoteAgent:
         self._info = None
         self._tickets = Tickets()
         self._actor = actor
+        self._client = ActorClient(actor, agent_actor_name(name))
         self.name = name
         self.namespace = namespace
         self.actor_name = agent_actor_name(name)
@@ -225,7 +163,7 @@ class RemoteAgent:
     def shutdown(self) -> None:
         """Stop the actor (no restart) and delete its snapshot."""
         try:
-            call_sync(self._actor.forget.remote(), self.actor_name)
+            self._client.call_sync("forget")
         finally:
             self._kill_quietly()
 
@@ -238,20 +176,19 @@ class RemoteAgent:
     # -- invocation -------------------------------------------------------------------------------------
 
     @staticmethod
-    def _options(invocation_state: dict[str, Any] | None, limits: Limits | None,
-                 structured_output_model: type | None) -> dict[str, Any]:
-        options: dict[str, Any] = {"limits": validate_limits(limits),
-                                   "structured_output_model": structured_output_model,
-                                   "trace_context": current_carrier()}
-        if invocation_state is not None:
-            options["invocation_state"] = dict(invocation_state)
-        return options
+    def _request(prompt: Any, invocation_state: dict[str, Any] | None, limits: Limits | None,
+                 structured_output_model: type | None, *, invocation_id: str | None = None,
+                 events: EventFilter = "agent") -> InvokeRequest:
+        return invoke_request(invocation_id or uuid.uuid4().hex, prompt, invocation_state=invocation_state,
+                              limits=limits, structured_output_model=structured_output_model, events=events,
+                              agent_key=DEDICATED_KEY)
 
     def __call__(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                  limits: Limits | None = None, structured_output_model: type | None = None) -> AgentResult:
-        options = self._options(invocation_state, limits, structured_output_model)
+        """Run one invocation and wait for its result (``Agent.__call__``)."""
+        request = self._request(prompt, invocation_state, limits, structured_output_model, events="result")
         with self._tickets.submitting() as ticket:
-            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+            ref = self._client.submit("run", request.model_copy(update={"ticket": ticket}))
         try:
             return call_sync(ref, self.actor_name)  # type: ignore[no-any-return]
         finally:
@@ -260,9 +197,10 @@ class RemoteAgent:
     async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None
                            ) -> AgentResult:
-        options = self._options(invocation_state, limits, structured_output_model)
+        """Run one invocation and return its result (``Agent.invoke_async``)."""
+        request = self._request(prompt, invocation_state, limits, structured_output_model, events="result")
         with self._tickets.submitting() as ticket:
-            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+            ref = self._client.submit("run", request.model_copy(update={"ticket": ticket}))
         try:
             return await await_ref(ref, self.actor_name)
         finally:
@@ -277,74 +215,88 @@ class RemoteAgent:
         every streamed item is one Ray object, and ``text_delta`` events already carry the text.
         Closing the iteration early cancels the invocation.
         """
-        options = self._options(invocation_state, limits, structured_output_model)
-        async for event in self._stream_invocation(uuid.uuid4().hex, prompt, options, include_model_events):
+        request = self._request(prompt, invocation_state, limits, structured_output_model,
+                                events="all" if include_model_events else "agent")
+        async for event in self.stream_request(request):
             yield event
 
-    async def _stream_invocation(self, invocation_id: str, prompt: Any, options: dict[str, Any],
-                                 include_model_events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
-        """One invocation's events under the caller's id (a cancel for that id lands even before it starts);
-        sent again after a restart; cancelled in the actor when the consumer stops early."""
+    async def stream_request(self, request: InvokeRequest) -> AsyncGenerator[dict[str, Any], None]:
+        """One invocation's events, as ``request`` asks (its id, its event filter).
+
+        A cancel for the request's id lands even before the invocation starts; the request is sent again after
+        a restart (the restored actor continues it by id: completed tools are not re-run, or it returns its
+        stored result); the invocation is cancelled in the actor when the consumer stops early.
+        """
         with self._tickets.submitting() as ticket:
-            options = {**options, "ticket": ticket}  # a re-invoke after a restart keeps its place
-            generator = self._actor.stream.remote(invocation_id, prompt, options, include_model_events)
-        finished = False
+            # One ticket for the call and its re-sends: a re-invoke after a restart keeps its place.
+            items = self._client.stream("stream", request.model_copy(update={"ticket": ticket,
+                                                                              "agent_key": DEDICATED_KEY}),
+                                        resend=True,
+                                        cancel=lambda: self._client.submit(
+                                            "cancel", CancelRequest(invocation_ids=(request.invocation_id,))),
+                                        what=f"invocation {request.invocation_id!r}")
         try:
-            async for event in stream_items(generator, self.actor_name):
-                if event.get("type") == "result":
-                    finished = True
-                yield event
-            if not finished:
-                # The actor died mid-stream and Ray restarted it: the stream ends early. The invocation is
-                # idempotent by id, so ask for it again: the restored actor continues it (completed tools are
-                # not re-run) or returns its stored result, and the caller still gets its result event.
-                result = await await_ref(self._actor.invoke.remote(invocation_id, prompt, options), self.actor_name)
-                finished = True
-                yield {"type": "result", "result": result}
+            async for item in items:
+                if isinstance(item, ResultItem):
+                    yield item.event()
+                elif isinstance(item, EventItem):
+                    yield item.event
         finally:
             self._tickets.answered(ticket)
-            if not finished:
-                self._actor.cancel.remote(invocation_id)
 
     # -- control and inspection -------------------------------------------------------------------------
 
     def cancel(self, *, message: str | None = None, after_current_tools: bool = False) -> None:
         """Stop the running invocation at its next safe point (handled at once, even mid-call)."""
-        call_sync(self._actor.cancel.remote(None, message, after_current_tools), self.actor_name)
+        self._client.call_sync("cancel", CancelRequest(message=message, after_current_tools=after_current_tools))
 
     async def cancel_async(self, *, message: str | None = None, after_current_tools: bool = False) -> None:
-        await await_ref(self._actor.cancel.remote(None, message, after_current_tools), self.actor_name)
+        """:meth:`cancel` from async code."""
+        await self._client.call("cancel", CancelRequest(message=message, after_current_tools=after_current_tools))
+
+    def cancel_invocation(self, invocation_id: str) -> Any:
+        """Send a cancel for one invocation (fire and forget; it lands even before the invocation starts)."""
+        return self._client.submit("cancel", CancelRequest(invocation_ids=(invocation_id,)))
 
     @property
     def messages(self) -> list[Message]:
-        return call_sync(self._actor.get_messages.remote(), self.actor_name)  # type: ignore[no-any-return]
+        """Return the actor's agent history (one call into the actor)."""
+        return self._client.call_sync("resident_messages")  # type: ignore[no-any-return]
 
     @property
     def state(self) -> AgentState:
         """A snapshot of the actor's agent state (``.get(key)``); writes to it stay local."""
-        return AgentState(call_sync(self._actor.get_state.remote(), self.actor_name))
+        return AgentState(self._client.call_sync("resident_state"))
 
     async def get_messages_async(self) -> list[Message]:
-        return await await_ref(self._actor.get_messages.remote(), self.actor_name)
+        """Return the actor's agent history from async code."""
+        return await self._client.call("resident_messages")  # type: ignore[no-any-return]
 
     async def get_state_async(self) -> AgentState:
-        return AgentState(await await_ref(self._actor.get_state.remote(), self.actor_name))
+        """Return a copy of the actor's agent state from async code."""
+        return AgentState(await self._client.call("resident_state"))
 
     def snapshot(self) -> AgentSnapshot:
-        """The actor's agent state now, as an :class:`~ray_harness.agent.AgentSnapshot`."""
-        return call_sync(self._actor.snapshot.remote(), self.actor_name)  # type: ignore[no-any-return]
+        """Return the actor's agent state now, as an :class:`~ray_harness.agent.AgentSnapshot`."""
+        return self._client.call_sync("snapshot", SnapshotRequest())  # type: ignore[no-any-return]
 
     async def snapshot_async(self) -> AgentSnapshot:
-        return await await_ref(self._actor.snapshot.remote(), self.actor_name)
+        """:meth:`snapshot` from async code."""
+        return await self._client.call("snapshot", SnapshotRequest())  # type: ignore[no-any-return]
 
     def info(self) -> dict[str, Any]:
-        """The actor's view: agent name and id, process id, whether it restored a snapshot, busy."""
-        return call_sync(self._actor.info.remote(), self.actor_name)  # type: ignore[no-any-return]
+        """Return the actor's view: agent name and id, process id, whether it restored a snapshot, busy."""
+        return self._client.call_sync("slot_info")  # type: ignore[no-any-return]
 
     @property
     def actor(self) -> Any:
         """The underlying Ray actor handle."""
         return self._actor
+
+    @property
+    def client(self) -> ActorClient:
+        """The protocol client of this agent's actor (typed requests, trace context, translated errors)."""
+        return self._client
 
     def _static_info(self) -> dict[str, Any]:
         info = self._info if self._info is not None else self.info()
@@ -353,11 +305,12 @@ class RemoteAgent:
 
     @property
     def agent_name(self) -> str:
+        """Return the name of the agent in the actor."""
         return str(self._static_info()["agent_name"])
 
     def as_tool(self, name: str | None = None, description: str | None = None, preserve_context: bool = False,
                 delegate: bool = False) -> Any:
-        """This remote agent as a tool of another agent (the sub-agent runs in its own actor)."""
+        """Wrap this remote agent as a tool of another agent (the sub-agent runs in its own actor)."""
         from ray_harness.runtime.remote_tool import RemoteAgentAsTool
 
         return RemoteAgentAsTool(self, name=name, description=description, preserve_context=preserve_context,
@@ -365,6 +318,7 @@ class RemoteAgent:
 
     @property
     def tool_names(self) -> list[str]:
+        """Return the names of the agent's tools."""
         return list(self._static_info()["tool_names"])
 
     def __repr__(self) -> str:

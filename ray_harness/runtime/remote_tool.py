@@ -31,7 +31,8 @@ from ray_harness.agent.as_tool import (
 )
 from ray_harness.extensions._chain import SCOPE_KEY
 from ray_harness.middleware.types import ToolResultEvent
-from ray_harness.runtime._errors import await_ref
+from ray_harness.runtime._host import DEDICATED_KEY
+from ray_harness.runtime._wire import InvokeRequest, invoke_request
 from ray_harness.tools.base import RawReturn, ToolContext, error_result, observe_raw
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 __all__ = ("RemoteAgentAsTool", "invoke_in_actor")
 
 class RemoteAgentAsTool(SubAgentTool):
+    """A :class:`RemoteAgent` as a tool of another agent (built by ``RemoteAgent.as_tool()``)."""
+
     exposes_raw_call = True  # TOOL_RAW extensions see the child's AgentResult
 
     def __init__(self, remote: RemoteAgent, *, name: str | None = None, description: str | None = None,
@@ -53,6 +56,7 @@ class RemoteAgentAsTool(SubAgentTool):
         self._remote = remote
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
+        """Run one tool call in the child's actor; yields its tool result."""
         use_id = str(tool_use["toolUseId"])
         start = resume_or_start(context, use_id, self._name)
         if isinstance(start, dict):
@@ -60,12 +64,13 @@ class RemoteAgentAsTool(SubAgentTool):
             return
         parked, prompt = start
         invocation_id = uuid.uuid4().hex
-        actor = self._remote.actor
+        client = self._remote.client
         watcher = asyncio.ensure_future(forward_cancel(context.cancel_signal, self._remote.cancel_async))
         async def remote_call() -> AsyncGenerator[Any, None]:  # the raw call, as TOOL_RAW extensions see it
-            outcome = await await_ref(actor.invoke_as_tool.remote(
-                invocation_id, prompt, {"invocation_state": {SCOPE_KEY: True}}, self._preserve_context, use_id,
-                parked.to_dict() if parked is not None else None), self._remote.actor_name)
+            request = invoke_request(invocation_id, prompt, invocation_state={SCOPE_KEY: True}, events="result",
+                                     agent_key=DEDICATED_KEY)
+            outcome = await client.call("run_as_tool", request, self._preserve_context,
+                                        parked.to_dict() if parked is not None else None)
             yield RawReturn(outcome.get("result"), outcome)
 
         outcome: dict[str, Any] = {}
@@ -95,11 +100,11 @@ class RemoteAgentAsTool(SubAgentTool):
         yield ToolResultEvent(self._tool_result(use_id, result, context))
 
 
-async def invoke_in_actor(runner: AgentRunner, invocation_id: str, prompt: Any, options: dict[str, Any],
-                          preserve_context: bool, turn: dict[str, Any] | None) -> dict[str, Any]:
-    """The actor's half of one call (``AgentActor.invoke_as_tool``).
+async def invoke_in_actor(runner: AgentRunner, request: InvokeRequest, preserve_context: bool,
+                          turn: dict[str, Any] | None) -> dict[str, Any]:
+    """Run the actor's half of one call (``AgentHost.run_as_tool``).
 
-    ``turn`` (a parked :class:`ParkedTurn`) is loaded into the agent before the responses in ``prompt``
+    ``turn`` (a parked :class:`ParkedTurn`) is loaded into the agent before the responses in the request's prompt
     are applied. An interrupted call returns its turn (``"turn"``) and, unless ``preserve_context``, the
     agent goes back to its baseline at once; a finished call restores the baseline.
     """
@@ -112,9 +117,9 @@ async def invoke_in_actor(runner: AgentRunner, invocation_id: str, prompt: Any, 
         baseline = parked.baseline
         runner.persist()
     else:
-        baseline = None if preserve_context or not isinstance(prompt, str) else snapshot_context(agent)
+        baseline = None if preserve_context or not isinstance(request.prompt, str) else snapshot_context(agent)
     try:
-        result = await runner.invoke(invocation_id, prompt, options)
+        result = await runner.invoke(request)
     except BaseException:
         if baseline is not None:
             restore_context(agent, baseline)

@@ -24,22 +24,25 @@ import signal
 import uuid
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 from ray.exceptions import RayError
 
+from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync, stream_items
+from ray_harness.runtime._wire import SandboxRequest
 from ray_harness.sandbox._process import add_group_listener
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
+from ray_harness.telemetry.propagation import attached
 
 __all__ = ("SANDBOX_ACTOR_PREFIX", "RemoteSandbox", "SandboxActor")
 
 SANDBOX_ACTOR_PREFIX = "ray_harness:sandbox:"
 logger = logging.getLogger(__name__)
 Stream = AsyncGenerator[StreamChunk | ExecutionResult, None]
+T = TypeVar("T")
 
 
 class SandboxActor:
@@ -64,7 +67,7 @@ class SandboxActor:
         self._record()
 
     def _record(self) -> None:
-        """What a restarted actor must clean up: local process groups and the sandbox's own state."""
+        """Record what a restarted actor must clean up: local process groups and the sandbox's own state."""
         assert self._groups_file is not None
         state = {"local": sorted(self._local_groups), "sandbox": self._sandbox.recovery_state()}
         temp = f"{self._groups_file}.tmp"
@@ -80,46 +83,50 @@ class SandboxActor:
             except Exception:  # cleanup is best effort: the sandbox itself must still serve
                 logger.warning("sandbox recovery after a restart failed", exc_info=True)
 
-    async def describe(self) -> str:
-        return self._sandbox.describe()
+    async def stream(self, request: SandboxRequest) -> Stream:
+        """Run ``execute`` or ``execute_code``; its chunks, then one ``ExecutionResult``."""
+        with attached(request.trace_context):
+            await self._recover()
+            sandbox = self._sandbox
+            if request.operation == "execute":
+                stream = sandbox.execute_streaming(_given(request.command, "command"), timeout=request.timeout,
+                                                   cwd=request.cwd, env=request.env)
+            elif request.operation == "execute_code":
+                stream = sandbox.execute_code_streaming(_given(request.code, "code"), _given(request.language,
+                                                        "language"), timeout=request.timeout, cwd=request.cwd,
+                                                        env=request.env)
+            else:
+                raise ValueError(f"operation {request.operation!r} does not stream; use call()")
+            async with aclosing(stream) as items:
+                async for item in items:
+                    yield item
 
-    async def execute_streaming(self, command: str, timeout: float | None, cwd: str | None,
-                                env: dict[str, str] | None) -> Stream:
-        await self._recover()
-        async with aclosing(self._sandbox.execute_streaming(command, timeout=timeout, cwd=cwd, env=env)) as items:
-            async for item in items:
-                yield item
+    async def call(self, request: SandboxRequest) -> Any:
+        """One non-streaming operation of the ``Sandbox`` surface (files, start, close, describe)."""
+        with attached(request.trace_context):
+            sandbox, operation = self._sandbox, request.operation
+            if operation == "describe":
+                return sandbox.describe()
+            if operation == "close":
+                return await sandbox.close()
+            await self._recover()
+            if operation == "read_file":
+                return await sandbox.read_file(_given(request.path, "path"))
+            if operation == "write_file":
+                return await sandbox.write_file(_given(request.path, "path"), _given(request.content, "content"))
+            if operation == "remove_file":
+                return await sandbox.remove_file(_given(request.path, "path"))
+            if operation == "list_files":
+                return await sandbox.list_files(_given(request.path, "path"))
+            if operation == "start":
+                return await sandbox.start()
+            raise ValueError(f"operation {operation!r} streams; use stream()")
 
-    async def execute_code_streaming(self, code: str, language: str, timeout: float | None, cwd: str | None,
-                                     env: dict[str, str] | None) -> Stream:
-        await self._recover()
-        stream = self._sandbox.execute_code_streaming(code, language, timeout=timeout, cwd=cwd, env=env)
-        async with aclosing(stream) as items:
-            async for item in items:
-                yield item
 
-    async def read_file(self, path: str) -> bytes:
-        await self._recover()
-        return await self._sandbox.read_file(path)
-
-    async def write_file(self, path: str, content: bytes) -> None:
-        await self._recover()
-        await self._sandbox.write_file(path, content)
-
-    async def remove_file(self, path: str) -> None:
-        await self._recover()
-        await self._sandbox.remove_file(path)
-
-    async def list_files(self, path: str) -> list[FileInfo]:
-        await self._recover()
-        return await self._sandbox.list_files(path)
-
-    async def start(self) -> None:
-        await self._recover()
-        await self._sandbox.start()
-
-    async def close(self) -> None:
-        await self._sandbox.close()
+def _given(value: T | None, field: str) -> T:
+    if value is None:
+        raise ValueError(f"sandbox request field {field!r} is required for this operation")
+    return value
 
 
 def _reap_leftovers(groups_file: str) -> dict[str, Any] | None:
@@ -167,6 +174,7 @@ class RemoteSandbox(Sandbox):
         max_restarts: Restarts after the actor's process dies. A command running then fails with
             ``RemoteActorError`` (commands are not retried: they are not idempotent); the restarted actor
             kills the local process groups its predecessor left behind.
+
     """
 
     def __init__(self, sandbox: Sandbox, *, name: str | None = None, namespace: str | None = None,
@@ -186,60 +194,66 @@ class RemoteSandbox(Sandbox):
         if resources:
             options["resources"] = dict(resources)
         self._actor = _sandbox_class().options(**options).remote(sandbox, self.actor_name)
-        self._description = str(call_sync(self._actor.describe.remote(), self.actor_name))
+        self._client = ActorClient(self._actor, self.actor_name)
+        self._description = str(self._client.call_sync("call", SandboxRequest(operation="describe")))
 
     @property
     def actor(self) -> Any:
+        """The underlying Ray actor handle."""
         return self._actor
 
     def describe(self) -> str:
+        """Return the wrapped sandbox's description."""
         return self._description
 
     def __repr__(self) -> str:
         return f"RemoteSandbox({self._description!r}, actor={self.actor_name!r})"
 
-    async def _stream(self, generator: Any) -> Stream:
-        finished = False
-        try:
-            async for item in stream_items(generator, self.actor_name):
-                finished = isinstance(item, ExecutionResult)
-                yield item
-        finally:
-            if not finished:
-                ray.cancel(generator)  # CancelledError in the actor's stream: the sandbox kills the command
+    def _stream(self, request: SandboxRequest) -> Stream:
+        # Closing early cancels the actor's stream (CancelledError there): the sandbox kills the command.
+        return self._client.stream("stream", request, cancel_call=True, what=f"command {request.operation!r}",
+                                   done=lambda item: isinstance(item, ExecutionResult))
 
     def execute_streaming(self, command: str, *, timeout: float | None = None, cwd: str | None = None,
                           env: Mapping[str, str] | None = None) -> Stream:
-        env_dict = dict(env) if env is not None else None
-        return self._stream(self._actor.execute_streaming.remote(command, timeout, cwd, env_dict))
+        """Run a shell command in the actor's sandbox; its output as it is produced."""
+        return self._stream(SandboxRequest(operation="execute", command=command, timeout=timeout, cwd=cwd,
+                                           env=dict(env) if env is not None else None))
 
     def execute_code_streaming(self, code: str, language: str, *, timeout: float | None = None,
                                cwd: str | None = None, env: Mapping[str, str] | None = None) -> Stream:
-        env_dict = dict(env) if env is not None else None
-        return self._stream(self._actor.execute_code_streaming.remote(code, language, timeout, cwd, env_dict))
+        """Run code with an interpreter in the actor's sandbox; its output as it is produced."""
+        return self._stream(SandboxRequest(operation="execute_code", code=code, language=language, timeout=timeout,
+                                           cwd=cwd, env=dict(env) if env is not None else None))
 
     async def read_file(self, path: str) -> bytes:
-        return bytes(await await_ref(self._actor.read_file.remote(path), self.actor_name))
+        """Read a file of the sandbox."""
+        return bytes(await self._client.call("call", SandboxRequest(operation="read_file", path=path)))
 
     async def write_file(self, path: str, content: bytes) -> None:
-        await await_ref(self._actor.write_file.remote(path, as_bytes(content)), self.actor_name)
+        """Write a file of the sandbox."""
+        await self._client.call("call", SandboxRequest(operation="write_file", path=path, content=as_bytes(content)))
 
     async def remove_file(self, path: str) -> None:
-        await await_ref(self._actor.remove_file.remote(path), self.actor_name)
+        """Remove a file of the sandbox."""
+        await self._client.call("call", SandboxRequest(operation="remove_file", path=path))
 
     async def list_files(self, path: str = ".") -> list[FileInfo]:
-        return list(await await_ref(self._actor.list_files.remote(path), self.actor_name))
+        """List a directory of the sandbox."""
+        return list(await self._client.call("call", SandboxRequest(operation="list_files", path=path)))
 
     async def start(self) -> None:
-        await await_ref(self._actor.start.remote(), self.actor_name)
+        """Start the sandbox (e.g. its container)."""
+        await self._client.call("call", SandboxRequest(operation="start"))
 
     async def close(self) -> None:
-        await await_ref(self._actor.close.remote(), self.actor_name)
+        """Close the sandbox (the actor stays up)."""
+        await self._client.call("call", SandboxRequest(operation="close"))
 
     def shutdown(self) -> None:
         """Close the wrapped sandbox and stop the actor."""
         try:
-            call_sync(self._actor.close.remote(), self.actor_name)
+            self._client.call_sync("call", SandboxRequest(operation="close"))
         finally:
             try:
                 ray.kill(self._actor, no_restart=True)

@@ -13,6 +13,7 @@ import pytest
 from ray_harness import Agent, tool
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._store import FileAgentStore
+from ray_harness.runtime._wire import InvokeRequest
 from ray_harness.testing import ModelCall, ScriptedModel, text, tool_calls
 from ray_harness.types.exceptions import SessionException
 
@@ -77,7 +78,7 @@ async def test_a_replayed_invocation_skips_completed_tools(tmp_path: Path) -> No
     log: list[str] = []
     gate = asyncio.Event()
     first = AgentRunner(_agent(log, gate), store=store, key="k")
-    running = asyncio.create_task(first.invoke("inv-1", "go", {}))
+    running = asyncio.create_task(first.invoke(InvokeRequest(invocation_id="inv-1", prompt="go")))
     for _ in range(500):
         if sorted(log) == ["a", "b"] and first._batch_results:
             break
@@ -91,16 +92,16 @@ async def test_a_replayed_invocation_skips_completed_tools(tmp_path: Path) -> No
     gate.set()
     second = AgentRunner(_agent(log, gate), store=store, key="k")
     assert second.restore() is True
-    result = await second.invoke("inv-1", "go", {})
+    result = await second.invoke(InvokeRequest(invocation_id="inv-1", prompt="go"))
     assert str(result) == "a + b\n"
     assert sorted(log) == ["a", "b", "b"]  # the completed tool did not run again; the running one did
     assert [m["role"] for m in second.agent.messages] == ["user", "assistant", "user", "assistant"]
-    again = await second.invoke("inv-1", "go", {})  # a duplicate retry returns the stored result
+    again = await second.invoke(InvokeRequest(invocation_id="inv-1", prompt="go"))  # a duplicate retry returns the stored result
     assert str(again) == "a + b\n" and len(second.agent.messages) == 4
 
 
 async def test_cancel_that_overtakes_its_invocation_lands() -> None:
     runner = AgentRunner(Agent(ScriptedModel(text("late", delay=30)), retry_strategy=None))
     assert runner.cancel("inv-9") is False
-    result = await asyncio.wait_for(runner.invoke("inv-9", "hi", {}), 120)
+    result = await asyncio.wait_for(runner.invoke(InvokeRequest(invocation_id="inv-9", prompt="hi")), 120)
     assert result.stop_reason == "cancelled"

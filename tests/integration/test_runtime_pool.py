@@ -122,7 +122,7 @@ async def test_streaming_from_a_pooled_host(pool: Any) -> None:
 
 async def test_a_quiet_pooled_stream_sends_only_the_result(pool: Any) -> None:
     loud = [event async for event in pool.stream("tests.integration.agents:calculator", "2+2?")]
-    quiet = [event async for event in pool.stream("tests.integration.agents:calculator", "2+2?", quiet=True)]
+    quiet = [event async for event in pool.stream("tests.integration.agents:calculator", "2+2?", events="result")]
     assert "tool_result" in {event["type"] for event in loud}
     assert [event["type"] for event in quiet] == ["result"]
     assert str(quiet[0]["result"]) == str(loud[-1]["result"])

@@ -1,0 +1,310 @@
+"""The runtime's wire format: the typed requests every actor takes and the items its streams send back.
+
+Every call into a runtime actor — a dedicated agent (:mod:`~ray_harness.runtime.remote_agent`), a pooled host
+(:mod:`~ray_harness.runtime._host`), an orchestrator (:mod:`~ray_harness.runtime._orchestrator`) or a sandbox
+(:mod:`~ray_harness.runtime.sandbox`) — takes one of the request models below, and every streamed item it sends
+back is one member of :data:`WireItem`, a union discriminated by ``kind``. Requests are validated where they are
+built (bad input names the field) and frozen; the caller's OpenTelemetry carrier rides in ``trace_context``,
+filled by the client helper (:mod:`~ray_harness.runtime._client`).
+
+**Event filter.** The caller says once, on the request, which events it wants (``events``, an
+:data:`~ray_harness.multiagent.node_runner.EventFilter`): ``"all"`` (every event, raw model chunks included),
+``"agent"`` (every event but the raw ``model_event`` chunks: the default of a streaming caller) or ``"result"``
+(only what the outcome needs: the agent then runs quiet and produces no per-chunk events). The actor applies it
+(:func:`wanted`); no layer in between passes a flag along.
+
+**Control data beside the events.** A node's :class:`~ray_harness.agent.AgentSnapshot` never rides inside the
+user's events: a request with ``snapshot=True`` gets it in the :class:`ResultItem` (one Ray object for both) or,
+for a failed run, as a :class:`SnapshotItem` just before the exception. An orchestrator's session writes and
+end-of-run state travel as their own kinds (:class:`SessionWriteItem`, :class:`EndItem`).
+
+This module imports no Ray: its types are plain pydantic models, testable in-process.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ray_harness.agent.limits import Limits, validate_limits
+from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot
+from ray_harness.multiagent.node_runner import EventFilter
+from ray_harness.runtime._order import Ticket
+
+__all__ = (
+    "BatchItem",
+    "CancelRequest",
+    "EndItem",
+    "EventFilter",
+    "EventItem",
+    "InvokeRequest",
+    "OrchestratorEventItem",
+    "OrchestratorRequest",
+    "Request",
+    "ResultItem",
+    "ResumeRequest",
+    "SandboxRequest",
+    "SessionWriteItem",
+    "SnapshotItem",
+    "SnapshotRequest",
+    "WireItem",
+    "invoke_request",
+    "is_terminal",
+    "wanted",
+)
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+# -- requests -------------------------------------------------------------------------------------------------
+
+
+class Request(_Wire):
+    """What every request carries: the caller's trace context (filled by the client helper)."""
+
+    trace_context: dict[str, str] | None = None
+
+
+class InvokeRequest(Request):
+    """One invocation of an agent in an actor (a dedicated agent or a host slot).
+
+    Attributes:
+        invocation_id: The caller's id for this invocation: a cancel for it lands even before it starts, and a
+            re-sent request with the same id continues (or replays) the invocation instead of starting again.
+        prompt: The agent's input (text, content blocks, messages).
+        invocation_state: Passed to the agent's hooks and tools (must pickle).
+        limits: Per-call limits (``Limits``).
+        structured_output_model: A pydantic model class for structured output.
+        events: Which of the agent's events the caller wants (see the module docstring).
+        snapshot: Send the agent's ``AgentSnapshot`` beside the result (graph and swarm nodes).
+        agent_key: On a host: keep the agent resident under this key (history kept, runs queued in order).
+        ticket: The caller's place in its call order (:mod:`ray_harness.runtime._order`), set by the client.
+
+    """
+
+    kind: Literal["invoke"] = "invoke"
+    invocation_id: str = Field(min_length=1)
+    prompt: Any = None
+    invocation_state: dict[str, Any] | None = None
+    limits: Limits | None = None
+    structured_output_model: type | None = None
+    events: EventFilter = "agent"
+    snapshot: bool = False
+    agent_key: str | None = None
+    ticket: Ticket | None = None
+
+    @field_validator("limits", mode="before")
+    @classmethod
+    def _limits(cls, value: Any) -> Limits | None:
+        return validate_limits(value)
+
+    def agent_options(self) -> dict[str, Any]:
+        """Return the keyword arguments of the agent's ``stream_async`` this request asks for."""
+        options: dict[str, Any] = {"limits": self.limits, "structured_output_model": self.structured_output_model}
+        if self.invocation_state is not None:
+            options["invocation_state"] = self.invocation_state
+        return options
+
+
+class ResumeRequest(InvokeRequest):
+    """An invocation that answers the agent's pending interrupts (``prompt``: ``interruptResponse`` blocks)."""
+
+    kind: Literal["resume"] = "resume"  # type: ignore[assignment]
+
+    @field_validator("prompt")
+    @classmethod
+    def _responses(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not value or not all(
+                isinstance(block, dict) and isinstance(block.get("interruptResponse"), dict)
+                and "interruptId" in block["interruptResponse"] for block in value):
+            raise ValueError("a resume takes a non-empty list of {'interruptResponse': {'interruptId', 'response'}}")
+        return value
+
+
+def invoke_request(invocation_id: str, prompt: Any, **fields: Any) -> InvokeRequest:
+    """Build an :class:`InvokeRequest`, or a :class:`ResumeRequest` when ``prompt`` answers interrupts."""
+    is_resume = isinstance(prompt, list) and bool(prompt) and all(
+        isinstance(block, dict) and "interruptResponse" in block for block in prompt)
+    kind = ResumeRequest if is_resume else InvokeRequest
+    return kind(invocation_id=invocation_id, prompt=prompt, **fields)
+
+
+class CancelRequest(Request):
+    """Stop invocations at their next safe point (handled in the actor's control group, never queued).
+
+    Attributes:
+        invocation_ids: The invocations to stop; ``None``: whatever runs now (on a host: every run). An id not
+            running yet is remembered and starts cancelled.
+        message: Why (becomes the cancelled result's message, as ``agent.cancel(message)``).
+        after_current_tools: Let the running tool batch finish first.
+
+    """
+
+    kind: Literal["cancel"] = "cancel"
+    invocation_ids: tuple[str, ...] | None = None
+    message: str | None = None
+    after_current_tools: bool = False
+
+
+class SnapshotRequest(Request):
+    """Ask for a resident agent's state now (an ``AgentSnapshot``; default: a dedicated host's one agent)."""
+
+    kind: Literal["snapshot"] = "snapshot"
+    agent_key: str | None = None
+
+
+class OrchestratorRequest(Request):
+    """One Graph/Swarm invocation shipped to its orchestrator actor.
+
+    Attributes:
+        invocation_id: The driver's id for it (a cancel for it lands even before it starts).
+        payload: The pickled orchestrator (:func:`ray_harness.runtime._orchestrator_wire.dump_orchestrator`).
+        task: The invocation's task.
+        invocation_state: Shipped by value; changes the run makes stay in the actor.
+        events: Which events the driver wants (``"result"``: the orchestrator runs quiet).
+
+    """
+
+    kind: Literal["orchestrate"] = "orchestrate"
+    invocation_id: str = Field(min_length=1)
+    payload: bytes
+    task: Any = None
+    invocation_state: dict[str, Any] = Field(default_factory=dict)
+    events: EventFilter = "all"
+
+
+SandboxOperation = Literal["execute", "execute_code", "read_file", "write_file", "remove_file", "list_files",
+                           "start", "close", "describe"]
+
+
+class SandboxRequest(Request):
+    """One operation of the ``Sandbox`` surface, sent to a sandbox actor."""
+
+    kind: Literal["sandbox"] = "sandbox"
+    operation: SandboxOperation
+    command: str | None = None
+    code: str | None = None
+    language: str | None = None
+    path: str | None = None
+    content: bytes | None = None
+    timeout: float | None = None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+
+
+# -- streamed items -----------------------------------------------------------------------------------------
+
+
+class _Item(_Wire):
+    terminal: ClassVar[bool] = False
+    """The last item of a complete stream (a stream that ends without one was cut short)."""
+
+
+class EventItem(_Item):
+    """One of the agent's events (``{"type": ...}``) the caller asked for."""
+
+    kind: Literal["event"] = "event"
+    event: dict[str, Any]
+
+
+class ResultItem(_Item):
+    """The end of an agent invocation: its result and, when asked for, the agent's snapshot beside it.
+
+    The snapshot is the pickled ``AgentSnapshot``: plain data, so the C pickler packs it (cloudpickle, which Ray
+    would use, calls back into Python for every object inside).
+    """
+
+    terminal: ClassVar[bool] = True
+    kind: Literal["result"] = "result"
+    result: Any  # an AgentResult, checked by type: a schema would rebuild (copy) the whole result
+    snapshot: bytes | None = None
+
+    @field_validator("result")
+    @classmethod
+    def _result(cls, value: Any) -> AgentResult:
+        if not isinstance(value, AgentResult):
+            raise ValueError(f"expected an AgentResult, got {type(value).__name__}")
+        return value
+
+    def event(self) -> dict[str, Any]:
+        """Return the result as the agent's last event."""
+        return {"type": "result", "result": self.result}
+
+    def agent_snapshot(self) -> AgentSnapshot | None:
+        """Return the agent's snapshot (``None``: the request did not ask for it)."""
+        return None if self.snapshot is None else _unpack(self.snapshot)
+
+
+class SnapshotItem(_Item):
+    """The agent's state after a failed run, sent just before the run's exception (control data)."""
+
+    kind: Literal["snapshot"] = "snapshot"
+    snapshot: bytes
+
+    def agent_snapshot(self) -> AgentSnapshot:
+        """Return the agent's snapshot."""
+        return _unpack(self.snapshot)
+
+
+def _unpack(data: bytes) -> AgentSnapshot:
+    snapshot = pickle.loads(data)
+    if not isinstance(snapshot, AgentSnapshot):
+        raise TypeError(f"expected an AgentSnapshot, got {type(snapshot).__name__}")
+    return snapshot
+
+
+class OrchestratorEventItem(_Item):
+    """One event of a Graph/Swarm run, pickled with the run's object references."""
+
+    kind: Literal["orchestrator_event"] = "orchestrator_event"
+    payload: bytes
+
+
+class SessionWriteItem(_Item):
+    """A session write of the orchestrator at ``path`` (``""``: the root), relayed to the driver's manager."""
+
+    kind: Literal["session_write"] = "session_write"
+    path: str
+    data: dict[str, Any]
+
+
+class BatchItem(_Item):
+    """Items that piled up while the previous one was being sent, as one Ray object."""
+
+    kind: Literal["batch"] = "batch"
+    items: list[OrchestratorEventItem | SessionWriteItem]
+
+
+class EndItem(_Item):
+    """The end of an orchestrator run: the pickled end state (run states, snapshots, final event, error)."""
+
+    terminal: ClassVar[bool] = True
+    kind: Literal["end"] = "end"
+    payload: bytes
+
+
+WireItem = Annotated[
+    EventItem | ResultItem | SnapshotItem | OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem,
+    Field(discriminator="kind"),
+]
+"""Everything a runtime actor's stream sends (sandbox streams send the sandbox's own chunk types)."""
+
+
+def is_terminal(item: Any) -> bool:
+    """Whether ``item`` ends a complete stream."""
+    return bool(getattr(item, "terminal", False))
+
+
+def wanted(event: dict[str, Any], events: EventFilter) -> bool:
+    """Whether a caller whose request says ``events`` gets ``event``."""
+    if events == "all":
+        return True
+    kind = event.get("type")
+    if events == "agent":
+        return kind != "model_event"
+    return kind == "result"
