@@ -58,7 +58,7 @@ from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import await_ref, call_sync, stream_items, translate
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec, cloudpickle
-from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
+from ray_harness.runtime._telemetry import flush_metrics, task_name, with_actor_env
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.exceptions import RemoteActorError
 
@@ -499,7 +499,7 @@ class AgentPool:
         spec = self._spec(agent_or_factory)
         run_id, index = self._start(run_id, agent_key)
         try:
-            ref = self._hosts[index].run.remote(run_id, spec, prompt, options, agent_key)
+            ref = self._hosts[index].run.options(name=task_name(options)).remote(run_id, spec, prompt, options, agent_key)
             return await await_ref(ref, self.host_names[index])
         finally:
             self._end(run_id, index)
@@ -553,9 +553,8 @@ class AgentPool:
         futures = {run_id: future for run_id, _, _, future in queued}
         failure: BaseException | None = None
         try:
-            generator = self._hosts[index].run_batch.remote(spec, [(run_id, prompt, options)
-                                                                   for run_id, prompt, options, _ in queued],
-                                                           digest)
+            generator = self._hosts[index].run_batch.options(name=task_name(*(run[2] for run in queued))).remote(
+                spec, [(run_id, prompt, options) for run_id, prompt, options, _ in queued], digest)
             while futures:
                 try:
                     group = await (await generator.__anext__())
@@ -603,7 +602,7 @@ class AgentPool:
         name = self.host_names[index]
         finished = False
         try:
-            generator = self._hosts[index].stream.remote(run_id, spec, prompt, options, agent_key,
+            generator = self._hosts[index].stream.options(name=task_name(options)).remote(run_id, spec, prompt, options, agent_key,
                                                          include_model_events, quiet, snapshot)
             async for event in stream_items(generator, name):
                 if isinstance(event, _ResultAndSnapshot):

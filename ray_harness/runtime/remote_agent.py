@@ -35,7 +35,7 @@ from ray_harness.runtime._order import Tickets
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._store import FileAgentStore
-from ray_harness.runtime._telemetry import flush_metrics, with_actor_env
+from ray_harness.runtime._telemetry import flush_metrics, task_name, with_actor_env
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.content import Message
 
@@ -251,7 +251,8 @@ class RemoteAgent:
                  limits: Limits | None = None, structured_output_model: type | None = None) -> AgentResult:
         options = self._options(invocation_state, limits, structured_output_model)
         with self._tickets.submitting() as ticket:
-            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+            ref = self._actor.invoke.options(name=task_name(options)).remote(uuid.uuid4().hex, prompt,
+                                                                       {**options, "ticket": ticket})
         try:
             return call_sync(ref, self.actor_name)  # type: ignore[no-any-return]
         finally:
@@ -262,7 +263,8 @@ class RemoteAgent:
                            ) -> AgentResult:
         options = self._options(invocation_state, limits, structured_output_model)
         with self._tickets.submitting() as ticket:
-            ref = self._actor.invoke.remote(uuid.uuid4().hex, prompt, {**options, "ticket": ticket})
+            ref = self._actor.invoke.options(name=task_name(options)).remote(uuid.uuid4().hex, prompt,
+                                                                       {**options, "ticket": ticket})
         try:
             return await await_ref(ref, self.actor_name)
         finally:
@@ -287,7 +289,8 @@ class RemoteAgent:
         sent again after a restart; cancelled in the actor when the consumer stops early."""
         with self._tickets.submitting() as ticket:
             options = {**options, "ticket": ticket}  # a re-invoke after a restart keeps its place
-            generator = self._actor.stream.remote(invocation_id, prompt, options, include_model_events)
+            generator = self._actor.stream.options(name=task_name(options)).remote(invocation_id, prompt, options,
+                                                                                include_model_events)
         finished = False
         try:
             async for event in stream_items(generator, self.actor_name):
