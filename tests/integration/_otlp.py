@@ -22,6 +22,7 @@ class Receiver:
         )
 
         self.spans: list[Any] = []
+        self.pids: dict[bytes, int] = {}  # span id -> the exporting process (resource attribute process.pid)
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -30,7 +31,10 @@ class Receiver:
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
                 for resource_spans in request.resource_spans:
+                    pid = next((a.value.int_value for a in resource_spans.resource.attributes
+                                if a.key == "process.pid"), 0)
                     for scope in resource_spans.scope_spans:
+                        receiver.pids.update({span.span_id: pid for span in scope.spans})
                         receiver.spans.extend(scope.spans)
                 payload = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
@@ -78,6 +82,7 @@ def receiving(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
     for key in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # actors flush their batches every 100 ms
+    monkeypatch.setenv("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "process")  # process.pid: which process sent a span
     provider = telemetry.setup("otlp-http", endpoint=receiver.endpoint, simple=True)
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)

@@ -29,12 +29,12 @@ _DRIVER = """
     from tests.integration import observed_agents
 
     runtime.init(address="local", num_cpus=2, include_dashboard=True, dashboard_port=int(sys.argv[1]))
+    # Both stay up until their names are seen: a caller's actor (the graph's orchestrator) reports the tasks it
+    # submitted, names included, to the state API a moment later, and a killed one never does.
     graph = observed_agents.observed_graph()
     graph("name the graph's nodes")
-    graph.shutdown()
     swarm = observed_agents.observed_swarm()
     swarm("name the swarm's member")
-    swarm.shutdown()
     evaluate("tests.integration.observed_agents:metered", [{"prompt": "row zero"}, {"prompt": "row one"}],
              runtime="ray", progress=False)
 
@@ -50,6 +50,8 @@ _DRIVER = """
                 or time.monotonic() > deadline:
             break
         time.sleep(1)
+    graph.shutdown()
+    swarm.shutdown()
     print(json.dumps({"exact": exact, "names": names}))
 """
 

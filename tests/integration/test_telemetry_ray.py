@@ -185,3 +185,34 @@ def test_each_evaluation_row_is_one_complete_trace_without_a_driver_span(otlp: R
     wait(children_complete, timeout=60, what="the dataset rows under the driver span")
     agents = [s for s in otlp.in_trace(driver_trace) if s.name.startswith("invoke_agent")]
     assert len(agents) == 2 and all(s.parent_span_id == driver_id for s in agents)
+
+
+@pytest.mark.xfail(strict=True, reason="#19: RemoteSandbox's actor gets neither the caller's trace context nor the "
+                                       "driver's OTEL_* variables (with_actor_env) and opens no span of its own; "
+                                       "runtime/sandbox.py belongs to the runtime work of #19")
+def test_a_sandbox_actor_call_continues_the_trace(otlp: Receiver, tmp_path: Any) -> None:
+    import os
+
+    from opentelemetry import trace
+
+    from ray_harness import Agent
+    from ray_harness.runtime import RemoteSandbox
+    from ray_harness.sandbox import LocalEnvironment
+    from ray_harness.testing import ScriptedModel, text, tool_call
+
+    sandbox = RemoteSandbox(LocalEnvironment(working_dir=tmp_path), name=f"traced-{uuid.uuid4().hex[:6]}")
+    try:
+        agent = Agent(ScriptedModel(tool_call("sandbox_shell", {"command": "echo traced"}), text("ran it")),
+                      sandbox=sandbox)
+        with trace.get_tracer("test").start_as_current_span("driver sandbox") as driver:
+            assert "ran it" in str(agent("run it in the sandbox"))
+    finally:
+        sandbox.shutdown()
+    trace_id = driver.get_span_context().trace_id.to_bytes(16, "big")
+    wait(lambda: any(s.name == "execute" for s in otlp.in_trace(trace_id)), what="the sandbox execute span")
+
+    def from_the_actor() -> list[Any]:
+        return [s for s in otlp.in_trace(trace_id) if otlp.pids.get(s.span_id) not in (0, os.getpid())]
+
+    wait(lambda: bool(from_the_actor()) and not otlp.orphans(trace_id), timeout=30,
+         what="a span from the sandbox actor in the driver's trace")
