@@ -19,7 +19,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, Status
 from ray_harness.runtime._placement import placed
 from ray_harness.serve._store import TERMINAL, TaskRecords
 from ray_harness.session.manager import RepositorySessionManager
+from ray_harness.telemetry.config import tracing_enabled
 from ray_harness.telemetry.propagation import attached
 from ray_harness.telemetry.tracing import span_scope
 
@@ -115,6 +116,24 @@ def _stream_text(event: dict[str, Any]) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _trace_parent(carrier: dict[str, str]) -> Iterator[None]:
+    """The request's ``traceparent`` as the current span, else none at all: a task without one is a trace of
+    its own (not a child of spans a2a-sdk's instrumentation may have opened around the request)."""
+    if carrier or not tracing_enabled():
+        with attached(carrier):
+            yield
+        return
+    from opentelemetry import context
+
+    token = context.attach(context.Context())
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # detached from another context
+            context.detach(token)
+
+
 @dataclass
 class _Run:
     target: Any = None
@@ -161,7 +180,7 @@ class HarnessExecutor(AgentExecutor):
         headers = (context.call_context.state.get("headers") or {}) if context.call_context is not None else {}
         carrier = {key: str(headers[key]) for key in _TRACE_HEADERS if headers.get(key)}
         attributes = {"a2a.task.id": task_id, "a2a.context.id": context_id, "ray_harness.serve.app": self._name}
-        with attached(carrier), span_scope(f"a2a_task {self._name}", attributes):
+        with _trace_parent(carrier), span_scope(f"a2a_task {self._name}", attributes):
             await self._execute(context, event_queue, task_id, context_id)
 
     async def _execute(self, context: RequestContext, event_queue: EventQueue, task_id: str, context_id: str
