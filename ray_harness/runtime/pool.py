@@ -499,7 +499,8 @@ class AgentPool:
         spec = self._spec(agent_or_factory)
         run_id, index = self._start(run_id, agent_key)
         try:
-            ref = self._hosts[index].run.options(name=task_name(options)).remote(run_id, spec, prompt, options, agent_key)
+            ref = self._hosts[index].run.options(name=task_name(options)).remote(run_id, spec, prompt, options,
+                                                                                 agent_key)
             return await await_ref(ref, self.host_names[index])
         finally:
             self._end(run_id, index)
@@ -602,8 +603,8 @@ class AgentPool:
         name = self.host_names[index]
         finished = False
         try:
-            generator = self._hosts[index].stream.options(name=task_name(options)).remote(run_id, spec, prompt, options, agent_key,
-                                                         include_model_events, quiet, snapshot)
+            generator = self._hosts[index].stream.options(name=task_name(options)).remote(
+                run_id, spec, prompt, options, agent_key, include_model_events, quiet, snapshot)
             async for event in stream_items(generator, name):
                 if isinstance(event, _ResultAndSnapshot):
                     finished = True
