@@ -187,9 +187,9 @@ def test_each_evaluation_row_is_one_complete_trace_without_a_driver_span(otlp: R
     assert len(agents) == 2 and all(s.parent_span_id == driver_id for s in agents)
 
 
-@pytest.mark.xfail(strict=True, reason="#19: RemoteSandbox's actor gets neither the caller's trace context nor the "
-                                       "driver's OTEL_* variables (with_actor_env) and opens no span of its own; "
-                                       "runtime/sandbox.py belongs to the runtime work of #19")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="#19: RemoteSandbox's actor gets neither the caller's trace context nor the driver's OTEL_* "
+                          "variables (with_actor_env) and opens no span of its own; runtime/sandbox.py is #19's")
 def test_a_sandbox_actor_call_continues_the_trace(otlp: Receiver, tmp_path: Any) -> None:
     import os
 
