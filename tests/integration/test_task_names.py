@@ -94,7 +94,8 @@ def test_task_name_from_the_carriers_of_one_call() -> None:
     assert task_name(carried("3")) == "ray_harness.row:e/3"
     assert task_name(*(carried(str(i)) for i in (3, 4, 9))) == "ray_harness.row:e/3,4,9"
     many = task_name(*(carried(str(i)) for i in range(200)))
-    assert len(many) <= 120 and many.startswith("ray_harness.row:e/0,1,2,") and many.endswith(",+" + many.split("+")[-1])
+    shown, _, rest = many.rpartition(",+")
+    assert len(many) <= 120 and shown.split("/")[1].split(",") == [str(i) for i in range(200 - int(rest))]
     # The label is not a metric tag, and attaching a carrier leaves it out of the trace context.
     options = carried("5")
     with attached(options["trace_context"]):  # type: ignore[arg-type]
