@@ -53,7 +53,7 @@ from ray_harness.evaluation._records import SPENT_ATTRIBUTE, RecordWriter, Resul
 from ray_harness.evaluation._scoring import Scorer, score_row
 from ray_harness.evaluation._summary import summarize
 from ray_harness.models.rate_limit import RateLimit, register_rate_limits
-from ray_harness.telemetry.runs import eval_row_finished, run_scope
+from ray_harness.telemetry.runs import eval_row_finished, row_scope, run_scope
 from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
 
 __all__ = ["RateLimit", "evaluate", "evaluate_async", "grade"]
@@ -355,7 +355,8 @@ class _Evaluation:
                                   ), 0.0
         started = time.perf_counter()
         try:
-            result = await self.backend.run(self._run_id(row), row.data[self.prompt_key], self.limits)
+            with row_scope(str(row.index)):  # names the host call that runs it: ray_harness.row:<eval>/<index>
+                result = await self.backend.run(self._run_id(row), row.data[self.prompt_key], self.limits)
         except asyncio.CancelledError:
             raise
         except Exception as error:

@@ -33,6 +33,8 @@ from ray_harness.evaluation._summary import summarize_columns
 from ray_harness.models.rate_limit import RateLimit, register_rate_limits
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._spec import agent_spec, cloudpickle
+from ray_harness.runtime._telemetry import with_actor_env
+from ray_harness.telemetry.propagation import attached, current_carrier
 from ray_harness.types.exceptions import ModelThrottledException
 
 __all__ = ("evaluate_dataset", "grade_dataset", "is_ray_dataset", "read_records", "record_schema")
@@ -160,6 +162,7 @@ class EvaluationHost:
         threading.Thread(target=self._loop.run_forever, name="ray_harness-eval-host", daemon=True).start()
         self._prefix = uuid.uuid4().hex[:8]
         self._cancelled = False
+        self._trace = options.get("trace_context")  # the driver's span: rows are its children (else a trace each)
 
     def __call__(self, batch: Any) -> Any:
         import pyarrow as pa
@@ -193,7 +196,7 @@ class EvaluationHost:
                        ) -> tuple[list[dict[str, Any]], int, list[int]]:
         """The records of the rows that finished, the throttled attempts, and which rows they are."""
         # A row's Graph/Swarm runs here, in this Ray Data worker: no orchestrator actor per row.
-        with placed("in_process"):
+        with placed("in_process"), attached(self._trace):
             tasks = [asyncio.ensure_future(self._run_row(index, row)) for index, row in rows]
         pending: set[asyncio.Future[Any]] = set(tasks)
         while pending:
@@ -448,13 +451,15 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
     counters: Any = ray.remote(num_cpus=0)(_Counters).remote()
     options = {"prompt_key": prompt_key, "id_key": id_key, "limits": limits, "scorers": cloudpickle.dumps(scorers),
                "score_names": names, "schema": schema, "counters": counters, "done": done_ref,
-               "rate_limits": rate_limits or {}, "max_throttle_retries": max_throttle_retries}
+               "rate_limits": rate_limits or {}, "max_throttle_retries": max_throttle_retries,
+               "trace_context": current_carrier()}
     size = pool_size or 2
     compute = ray.data.ActorPoolStrategy(min_size=size, max_size=max(size, max_pool_size or size))
     indexed, total = _with_index(dataset)
     results = indexed.map_batches(
         EvaluationHost, fn_constructor_args=(agent_spec(target), options), batch_size=concurrency or 32,
-        batch_format="pyarrow", compute=compute, num_cpus=0.25, zero_copy_batch=True)  # I/O-bound hosts
+        batch_format="pyarrow", compute=compute, num_cpus=0.25, zero_copy_batch=True,  # I/O-bound hosts
+        **with_actor_env({}))  # the driver's OTEL_* settings: hosts export spans where the driver does
     watcher = _Watcher(counters, progress, progress_interval_s, total, cancel_event)
     watcher.start()
     tables = None

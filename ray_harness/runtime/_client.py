@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import ray
 
 from ray_harness.runtime._errors import await_ref, call_sync, stream_items
+from ray_harness.runtime._telemetry import task_name
 from ray_harness.runtime._wire import Request, is_terminal
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.exceptions import RemoteActorError
@@ -60,7 +61,7 @@ class ActorClient:
     def submit(self, method: str, *args: Any) -> Any:
         """Send one call (requests among ``args`` traced); the ``ObjectRef`` (or streaming generator) it returns."""
         traced = [self.traced(arg) if isinstance(arg, Request) else arg for arg in args]
-        return getattr(self.actor, method).remote(*traced)
+        return self._method(method, traced).remote(*traced)
 
     async def call(self, method: str, *args: Any) -> Any:
         """One call, awaited; Ray's errors translated."""
@@ -91,7 +92,7 @@ class ActorClient:
 
         """
         traced = [self.traced(arg) if isinstance(arg, Request) else arg for arg in args]
-        first = getattr(self.actor, method).remote(*traced)  # submitted now: the caller's order is kept
+        first = self._method(method, traced).remote(*traced)  # submitted now: the caller's order is kept
         if cancel_call:
             cancel = None
         return self._consume(first, method, traced, cancel, cancel_call, resend, done, what)
@@ -103,7 +104,7 @@ class ActorClient:
         try:
             for attempt in range(_RESENDS + 1):
                 if attempt:
-                    generator = getattr(self.actor, method).remote(*args)
+                    generator = self._method(method, args).remote(*args)
                 async for item in stream_items(generator, self.name):
                     if done(item):
                         finished = True
@@ -119,6 +120,16 @@ class ActorClient:
                     ray.cancel(generator)
                 elif cancel is not None:
                     cancel()
+
+    def _method(self, method: str, args: list[Any]) -> Any:
+        """The actor method, named for the dashboard's task view after the node or row its requests run."""
+        requests = [arg for arg in args if isinstance(arg, Request)]
+        for arg in args:
+            if isinstance(arg, list):  # a batch of runs
+                requests.extend(item for item in arg if isinstance(item, Request))
+        bound = getattr(self.actor, method)
+        name = task_name(*({"trace_context": request.trace_context} for request in requests))
+        return bound.options(name=name) if name else bound
 
     def __repr__(self) -> str:
         return f"ActorClient({self.name!r})"

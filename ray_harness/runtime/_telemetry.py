@@ -4,6 +4,8 @@
   every actor through ``runtime_env`` so actors export spans the same way (``telemetry.setup`` in the
   driver sets these variables), ``RAY_HARNESS_EXTENSIONS`` with the driver's entry-point extensions, and
   ``RAY_HARNESS_RATE_LIMITS`` with the rate limits registered by key in the starting process.
+* :func:`task_name` — the name of an actor call that runs a graph/swarm node or an evaluation row, so the
+  dashboard's task view says which (``ray_harness.node:<graph>/<node>``, ``ray_harness.row:<eval>/<id>``).
 * :func:`prepare_actor_process` — once per actor process: configure tracing from those variables and
   register :class:`RayMetricsSink`, so the harness metrics reach Ray's Prometheus endpoint (the
   dashboard's Grafana) as ``ray_harness_*`` tagged with the agent, run, graph/swarm/eval, node and job.
@@ -21,10 +23,11 @@ from ray.util import metrics as ray_metrics
 
 from ray_harness.telemetry import metrics as harness_metrics
 from ray_harness.telemetry.config import ensure_configured_from_env
+from ray_harness.telemetry.propagation import TASK_KEY
 from ray_harness.telemetry.runs import TAG_KEYS, current_tags, metric_tags, run_tags_enabled
 
 __all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "flush_spans", "prepare_actor_process",
-           "prepare_driver_process", "with_actor_env")
+           "prepare_driver_process", "task_name", "with_actor_env")
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +71,42 @@ def with_actor_env(options: dict[str, Any]) -> dict[str, Any]:
     runtime_env = dict(options.get("runtime_env") or {})
     runtime_env["env_vars"] = {**env, **dict(runtime_env.get("env_vars") or {})}
     return {**options, "runtime_env": runtime_env}
+
+
+_MAX_TASK_NAME = 120
+"""Longer names (a batch of many rows) are cut: the dashboard shows one line per task."""
+
+
+def task_name(*options: dict[str, Any] | None) -> str:
+    """The Ray task name of an actor call carrying these run ``options`` (one per run it carries).
+
+    Each run's ``trace_context`` (see :func:`ray_harness.telemetry.propagation.current_carrier`) says which
+    node or row it is. One run: its label, e.g. ``ray_harness.node:review/writer`` or
+    ``ray_harness.row:my_eval/17``; a batch of rows of one evaluation: ``ray_harness.row:my_eval/3,4,9``;
+    nothing known: ``""`` (Ray's default, the method name).
+    """
+    labels: list[str] = []
+    for item in options:
+        carrier = (item or {}).get("trace_context") or {}
+        label = carrier.get(TASK_KEY)
+        if label and label not in labels:
+            labels.append(label)
+    if len(labels) <= 1:
+        return labels[0] if labels else ""
+    prefix, _, _ = labels[0].rpartition("/")
+    if not all(label.rpartition("/")[0] == prefix for label in labels):
+        return labels[0] + f" (+{len(labels) - 1})"  # mixed batches are not made by the harness; say so anyway
+    ids = [label.rpartition("/")[2] for label in labels]
+    name = f"{prefix}/{','.join(ids)}"
+    if len(name) <= _MAX_TASK_NAME:
+        return name
+    shown = prefix + "/"
+    for count, row in enumerate(ids):
+        rest = f",+{len(ids) - count}"
+        if len(shown) + len(row) + 1 + len(rest) > _MAX_TASK_NAME:
+            return shown.rstrip(",") + rest
+        shown += row + ","
+    return shown.rstrip(",")
 
 
 class RayMetricsSink:

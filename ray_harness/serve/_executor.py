@@ -6,6 +6,10 @@ task store, so the answer can resume on any replica); the end → the ``result``
 
 While a task runs here, a watcher refreshes its lease in the store and polls for a cancel request that
 reached another replica (see :mod:`ray_harness.serve._store`).
+
+Tracing: each request that runs the target is one ``a2a_task <app>`` span, the parent of the target's spans.
+When the HTTP request carries a W3C ``traceparent`` (and ``tracestate``), that span is its child, so the
+caller's trace continues into the replica; otherwise the request starts a trace of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +36,16 @@ from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, Status
 from ray_harness.runtime._placement import placed
 from ray_harness.serve._store import TERMINAL, TaskRecords
 from ray_harness.session.manager import RepositorySessionManager
+from ray_harness.telemetry.config import tracing_enabled
+from ray_harness.telemetry.propagation import attached
+from ray_harness.telemetry.tracing import span_scope
 
 __all__ = ("RESULT_ARTIFACT", "HarnessExecutor", "interrupt_responses", "message_text", "pending_interrupt_ids")
 
 RESULT_ARTIFACT = "result"
 _STREAM_FLUSH_SECONDS = 0.05
 _CANCEL_WAIT_SECONDS = 30.0
+_TRACE_HEADERS = ("traceparent", "tracestate")
 _CANCEL_GRACE_SECONDS = 2.0
 """After ``cancel()`` the run may stop cooperatively for this long; then its task is cancelled (a tool that
 never returns must not keep a task WORKING)."""
@@ -108,6 +116,27 @@ def _stream_text(event: dict[str, Any]) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _trace_parent(carrier: dict[str, str]) -> Iterator[None]:
+    """Make the request's ``traceparent`` the current span, else none at all.
+
+    A task without one is a trace of its own (not a child of spans a2a-sdk's instrumentation may have opened
+    around the request).
+    """
+    if carrier or not tracing_enabled():
+        with attached(carrier):
+            yield
+        return
+    from opentelemetry import context
+
+    token = context.attach(context.Context())
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # detached from another context
+            context.detach(token)
+
+
 @dataclass
 class _Run:
     target: Any = None
@@ -135,10 +164,13 @@ class HarnessExecutor(AgentExecutor):
         factory: Builds a fresh Agent/Graph/Swarm for each task.
         records: The task store (also where interrupted targets are kept).
         poll_seconds: How often a running task checks for a remote cancel request.
+        name: The served app's name (in the task's span name).
     """
 
-    def __init__(self, factory: Callable[[], Any], records: TaskRecords, *, poll_seconds: float = 0.25) -> None:
+    def __init__(self, factory: Callable[[], Any], records: TaskRecords, *, poll_seconds: float = 0.25,
+                 name: str = "a2a") -> None:
         self._factory = factory
+        self._name = name
         self.records = records
         self._poll = poll_seconds
         self._runs: dict[str, _Run] = {}
@@ -148,6 +180,14 @@ class HarnessExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = str(context.task_id), str(context.context_id)
+        headers = (context.call_context.state.get("headers") or {}) if context.call_context is not None else {}
+        carrier = {key: str(headers[key]) for key in _TRACE_HEADERS if headers.get(key)}
+        attributes = {"a2a.task.id": task_id, "a2a.context.id": context_id, "ray_harness.serve.app": self._name}
+        with _trace_parent(carrier), span_scope(f"a2a_task {self._name}", attributes):
+            await self._execute(context, event_queue, task_id, context_id)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue, task_id: str, context_id: str
+                       ) -> None:
         current = context.current_task
         if current is not None and current.status.state in TERMINAL:
             raise UnsupportedOperationError(message=f"Task {task_id} is in terminal state: "

@@ -11,6 +11,7 @@ from typing import Any
 from ray import serve
 
 from ray_harness.evaluation._backends import resolve_factory
+from ray_harness.runtime._telemetry import prepare_actor_process
 from ray_harness.serve._server import AppSettings, build_asgi_app
 from ray_harness.serve._store import TaskRecords, open_repository, replica_id
 
@@ -29,6 +30,9 @@ class A2AReplica:
         self._lease_seconds = lease_seconds
 
     def __serve_build_asgi_app__(self) -> Any:
+        # Spans to the driver's OTLP endpoint (its OTEL_* variables reached us through the runtime_env of
+        # serve.app()) and the harness metrics to Ray's Prometheus endpoint, before the first task.
+        prepare_actor_process()
         factory = resolve_factory(self._target)
         records = TaskRecords(open_repository(*self._store), owner=replica_id(), lease_seconds=self._lease_seconds)
         return build_asgi_app(self._settings, factory, records)

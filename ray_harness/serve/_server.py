@@ -257,7 +257,7 @@ def build_asgi_app(settings: AppSettings, factory: Callable[[], Any], records: T
     """The A2A app of one replica (also usable without Ray Serve, e.g. under uvicorn or in tests)."""
     description, skills = describe_target(factory(), settings.name)
     card = build_card(settings, description, skills)
-    executor = HarnessExecutor(factory, records)
+    executor = HarnessExecutor(factory, records, name=settings.name)
     handler = HarnessRequestHandler(executor, records, card)
 
     async def agent_card(request: Request) -> Response:

@@ -16,22 +16,26 @@ from collections.abc import Iterator
 from typing import Any
 
 from ray_harness.telemetry.config import tracing_enabled
-from ray_harness.telemetry.runs import current_tags, scoped
+from ray_harness.telemetry.runs import current_tags, scoped, task_label
 
 _TAGS_KEY = "ray-harness-tags"  # carried as one JSON string: carriers are str -> str
+TASK_KEY = "ray-harness-task"  # the node or row the call runs (see runs.task_label): names the Ray task
 
-__all__ = ("attached", "current_carrier")
+__all__ = ("TASK_KEY", "attached", "current_carrier")
 
 
 def current_carrier() -> dict[str, str] | None:
-    """The current span context as W3C ``traceparent``/``tracestate`` headers, and the current metric tags.
+    """The current span context as W3C ``traceparent``/``tracestate`` headers, the metric tags and the task.
 
-    None when tracing is off and no run scope is open.
+    The task is the node or row being run. None when tracing is off and no run scope is open.
     """
     carrier: dict[str, str] = {}
     tags = current_tags()
     if tags:
         carrier[_TAGS_KEY] = json.dumps(tags)
+        label = task_label()
+        if label:
+            carrier[TASK_KEY] = label
     if tracing_enabled():
         from opentelemetry.propagate import inject
 
@@ -46,12 +50,12 @@ def attached(carrier: dict[str, str] | None) -> Iterator[Any]:
         yield None
         return
     packed = carrier.get(_TAGS_KEY)
+    trace_carrier = {key: value for key, value in carrier.items() if key not in (_TAGS_KEY, TASK_KEY)}
     if packed is None:
-        with _trace_attached(carrier) as token:
+        with _trace_attached(trace_carrier) as token:
             yield token
         return
     tags = json.loads(packed)
-    trace_carrier = {key: value for key, value in carrier.items() if key != _TAGS_KEY}
     with scoped(tags), _trace_attached(trace_carrier) as token:
         yield token
 

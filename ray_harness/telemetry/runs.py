@@ -24,11 +24,13 @@ from collections.abc import Iterator
 
 from ray_harness.telemetry import metrics
 
-__all__ = ("TAG_KEYS", "current_tags", "eval_row_finished", "metric_tags", "node_scope", "run_scope", "run_tags_enabled",
-           "scoped")
+__all__ = ("TAG_KEYS", "current_row", "current_tags", "eval_row_finished", "metric_tags", "node_scope", "row_scope",
+           "run_scope", "run_tags_enabled", "scoped", "task_label")
 
 TAG_KEYS = ("run", "graph", "swarm", "eval", "node")
 _tags: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("ray_harness_metric_tags", default=None)
+# The evaluation row being run: it names the row's Ray task, and is no metric tag (one value per row).
+_row: contextvars.ContextVar[str | None] = contextvars.ContextVar("ray_harness_row", default=None)
 
 
 @functools.cache
@@ -94,6 +96,38 @@ def node_scope(node_id: str) -> Iterator[None]:
     finally:
         _reset(token)
         metrics.node_finished(run, node_id, outcome.status, time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def row_scope(row_id: str) -> Iterator[None]:
+    """Row ``row_id`` of the current evaluation runs in the block (the Ray task that runs it is named after it)."""
+    token = _row.set(str(row_id))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            _row.reset(token)
+
+
+def current_row() -> str | None:
+    """The id of the evaluation row of :func:`row_scope` (None outside one)."""
+    return _row.get()
+
+
+def task_label() -> str:
+    """What the current work is, as the dashboard shows its Ray task (``""`` outside a node or a row).
+
+    ``ray_harness.node:<graph or swarm>/<node>`` inside a node, ``ray_harness.row:<eval>/<row>`` inside an
+    evaluation row; the innermost wins (a graph run per row names its node tasks by node).
+    """
+    tags = current_tags()
+    owner = tags.get("graph") or tags.get("swarm")
+    if tags.get("node") and owner:
+        return f"ray_harness.node:{owner}/{tags['node']}"
+    row = _row.get()
+    if row is not None and tags.get("eval"):
+        return f"ray_harness.row:{tags['eval']}/{row}"
+    return ""
 
 
 def eval_row_finished(status: str) -> None:

@@ -174,3 +174,19 @@ def test_otlp_grpc_export_reaches_a_real_grpc_receiver(monkeypatch: pytest.Monke
         for key in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL"):
             os.environ.pop(key, None)  # setup() exported them for actors; later tests must not inherit them
     assert "invoke_agent grpc-agent" in received and "chat" in received
+
+
+def test_task_label_names_the_innermost_node_or_row() -> None:
+    from ray_harness.telemetry.runs import node_scope, row_scope, run_scope, task_label
+
+    assert task_label() == ""
+    with run_scope("eval", "my_eval"):
+        assert task_label() == ""  # an evaluation, no row yet
+        with row_scope("17"):
+            assert task_label() == "ray_harness.row:my_eval/17"
+            with run_scope("graph", "review"), node_scope("writer"):
+                assert task_label() == "ray_harness.node:review/writer"  # a graph per row: its nodes win
+            assert task_label() == "ray_harness.row:my_eval/17"
+    with run_scope("swarm", "team"), node_scope("solo"):
+        assert task_label() == "ray_harness.node:team/solo"
+
