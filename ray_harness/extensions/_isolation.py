@@ -3,7 +3,7 @@
 A wrap hook is an ``async def hook(request, handler)`` that awaits ``handler(request)`` once. The host
 drives the hook's coroutine itself (as a Task would) instead of awaiting it, so the downstream stream
 events still flow out of the loop's generators *while* the hook waits on ``handler``: the handler's
-awaitable passes each event up as an ``_Emit`` marker through the hook's ``await`` to the driver, which
+awaitable passes each event up (as the ``_EMIT`` marker) through the hook's ``await`` to the driver, which
 yields it; anything else the coroutine yields (futures, bare yields) goes to the event loop unchanged. The
 whole call stays in the invocation's task, so cancel and the model-wait interrupter work as without hooks.
 
@@ -18,6 +18,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable
+from types import CoroutineType
 from typing import Any
 
 from ray_harness.extensions.types import (
@@ -25,6 +26,7 @@ from ray_harness.extensions.types import (
     ExtensionData,
     LifecycleContext,
     Placement,
+    _current_store,
     reset_task_store,
     set_task_store,
 )
@@ -60,11 +62,8 @@ class Wrapper:
         return f"<{self.name} at {self.placement.name}>"
 
 
-class _Emit:
-    __slots__ = ("event",)
-
-    def __init__(self, event: Any) -> None:
-        self.event = event
+_EMIT: Any = object()
+"""What the handler's awaitable yields up through the hook for a stream event (in ``_Call.emitted``)."""
 
 
 class _Forward:
@@ -86,8 +85,8 @@ class _Abort(BaseException):
 class _Call:
     """One downstream call behind one hook invocation."""
 
-    __slots__ = ("buffer", "calls", "driving", "error", "finished", "inner", "is_result", "outcome", "request",
-                 "started", "task", "unwrap", "waiter")
+    __slots__ = ("buffer", "calls", "driving", "emitted", "error", "finished", "inner", "is_result", "outcome",
+                 "request", "started", "task", "unwrap", "waiter")
 
     def __init__(self, inner: Inner, request: Any, is_result: Callable[[Any], bool],
                  unwrap: Callable[[Any], Any]) -> None:
@@ -104,6 +103,7 @@ class _Call:
         self.task: Any = None
         self.buffer: list[Any] = []
         self.waiter: asyncio.Future[None] | None = None
+        self.emitted: Any = None
 
 
 class _Handler:
@@ -147,7 +147,8 @@ class _Pending:
                     call.outcome = event
                 elif call.driving and asyncio.current_task() is call.task:
                     at_emit = True
-                    yield _Emit(event)
+                    call.emitted = event
+                    yield _EMIT
                     at_emit = False
                 else:  # the hook awaits handler in another task: the driver passes these on later
                     call.buffer.append(event)
@@ -187,19 +188,24 @@ def wrap_layer(wrapper: Wrapper, hook_name: str, view: Callable[[Any], Any], inn
 
 async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[Any], Any], request: Any, call: _Call,
                  store: ExtensionData, pass_through: Callable[[BaseException], bool]) -> AsyncGenerator[Any, None]:
+    # Per call and per event on every layer: no allocation beyond the call's own objects, and the task store is
+    # set only by the outermost layer of a chain (inner layers run inside its steps, where it is already set).
     call.task = asyncio.current_task()
     hook_error: BaseException | None = None
-    token = set_task_store(store)
+    outer = _current_store.get() is not store
+    token = _current_store.set(store) if outer else None
     try:
-        steps = hook(view(request), _Handler(call)).__await__()
+        awaitable = hook(view(request), _Handler(call))
+        steps = awaitable if type(awaitable) is CoroutineType else awaitable.__await__()  # a coroutine steps itself
     except Exception as error:  # a hook that is not a coroutine function, or raised when called
         steps, hook_error = None, error
     finally:
-        reset_task_store(token)
+        if token is not None:
+            _current_store.reset(token)
     value: Any = None
     thrown: BaseException | None = None
     while steps is not None:
-        token = set_task_store(store)
+        token = _current_store.set(store) if outer else None
         call.driving = True
         try:
             yielded = steps.send(value) if thrown is None else steps.throw(thrown)
@@ -212,13 +218,14 @@ async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[An
             break
         finally:
             call.driving = False
-            reset_task_store(token)
+            if token is not None:
+                reset_task_store(token)
         value = thrown = None
         while call.buffer:
             yield call.buffer.pop(0)
-        if type(yielded) is _Emit:
+        if yielded is _EMIT:
             try:
-                yield yielded.event
+                yield call.emitted
             except GeneratorExit:
                 await _abort(steps)
                 raise
@@ -273,7 +280,7 @@ async def _abort(steps: Any) -> None:
         except BaseException:
             return
         thrown = value = None
-        if type(yielded) is _Emit:
+        if yielded is _EMIT:
             continue
         try:
             value = await _Forward(yielded)

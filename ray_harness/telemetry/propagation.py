@@ -5,7 +5,8 @@ The caller puts :func:`current_carrier` into the call's options; the actor wraps
 trace shows a whole distributed run. The carrier also holds the scope of
 :mod:`ray_harness.telemetry.runs` (run, graph/swarm, node) as ``ray-harness-tags``, so metrics
 recorded in the actor carry the caller's tags. Both cost nothing when tracing is off and no run
-scope is open.
+scope is open. It also carries the caller's entry-point extensions (``ray-harness-extensions``), which
+:func:`attached` adopts, so chains an actor assembles follow the caller's ``use()`` at the time of the call.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from ray_harness.extensions.loading import adopt, carried_names
 from ray_harness.telemetry.config import tracing_enabled
 from ray_harness.telemetry.runs import current_tags, scoped
 
 _TAGS_KEY = "ray-harness-tags"  # carried as one JSON string: carriers are str -> str
+_EXTENSIONS_KEY = "ray-harness-extensions"  # a JSON list of entry-point names
 
 __all__ = ("attached", "current_carrier")
 
@@ -30,6 +33,9 @@ def current_carrier() -> dict[str, str] | None:
     tags = current_tags()
     if tags:
         carrier[_TAGS_KEY] = json.dumps(tags)
+    extensions = carried_names()
+    if extensions is not None:
+        carrier[_EXTENSIONS_KEY] = json.dumps(extensions)
     if tracing_enabled():
         from opentelemetry.propagate import inject
 
@@ -43,6 +49,10 @@ def attached(carrier: dict[str, str] | None) -> Iterator[Any]:
     if not carrier:
         yield None
         return
+    extensions = carrier.get(_EXTENSIONS_KEY)
+    if extensions is not None:
+        adopt(json.loads(extensions))  # before the call builds any agent chain in this process
+        carrier = {key: value for key, value in carrier.items() if key != _EXTENSIONS_KEY}
     packed = carrier.get(_TAGS_KEY)
     if packed is None:
         with _trace_attached(carrier) as token:
