@@ -14,7 +14,9 @@ Per layer per call = (placement − inert) / (``LAYERS`` × calls of that axis p
 repetition; the report gives the minimum and the median over repetitions. Stacking ``LAYERS`` layers makes
 the difference ``LAYERS`` times larger than one layer's, so it stands out of a loaded machine's noise.
 "Layer alone" does the same without the agent loop: ``LAYERS`` wrappers stacked around a one-event async
-generator vs the bare generator (the machine's yardstick). ``python -m benchmarks.extensions
+generator vs the bare generator (the machine's yardstick). Times are this thread's CPU time
+(``time.thread_time``), not wall time: on a loaded machine the process waits for a core for long stretches,
+and that wait, not the code, dominates wall-clock differences. ``python -m benchmarks.extensions
 [--invocations N] [--repeats R]``.
 """
 
@@ -95,11 +97,11 @@ async def _time(variant: str, invocations: int) -> float:
     for _ in range(20):  # warm-up
         agent.messages.clear()
         await agent.invoke_async("go")
-    started = time.perf_counter()
+    started = time.thread_time()
     for _ in range(invocations):
         agent.messages.clear()
         await agent.invoke_async("go")
-    return (time.perf_counter() - started) / invocations
+    return (time.thread_time() - started) / invocations
 
 
 async def _bare(request: Any) -> Any:
@@ -110,11 +112,11 @@ _RESULT = object()
 
 
 async def _iterate(layer: Any, count: int) -> float:
-    started = time.perf_counter()
+    started = time.thread_time()
     for _ in range(count):
         async for _event in layer(None):
             pass
-    return (time.perf_counter() - started) / count
+    return (time.thread_time() - started) / count
 
 
 async def layer_alone(count: int, repeats: int) -> dict[str, float]:

@@ -152,10 +152,10 @@ def adopt(names: list[str]) -> None:
     with _lock:
         if not _env_loaded:
             _load_env()
+        _forwarding = True  # pass the caller's list on, even an empty one: a removal must reach further actors
         current = [extension.use for extension in _installed if extension.entry_point]
         if current == names:
             return
-        _forwarding = True
         for extension in list(_installed):
             if extension.entry_point and extension.forwarded and extension.use not in names:
                 _handles[extension.use].remove()

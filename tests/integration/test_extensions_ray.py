@@ -66,6 +66,9 @@ def test_each_call_carries_the_callers_list_and_the_callee_adopts_it() -> None:
     loading.adopt([])  # the caller removed it: so does the callee, keeping its own install, and forwards that
     assert [extension.use for extension in loading.installed()] == [own.name]
     assert loading.carried_names() == []
+    loading.reset()
+    loading.adopt([])  # a process that never had any (a fresh orchestrator) still passes an empty list on
+    assert loading.carried_names() == []
     with pytest.raises(ExtensionError, match="unknown extension 'rh_missing'"):
         loading.adopt(["rh_missing"])
 

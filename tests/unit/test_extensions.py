@@ -321,7 +321,7 @@ def test_fault_isolation_never_adds_a_request_and_returns_the_real_result(
         assert "already called" in str(middleware.caught[0])
 
 
-@pytest.mark.parametrize("placement", [PHYSICAL, RAW])
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
 def test_handler_errors_propagate_unchanged_even_when_the_hook_swallows_them(placement: Placement) -> None:
     class Swallow(AgentMiddleware):
         async def awrap_model_call(self, request: Any, handler: Any) -> Any:
@@ -333,9 +333,15 @@ def test_handler_errors_propagate_unchanged_even_when_the_hook_swallows_them(pla
         awrap_tool_call = awrap_model_call
 
     contribute(MiddlewarePlacement(Swallow(), placement))
-    if placement is PHYSICAL:
+    if placement in (LOGICAL, PHYSICAL):
         with pytest.raises(ValueError, match="provider down"):
             Agent(ScriptedModel(ValueError("provider down")))("x")
+    elif placement is VISIBLE:  # the host's own tool pipeline raising (a tool hook) still fails the run
+        def broken_hook(event: AfterToolCallEvent) -> None:
+            raise KeyError("hook down")
+
+        with pytest.raises(KeyError, match="hook down"):
+            tool_agent(tool_call("lookup", {"key": "k"}), text("done"), hooks=[broken_hook])("x")
     else:  # the tool's exception reaches the host's error wrapping, as without the extension
         agent = tool_agent(tool_call("explode", {"key": "k"}), text("done"))
         agent("x")
