@@ -104,11 +104,15 @@ async def _time(variant: str, invocations: int) -> float:
     return (time.thread_time() - started) / invocations
 
 
+class _Result:
+    pass
+
+
+_RESULT = _Result()
+
+
 async def _bare(request: Any) -> Any:
     yield _RESULT
-
-
-_RESULT = object()
 
 
 async def _iterate(layer: Any, count: int) -> float:
@@ -128,7 +132,7 @@ async def layer_alone(count: int, repeats: int) -> dict[str, float]:
     layer = _bare
     for index in range(LAYERS):
         wrapper = Wrapper("bench", ModelObserver(), Placement.MODEL_LOGICAL, 0, f"extension_bench_ModelObserver_{index}")
-        layer = wrap_layer(wrapper, "awrap_model_call", lambda request: request, layer, lambda event: event is _RESULT,
+        layer = wrap_layer(wrapper, "awrap_model_call", lambda request: request, layer, _Result,
                            lambda event: event, ExtensionData())
     bare: list[float] = []
     per_layer: list[float] = []

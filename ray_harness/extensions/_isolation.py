@@ -36,6 +36,8 @@ __all__ = ("Wrapper", "diagnostic", "logger", "run_lifecycle", "wrap_layer")
 logger = logging.getLogger("ray_harness.extensions")
 
 Inner = Callable[[Any], AsyncGenerator[Any, None]]
+ResultType = type | tuple[type, ...]
+"""The type(s) of the event that is downstream's result (an isinstance check per event, not a call)."""
 _MISSING: Any = object()
 
 
@@ -88,7 +90,7 @@ class _Call:
     __slots__ = ("buffer", "calls", "driving", "emitted", "error", "finished", "inner", "is_result", "outcome",
                  "request", "started", "task", "unwrap", "waiter")
 
-    def __init__(self, inner: Inner, request: Any, is_result: Callable[[Any], bool],
+    def __init__(self, inner: Inner, request: Any, is_result: ResultType,
                  unwrap: Callable[[Any], Any]) -> None:
         self.inner = inner
         self.request = request
@@ -143,7 +145,7 @@ class _Pending:
                 except StopAsyncIteration:
                     exhausted = True
                     break
-                if call.is_result(event):
+                if isinstance(event, call.is_result):
                     call.outcome = event
                 elif call.driving and asyncio.current_task() is call.task:
                     at_emit = True
@@ -169,7 +171,7 @@ class _Pending:
 
 
 def wrap_layer(wrapper: Wrapper, hook_name: str, view: Callable[[Any], Any], inner: Inner,
-               is_result: Callable[[Any], bool], unwrap: Callable[[Any], Any], store: ExtensionData,
+               is_result: ResultType, unwrap: Callable[[Any], Any], store: ExtensionData,
                pass_through: Callable[[BaseException], bool] = lambda error: False) -> Inner:
     """The layer ``request -> events`` that runs ``wrapper``'s ``hook_name`` around ``inner``.
 
