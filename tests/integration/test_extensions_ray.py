@@ -141,6 +141,9 @@ async def test_use_after_hosts_and_actors_exist_reaches_the_chains_they_build_af
         assert (await graph.invoke_async("go")).status == Status.COMPLETED
         return graph.nodes[name].executor.state.get("rh_test_plugin")
 
+    # Fresh hosts: the session's shared pool may have started with an earlier test's variable (this driver,
+    # reset, never had an extension, so its calls carry no list that would make them drop it).
+    default_pool().shutdown()
     looping = ScriptedModel([tool_call("square", {"x": 3}), text("remote done")], loop=True)
     remote = RemoteAgent(Agent(looping, tools=[square], name="remote"))  # started with no extension
     try:
