@@ -1,16 +1,23 @@
-"""E1: the overhead of one observing extension per model call and per tool call (target ≤ 5 µs per layer).
+"""E1: the overhead of one observing extension layer per model call and per tool call (target ≤ 5 µs).
 
-Each invocation makes ``TURNS`` model calls and ``TURNS - 1`` tool calls (an async tool) with a scripted
-model. Four variants run interleaved in one process, after warm-ups:
+Each invocation makes ``TURNS`` model calls and ``TURNS - 1`` tool calls (an async ``@tool``) with a scripted
+model. Per repetition, these variants run back to back in one process (interleaved, so a load drift hits
+them alike), each after a warm-up:
 
 * ``none`` — no extension installed (the zero-cost path: nothing is assembled, nothing wraps);
-* ``assembly`` — one extension whose only contribution has no hooks: the per-invocation cost of calling
-  the contributor and resolving the chain, with no layer on any call;
-* ``model`` — one observing ``awrap_model_call`` at ``MODEL_LOGICAL``;
-* ``tool`` — one observing ``awrap_tool_call`` at ``TOOL_VISIBLE``.
+* ``inert`` — ``LAYERS`` contributions without hooks: the per-invocation cost of calling the contributor and
+  resolving the chain, with no layer on any call (the baseline of the four below);
+* one variant per placement (``MODEL_LOGICAL``, ``MODEL_PHYSICAL``, ``TOOL_VISIBLE``, ``TOOL_RAW``) —
+  ``LAYERS`` observing wrap hooks stacked at that placement.
 
-Per call = (variant − assembly) / calls of that axis per invocation; assembly = assembly − none, per
-invocation. ``python -m benchmarks.extensions [--invocations N] [--repeats R]``.
+Per layer per call = (placement − inert) / (``LAYERS`` × calls of that axis per invocation), computed per
+repetition; the report gives the minimum and the median over repetitions. Stacking ``LAYERS`` layers makes
+the difference ``LAYERS`` times larger than one layer's, so it stands out of a loaded machine's noise.
+"Layer alone" does the same without the agent loop: ``LAYERS`` wrappers stacked around a one-event async
+generator vs the bare generator (the machine's yardstick). Times are this thread's CPU time
+(``time.thread_time``), not wall time: on a loaded machine the process waits for a core for long stretches,
+and that wait, not the code, dominates wall-clock differences. ``python -m benchmarks.extensions
+[--invocations N] [--repeats R]``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 from typing import Any
@@ -27,6 +35,9 @@ from ray_harness.extensions import AgentMiddleware, MiddlewarePlacement, Placeme
 from ray_harness.testing import ScriptedModel, text, tool_call
 
 TURNS = 5
+LAYERS = 8
+AXIS_CALLS = {Placement.MODEL_LOGICAL: TURNS, Placement.MODEL_PHYSICAL: TURNS,
+              Placement.TOOL_VISIBLE: TURNS - 1, Placement.TOOL_RAW: TURNS - 1}
 
 
 @tool
@@ -49,9 +60,7 @@ class Inert(AgentMiddleware):
     pass
 
 
-def _install(middleware: AgentMiddleware, placement: Placement) -> Any:
-    placements = (MiddlewarePlacement(middleware, placement),)
-
+def _install(placements: tuple[MiddlewarePlacement, ...]) -> Any:
     class Contributor:
         def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
             return placements
@@ -62,9 +71,15 @@ def _install(middleware: AgentMiddleware, placement: Placement) -> Any:
     return install
 
 
-VARIANTS = {"none": None, "assembly": _install(Inert(), Placement.STANDARD),
-            "model": _install(ModelObserver(), Placement.MODEL_LOGICAL),
-            "tool": _install(ToolObserver(), Placement.TOOL_VISIBLE)}
+def _stacked(placement: Placement) -> Any:
+    observer = ModelObserver if placement in (Placement.MODEL_LOGICAL, Placement.MODEL_PHYSICAL) else ToolObserver
+    return _install(tuple(MiddlewarePlacement(observer(), placement) for _ in range(LAYERS)))
+
+
+VARIANTS: dict[str, Any] = {"none": None,
+                            "inert": _install(tuple(MiddlewarePlacement(Inert(), Placement.STANDARD)
+                                                    for _ in range(LAYERS)))}
+VARIANTS.update({placement.name: _stacked(placement) for placement in AXIS_CALLS})
 
 
 def _agent() -> Agent:
@@ -82,79 +97,99 @@ async def _time(variant: str, invocations: int) -> float:
     for _ in range(20):  # warm-up
         agent.messages.clear()
         await agent.invoke_async("go")
-    started = time.perf_counter()
+    started = time.thread_time()
     for _ in range(invocations):
         agent.messages.clear()
         await agent.invoke_async("go")
-    return (time.perf_counter() - started) / invocations
+    return (time.thread_time() - started) / invocations
+
+
+class _Result:
+    pass
+
+
+_RESULT = _Result()
 
 
 async def _bare(request: Any) -> Any:
     yield _RESULT
 
 
-_RESULT = object()
-
-
 async def _iterate(layer: Any, count: int) -> float:
-    started = time.perf_counter()
+    started = time.thread_time()
     for _ in range(count):
         async for _event in layer(None):
             pass
-    return (time.perf_counter() - started) / count
+    return (time.thread_time() - started) / count
 
 
 async def layer_alone(count: int, repeats: int) -> dict[str, float]:
-    """One observing wrapper around a one-event generator vs that generator alone (min of ``repeats``):
-    the layer's own cost, and the bare generator as the machine's yardstick (≈0.5 µs on a quiet VM)."""
+    """``LAYERS`` observing wrappers stacked around a one-event generator vs that generator alone: per layer
+    (min and median over ``repeats`` paired runs), and the bare generator as the machine's yardstick."""
     from ray_harness.extensions._isolation import Wrapper, wrap_layer
     from ray_harness.extensions.types import ExtensionData
 
-    wrapper = Wrapper("bench", ModelObserver(), Placement.MODEL_LOGICAL, 0, "extension_bench_ModelObserver_0")
-    layer = wrap_layer(wrapper, "awrap_model_call", lambda request: request, _bare, lambda event: event is _RESULT,
-                       lambda event: event, ExtensionData())
-    bare = min([await _iterate(_bare, count) for _ in range(repeats)])
-    wrapped = min([await _iterate(layer, count) for _ in range(repeats)])
-    return {"bare_generator_us": bare * 1e6, "layer_us": (wrapped - bare) * 1e6}
+    layer = _bare
+    for index in range(LAYERS):
+        wrapper = Wrapper("bench", ModelObserver(), Placement.MODEL_LOGICAL, 0, f"extension_bench_ModelObserver_{index}")
+        layer = wrap_layer(wrapper, "awrap_model_call", lambda request: request, layer, _Result,
+                           lambda event: event, ExtensionData())
+    bare: list[float] = []
+    per_layer: list[float] = []
+    for _ in range(repeats):
+        alone = await _iterate(_bare, count)
+        bare.append(alone)
+        per_layer.append((await _iterate(layer, count) - alone) / LAYERS)
+    return {"bare_generator_us": min(bare) * 1e6, "layer_us_min": min(per_layer) * 1e6,
+            "layer_us_median": statistics.median(per_layer) * 1e6}
 
 
 async def run(invocations: int, repeats: int) -> dict[str, Any]:
-
     samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    per_layer: dict[str, list[float]] = {placement.name: [] for placement in AXIS_CALLS}
     for _ in range(repeats):
         for name in VARIANTS:  # interleaved: load drifts hit every variant alike
             samples[name].append(await _time(name, invocations))
+        for placement, calls in AXIS_CALLS.items():
+            difference = samples[placement.name][-1] - samples["inert"][-1]
+            per_layer[placement.name].append(difference / (LAYERS * calls))
     loading.reset()
-    median = {name: statistics.median(values) for name, values in samples.items()}
     alone = await layer_alone(max(1000, invocations * 20), repeats)
+    assembly = [inert - none for inert, none in zip(samples["inert"], samples["none"], strict=True)]
     return {
-        "layer_alone_us": alone["layer_us"], "bare_generator_us": alone["bare_generator_us"],
-        "invocation_us": {name: value * 1e6 for name, value in median.items()},
-        "assembly_per_invocation_us": (median["assembly"] - median["none"]) * 1e6,
-        "model_layer_per_call_us": (median["model"] - median["assembly"]) / TURNS * 1e6,
-        "tool_layer_per_call_us": (median["tool"] - median["assembly"]) / (TURNS - 1) * 1e6,
-        "turns": TURNS, "invocations": invocations, "repeats": repeats,
+        "layer_alone_us": {"min": alone["layer_us_min"], "median": alone["layer_us_median"]},
+        "bare_generator_us": alone["bare_generator_us"],
+        "invocation_us_median": {name: statistics.median(values) * 1e6 for name, values in samples.items()},
+        "assembly_per_invocation_us": {"min": min(assembly) * 1e6, "median": statistics.median(assembly) * 1e6},
+        "per_layer_per_call_us": {name: {"min": min(values) * 1e6, "median": statistics.median(values) * 1e6}
+                                  for name, values in per_layer.items()},
+        "turns": TURNS, "layers": LAYERS, "invocations": invocations, "repeats": repeats,
+        "load_average": os.getloadavg()[0],
     }
 
 
 def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows for ``python -m benchmarks`` (no Strands counterpart)."""
 
-    def row(name: str, value: float) -> dict[str, Any]:
-        return {"benchmark": name, "unit": "µs", "ray_harness_median": value, "ray_harness_min": value,
-                "ray_harness_max": value, "strands_median": None, "ratio": None}
+    def row(name: str, values: dict[str, float] | float) -> dict[str, Any]:
+        low, middle = (values["min"], values["median"]) if isinstance(values, dict) else (values, values)
+        return {"benchmark": name, "unit": "µs", "ray_harness_median": middle, "ray_harness_min": low,
+                "ray_harness_max": None, "strands_median": None, "ratio": None}
 
-    return [row("E1 one observing wrap layer alone (min)", results["layer_alone_us"]),
+    per_layer = results["per_layer_per_call_us"]
+    return [row("E1 one observing wrap layer alone", results["layer_alone_us"]),
             row("E1 yardstick: one bare async-generator call (min)", results["bare_generator_us"]),
             row("E1 extension chain assembly, per invocation", results["assembly_per_invocation_us"]),
-            row("E1 one observing MODEL_LOGICAL layer, per model call", results["model_layer_per_call_us"]),
-            row("E1 one observing TOOL_VISIBLE layer, per tool call", results["tool_layer_per_call_us"])]
+            row("E1 one observing MODEL_LOGICAL layer, per model call", per_layer["MODEL_LOGICAL"]),
+            row("E1 one observing MODEL_PHYSICAL layer, per model call", per_layer["MODEL_PHYSICAL"]),
+            row("E1 one observing TOOL_VISIBLE layer, per tool call", per_layer["TOOL_VISIBLE"]),
+            row("E1 one observing TOOL_RAW layer, per tool call", per_layer["TOOL_RAW"])]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--invocations", type=int, default=500)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--invocations", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args.invocations, args.repeats)), indent=2))
 

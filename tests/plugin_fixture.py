@@ -1,7 +1,7 @@
-"""The test plugin package (``tests/plugins/rh_test_plugin``), pip-installed into this interpreter once.
+"""The test plugin packages (``tests/plugins/rh_test_plugin``, ``rh_probe_plugin``), pip-installed once.
 
-``installed_test_plugin`` installs it (non-editable, so the installed copy never points into a checkout)
-when it is missing or differs from the source here, then yields its entry-point name. Ray workers use the
+``installed_test_plugin`` / ``installed_probe_plugin`` install one (non-editable, so the installed copy never
+points into a checkout) when it is missing or differs from the source here, then yields its entry-point name. Ray workers use the
 same interpreter, so actors find the plugin by its entry point too.
 """
 
@@ -15,29 +15,41 @@ from pathlib import Path
 
 import pytest
 
-PLUGIN_DIR = Path(__file__).parent / "plugins" / "rh_test_plugin"
+PLUGINS = Path(__file__).parent / "plugins"
+PLUGIN_DIR = PLUGINS / "rh_test_plugin"
 ENTRY_POINT = "rh_test_plugin"
 
 
-def _installed_source() -> str | None:
+def _installed_source(distribution_name: str, package: str) -> str | None:
     try:
-        distribution = metadata.distribution("ray-harness-test-plugin")
+        distribution = metadata.distribution(distribution_name)
     except metadata.PackageNotFoundError:
         return None
     for file in distribution.files or []:
-        if str(file).replace("\\", "/") == "rh_test_plugin/__init__.py":
+        if str(file).replace("\\", "/") == f"{package}/__init__.py":
             return Path(str(file.locate())).read_text(encoding="utf-8")
     return None
 
 
+def _ensure_installed(package: str, distribution_name: str) -> str:
+    directory = PLUGINS / package
+    source = (directory / package / "__init__.py").read_text(encoding="utf-8")
+    if _installed_source(distribution_name, package) != source:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall",
+                        str(directory)], check=True, capture_output=True)
+        for leftover in ("build", f"{distribution_name.replace('-', '_')}.egg-info"):  # setuptools writes these
+            shutil.rmtree(directory / leftover, ignore_errors=True)
+        sys.modules.pop(package, None)
+    assert _installed_source(distribution_name, package) == source, f"the test plugin {package} did not install"
+    return package
+
+
 @pytest.fixture(scope="session")
 def installed_test_plugin() -> str:
-    source = (PLUGIN_DIR / "rh_test_plugin" / "__init__.py").read_text(encoding="utf-8")
-    if _installed_source() != source:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall",
-                        str(PLUGIN_DIR)], check=True, capture_output=True)
-        for leftover in ("build", "ray_harness_test_plugin.egg-info"):  # setuptools writes these in the source
-            shutil.rmtree(PLUGIN_DIR / leftover, ignore_errors=True)
-        sys.modules.pop("rh_test_plugin", None)
-    assert _installed_source() == source, "the test plugin did not install"
-    return ENTRY_POINT
+    return _ensure_installed(ENTRY_POINT, "ray-harness-test-plugin")
+
+
+@pytest.fixture(scope="session")
+def installed_probe_plugin() -> str:
+    """``tests/plugins/rh_probe_plugin``: probes and faults at every placement (see its docstring)."""
+    return _ensure_installed("rh_probe_plugin", "ray-harness-probe-plugin")

@@ -81,10 +81,15 @@ class ToolCaller:
 async def _run(agent: Agent, tool_use: ToolUse) -> ToolResult:
     from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted, execute_tool
     from ray_harness.agent.loop import Invocation
+    from ray_harness.extensions._chain import assemble as assemble_extensions
 
     inv = Invocation(agent, threading.Event(), {}, None, None)
+    # A direct call is a tool call like any other: contributed TOOL_VISIBLE / TOOL_RAW middleware observe it
+    # exactly once (seed 002: "every call"), in a chain of its own (a lead chain, with its own task store).
+    inv.extensions = chain = assemble_extensions(agent, inv)
+    run_one = (lambda use: execute_tool(agent, inv, use)) if chain is None else chain.tool_runner(execute_tool)
     result: ToolResult | None = None
-    async for event in execute_tool(agent, inv, tool_use):
+    async for event in run_one(tool_use):
         if isinstance(event, _ToolInterrupted):
             agent._interrupt_state.deactivate()
             raise RuntimeError("cannot raise an interrupt in a direct tool call")

@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from ray_harness.extensions import loading
-from ray_harness.extensions._isolation import Wrapper, diagnostic, logger, run_lifecycle, wrap_layer
+from ray_harness.extensions._isolation import ResultType, Wrapper, diagnostic, logger, run_lifecycle, wrap_layer
 from ray_harness.extensions.types import (
     AgentBuildContext,
     AgentScope,
@@ -235,6 +235,11 @@ class ExtensionChain:
         self._agent = agent
         self._inv = inv
         self._raw_fallback_warned: set[str] = set()
+        # Layers composed once per chain, not per call (the loop passes the same functions every time).
+        self._logical_layer: tuple[Any, Callable[[Any], AsyncGenerator[Any, None]]] | None = None
+        self._physical_layer: Callable[[Any], AsyncGenerator[Any, None]] | None = None
+        self._terminal: Callable[[Any], AsyncGenerator[Any, None]] | None = None
+        self._run_one: tuple[Any, Callable[[Any], Any]] | None = None
 
     # -- lifecycle (STANDARD) -----------------------------------------------------------------------------
 
@@ -259,10 +264,14 @@ class ExtensionChain:
         if self.standard:
             await self.lifecycle("before_model")
 
-        def retry_layer(_: Any) -> AsyncGenerator[Any, None]:
-            return call_model(agent, inv)
+        if self._logical_layer is None or self._logical_layer[0] is not call_model:
 
-        layer = self._compose(self.logical_wrappers, retry_layer, "awrap_model_call", _model_view, _is_stop, _same)
+            def retry_layer(_: Any) -> AsyncGenerator[Any, None]:
+                return call_model(agent, inv)
+
+            self._logical_layer = (call_model, self._compose(self.logical_wrappers, retry_layer, "awrap_model_call",
+                                                             _model_view, ModelStopReason, _same))
+        layer = self._logical_layer[1]
         stop = None
         if self.logical_wrappers:
             specs = list(agent.tool_registry.get_all_specs())
@@ -280,7 +289,16 @@ class ExtensionChain:
         """The provider terminal wrapped in the ``MODEL_PHYSICAL`` layers (unchanged without any)."""
         if not self.physical_wrappers:
             return terminal
-        return self._compose(self.physical_wrappers, terminal, "awrap_model_call", _model_view, _is_stop, _same)
+        # One model call of a chain runs at a time (retries included), so the current call's terminal is a slot.
+        self._terminal = terminal
+        if self._physical_layer is None:
+            self._physical_layer = self._compose(self.physical_wrappers, self._provider, "awrap_model_call",
+                                                 _model_view, ModelStopReason, _same)
+        return self._physical_layer
+
+    def _provider(self, request: Any) -> AsyncGenerator[Any, None]:
+        assert self._terminal is not None
+        return self._terminal(request)
 
     # -- tool axis ----------------------------------------------------------------------------------------
 
@@ -289,10 +307,9 @@ class ExtensionChain:
         agent, inv = self._agent, self._inv
         if not self.visible_wrappers:
             return lambda tool_use: execute_tool(agent, inv, tool_use)
+        if self._run_one is not None and self._run_one[0] is execute_tool:
+            return self._run_one[1]
         from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted
-
-        def is_outcome(event: Any) -> bool:
-            return isinstance(event, _ToolDone | _ToolInterrupted)
 
         def unwrap(event: Any) -> Any:
             if isinstance(event, _ToolInterrupted):
@@ -302,13 +319,14 @@ class ExtensionChain:
         def pipeline(request: ExecuteToolContext) -> AsyncGenerator[Any, None]:
             return execute_tool(agent, inv, request.tool_use)
 
-        layer = self._compose(self.visible_wrappers, pipeline, "awrap_tool_call", _tool_view, is_outcome, unwrap,
+        layer = self._compose(self.visible_wrappers, pipeline, "awrap_tool_call", _tool_view, (_ToolDone, _ToolInterrupted), unwrap,
                               pass_through=lambda error: isinstance(error, _PausedTool))
 
         def run_one(tool_use: Any) -> AsyncGenerator[Any, None]:
             tool = agent.tool_registry.get(tool_use.get("name", ""))
             return layer(ExecuteToolContext(agent, tool, tool_use, inv.state, inv.cancel_signal))
 
+        self._run_one = (execute_tool, run_one)
         return run_one
 
     def raw_stream(self, tool: Any, ctx: ExecuteToolContext, context: Any) -> AsyncGenerator[Any, None]:
@@ -319,7 +337,7 @@ class ExtensionChain:
         if getattr(tool, "exposes_raw_call", False):
 
             def observe(produce: Callable[[], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
-                return self._compose(self.raw_wrappers, lambda _: produce(), "awrap_tool_call", _tool_view, _is_raw,
+                return self._compose(self.raw_wrappers, lambda _: produce(), "awrap_tool_call", _tool_view, RawReturn,
                                      _raw_value)(request)
 
             context._raw_observer = observe
@@ -332,12 +350,12 @@ class ExtensionChain:
                                "raw call of tool %r, is absent from this stack: %s exposes none); it wraps the "
                                "tool's stream and sees its ToolResult", use, name, type(tool).__name__)
         return self._compose(self.raw_wrappers, lambda _: tool.stream(ctx.tool_use, context), "awrap_tool_call", _tool_view,
-                             _is_tool_result, _tool_result)(request)
+                             ToolResultEvent, _tool_result)(request)
 
     # -- composition ----------------------------------------------------------------------------------------
 
     def _compose(self, wrappers: list[Wrapper], inner: Callable[[Any], AsyncGenerator[Any, None]], hook: str,
-                 view: Callable[[Any], Any], is_result: Callable[[Any], bool], unwrap: Callable[[Any], Any],
+                 view: Callable[[Any], Any], is_result: ResultType, unwrap: Callable[[Any], Any],
                  pass_through: Callable[[BaseException], bool] = lambda error: False
                  ) -> Callable[[Any], AsyncGenerator[Any, None]]:
         layer = inner
@@ -365,24 +383,15 @@ def _tool_view(request: ExecuteToolContext) -> ExecuteToolContext:
                               request.cancel_signal)
 
 
-def _is_stop(event: Any) -> bool:
-    return isinstance(event, ModelStopReason)
-
 
 def _same(event: Any) -> Any:
     return event
 
 
-def _is_raw(event: Any) -> bool:
-    return isinstance(event, RawReturn)
-
 
 def _raw_value(event: Any) -> Any:
     return event.value
 
-
-def _is_tool_result(event: Any) -> bool:
-    return isinstance(event, ToolResultEvent)
 
 
 def _tool_result(event: Any) -> Any:

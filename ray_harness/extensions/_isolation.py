@@ -3,7 +3,7 @@
 A wrap hook is an ``async def hook(request, handler)`` that awaits ``handler(request)`` once. The host
 drives the hook's coroutine itself (as a Task would) instead of awaiting it, so the downstream stream
 events still flow out of the loop's generators *while* the hook waits on ``handler``: the handler's
-awaitable passes each event up as an ``_Emit`` marker through the hook's ``await`` to the driver, which
+awaitable passes each event up (as the ``_EMIT`` marker) through the hook's ``await`` to the driver, which
 yields it; anything else the coroutine yields (futures, bare yields) goes to the event loop unchanged. The
 whole call stays in the invocation's task, so cancel and the model-wait interrupter work as without hooks.
 
@@ -18,6 +18,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable
+from types import CoroutineType
 from typing import Any
 
 from ray_harness.extensions.types import (
@@ -25,6 +26,7 @@ from ray_harness.extensions.types import (
     ExtensionData,
     LifecycleContext,
     Placement,
+    _current_store,
     reset_task_store,
     set_task_store,
 )
@@ -34,6 +36,8 @@ __all__ = ("Wrapper", "diagnostic", "logger", "run_lifecycle", "wrap_layer")
 logger = logging.getLogger("ray_harness.extensions")
 
 Inner = Callable[[Any], AsyncGenerator[Any, None]]
+ResultType = type | tuple[type, ...]
+"""The type(s) of the event that is downstream's result (an isinstance check per event, not a call)."""
 _MISSING: Any = object()
 
 
@@ -60,11 +64,8 @@ class Wrapper:
         return f"<{self.name} at {self.placement.name}>"
 
 
-class _Emit:
-    __slots__ = ("event",)
-
-    def __init__(self, event: Any) -> None:
-        self.event = event
+_EMIT: Any = object()
+"""What the handler's awaitable yields up through the hook for a stream event (in ``_Call.emitted``)."""
 
 
 class _Forward:
@@ -86,10 +87,10 @@ class _Abort(BaseException):
 class _Call:
     """One downstream call behind one hook invocation."""
 
-    __slots__ = ("buffer", "calls", "driving", "error", "finished", "inner", "is_result", "outcome", "request",
-                 "started", "task", "unwrap", "waiter")
+    __slots__ = ("buffer", "calls", "driving", "emitted", "error", "finished", "inner", "is_result", "outcome",
+                 "request", "started", "task", "unwrap", "waiter")
 
-    def __init__(self, inner: Inner, request: Any, is_result: Callable[[Any], bool],
+    def __init__(self, inner: Inner, request: Any, is_result: ResultType,
                  unwrap: Callable[[Any], Any]) -> None:
         self.inner = inner
         self.request = request
@@ -104,6 +105,7 @@ class _Call:
         self.task: Any = None
         self.buffer: list[Any] = []
         self.waiter: asyncio.Future[None] | None = None
+        self.emitted: Any = None
 
 
 class _Handler:
@@ -143,11 +145,12 @@ class _Pending:
                 except StopAsyncIteration:
                     exhausted = True
                     break
-                if call.is_result(event):
+                if isinstance(event, call.is_result):
                     call.outcome = event
                 elif call.driving and asyncio.current_task() is call.task:
                     at_emit = True
-                    yield _Emit(event)
+                    call.emitted = event
+                    yield _EMIT
                     at_emit = False
                 else:  # the hook awaits handler in another task: the driver passes these on later
                     call.buffer.append(event)
@@ -168,7 +171,7 @@ class _Pending:
 
 
 def wrap_layer(wrapper: Wrapper, hook_name: str, view: Callable[[Any], Any], inner: Inner,
-               is_result: Callable[[Any], bool], unwrap: Callable[[Any], Any], store: ExtensionData,
+               is_result: ResultType, unwrap: Callable[[Any], Any], store: ExtensionData,
                pass_through: Callable[[BaseException], bool] = lambda error: False) -> Inner:
     """The layer ``request -> events`` that runs ``wrapper``'s ``hook_name`` around ``inner``.
 
@@ -186,25 +189,33 @@ def wrap_layer(wrapper: Wrapper, hook_name: str, view: Callable[[Any], Any], inn
 
 
 def _start_hook(hook: Any, view: Callable[[Any], Any], request: Any, call: _Call,
-                store: ExtensionData) -> tuple[Any, BaseException | None]:
-    """Call the hook on ``view(request)`` with the extension's store current: its coroutine's steps, or the error."""
-    token = set_task_store(store)
+                store: ExtensionData, outer: bool) -> tuple[Any, BaseException | None]:
+    """Call the hook on ``view(request)`` with the extension's store current: its coroutine's steps, or the error.
+
+    Only the outermost layer of a chain (``outer``) sets the store: inner layers run inside its steps.
+    """
+    token = _current_store.set(store) if outer else None
     try:
-        return hook(view(request), _Handler(call)).__await__(), None
+        awaitable = hook(view(request), _Handler(call))
+        return (awaitable if type(awaitable) is CoroutineType else awaitable.__await__()), None  # a coroutine steps itself
     except Exception as error:  # a hook that is not a coroutine function, or raised when called
         return None, error
     finally:
-        reset_task_store(token)
+        if token is not None:
+            _current_store.reset(token)
 
 
 async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[Any], Any], request: Any, call: _Call,
                  store: ExtensionData, pass_through: Callable[[BaseException], bool]) -> AsyncGenerator[Any, None]:
+    # Per call and per event on every layer: no allocation beyond the call's own objects, and the task store is
+    # set only by the outermost layer of a chain (inner layers run inside its steps, where it is already set).
     call.task = asyncio.current_task()
-    steps, hook_error = _start_hook(hook, view, request, call, store)
+    outer = _current_store.get() is not store
+    steps, hook_error = _start_hook(hook, view, request, call, store, outer)
     value: Any = None
     thrown: BaseException | None = None
     while steps is not None:
-        token = set_task_store(store)
+        token = _enter(store, outer)
         call.driving = True
         try:
             yielded = steps.send(value) if thrown is None else steps.throw(thrown)
@@ -217,13 +228,13 @@ async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[An
             break
         finally:
             call.driving = False
-            reset_task_store(token)
+            _leave(token)
         value = thrown = None
         while call.buffer:
             yield call.buffer.pop(0)
-        if type(yielded) is _Emit:
+        if yielded is _EMIT:
             try:
-                yield yielded.event
+                yield call.emitted
             except GeneratorExit:
                 await _abort(steps)
                 raise
@@ -232,12 +243,25 @@ async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[An
             value = await _Forward(yielded)
         except BaseException as error:  # cancellation and the like go into the hook, as a Task would
             thrown = error
-    if hook_error is None and call.finished and call.error is None and not call.buffer:
-        if call.outcome is not _MISSING:  # the common case: one well-behaved call
+    if _well_behaved(call, hook_error):  # the common case: one call of handler, its outcome returned
+        if call.outcome is not _MISSING:
             yield call.outcome
         return
     async for event in _settle(wrapper, hook_name, request, call, hook_error, pass_through):
         yield event
+
+
+def _enter(store: ExtensionData, outer: bool) -> Any:
+    return _current_store.set(store) if outer else None
+
+
+def _leave(token: Any) -> None:
+    if token is not None:
+        reset_task_store(token)
+
+
+def _well_behaved(call: _Call, hook_error: BaseException | None) -> bool:
+    return hook_error is None and call.finished and call.error is None and not call.buffer
 
 
 async def _settle(wrapper: Wrapper, hook_name: str, request: Any, call: _Call, hook_error: BaseException | None,
@@ -278,7 +302,7 @@ async def _abort(steps: Any) -> None:
         except BaseException:
             return
         thrown = value = None
-        if type(yielded) is _Emit:
+        if yielded is _EMIT:
             continue
         try:
             value = await _Forward(yielded)

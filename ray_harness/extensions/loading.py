@@ -18,8 +18,8 @@ from typing import Any
 
 from ray_harness.extensions.types import ExtensionData, ExtensionError
 
-__all__ = ("ENTRY_POINT_GROUP", "ENV_VAR", "Extension", "ExtensionHandle", "ExtensionRegistry", "forwarded_names",
-           "installed", "use")
+__all__ = ("ENTRY_POINT_GROUP", "ENV_VAR", "Extension", "ExtensionHandle", "ExtensionRegistry", "adopt",
+           "carried_names", "forwarded_names", "installed", "use")
 
 ENTRY_POINT_GROUP = "ray_harness.extensions"
 ENV_VAR = "RAY_HARNESS_EXTENSIONS"
@@ -32,6 +32,8 @@ class Extension:
     use: str
     entry_point: bool
     contributors: list[Any] = field(default_factory=list)
+    forwarded: bool = False
+    """Installed because the process that calls this one uses it (its variable at start, or :func:`adopt`)."""
 
 
 class ExtensionRegistry:
@@ -68,7 +70,8 @@ class ExtensionHandle:
         with _lock:
             if self.extension in _installed:
                 _installed.remove(self.extension)
-            _handles.pop(self.extension.use, None)
+            if _handles.get(self.extension.use) is self:
+                _handles.pop(self.extension.use)
 
     def __repr__(self) -> str:
         return f"ExtensionHandle({self.extension.use!r})"
@@ -78,6 +81,7 @@ _lock = threading.RLock()
 _installed: list[Extension] = []
 _handles: dict[str, ExtensionHandle] = {}
 _env_loaded = False
+_forwarding = False  # this process has (had) entry-point extensions: its calls to actors carry the list
 app_store = ExtensionData()
 """The application-scoped store: one per process, passed to every ``contribute_middlewares``."""
 
@@ -121,10 +125,57 @@ def installed() -> list[Extension]:
 
 def forwarded_names() -> list[str]:
     """Entry-point names to forward to actors: the variable's and ``use(name)``'s, in load order."""
-    names = [item.strip() for item in os.environ.get(ENV_VAR, "").split(",") if item.strip()]
     with _lock:
-        names += [extension.use for extension in _installed if extension.entry_point]
-    return list(dict.fromkeys(names))
+        if not _env_loaded:
+            return _env_names()
+        return [extension.use for extension in _installed if extension.entry_point]
+
+
+def carried_names() -> list[str] | None:
+    """Return the extension names each call to an actor carries (:mod:`ray_harness.telemetry.propagation`).
+
+    That is :func:`forwarded_names`, or None while this process never had an entry-point extension (the call
+    then carries nothing).
+
+    Carried with every call, not only at actor start, so a ``use(name)`` or ``remove()`` in the driver reaches
+    hosts and ``RemoteAgent`` actors that already exist: the chains they assemble afterwards match the driver's.
+    """
+    if not _forwarding and (_env_loaded or not _env_names()):
+        return None
+    return forwarded_names()
+
+
+def adopt(names: list[str]) -> None:
+    """Make this process's forwarded extensions the caller's ``names``.
+
+    Installs the missing ones, in order, and removes those the caller no longer uses. Extensions this process
+    installed itself stay.
+
+    Raises:
+        ExtensionError: a name has no entry point in this process's environment, or its install raised.
+    """
+    global _forwarding
+    with _lock:
+        if not _env_loaded:
+            _load_env()
+        _forwarding = True  # pass the caller's list on, even an empty one: a removal must reach further actors
+        current = [extension.use for extension in _installed if extension.entry_point]
+        if current == names:
+            return
+        for extension in list(_installed):
+            if extension.entry_point and extension.forwarded and extension.use not in names:
+                _handles[extension.use].remove()
+        for name in names:
+            if name not in _handles:
+                use(name).extension.forwarded = True
+        # the caller's load order decides registration order among entry points (in-code installs follow)
+        rank = {name: index for index, name in enumerate(names)}
+        _installed.sort(key=lambda extension: rank.get(extension.use, len(rank)) if extension.entry_point
+                        else len(rank))
+
+
+def _env_names() -> list[str]:
+    return list(dict.fromkeys(item.strip() for item in os.environ.get(ENV_VAR, "").split(",") if item.strip()))
 
 
 def _load_env() -> None:
@@ -133,9 +184,9 @@ def _load_env() -> None:
         if _env_loaded:
             return
         _env_loaded = True  # an unknown name raises once, here, not at every agent build
-        for name in os.environ.get(ENV_VAR, "").split(","):
-            if name.strip():
-                use(name.strip())
+        for name in _env_names():
+            # in an actor the variable is the starting process's list (forwarded); in a driver it is its own
+            use(name).extension.forwarded = True
 
 
 def _load_entry_point(name: str) -> Callable[..., Any]:
@@ -160,7 +211,9 @@ def _install(key: str, install: Callable[..., Any], config: Any, *, entry_point:
         install(ExtensionRegistry(extension), config)
     except Exception as error:
         raise ExtensionError(f"extension {key!r} failed to install: {type(error).__name__}: {error}") from error
+    global _forwarding
     _installed.append(extension)
+    _forwarding = _forwarding or entry_point
     handle = _handles[key] = ExtensionHandle(extension)
     return handle
 
@@ -173,8 +226,8 @@ def _qualified_name(install: Callable[..., Any]) -> str:
 
 def reset() -> None:
     """Uninstall every extension of this process and read ``RAY_HARNESS_EXTENSIONS`` again on next use (tests)."""
-    global _env_loaded
+    global _env_loaded, _forwarding
     with _lock:
         _installed.clear()
         _handles.clear()
-        _env_loaded = False
+        _env_loaded = _forwarding = False

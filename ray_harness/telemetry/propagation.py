@@ -5,7 +5,8 @@ The caller puts :func:`current_carrier` into the call's options; the actor wraps
 trace shows a whole distributed run. The carrier also holds the scope of
 :mod:`ray_harness.telemetry.runs` (run, graph/swarm, node) as ``ray-harness-tags``, so metrics
 recorded in the actor carry the caller's tags. Both cost nothing when tracing is off and no run
-scope is open.
+scope is open. It also carries the caller's entry-point extensions (``ray-harness-extensions``), which
+:func:`attached` adopts, so chains an actor assembles follow the caller's ``use()`` at the time of the call.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from ray_harness.extensions.loading import adopt, carried_names
 from ray_harness.telemetry.config import tracing_enabled
 from ray_harness.telemetry.runs import current_tags, scoped, task_label
 
 _TAGS_KEY = "ray-harness-tags"  # carried as one JSON string: carriers are str -> str
 TASK_KEY = "ray-harness-task"  # the node or row the call runs (see runs.task_label): names the Ray task
+_EXTENSIONS_KEY = "ray-harness-extensions"  # a JSON list of entry-point names
 
 __all__ = ("TASK_KEY", "attached", "current_carrier")
 
@@ -36,6 +39,9 @@ def current_carrier() -> dict[str, str] | None:
         label = task_label()
         if label:
             carrier[TASK_KEY] = label
+    extensions = carried_names()
+    if extensions is not None:
+        carrier[_EXTENSIONS_KEY] = json.dumps(extensions)
     if tracing_enabled():
         from opentelemetry.propagate import inject
 
@@ -49,6 +55,10 @@ def attached(carrier: dict[str, str] | None) -> Iterator[Any]:
     if not carrier:
         yield None
         return
+    extensions = carrier.get(_EXTENSIONS_KEY)
+    if extensions is not None:
+        adopt(json.loads(extensions))  # before the call builds any agent chain in this process
+        carrier = {key: value for key, value in carrier.items() if key != _EXTENSIONS_KEY}
     packed = carrier.get(_TAGS_KEY)
     trace_carrier = {key: value for key, value in carrier.items() if key not in (_TAGS_KEY, TASK_KEY)}
     if packed is None:

@@ -50,6 +50,29 @@ def test_entry_point_by_name_and_by_environment_variable(monkeypatch: pytest.Mon
     assert agent.state.get("rh_test_plugin")["model_calls"] == 2
 
 
+def test_each_call_carries_the_callers_list_and_the_callee_adopts_it() -> None:
+    from ray_harness.telemetry.propagation import attached, current_carrier
+
+    assert loading.carried_names() is None and current_carrier() is None  # no extension: calls carry nothing
+    handle = use("rh_test_plugin")
+    carrier = current_carrier()
+    assert carrier is not None and loading.carried_names() == ["rh_test_plugin"]
+    # Now play the actor: a process with an in-code install of its own, started before the caller's use().
+    loading.reset()
+    own = use(lambda registry, config: None)
+    with attached(carrier):
+        assert [extension.use for extension in loading.installed()] == ["rh_test_plugin", own.name]
+    handle.remove()
+    loading.adopt([])  # the caller removed it: so does the callee, keeping its own install, and forwards that
+    assert [extension.use for extension in loading.installed()] == [own.name]
+    assert loading.carried_names() == []
+    loading.reset()
+    loading.adopt([])  # a process that never had any (a fresh orchestrator) still passes an empty list on
+    assert loading.carried_names() == []
+    with pytest.raises(ExtensionError, match="unknown extension 'rh_missing'"):
+        loading.adopt(["rh_missing"])
+
+
 def test_a_failing_install_names_the_entry_point() -> None:
     with pytest.raises(ExtensionError, match="extension 'rh_test_plugin_broken' failed to install: RuntimeError"):
         use("rh_test_plugin_broken")
@@ -100,3 +123,42 @@ async def test_the_plugin_runs_on_pooled_graph_nodes(ray_session: Any, monkeypat
         report = graph.nodes[name].executor.state.get("rh_test_plugin")
         assert report["pid"] in host_pids and report["pid"] != os.getpid()
         assert (report["scope"], report["model_calls"], report["tool_calls"]) == ("lead", 2, 1)
+
+
+@pytest.mark.ray
+async def test_use_after_hosts_and_actors_exist_reaches_the_chains_they_build_afterwards(ray_session: Any) -> None:
+    from ray_harness.runtime import RemoteAgent
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    runs: list[str] = []
+
+    async def run_graph() -> Any:
+        name = f"node{len(runs)}"  # a new node each time: nothing is left from an earlier run on its host
+        runs.append(name)
+        builder = GraphBuilder()
+        builder.add_node(counting_agent(name), name)
+        graph = builder.build(runtime="ray")
+        assert (await graph.invoke_async("go")).status == Status.COMPLETED
+        return graph.nodes[name].executor.state.get("rh_test_plugin")
+
+    # Fresh hosts: the session's shared pool may have started with an earlier test's variable (this driver,
+    # reset, never had an extension, so its calls carry no list that would make them drop it).
+    default_pool().shutdown()
+    looping = ScriptedModel([tool_call("square", {"x": 3}), text("remote done")], loop=True)
+    remote = RemoteAgent(Agent(looping, tools=[square], name="remote"))  # started with no extension
+    try:
+        assert await run_graph() is None  # the pool's hosts exist now, without the plugin
+        await remote.invoke_async("x")
+        assert (await remote.get_state_async()).get("rh_test_plugin") is None
+        host_pids = {host["pid"] for host in await default_pool().stats()}
+        handle = use("rh_test_plugin")  # in the driver, after the hosts and the actor started
+        report = await run_graph()
+        assert report is not None and report["pid"] in host_pids  # the same hosts, now with the plugin
+        assert (report["scope"], report["model_calls"], report["tool_calls"]) == ("lead", 2, 1)
+        await remote.invoke_async("x")
+        report = (await remote.get_state_async()).get("rh_test_plugin")
+        assert report is not None and (report["scope"], report["model_calls"]) == ("lead", 2)
+        handle.remove()  # and a removal reaches them as well
+        assert await run_graph() is None
+    finally:
+        remote.shutdown()

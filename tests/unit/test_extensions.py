@@ -321,7 +321,7 @@ def test_fault_isolation_never_adds_a_request_and_returns_the_real_result(
         assert "already called" in str(middleware.caught[0])
 
 
-@pytest.mark.parametrize("placement", [PHYSICAL, RAW])
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
 def test_handler_errors_propagate_unchanged_even_when_the_hook_swallows_them(placement: Placement) -> None:
     class Swallow(AgentMiddleware):
         async def awrap_model_call(self, request: Any, handler: Any) -> Any:
@@ -333,9 +333,15 @@ def test_handler_errors_propagate_unchanged_even_when_the_hook_swallows_them(pla
         awrap_tool_call = awrap_model_call
 
     contribute(MiddlewarePlacement(Swallow(), placement))
-    if placement is PHYSICAL:
+    if placement in (LOGICAL, PHYSICAL):
         with pytest.raises(ValueError, match="provider down"):
             Agent(ScriptedModel(ValueError("provider down")))("x")
+    elif placement is VISIBLE:  # the host's own tool pipeline raising (a tool hook) still fails the run
+        def broken_hook(event: AfterToolCallEvent) -> None:
+            raise KeyError("hook down")
+
+        with pytest.raises(KeyError, match="hook down"):
+            tool_agent(tool_call("lookup", {"key": "k"}), text("done"), hooks=[broken_hook])("x")
     else:  # the tool's exception reaches the host's error wrapping, as without the extension
         agent = tool_agent(tool_call("explode", {"key": "k"}), text("done"))
         agent("x")
@@ -692,3 +698,33 @@ def test_a_consumer_leaving_mid_stream_closes_every_layer() -> None:
     asyncio.run(leave_early())
     assert closed == ["hook unwound", "hook unwound"]
     assert agent._invocation is None and not agent._lock.locked()  # the agent is free for the next call
+
+
+def test_a_direct_tool_call_is_observed_once_at_visible_and_raw_in_a_lead_chain_of_its_own() -> None:
+    log: list[Any] = []
+    scopes: list[Any] = []
+    stores: list[Any] = []
+
+    class Counting(Recorder):
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            stores.append(task_store())
+            return await super().awrap_tool_call(request, handler)
+
+    class Contributor:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+            scopes.append(ctx.scope)
+            return (MiddlewarePlacement(Counting(log, "V"), VISIBLE), MiddlewarePlacement(Counting(log, "R"), RAW),
+                    MiddlewarePlacement(Recorder(log, "L"), LOGICAL))
+
+    use(lambda registry, config: registry.middlewares(Contributor()))
+    agent = tool_agent(text("unused"))
+    result = agent.tool.lookup(key="k")
+    assert result["status"] == "success"
+    assert log == [("V", "tool", "lookup"), ("R", "tool", "lookup"), ("R", "tool done", {"key": "k", "found": True}),
+                   ("V", "tool done", result)]  # no model layer runs: a direct call makes no model call
+    assert scopes == [AgentScope.LEAD] and stores[0] is stores[1] is not None
+    log.clear()
+    failed = agent.tool.explode(key="k", record_direct_tool_call=False)
+    assert failed["status"] == "error"
+    assert [entry[:2] for entry in log] == [("V", "tool"), ("R", "tool"), ("R", "tool error"), ("V", "tool done")]
+    assert stores[2] is not stores[0]  # each direct call is a run of its own
