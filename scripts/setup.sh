@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 python3 -m pip install --quiet -e ".[dev,bench,docs]"
 # The extension tests' plugin (entry point group ray_harness.extensions); the tests install it themselves
 # when it is missing or stale (tests/plugin_fixture.py), this just saves them the build.
-python3 -m pip install --quiet --no-deps tests/plugins/rh_test_plugin
-rm -rf tests/plugins/rh_test_plugin/build tests/plugins/rh_test_plugin/*.egg-info
+python3 -m pip install --quiet --no-deps tests/plugins/rh_test_plugin tests/plugins/rh_probe_plugin
+rm -rf tests/plugins/*/build tests/plugins/*/*.egg-info

@@ -50,19 +50,23 @@ async def test_many_concurrent_runs_share_the_hosts(pool: Any, tmp_path: Path) -
     assert len(set(agents.party_pids(directory).values())) == 2
 
 
-async def test_cancel_one_pooled_run_leaves_the_others_alone(pool: Any) -> None:
+async def test_cancel_one_pooled_run_leaves_the_others_alone(pool: Any, tmp_path: Path) -> None:
     slow = asyncio.create_task(pool.run("tests.integration.agents:slow_model", "wait", run_id="to-cancel"))
     tool = asyncio.create_task(pool.run("tests.integration.agents:slow_tool", "wait", run_id="tool-to-cancel"))
-    neighbours = [asyncio.create_task(pool.run("tests.integration.agents:sleepy", f"n{i}")) for i in range(4)]
+    # The neighbours wait for a fifth party (this test, after the cancels): they are certainly running when the
+    # cancels arrive, however slowly the machine starts them.
+    neighbours = [asyncio.create_task(pool.run("tests.integration.agents:meeting", f"{tmp_path}|n{i}|5"))
+                  for i in range(4)]
     await _wait_running(pool, 6)
-    await asyncio.sleep(0.2)
     await pool.cancel("to-cancel")
     await pool.cancel("tool-to-cancel")
     cancelled = await asyncio.wait_for(slow, 120)  # the model and the tool would take 300 s
     tool_cancelled = await asyncio.wait_for(tool, 120)
     assert (cancelled.stop_reason, str(cancelled)) == ("cancelled", "Cancelled by user\n")
     assert tool_cancelled.stop_reason == "cancelled"
-    assert [str(r) for r in await asyncio.gather(*neighbours)] == ["rested\n"] * 4
+    assert not any(task.done() for task in neighbours)
+    (tmp_path / "test").write_text("0")  # the fifth party
+    assert [str(r) for r in await asyncio.gather(*neighbours)] == ["met\n"] * 4
 
 
 async def test_cancel_all_broadcasts_to_every_host(pool: Any) -> None:
