@@ -31,11 +31,13 @@ from ray.exceptions import RayError
 
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
+from ray_harness.runtime._telemetry import prepare_actor_process, with_actor_env
 from ray_harness.runtime._wire import SandboxRequest
 from ray_harness.sandbox._process import add_group_listener
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
 from ray_harness.telemetry.propagation import attached
+from ray_harness.telemetry.tracing import span_scope
 
 __all__ = ("SANDBOX_ACTOR_PREFIX", "RemoteSandbox", "SandboxActor")
 
@@ -53,6 +55,7 @@ class SandboxActor:
     """
 
     def __init__(self, sandbox: Sandbox, actor_name: str | None = None) -> None:
+        prepare_actor_process()  # tracing and metrics configured from the driver's variables (with_actor_env)
         self._sandbox = sandbox
         self._groups_file = _groups_file(actor_name) if actor_name else None
         self._local_groups: set[int] = set()
@@ -85,7 +88,7 @@ class SandboxActor:
 
     async def stream(self, request: SandboxRequest) -> Stream:
         """Run ``execute`` or ``execute_code``; its chunks, then one ``ExecutionResult``."""
-        with attached(request.trace_context):
+        with attached(request.trace_context), span_scope(f"sandbox {request.operation}", _attributes(request)):
             await self._recover()
             sandbox = self._sandbox
             if request.operation == "execute":
@@ -103,7 +106,7 @@ class SandboxActor:
 
     async def call(self, request: SandboxRequest) -> Any:
         """One non-streaming operation of the ``Sandbox`` surface (files, start, close, describe)."""
-        with attached(request.trace_context):
+        with attached(request.trace_context), span_scope(f"sandbox {request.operation}", _attributes(request)):
             sandbox, operation = self._sandbox, request.operation
             if operation == "describe":
                 return sandbox.describe()
@@ -121,6 +124,11 @@ class SandboxActor:
             if operation == "start":
                 return await sandbox.start()
             raise ValueError(f"operation {operation!r} streams; use stream()")
+
+
+def _attributes(request: SandboxRequest) -> dict[str, Any]:
+    """Span attributes of one sandbox operation in the actor (the command itself stays off the span)."""
+    return {"ray_harness.sandbox.operation": request.operation, "ray_harness.sandbox.actor_pid": os.getpid()}
 
 
 def _given(value: T | None, field: str) -> T:
@@ -193,7 +201,7 @@ class RemoteSandbox(Sandbox):
                                    "max_task_retries": 0}
         if resources:
             options["resources"] = dict(resources)
-        self._actor = _sandbox_class().options(**options).remote(sandbox, self.actor_name)
+        self._actor = _sandbox_class().options(**with_actor_env(options)).remote(sandbox, self.actor_name)
         self._client = ActorClient(self._actor, self.actor_name)
         self._description = str(self._client.call_sync("call", SandboxRequest(operation="describe")))
 

@@ -187,9 +187,9 @@ def test_each_evaluation_row_is_one_complete_trace_without_a_driver_span(otlp: R
     assert len(agents) == 2 and all(s.parent_span_id == driver_id for s in agents)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="#19: RemoteSandbox's actor gets neither the caller's trace context nor the driver's OTEL_* "
-                          "variables (with_actor_env) and opens no span of its own; runtime/sandbox.py is #19's")
+@pytest.mark.xfail(strict=False, raises=AssertionError,
+                   reason="#24: no span of the sandbox actor reaches the receiver yet, although the actor now gets "
+                          "the driver's OTEL_* variables and opens 'sandbox <operation>' spans; cause not found")
 def test_a_sandbox_actor_call_continues_the_trace(otlp: Receiver, tmp_path: Any) -> None:
     import os
 
@@ -209,10 +209,12 @@ def test_a_sandbox_actor_call_continues_the_trace(otlp: Receiver, tmp_path: Any)
     finally:
         sandbox.shutdown()
     trace_id = driver.get_span_context().trace_id.to_bytes(16, "big")
-    wait(lambda: any(s.name == "execute" for s in otlp.in_trace(trace_id)), what="the sandbox execute span")
+    # The tool streams the command (execute_streaming), so the span of the command is the actor's.
+    wait(lambda: any(s.name == "sandbox execute" for s in otlp.in_trace(trace_id)), what="the sandbox execute span")
 
     def from_the_actor() -> list[Any]:
         return [s for s in otlp.in_trace(trace_id) if otlp.pids.get(s.span_id) not in (0, os.getpid())]
 
     wait(lambda: bool(from_the_actor()) and not otlp.orphans(trace_id), timeout=30,
          what="a span from the sandbox actor in the driver's trace")
+    assert {s.name for s in from_the_actor()} >= {"sandbox execute"}
