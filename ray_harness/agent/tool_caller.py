@@ -85,7 +85,7 @@ async def _run(agent: Agent, tool_use: ToolUse) -> ToolResult:
 
     inv = Invocation(agent, threading.Event(), {}, None, None)
     # A direct call is a tool call like any other: contributed TOOL_VISIBLE / TOOL_RAW middleware observe it
-    # exactly once (seed 002: "every call"), in a chain of its own (a lead chain, with its own task store).
+    # exactly once (extensions see "every call"), in a chain of its own (a lead chain, with its own task store).
     inv.extensions = chain = assemble_extensions(agent, inv)
     run_one = (lambda use: execute_tool(agent, inv, use)) if chain is None else chain.tool_runner(execute_tool)
     result: ToolResult | None = None

@@ -147,7 +147,7 @@ Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestrator actor,
 which broadcasts one ``CancelRequest`` per host (and per dedicated actor) of the
 run with a :class:`RunHandle`.
 
-Not yet as ARCHITECTURE.md describes (the next runtime issue): graph and
+Not yet as the virtual-actor design describes (``docs/concepts/runtime.md``): graph and
 swarm agents are shipped per node execution instead of living in a resident
 slot of the run, and only a dedicated slot journals, so a pooled host's death
 fails its runs instead of re-creating their slots and re-sending them.

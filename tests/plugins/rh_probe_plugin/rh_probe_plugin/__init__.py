@@ -1,4 +1,4 @@
-"""A ray_harness extension for the tests: seed 002's guarantees, checkable in any process.
+"""A ray_harness extension for the tests: the extension guarantees, checkable in any process.
 
 At each of the four wrap placements it contributes a ``Probe`` that records what it saw, and, outside it
 (lower ``order``), a ``Faulty`` middleware that breaks one row of the fault-isolation table: at
