@@ -197,6 +197,14 @@ def forwarded_rate_limits() -> str | None:
                        for key, limit in sorted(limits.items())}, sort_keys=True)
 
 
+def parse_forwarded(value: str, source: str) -> dict[str, RateLimit]:
+    """Read limits in the form of :func:`forwarded_rate_limits` (``source`` names where they came from)."""
+    try:
+        return {key: RateLimit(**fields) for key, fields in json.loads(value).items()}
+    except (ValueError, TypeError, AttributeError) as error:
+        raise ValueError(f"{source} is not a valid mapping of rate limits: {error}") from None
+
+
 def _read_env() -> None:
     """Once per process: the limits the process that started this actor forwarded (see the module docstring)."""
     if _FROM_ENV["read"]:
@@ -205,11 +213,7 @@ def _read_env() -> None:
     value = os.environ.get(ENV_VAR)
     if not value:
         return
-    try:
-        forwarded = {key: RateLimit(**fields) for key, fields in json.loads(value).items()}
-    except (ValueError, TypeError, AttributeError) as error:
-        raise ValueError(f"{ENV_VAR} is not a valid mapping of rate limits: {error}") from None
-    for key, limit in forwarded.items():
+    for key, limit in parse_forwarded(value, ENV_VAR).items():
         _REGISTERED.setdefault(key, limit)  # what this process registers itself wins
 
 

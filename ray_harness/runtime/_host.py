@@ -33,11 +33,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray.experimental import internal_kv
 
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
-from ray_harness.models.rate_limit import register_rate_limits
+from ray_harness.models.rate_limit import (
+    forwarded_rate_limits,
+    parse_forwarded,
+    register_rate_limits,
+    registered_rate_limits,
+)
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
 from ray_harness.runtime._store import FileAgentStore
@@ -103,6 +109,8 @@ class AgentHost:
         self._early: OrderedDict[str, None] = OrderedDict()  # cancels that overtook their run
         self._guard = threading.Lock()  # cancel() runs on the control group's thread
         self._restored = False
+        if _was_reconstructed():
+            _restore_rate_limits()
         if slot is not None:
             self._open_slot(slot)
 
@@ -271,8 +279,12 @@ class AgentHost:
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def register_rate_limits(self, limits: dict[str, Any]) -> None:
-        """Limit models by key in this process (see ``ray_harness.models.rate_limit``)."""
+        """Limit models by key in this process (see ``ray_harness.models.rate_limit``); kept for a restart."""
         register_rate_limits(limits)
+        value = forwarded_rate_limits()
+        if value is not None:
+            internal_kv._internal_kv_put(rate_limits_key(ray.get_runtime_context().get_actor_id()), value,
+                                         overwrite=True, namespace=RATE_LIMITS_KV_NAMESPACE)
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def flush_metrics(self) -> None:
@@ -283,7 +295,27 @@ class AgentHost:
     async def stats(self) -> dict[str, Any]:
         """Index, process id, running runs, resident agents, resident set size in bytes."""
         return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
-                "resident": len(self._resident), "rss_bytes": _rss_bytes()}
+                "resident": len(self._resident), "rss_bytes": _rss_bytes(),
+                "rate_limits": sorted(registered_rate_limits())}
+
+
+RATE_LIMITS_KV_NAMESPACE = "ray_harness_rate_limits"
+
+
+def rate_limits_key(actor_id: str) -> str:
+    """Where a host keeps the limits registered in it by a call (Ray's internal KV), for its restarts."""
+    return f"host/{actor_id}"
+
+
+def _restore_rate_limits() -> None:
+    """Give a restarted host back the limits its dead process had registered, so a pool's quota outlives a crash.
+
+    The host's env only holds the limits given at its creation; those registered later by a call are kept in KV.
+    """
+    value = internal_kv._internal_kv_get(rate_limits_key(ray.get_runtime_context().get_actor_id()),
+                                         namespace=RATE_LIMITS_KV_NAMESPACE)
+    if value:
+        register_rate_limits(parse_forwarded(value.decode(), "the host's kept rate limits"))
 
 
 def _was_reconstructed() -> bool:

@@ -20,6 +20,7 @@ survive a crash mid-run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 import zlib
 from collections.abc import AsyncGenerator, Callable, Iterable
@@ -27,6 +28,7 @@ from typing import Any
 
 import ray
 from ray.exceptions import RayError
+from ray.experimental import internal_kv
 
 from ray_harness.agent.agent import run_sync
 from ray_harness.agent.limits import Limits
@@ -36,7 +38,7 @@ from ray_harness.runtime._batching import Batcher
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._host import AgentHost, host_actor_name
+from ray_harness.runtime._host import RATE_LIMITS_KV_NAMESPACE, AgentHost, host_actor_name, rate_limits_key
 from ray_harness.runtime._host_registry import acquire_host, forget_host
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._telemetry import with_actor_env
@@ -290,6 +292,8 @@ class AgentPool:
             except (RayError, ValueError):
                 pass
             forget_host(self.namespace, name, host, retired=True)
+            with contextlib.suppress(Exception):  # the kept limits of a host that is gone (see _host.py)
+                internal_kv._internal_kv_del(rate_limits_key(host._actor_id.hex()), namespace=RATE_LIMITS_KV_NAMESPACE)
 
     def __repr__(self) -> str:
         return f"AgentPool(size={self.size}, namespace={self.namespace!r})"

@@ -137,3 +137,32 @@ async def test_errors_keep_their_type_across_the_pool(pool: Any) -> None:
         await pool.run("tests.integration.agents:broken_policy", "hi")
     with pytest.raises(ModuleNotFoundError, match="no_such_module"):
         await pool.run("no_such_module:factory", "hi")
+
+
+async def test_a_restarted_host_keeps_the_rate_limits_registered_in_it(ray_session: Any) -> None:
+    import os
+    import signal
+    import uuid
+
+    from ray_harness.models.rate_limit import RateLimit
+    from ray_harness.runtime import AgentPool
+
+    own = AgentPool(size=1, namespace=f"ray_harness_limits_{uuid.uuid4().hex[:6]}")
+    try:
+        await own.register_rate_limits({"scripted:limited": RateLimit(requests_per_minute=60)})
+        (before,) = await own.stats()
+        assert before["rate_limits"] == ["scripted:limited"]
+        os.kill(before["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while True:  # the same host, restarted by Ray in a new process
+            try:
+                (after,) = await own.stats()
+                if after["pid"] != before["pid"]:
+                    break
+            except Exception:  # unavailable while Ray restarts it
+                pass
+            assert time.monotonic() < deadline, "the host was not restarted"
+            await asyncio.sleep(0.2)
+        assert after["rate_limits"] == ["scripted:limited"]
+    finally:
+        own.shutdown()
