@@ -302,7 +302,7 @@ class AgentHost:
 RATE_LIMITS_KV_NAMESPACE = "ray_harness_rate_limits"
 
 
-def rate_limits_key(actor_id: str) -> str:
+def rate_limits_key(actor_id: str | None) -> str:
     """Where a host keeps the limits registered in it by a call (Ray's internal KV), for its restarts."""
     return f"host/{actor_id}"
 
