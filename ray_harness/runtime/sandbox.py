@@ -37,7 +37,7 @@ from ray_harness.sandbox._process import add_group_listener
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
 from ray_harness.telemetry.propagation import attached
-from ray_harness.telemetry.tracing import span_scope
+from ray_harness.telemetry.tracing import get_tracer, span_scope
 
 __all__ = ("SANDBOX_ACTOR_PREFIX", "RemoteSandbox", "SandboxActor")
 
@@ -88,21 +88,43 @@ class SandboxActor:
 
     async def stream(self, request: SandboxRequest) -> Stream:
         """Run ``execute`` or ``execute_code``; its chunks, then one ``ExecutionResult``."""
-        with attached(request.trace_context), span_scope(f"sandbox {request.operation}", _attributes(request)):
-            await self._recover()
-            sandbox = self._sandbox
-            if request.operation == "execute":
-                stream = sandbox.execute_streaming(_given(request.command, "command"), timeout=request.timeout,
-                                                   cwd=request.cwd, env=request.env)
-            elif request.operation == "execute_code":
-                stream = sandbox.execute_code_streaming(_given(request.code, "code"), _given(request.language,
-                                                        "language"), timeout=request.timeout, cwd=request.cwd,
-                                                        env=request.env)
-            else:
-                raise ValueError(f"operation {request.operation!r} does not stream; use call()")
-            async with aclosing(stream) as items:
-                async for item in items:
-                    yield item
+        with attached(request.trace_context):
+            # The span ends with the result, before it is yielded: Ray may never resume this generator after
+            # its last item, and a span left open is never exported.
+            tracer = get_tracer()
+            span = tracer.start_span(f"sandbox {request.operation}", None, _attributes(request))
+            ended = False
+            try:
+                async with aclosing(self._operation_stream(request)) as items:
+                    async for item in items:
+                        if isinstance(item, ExecutionResult):
+                            tracer.end_span(span)
+                            ended = True
+                        yield item
+            except Exception as error:
+                if not ended:
+                    tracer.end_span(span, error=error)
+                    ended = True
+                raise
+            finally:
+                if not ended:
+                    tracer.end_span(span)
+
+    async def _operation_stream(self, request: SandboxRequest) -> Stream:
+        await self._recover()
+        sandbox = self._sandbox
+        if request.operation == "execute":
+            stream = sandbox.execute_streaming(_given(request.command, "command"), timeout=request.timeout,
+                                               cwd=request.cwd, env=request.env)
+        elif request.operation == "execute_code":
+            stream = sandbox.execute_code_streaming(_given(request.code, "code"), _given(request.language,
+                                                    "language"), timeout=request.timeout, cwd=request.cwd,
+                                                    env=request.env)
+        else:
+            raise ValueError(f"operation {request.operation!r} does not stream; use call()")
+        async with aclosing(stream) as items:
+            async for item in items:
+                yield item
 
     async def call(self, request: SandboxRequest) -> Any:
         """One non-streaming operation of the ``Sandbox`` surface (files, start, close, describe)."""
