@@ -90,6 +90,8 @@ async def test_docker_sandbox_actor_killed_leaves_nothing_running(tmp_path: Path
     from ray_harness.sandbox import DockerSandbox
 
     client, image = _docker()
+    # Containers of this image that other tests or sessions own are not ours to count.
+    preexisting = {c.id for c in client.containers.list(all=True, filters={"ancestor": image})}
     attached = client.containers.run(image, ["sleep", "2147483647"], detach=True, init=True, network_mode="none")
     created_by_dead_actor = None
     try:
@@ -103,7 +105,7 @@ async def test_docker_sandbox_actor_killed_leaves_nothing_running(tmp_path: Path
                 await asyncio.sleep(1.0)
                 if mode == "image":
                     created_by_dead_actor = [c.id for c in client.containers.list(filters={"ancestor": image})
-                                             if c.id != attached.id]
+                                             if c.id != attached.id and c.id not in preexisting]
                 os.kill(_sandbox_actor_pid(sandbox), signal.SIGKILL)
                 with pytest.raises(RemoteActorError):
                     await asyncio.wait_for(command, 60)
