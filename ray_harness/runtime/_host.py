@@ -24,6 +24,7 @@ import asyncio
 import collections
 import functools
 import gc
+import logging
 import os
 import threading
 import warnings
@@ -58,6 +59,8 @@ from ray_harness.runtime._wire import (
 )
 
 __all__ = ("DEDICATED_KEY", "HOST_ACTOR_PREFIX", "AgentHost", "Slot", "host_actor_name", "host_class")
+
+logger = logging.getLogger(__name__)
 
 DEDICATED_KEY = "dedicated"
 """The resident key of a dedicated host's one slot."""
@@ -312,10 +315,13 @@ def _restore_rate_limits() -> None:
 
     The host's env only holds the limits given at its creation; those registered later by a call are kept in KV.
     """
-    value = internal_kv._internal_kv_get(rate_limits_key(ray.get_runtime_context().get_actor_id()),
-                                         namespace=RATE_LIMITS_KV_NAMESPACE)
-    if value:
-        register_rate_limits(parse_forwarded(value.decode(), "the host's kept rate limits"))
+    try:
+        value = internal_kv._internal_kv_get(rate_limits_key(ray.get_runtime_context().get_actor_id()),
+                                             namespace=RATE_LIMITS_KV_NAMESPACE)
+        if value:
+            register_rate_limits(parse_forwarded(value.decode(), "the host's kept rate limits"))
+    except Exception:  # the host must come back even when its limits cannot: say so loudly
+        logger.exception("a restarted host could not restore its rate limits; its models run unlimited")
 
 
 def _was_reconstructed() -> bool:
