@@ -21,7 +21,11 @@ def is_initialized() -> bool:
 
 
 def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
-    """Connect to ``address`` (or ``RAY_ADDRESS``), else start an embedded local Ray. Idempotent.
+    """Connect to ``address`` (or ``RAY_ADDRESS``), else to Ray's default: a local Ray. Idempotent.
+
+    With neither, Ray's own rule applies: a cluster started on this machine with ``ray start`` (for
+    example by ``cluster/local.sh``) is joined, otherwise an embedded Ray starts in this process.
+    Pass ``address="local"`` to always start an embedded one.
 
     Defaults: namespace ``"ray_harness"`` (shared by every driver that uses it) and, for the
     embedded Ray, no dashboard (it costs ≈4 s of start-up and ≈1 GB; pass
