@@ -53,8 +53,14 @@ def test_an_app_is_a_bound_serve_application() -> None:
 
 def test_replicas_get_the_drivers_extension_list(monkeypatch: pytest.MonkeyPatch) -> None:
     # Replicas build agents: like every actor the runtime starts, they load the driver's extensions.
+    from ray_harness.extensions import loading
+
     monkeypatch.setenv("RAY_HARNESS_EXTENSIONS", "timing")
-    app = rh_serve.app("tests.eval_targets:echo_agent", name="ext")
+    loading.reset()  # the variable is read once per process: an earlier test may have read it already
+    try:
+        app = rh_serve.app("tests.eval_targets:echo_agent", name="ext")
+    finally:
+        loading.reset()
     options = app._bound_deployment.ray_actor_options
     assert options["num_cpus"] == 0
     assert options["runtime_env"]["env_vars"]["RAY_HARNESS_EXTENSIONS"] == "timing"
