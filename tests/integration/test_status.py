@@ -54,7 +54,10 @@ def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str,
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     try:
-        running = _wait_for_run(ray_session["gcs_address"], lambda run: run["nodes_running"] == ["held"])
+        # Each process publishes its own view once a second: the orchestrator's node states can arrive before the
+        # hosts' token counts, so wait for both.
+        running = _wait_for_run(ray_session["gcs_address"],
+                                lambda run: run["nodes_running"] == ["held"] and run["input_tokens"] > 0)
         assert running["kind"] == "graph" and running["status"] == "running"
         assert running["nodes_done"] == {"first": "completed"} and running["nodes_pending"] == 1
         assert running["nodes_total"] == 3
