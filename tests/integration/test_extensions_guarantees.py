@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from ray_harness import Agent, GraphBuilder, Status, tool
 from ray_harness.agent.retry import ModelRetryStrategy
-from ray_harness.extensions import loading, use
+from ray_harness.extensions import use
 from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.testing.clock import FakeClock
 from ray_harness.types.exceptions import ModelThrottledException
+from tests.extension_state import clean_extensions  # noqa: F401 - the autouse fixture
 from tests.plugin_fixture import installed_probe_plugin  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.usefixtures("installed_probe_plugin")
@@ -36,12 +36,6 @@ def explode(key: str) -> str:
     raise ValueError(f"no {key}")
 
 
-@pytest.fixture(autouse=True)
-def clean_extensions(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(loading.ENV_VAR, raising=False)
-    loading.reset()
-    yield
-    loading.reset()
 
 
 @pytest.mark.parametrize("runtime", ["local", pytest.param("ray", marks=pytest.mark.ray)])

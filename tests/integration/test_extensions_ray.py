@@ -4,7 +4,6 @@ process, and in every actor the runtime starts (a ``RemoteAgent``, pooled Graph 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from ray_harness import Agent, GraphBuilder, Status, tool
 from ray_harness.extensions import ExtensionError, loading, use
 from ray_harness.testing import ScriptedModel, text, tool_call
+from tests.extension_state import clean_extensions  # noqa: F401 - the autouse fixture
 from tests.plugin_fixture import installed_test_plugin  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.usefixtures("installed_test_plugin")
@@ -27,12 +27,6 @@ def counting_agent(name: str = "agent") -> Agent:
     return Agent(ScriptedModel(tool_call("square", {"x": 3}), text(f"{name} done")), tools=[square], name=name)
 
 
-@pytest.fixture(autouse=True)
-def clean_extensions(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(loading.ENV_VAR, raising=False)
-    loading.reset()
-    yield
-    loading.reset()
 
 
 def test_entry_point_by_name_and_by_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,17 +30,12 @@ from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.testing.clock import FakeClock
 from ray_harness.tools.base import AgentTool
 from ray_harness.types.exceptions import ContextWindowOverflowException, ModelThrottledException
+from tests.extension_state import clean_extensions  # noqa: F401 - the autouse fixture
 
 LOGICAL, PHYSICAL, VISIBLE, RAW, STANDARD = (Placement.MODEL_LOGICAL, Placement.MODEL_PHYSICAL,
                                              Placement.TOOL_VISIBLE, Placement.TOOL_RAW, Placement.STANDARD)
 
 
-@pytest.fixture(autouse=True)
-def clean_extensions(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(loading.ENV_VAR, raising=False)
-    loading.reset()
-    yield
-    loading.reset()
 
 
 def contribute(*placements: MiddlewarePlacement | Any, name: str = "test_ext") -> Any:
