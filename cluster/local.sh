@@ -48,34 +48,36 @@ up() {
   # so a plain ray.init() elsewhere on the machine starts its own Ray instead of joining this one.
   ray start --head --port="$HEAD_PORT" --num-cpus="$CPUS_PER_NODE" --resources='{"node0": 1}' \
     --dashboard-host=127.0.0.1 --dashboard-port="$DASHBOARD_PORT" --include-dashboard=true \
-    $(agent_ports 0) --temp-dir="$(node_temp 0)" --disable-usage-stats >"$STATE_DIR/node0.log" 2>&1
+    $(agent_ports 0) --temp-dir="$(node_temp 0)" --disable-usage-stats >"$STATE_DIR/node0.log" 2>&1 \
+    || echo "head: not registered yet after 'ray start' (see $STATE_DIR/node0.log); waiting" >&2
   echo "127.0.0.1:$HEAD_PORT" >"$STATE_DIR/address"
   echo "$workers" >"$STATE_DIR/workers"
+  # `ray start` gives a node 30 s (fixed) to register with the GCS; on a loaded machine it can take longer,
+  # and the node's processes keep starting after `ray start` gave up: wait_for_nodes decides, for the head too.
+  wait_for_nodes 0 0
   for i in $(seq 1 "$workers"); do
-    # `ray start` gives a node 30 s (fixed) to register with the GCS; on a loaded machine it can take longer,
-    # and the node's processes keep starting after `ray start` gave up: wait_for_nodes below decides.
     ray start --address="127.0.0.1:$HEAD_PORT" --num-cpus="$CPUS_PER_NODE" --resources="{\"node$i\": 1}" \
       --min-worker-port=$((20000 + i * 1000)) --max-worker-port=$((20000 + i * 1000 + 999)) $(agent_ports "$i") \
       --temp-dir="$(node_temp "$i")" --disable-usage-stats >"$STATE_DIR/node$i.log" 2>&1 \
       || echo "node$i: not registered yet after 'ray start' (see $STATE_DIR/node$i.log); waiting" >&2
   done
-  wait_for_nodes "$workers"
+  wait_for_nodes 1 "$workers"
   echo "head: 127.0.0.1:$HEAD_PORT  dashboard: http://127.0.0.1:$DASHBOARD_PORT  workers: $workers"
   echo "drivers: export RAY_ADDRESS=127.0.0.1:$HEAD_PORT RAY_AUTH_MODE=token"
 }
 
-# Until `ray status` shows the custom resource of every worker node (at most RAY_HARNESS_NODE_WAIT_S).
+# Until `ray status` shows the custom resource of nodes $1..$2 (node0 is the head; at most RAY_HARNESS_NODE_WAIT_S).
 wait_for_nodes() {
   local deadline=$((SECONDS + ${RAY_HARNESS_NODE_WAIT_S:-180})) shown
   while :; do
     shown=$(ray status --address="127.0.0.1:$HEAD_PORT" 2>/dev/null || true)
     local missing=""
-    for i in $(seq 1 "$1"); do
+    for i in $(seq "$1" "$2"); do
       grep -Eq "[0-9.]+/[0-9.]+ node$i\b" <<<"$shown" || missing="$missing node$i"
     done
     [ -z "$missing" ] && return 0
     if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "worker node(s)$missing did not join the head at 127.0.0.1:$HEAD_PORT; '$0 down' cleans up" >&2
+      echo "node(s)$missing did not register with the head at 127.0.0.1:$HEAD_PORT; '$0 down' cleans up" >&2
       exit 1
     fi
     sleep 2
