@@ -207,6 +207,8 @@ class RemoteSandbox(Sandbox):
 
     """
 
+    closes_with_holders = False  # the actor owns the wrapped sandbox: shutdown() closes it, not an agent's slot
+
     def __init__(self, sandbox: Sandbox, *, name: str | None = None, namespace: str | None = None,
                  resources: dict[str, float] | None = None, num_cpus: float = 0,
                  max_concurrency: int = 100, max_restarts: int = 3) -> None:
