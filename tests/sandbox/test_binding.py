@@ -115,8 +115,8 @@ async def test_a_new_holder_waits_for_a_close_still_running() -> None:
 
 
 def test_an_agent_spec_names_the_sandboxes_pickled_into_it() -> None:
-    from ray_harness.runtime._spec import agent_spec
     from ray_harness.runtime._sandbox_owner import sandbox_affinity
+    from ray_harness.runtime._spec import agent_spec
 
     sandbox = LocalEnvironment()
     spec = agent_spec(Agent(ScriptedModel(text("a")), sandbox=sandbox))
