@@ -294,6 +294,10 @@ class AgentHost:
 
     async def release(self, agent_key: str) -> bool:
         """Drop a resident agent (its history goes with it) and close the sandboxes only it held."""
+        return await self._drop_resident(agent_key)
+
+    async def _drop_resident(self, agent_key: str) -> bool:
+        """Every path that drops a resident runner goes through here: its sandboxes are released with it."""
         found = self._resident.pop(agent_key, None) is not None
         await _binding.release(sandboxes.resident_holder(agent_key))
         return found

@@ -197,3 +197,23 @@ async def test_resident_agents_built_with_one_ssh_sandbox_share_one_connection(o
     assert len(connections) == 2 and len({lines[0].split()[1] for lines in connections}) == 1
     await own_pool.release(first_key)
     await own_pool.release(second_key)
+
+
+async def test_a_shared_sandbox_actor_serves_every_copy_of_one_sandbox(docker_engine: Any) -> None:
+    import pickle
+
+    from ray_harness.runtime import RemoteSandbox
+
+    sandbox = DockerSandbox(image=TEST_IMAGE)
+    first = RemoteSandbox.shared(sandbox)
+    try:
+        # A second handle, as another host would ask for it, reaches the same actor.
+        second = RemoteSandbox.shared(pickle.loads(pickle.dumps(sandbox)))
+        assert first.actor_name == second.actor_name == f"ray_harness:sandbox:{sandbox.sandbox_id}"
+        await first.write_text("/tmp/shared.txt", "one sandbox")
+        assert await second.read_text("/tmp/shared.txt") == "one sandbox"
+        assert len(_containers(docker_engine, sandbox)) == 1
+        assert RemoteSandbox.shared(first) is first
+    finally:
+        first.shutdown()
+    assert _containers(docker_engine, sandbox) == []
