@@ -45,6 +45,7 @@ from ray_harness.models.rate_limit import (
     register_rate_limits,
     registered_rate_limits,
 )
+from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
 from ray_harness.runtime._store import FileAgentStore
@@ -57,6 +58,7 @@ from ray_harness.runtime._wire import (
     SnapshotItem,
     SnapshotRequest,
 )
+from ray_harness.sandbox import _binding
 
 __all__ = ("DEDICATED_KEY", "HOST_ACTOR_PREFIX", "AgentHost", "Slot", "host_actor_name", "host_class")
 
@@ -114,13 +116,16 @@ class AgentHost:
         self._restored = False
         if _was_reconstructed():
             _restore_rate_limits()
+        # sandboxes: containers carry this actor's id; a restarted host removes those its dead process left
+        sandboxes.claim(ray.get_runtime_context().get_actor_id(), reconstructed=_was_reconstructed())
         if slot is not None:
             self._open_slot(slot)
 
     def _open_slot(self, slot: Slot) -> None:
         context = ray.get_runtime_context()
         store = FileAgentStore(slot.store_dir) if slot.persist else None
-        runner = AgentRunner(slot.spec.build(), mode=slot.mode, store=store,
+        runner = AgentRunner(sandboxes.build(slot.spec, sandboxes.resident_holder(DEDICATED_KEY)), mode=slot.mode,
+                             store=store,
                              key=f"{context.namespace}/{context.get_actor_name()}")
         self._resident[DEDICATED_KEY] = runner
         reconstructed = _was_reconstructed()
@@ -142,17 +147,24 @@ class AgentHost:
         """Return the host's index and process id, once it is up."""
         return {"index": self._index, "pid": os.getpid()}
 
-    def _runner_for(self, spec: AgentSpec | None, agent_key: str | None) -> AgentRunner:
+    def _runner_for(self, spec: AgentSpec | None, agent_key: str | None, run_id: str) -> AgentRunner:
         if agent_key is None:
             if spec is None:
                 raise ValueError("a run without an agent_key needs the agent's spec")
-            return AgentRunner(spec.build(), mode="throw")
+            return AgentRunner(sandboxes.build(spec, sandboxes.run_holder(run_id)), mode="throw")
         runner = self._resident.get(agent_key)
         if runner is None:
             if spec is None:
                 raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
-            runner = self._resident[agent_key] = AgentRunner(spec.build(), mode="queue")
+            agent = sandboxes.build(spec, sandboxes.resident_holder(agent_key))
+            runner = self._resident[agent_key] = AgentRunner(agent, mode="queue")
         return runner
+
+    @staticmethod
+    def _holder(request: InvokeRequest) -> str:
+        if request.agent_key is None:
+            return sandboxes.run_holder(request.invocation_id)
+        return sandboxes.resident_holder(request.agent_key)
 
     def _register(self, run_id: str, runner: AgentRunner) -> None:
         with self._guard:
@@ -169,26 +181,32 @@ class AgentHost:
 
     async def run(self, request: InvokeRequest, spec: AgentSpec | None = None) -> AgentResult:
         """Run one agent invocation (built from ``spec`` unless resident) and return its result."""
-        runner = self._runner_for(spec, request.agent_key)
+        runner = self._runner_for(spec, request.agent_key, request.invocation_id)
         self._register(request.invocation_id, runner)
         try:
+            await _binding.settled(self._holder(request))  # a sandbox still closing from a released holder
             return await runner.invoke(request)
         except Exception as error:
             mark_spent(error, runner.agent)  # a failed run's tokens were billed: its caller accounts for them
             raise
         finally:
             self._unregister(request.invocation_id)
+            if request.agent_key is None:  # an ephemeral run's sandboxes are held for the run
+                await _binding.release(sandboxes.run_holder(request.invocation_id))
 
     async def stream(self, request: InvokeRequest, spec: AgentSpec | None = None
                      ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
         """Run one agent invocation; its events as wire items (the last a ``ResultItem``)."""
-        runner = self._runner_for(spec, request.agent_key)
+        runner = self._runner_for(spec, request.agent_key, request.invocation_id)
         self._register(request.invocation_id, runner)
         try:
+            await _binding.settled(self._holder(request))
             async for item in runner.wire_stream(request):
                 yield item
         finally:
             self._unregister(request.invocation_id)
+            if request.agent_key is None:
+                await _binding.release(sandboxes.run_holder(request.invocation_id))
 
     async def run_batch(self, spec: AgentSpec, requests: list[InvokeRequest],
                         digest: Callable[[Any], Any] | None = None
@@ -270,11 +288,23 @@ class AgentHost:
     async def forget(self, agent_key: str | None = None) -> None:
         """Delete a resident agent's journal and hand buffered metrics to Ray (the actor is about to go)."""
         self._resident_runner(agent_key).forget()
+        if agent_key is None:  # the dedicated slot: its sandboxes close with the actor
+            await _binding.release(sandboxes.resident_holder(DEDICATED_KEY))
         flush_metrics()
 
     async def release(self, agent_key: str) -> bool:
-        """Drop a resident agent (its history goes with it)."""
-        return self._resident.pop(agent_key, None) is not None
+        """Drop a resident agent (its history goes with it) and close the sandboxes only it held."""
+        return await self._drop_resident(agent_key)
+
+    async def _drop_resident(self, agent_key: str) -> bool:
+        """Every path that drops a resident runner goes through here: its sandboxes are released with it."""
+        found = self._resident.pop(agent_key, None) is not None
+        await _binding.release(sandboxes.resident_holder(agent_key))
+        return found
+
+    async def close_sandboxes(self) -> int:
+        """Close every sandbox this host holds (the host is about to go); return how many were closed."""
+        return len(await _binding.release_all())
 
     async def resident_messages(self, agent_key: str | None = None) -> list[Any]:
         """Return the history of a resident agent (default: the slot's)."""

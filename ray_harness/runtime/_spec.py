@@ -16,6 +16,7 @@ from typing import Any, Literal
 from ray import cloudpickle as _cloudpickle
 
 from ray_harness.agent.agent import Agent
+from ray_harness.sandbox._binding import pickled_identities
 
 __all__ = ("AgentSpec", "agent_spec", "build_agent", "load_factory")
 
@@ -24,11 +25,16 @@ cloudpickle: Any = _cloudpickle  # untyped module; dumps/loads are all we use
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """A picklable recipe for one agent."""
+    """A picklable recipe for one agent.
+
+    ``sandbox_ids``: the identities of the sandboxes pickled into it (in order), so a pool can place agents
+    that share a sandbox on one host (:meth:`~ray_harness.runtime.AgentPool._pick`).
+    """
 
     kind: Literal["pickled", "factory_path", "factory"]
     payload: bytes | str
     label: str
+    sandbox_ids: tuple[str, ...] = ()
 
     def build(self) -> Agent:
         return build_agent(self)
@@ -39,7 +45,9 @@ def agent_spec(source: Any) -> AgentSpec:
     if isinstance(source, AgentSpec):
         return source
     if isinstance(source, Agent):
-        return AgentSpec("pickled", cloudpickle.dumps(source), source.name)
+        with pickled_identities() as sandbox_ids:
+            payload = cloudpickle.dumps(source)
+        return AgentSpec("pickled", payload, source.name, tuple(sandbox_ids))
     if isinstance(source, bytes | bytearray):
         return AgentSpec("pickled", bytes(source), "agent")
     if isinstance(source, str):
@@ -48,7 +56,9 @@ def agent_spec(source: Any) -> AgentSpec:
             raise ValueError(f"agent factory string must look like 'package.module:function', got {source!r}")
         return AgentSpec("factory_path", source, function)
     if callable(source):
-        return AgentSpec("factory", cloudpickle.dumps(source), getattr(source, "__name__", "factory"))
+        with pickled_identities() as sandbox_ids:  # a factory closing over a sandbox object shares it
+            payload = cloudpickle.dumps(source)
+        return AgentSpec("factory", payload, getattr(source, "__name__", "factory"), tuple(sandbox_ids))
     raise TypeError(
         f"expected an Agent, pickled agent bytes, a 'module:function' factory string or a factory callable, "
         f"got {type(source).__name__}"

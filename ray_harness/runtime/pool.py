@@ -40,6 +40,7 @@ from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._host import RATE_LIMITS_KV_NAMESPACE, AgentHost, host_actor_name, rate_limits_key
 from ray_harness.runtime._host_registry import acquire_host, forget_host
+from ray_harness.runtime._sandbox_owner import reap as reap_sandboxes, sandbox_affinity
 from ray_harness.runtime._spec import AgentSpec, agent_spec
 from ray_harness.runtime._telemetry import with_actor_env
 from ray_harness.runtime._wire import (
@@ -98,6 +99,7 @@ class AgentPool:
         self._clients = [ActorClient(host, name) for host, name in zip(self._hosts, self.host_names, strict=True)]
         self._load = [0] * size
         self._where: dict[str, int] = {}
+        self._placed: dict[str, int] = {}  # resident agents placed by sandbox affinity
         self._batcher = Batcher(self._clients)
 
     @property
@@ -116,9 +118,18 @@ class AgentPool:
         """Pickle an agent source once and put it in the object store; pass the result to ``run`` many times."""
         return ray.put(agent_spec(agent_or_factory))
 
-    def _pick(self, agent_key: str | None) -> int:
+    def _pick(self, agent_key: str | None, spec: Any = None) -> int:
+        affinity = sandbox_affinity(spec)
         if agent_key is not None:
-            return zlib.crc32(agent_key.encode()) % len(self._hosts)
+            placed = self._placed.get(agent_key)
+            if placed is not None:
+                return placed
+            index = zlib.crc32((affinity or agent_key).encode()) % len(self._hosts)
+            if affinity is not None:  # later calls naming only the key (release, history) must find the host
+                self._placed[agent_key] = index
+            return index
+        if affinity is not None:  # agents sharing a sandbox object run where its one live sandbox is
+            return zlib.crc32(affinity.encode()) % len(self._hosts)
         return min(range(len(self._hosts)), key=self._load.__getitem__)
 
     @staticmethod
@@ -143,10 +154,10 @@ class AgentPool:
 
     # -- runs -------------------------------------------------------------------------------------------
 
-    def _start(self, run_id: str, agent_key: str | None) -> int:
+    def _start(self, run_id: str, agent_key: str | None, spec: Any = None) -> int:
         if run_id in self._where:
             raise ValueError(f"run id {run_id!r} is already in flight in this pool")
-        index = self._pick(agent_key)
+        index = self._pick(agent_key, spec)
         self._where[run_id] = index
         self._load[index] += 1
         return index
@@ -168,7 +179,7 @@ class AgentPool:
                                  limits=limits, structured_output_model=structured_output_model, events="result",
                                  agent_key=agent_key)
         spec = self._spec(agent_or_factory)
-        index = self._start(request.invocation_id, agent_key)
+        index = self._start(request.invocation_id, agent_key, spec)
         try:
             return await self._clients[index].call("run", request, spec)  # type: ignore[no-any-return]
         finally:
@@ -189,7 +200,7 @@ class AgentPool:
         request = invoke_request(run_id or uuid.uuid4().hex, prompt, invocation_state=invocation_state,
                                  limits=limits, structured_output_model=structured_output_model, events="result")
         spec = self._spec(agent_or_factory)
-        index = self._start(request.invocation_id, None)
+        index = self._start(request.invocation_id, None, spec)
         future: asyncio.Future[Any] | None = None
         try:
             future = self._batcher.submit(index, spec, digest, request)
@@ -236,7 +247,7 @@ class AgentPool:
         """
         spec = self._spec(agent_or_factory)
         run_id = request.invocation_id
-        index = self._start(run_id, request.agent_key)
+        index = self._start(run_id, request.agent_key, spec)
         host = self._clients[index]
         try:
             async for item in host.stream("stream", request, spec, what=f"run {run_id!r}",
@@ -265,12 +276,29 @@ class AgentPool:
     # -- resident agents and lifetime -----------------------------------------------------------------------
 
     async def release(self, agent_key: str) -> bool:
-        """Drop the resident agent ``agent_key`` (its history goes with it); whether there was one."""
-        return bool(await self._clients[self._pick(agent_key)].call("release", agent_key))
+        """Drop the resident agent ``agent_key`` (its history and the sandboxes only it held go with it).
+
+        Returns whether there was one.
+        """
+        index = self._pick(agent_key)
+        self._placed.pop(agent_key, None)
+        if await self._clients[index].call("release", agent_key):
+            return True
+        # Not where its key hashes: placed by sandbox affinity from another pool handle (an orchestrator's).
+        others = [client for i, client in enumerate(self._clients) if i != index]
+        return any(await asyncio.gather(*(client.call("release", agent_key) for client in others)))
 
     async def resident_messages(self, agent_key: str) -> list[Any]:
         """Return the history of the resident agent ``agent_key``."""
-        return list(await self._clients[self._pick(agent_key)].call("resident_messages", agent_key))
+        index = self._pick(agent_key)
+        try:
+            return list(await self._clients[index].call("resident_messages", agent_key))
+        except KeyError:  # placed by sandbox affinity from another pool handle: ask the other hosts
+            for i, client in enumerate(self._clients):
+                if i != index:
+                    with contextlib.suppress(KeyError):
+                        return list(await client.call("resident_messages", agent_key))
+            raise
 
     async def register_rate_limits(self, limits: dict[str, Any]) -> None:
         """Limit models by key (``{"<provider>:<model_id>": RateLimit}``) on every host of the pool."""
@@ -281,9 +309,17 @@ class AgentPool:
         return list(await asyncio.gather(*(client.call("stats") for client in self._clients)))
 
     def shutdown(self) -> None:
-        """Kill the host actors (shared with other pools in the namespace that use the same names)."""
+        """Kill the host actors (shared with other pools in the namespace that use the same names).
+
+        The hosts' sandboxes are closed first (created containers removed); containers a host that died
+        left behind are removed by their owner label.
+        """
         try:  # best effort: metrics buffered in the hosts (up to a second's worth) reach Ray first
             ray.get([host.flush_metrics.remote() for host in self._hosts], timeout=2)
+        except (RayError, ValueError):
+            pass
+        try:
+            ray.get([host.close_sandboxes.remote() for host in self._hosts], timeout=30)
         except (RayError, ValueError):
             pass
         for name, host in zip(self.host_names, self._hosts, strict=True):
@@ -294,6 +330,7 @@ class AgentPool:
             forget_host(self.namespace, name, host, retired=True)
             with contextlib.suppress(Exception):  # the kept limits of a host that is gone (see _host.py)
                 internal_kv._internal_kv_del(rate_limits_key(host._actor_id.hex()), namespace=RATE_LIMITS_KV_NAMESPACE)
+            reap_sandboxes(host._actor_id.hex())  # containers its (dead) processes left
 
     def __repr__(self) -> str:
         return f"AgentPool(size={self.size}, namespace={self.namespace!r})"

@@ -204,12 +204,18 @@ class RemoteSandbox(Sandbox):
         max_restarts: Restarts after the actor's process dies. A command running then fails with
             ``RemoteActorError`` (commands are not retried: they are not idempotent); the restarted actor
             kills the local process groups its predecessor left behind.
+        get_if_exists: Attach to the actor if one of that name already runs (its sandbox is then the one
+            it was created with), instead of failing.
 
+    :meth:`shared` gives the actor named after a sandbox's identity: agents on different hosts that were
+    built with one sandbox object share that one sandbox through it.
     """
+
+    closes_with_holders = False  # the actor owns the wrapped sandbox: shutdown() closes it, not an agent's slot
 
     def __init__(self, sandbox: Sandbox, *, name: str | None = None, namespace: str | None = None,
                  resources: dict[str, float] | None = None, num_cpus: float = 0,
-                 max_concurrency: int = 100, max_restarts: int = 3) -> None:
+                 max_concurrency: int = 100, max_restarts: int = 3, get_if_exists: bool = False) -> None:
         if not isinstance(sandbox, Sandbox):
             raise TypeError(f"sandbox must be a ray_harness Sandbox, got {type(sandbox).__name__}")
         if isinstance(sandbox, RemoteSandbox):
@@ -220,12 +226,24 @@ class RemoteSandbox(Sandbox):
         self.actor_name = SANDBOX_ACTOR_PREFIX + self.name
         options: dict[str, Any] = {"name": self.actor_name, "namespace": self.namespace, "num_cpus": num_cpus,
                                    "max_concurrency": max_concurrency, "max_restarts": max_restarts,
-                                   "max_task_retries": 0}
+                                   "max_task_retries": 0, "get_if_exists": get_if_exists}
         if resources:
             options["resources"] = dict(resources)
         self._actor = _sandbox_class().options(**with_actor_env(options)).remote(sandbox, self.actor_name)
         self._client = ActorClient(self._actor, self.actor_name)
         self._description = str(self._client.call_sync("call", SandboxRequest(operation="describe")))
+
+    @classmethod
+    def shared(cls, sandbox: Sandbox, **options: Any) -> RemoteSandbox:
+        """The sandbox actor of ``sandbox``'s identity (``ray_harness:sandbox:<sandbox_id>``), created on first use.
+
+        Every process that asks for the shared sandbox of one sandbox object (a copy of it) gets the same
+        actor, so agents that cannot run on one host still share one container or one SSH connection. Other
+        options are those of the constructor; ``shutdown()`` stops it for everyone.
+        """
+        if isinstance(sandbox, RemoteSandbox):
+            return sandbox
+        return cls(sandbox, name=sandbox.sandbox_id, get_if_exists=True, **options)
 
     @property
     def actor(self) -> Any:

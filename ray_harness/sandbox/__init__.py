@@ -5,6 +5,11 @@ POSIX shell; ``DockerSandbox`` (docker SDK) and ``SshSandbox`` (paramiko) are
 real sandboxes; ``LocalEnvironment`` (alias ``NotASandboxLocalEnvironment``)
 runs on this machine with no isolation. The docker and paramiko packages are
 imported only when those sandboxes first connect.
+
+Sandboxes follow agents: one sandbox object is one sandbox (``sandbox_id``,
+kept through pickling). Copies of it in one process are one live sandbox (one
+container, one SSH connection); on a Ray host it is closed when the last agent
+slot holding it is released (:mod:`ray_harness.sandbox._binding`).
 """
 
 from ray_harness.sandbox.base import Sandbox

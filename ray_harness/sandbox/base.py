@@ -4,16 +4,23 @@ Only the streaming operations and the file operations are abstract; the
 non-streaming helpers drain a stream. A sandbox is an async context manager
 (``start()`` on entry, ``close()`` on exit) and pickles as configuration: live
 clients and connections are recreated on first use in the receiving process.
+
+Every sandbox object has an identity (:attr:`Sandbox.sandbox_id`, a uuid set at construction) that
+pickling keeps: copies of one object unpickled in one process are that process's one live sandbox (one
+container, one SSH connection), and ``copy.copy`` / ``copy.deepcopy`` return the sandbox itself. See
+:mod:`ray_harness.sandbox._binding` for who closes it on a host.
 """
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from ray_harness.sandbox import _binding
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
 from ray_harness.telemetry.config import capture_content_enabled
 from ray_harness.telemetry.tracing import span_scope
@@ -34,7 +41,47 @@ class Sandbox(ABC):
     exit code is a result, not an error; ``SandboxTimeoutError`` (with the
     partial output) is raised when ``timeout`` seconds pass, and the command's
     process tree is killed. Closing or cancelling the stream early kills it too.
+
+    Identity: each object is one sandbox (:attr:`sandbox_id`). Agents built with the same object, in one
+    process or shipped separately to one host, share its live state; a second object is another sandbox.
     """
+
+    closes_with_holders: ClassVar[bool] = True
+    """Whether a host closes this sandbox when the last agent slot holding it is released (a
+    ``RemoteSandbox`` does not: its actor owns the sandbox)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """Give the new sandbox its identity."""
+        sandbox = super().__new__(cls)
+        sandbox.__dict__["_sandbox_id"] = uuid.uuid4().hex
+        _binding.note_created(sandbox)
+        return sandbox
+
+    @property
+    def sandbox_id(self) -> str:
+        """This sandbox's identity: a uuid set at construction, kept by pickling (and by copies)."""
+        identity = self.__dict__.get("_sandbox_id")
+        if identity is None:  # a subclass that replaced __dict__ wholesale
+            identity = self.__dict__["_sandbox_id"] = uuid.uuid4().hex
+        return str(identity)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Pickle as configuration plus identity; unpickling in a process that has this sandbox returns it."""
+        getstate = getattr(self, "__getstate__", None)
+        state = getstate() if getstate is not None else self.__dict__
+        state = dict(state) if isinstance(state, dict) else dict(self.__dict__)
+        state.pop("_recovery_listener", None)  # the listener belongs to the process that set it
+        state["_sandbox_id"] = self.sandbox_id
+        _binding.note_pickled(self)
+        return _binding.restore, (type(self), self.sandbox_id, state)
+
+    def __copy__(self) -> Self:
+        """The sandbox itself: a copy of a handle to an environment is the same environment."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        """The sandbox itself (see :meth:`__copy__`)."""
+        return self
 
     @abstractmethod
     def execute_streaming(

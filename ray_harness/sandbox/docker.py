@@ -9,8 +9,14 @@ the blocking SDK calls run in threads. File operations use the shell path of
 so a container called ``--privileged`` cannot turn into a flag; names are
 validated anyway.
 
-Pickling keeps the configuration only: the copy opens its own client and, for
-an image, creates its own container.
+Pickling keeps the configuration and the identity, never the client: a copy
+unpickled in a process that already has this sandbox *is* that sandbox (one
+container for every agent built with the object); in another process it opens
+its own client and, for an image, creates its own container there. A created
+container is labelled ``ray_harness.sandbox=<sandbox_id>`` plus the creating
+process's owner labels (a host's actor id, see
+:func:`ray_harness.sandbox._binding.owner_labels`), so
+:func:`remove_owned_containers` finds what a dead process left behind.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 from typing_extensions import override
 
+from ray_harness.sandbox._binding import owner_labels
 from ray_harness.sandbox._config import NAME_PATTERN, Settings, validated
 from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
@@ -32,10 +39,11 @@ from ray_harness.sandbox.posix_shell import PosixShellSandbox
 if TYPE_CHECKING:
     import docker
 
-__all__ = ("DockerSandbox",)
+__all__ = ("SANDBOX_LABEL", "DockerSandbox", "remove_owned_containers", "set_engine_listener")
 
 _KEEPALIVE = ["sleep", "2147483647"]
-_LABEL = "ray_harness.sandbox"
+SANDBOX_LABEL = "ray_harness.sandbox"
+"""The label of every container a ``DockerSandbox`` creates; its value is the sandbox's identity."""
 
 
 class _DockerSettings(Settings):
@@ -170,6 +178,7 @@ class DockerSandbox(PosixShellSandbox):
                 else:
                     container = client.containers.run(self.settings.image, **self._create_options())
                     self._created = True
+                    _note_engine(self.settings.docker_host)
             except docker.errors.NotFound as error:
                 raise SandboxError(f"Docker object not found: {error.explanation or error}") from None
             except docker.errors.DockerException as error:
@@ -211,7 +220,8 @@ class DockerSandbox(PosixShellSandbox):
         s = self.settings
         options: dict[str, Any] = {
             "command": _KEEPALIVE, "detach": True, "init": True, "network_mode": s.network_mode,
-            "labels": {_LABEL: "1"}, "security_opt": ["no-new-privileges"], "read_only": s.read_only,
+            "labels": {SANDBOX_LABEL: self.sandbox_id, **owner_labels()},
+            "security_opt": ["no-new-privileges"], "read_only": s.read_only,
         }
         optional = {"mem_limit": s.mem_limit, "nano_cpus": s.nano_cpus, "pids_limit": s.pids_limit,
                     "user": s.user, "working_dir": s.working_dir}
@@ -255,6 +265,68 @@ class DockerSandbox(PosixShellSandbox):
         execution = _DockerExecution(api, exec_id, stream)
         execution.start_reader(f"ray_harness-docker-exec-{exec_id[:12]}")
         return execution
+
+
+_engines_lock = threading.Lock()
+_engines: set[str] = set()
+_engine_listener: list[Any] = []
+
+
+def _note_engine(docker_host: str | None) -> None:
+    """Record an engine this process created a container on (``""``: the default one)."""
+    engine = docker_host or ""
+    with _engines_lock:
+        if engine in _engines:
+            return
+        _engines.add(engine)
+        listeners = list(_engine_listener)
+    for listener in listeners:
+        listener(sorted(_engines))
+
+
+def set_engine_listener(listener: Any) -> None:
+    """Call ``listener(engines)`` whenever this process creates a container on an engine it had not used."""
+    with _engines_lock:
+        _engine_listener[:] = [listener] if listener is not None else []
+        engines = sorted(_engines)
+    if listener is not None and engines:
+        listener(engines)
+
+
+def remove_owned_containers(labels: dict[str, str], engines: list[str] | None = None) -> int:
+    """Remove the containers (running or not) carrying all of ``labels`` on ``engines``; return how many.
+
+    ``engines`` are engine URLs, ``""`` the default one (``DOCKER_HOST`` or the socket). Engines that cannot
+    be reached are skipped (logged): cleanup is best effort and must not fail a restart or a shutdown.
+    """
+    import logging
+
+    import docker
+
+    if not labels:
+        raise ValueError("remove_owned_containers needs at least one label (it would remove every container)")
+    removed = 0
+    for engine in engines if engines is not None else [""]:
+        try:
+            client = (docker.DockerClient(base_url=engine, version="auto") if engine
+                      else docker.from_env(version="auto"))
+        except docker.errors.DockerException:
+            logging.getLogger(__name__).warning("cannot reach the Docker engine %r to clean up", engine or "default")
+            continue
+        try:
+            filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+            for container in client.api.containers(all=True, filters=filters):
+                try:
+                    client.api.remove_container(container["Id"], force=True)
+                    removed += 1
+                except docker.errors.NotFound:
+                    pass
+        except docker.errors.DockerException:
+            logging.getLogger(__name__).warning("cleaning up containers on %r failed", engine or "default",
+                                                exc_info=True)
+        finally:
+            client.close()
+    return removed
 
 
 class _DockerExecution(ThreadedExecution):

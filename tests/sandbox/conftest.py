@@ -7,6 +7,7 @@ file; one long-lived container is shared by the tests that attach to it. SSH: a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -22,10 +23,30 @@ from typing import Any
 
 import pytest
 
-from ray_harness.sandbox import DockerSandbox, LocalEnvironment, PosixShellSandbox, Sandbox, SshSandbox
+from ray_harness.sandbox import DockerSandbox, LocalEnvironment, PosixShellSandbox, Sandbox, SshSandbox, _binding
 from tests.conftest import missing_service
 
 TEST_IMAGE = os.environ.get("RAY_HARNESS_TEST_IMAGE", "rh-busybox:test")
+
+
+@contextlib.contextmanager
+def another_process() -> Iterator[None]:
+    """Within the block, this process's live sandboxes are hidden, as in a host that has none of them yet."""
+    saved = dict(_binding._live)
+    _binding._live.clear()
+    try:
+        yield
+    finally:
+        _binding._live.clear()
+        _binding._live.update(saved)
+
+
+def unpickle_elsewhere(data: bytes) -> Any:
+    """Unpickle as a process that has none of the live sandboxes of this one would (another host)."""
+    import pickle
+
+    with another_process():
+        return pickle.loads(data)
 
 
 # -- docker ----------------------------------------------------------------------------------------

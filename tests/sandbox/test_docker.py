@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ray_harness.sandbox import DockerSandbox, SandboxError
-from tests.sandbox.conftest import TEST_IMAGE
+from tests.sandbox.conftest import TEST_IMAGE, unpickle_elsewhere
 
 
 async def test_created_container_is_removed_on_exit(docker_client: Any) -> None:
@@ -66,7 +66,9 @@ async def test_missing_container_is_a_sandbox_error(docker_client: Any) -> None:
 async def test_pickled_sandbox_reconnects_from_configuration(docker_container: str, docker_client: Any) -> None:
     async with DockerSandbox(docker_container) as sandbox:
         await sandbox.execute("true")
-        clone = pickle.loads(pickle.dumps(sandbox))
+        assert pickle.loads(pickle.dumps(sandbox)) is sandbox  # in this process: the one live sandbox
+        clone = unpickle_elsewhere(pickle.dumps(sandbox))
+        assert clone is not sandbox and clone.sandbox_id == sandbox.sandbox_id
         assert clone.container_id is None  # no live client or container state travelled
         async with clone:
             assert (await clone.execute("echo again")).stdout == "again\n"

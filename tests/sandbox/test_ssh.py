@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ray_harness.sandbox import HostKeyMismatchError, SandboxError, SandboxTimeoutError, UnknownHostKeyError
-from tests.sandbox.conftest import SshServer
+from tests.sandbox.conftest import SshServer, unpickle_elsewhere
 from tests.sandbox.test_engine import local_pids_with
 
 
@@ -99,8 +99,9 @@ async def test_pickles_without_the_connection(sshd: SshServer) -> None:
 
     async with sshd.sandbox() as sandbox:
         await sandbox.execute("true")
-        clone = pickle.loads(pickle.dumps(sandbox))
-        assert clone._client is None
+        assert pickle.loads(pickle.dumps(sandbox)) is sandbox  # in this process: the one connection
+        clone = unpickle_elsewhere(pickle.dumps(sandbox))
+        assert clone is not sandbox and clone._client is None
         async with clone:
             assert (await clone.execute("echo copy")).stdout == "copy\n"
         assert sandbox._client is not None  # the original connection is untouched
