@@ -55,7 +55,7 @@ def build(spec: AgentSpec, holder: str) -> Agent:
 def sandbox_affinity(spec: Any) -> str | None:
     """The identity of the first sandbox pickled into an agent spec (``None``: none, or not a spec).
 
-    A pool places runs whose specs share it on one host, where that sandbox is one live sandbox.
+    A pool places resident agents whose specs share it on one host, where that sandbox is one live sandbox.
     """
     identities = getattr(spec, "sandbox_ids", ())
     return str(identities[0]) if identities else None

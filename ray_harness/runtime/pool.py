@@ -119,8 +119,8 @@ class AgentPool:
         return ray.put(agent_spec(agent_or_factory))
 
     def _pick(self, agent_key: str | None, spec: Any = None) -> int:
-        affinity = sandbox_affinity(spec)
         if agent_key is not None:
+            affinity = sandbox_affinity(spec)
             placed = self._placed.get(agent_key)
             if placed is not None:
                 return placed
@@ -128,8 +128,9 @@ class AgentPool:
             if affinity is not None:  # later calls naming only the key (release, history) must find the host
                 self._placed[agent_key] = index
             return index
-        if affinity is not None:  # agents sharing a sandbox object run where its one live sandbox is
-            return zlib.crc32(affinity.encode()) % len(self._hosts)
+        # An ephemeral run (an evaluation row, a one-off call) goes to the least-loaded host, sandbox or not:
+        # funnelling every row of one agent onto one host would cost the pool its width. Each host then serves
+        # the rows it runs from its one live sandbox of that object.
         return min(range(len(self._hosts)), key=self._load.__getitem__)
 
     @staticmethod
