@@ -342,7 +342,7 @@ class RayNodeRunner:
         self._synced = dict(state["synced"])
         self._dirty.clear()
         if self._synced and self._lease is not None and self._lease.pool is None:
-            self._lease.pool = self._pool or default_pool(check=False)
+            self._lease.attach(self._pool or default_pool(check=False))
 
     # -- agent nodes on the pool --------------------------------------------------------------------------
 
@@ -354,8 +354,8 @@ class RayNodeRunner:
         # Liveness of the shared pool is checked once per invocation (a GCS lookup per host).
         pool = default_pool(check=not self._checked_pool)
         self._checked_pool = True
-        if self._lease is not None:
-            self._lease.pool = pool  # the driver's: its slots are released there
+        if self._lease is not None and self._lease.pool is not pool:
+            self._lease.attach(pool)  # the driver's: its slots are released there
         return pool
 
     async def _run_pooled(self, node_id: str, agent: Any, request: InvokeRequest
@@ -452,12 +452,19 @@ class RayNodeRunner:
 class _SlotLease:
     """The driver's claim on one node runner's slots (``"<uid>/"`` on its pool's hosts); released once."""
 
-    __slots__ = ("__weakref__", "pool", "prefix", "released")
+    __slots__ = ("__weakref__", "pool", "prefix")
 
     def __init__(self, prefix: str, pool: AgentPool | None) -> None:
         self.prefix = prefix
+        self.pool: AgentPool | None = None
+        if pool is not None:
+            self.attach(pool)
+
+    def attach(self, pool: AgentPool) -> None:
+        """The slots live on ``pool``'s hosts (the reaper thread is started here, never in a finalizer)."""
+        if self.pool is None:
+            _start_reaper()
         self.pool = pool
-        self.released = False
 
     def release(self) -> None:
         """Drop the slots on every host of the pool, waiting for the hosts' answers (dead hosts skipped)."""
@@ -480,9 +487,11 @@ _reaper_guard = threading.Lock()
 
 
 def _release_later(lease: _SlotLease) -> None:
-    if lease.pool is None:
-        return  # never used slots
-    _doomed.put(lease)
+    if lease.pool is not None:  # else it never used slots
+        _doomed.put(lease)  # SimpleQueue.put is safe in finalizers
+
+
+def _start_reaper() -> None:
     with _reaper_guard:
         if not _reaper:
             thread = threading.Thread(target=_release_forever, name="ray_harness-slot-reaper", daemon=True)
