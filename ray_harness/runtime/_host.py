@@ -331,8 +331,8 @@ class AgentHost:
                 return
             runner = self._open_node_slot(key, spec)
             opened = True
-        self._slots.enter(key)
         self._register(request.invocation_id, runner)
+        self._slots.enter(key)
         try:
             prepare = functools.partial(self._prepare_slot, key, runner, sync, None if opened else spec, opened)
             async for item in runner.wire_stream(request, prepare):
