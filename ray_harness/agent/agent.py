@@ -181,6 +181,14 @@ class Agent:
                            delegate=delegate)
 
     @property
+    def sandbox_id(self) -> str | None:
+        """The identity of the sandbox given to this agent (or made by a first use of ``sandbox``); ``None`` before.
+
+        Reading it never creates the default sandbox; a runtime places agents that share one by it.
+        """
+        return None if self._sandbox is None else getattr(self._sandbox, "sandbox_id", None)
+
+    @property
     def tool_names(self) -> list[str]:
         """The names of the agent's tools, in registration order."""
         return self.tool_registry.names

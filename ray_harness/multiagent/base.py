@@ -233,6 +233,9 @@ class RunState:
 
     fields: dict[str, Any]
     nodes: dict[str, dict[str, Any]]
+    runner: Any = None
+    """The node runner's own bookkeeping of the run (its ``run_state()``, when it has one), e.g. which slot
+    revision each node's state matches on ``runtime="ray"``."""
 
 
 class MultiAgentBase(ABC):
@@ -269,9 +272,11 @@ class MultiAgentBase(ABC):
     def run_state(self) -> RunState:
         """The run's state of this orchestrator (its agents' state travels as their ``AgentSnapshot``)."""
         nodes: dict[str, Any] = getattr(self, "nodes", {})
+        runner_state = getattr(self.node_runner, "run_state", None)
         return RunState(fields={name: getattr(self, name) for name in self.RUN_FIELDS},
                         nodes={node_id: {name: getattr(node, name) for name in self.NODE_RUN_FIELDS}
-                               for node_id, node in nodes.items()})
+                               for node_id, node in nodes.items()},
+                        runner=runner_state() if callable(runner_state) else None)
 
     def apply_run_state(self, state: RunState) -> None:
         """Take over a run's state produced by :meth:`run_state` of a copy of this orchestrator."""
@@ -287,6 +292,9 @@ class MultiAgentBase(ABC):
             for name in self.NODE_RUN_FIELDS:
                 if name in fields:
                     setattr(node, name, fields[name])
+        apply_runner = getattr(self.node_runner, "apply_run_state", None)
+        if state.runner is not None and callable(apply_runner):
+            apply_runner(state.runner)
 
     @abstractmethod
     def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,

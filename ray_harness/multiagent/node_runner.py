@@ -24,7 +24,9 @@ generator of the invocation's events (or None to run it here), Graph and Swarm
 delegate their whole invocation to it at the entry of ``stream_async``
 (:func:`delegated_stream`); the Ray node runner runs it in the orchestrator's
 actor. ``shutdown()``, when present, releases what the node runner holds
-(``MultiAgentBase.shutdown``).
+(``MultiAgentBase.shutdown``). ``run_state()`` / ``apply_run_state(state)``,
+when present, carry the node runner's own bookkeeping of a run from the copy
+that ran it back to the original (inside ``MultiAgentBase.run_state()``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ Importing this package does not import Ray; each name below loads its module
 * Graphs and swarms (``runtime="ray"``, or ``runtime=RayRuntime(pool=...)``)
   run their orchestration in an actor per instance (``ray_harness:graph:<id>`` /
   ``ray_harness:swarm:<id>``), see :mod:`ray_harness.runtime._orchestrator`.
-* :func:`shutdown` kills this driver's orchestrator actors and disconnects.
+* :func:`shutdown` releases this driver's Graph/Swarm node slots, kills its
+  orchestrator actors and disconnects.
 
 Design
 ======
@@ -48,8 +49,8 @@ actor (module)                     messages (requests from :mod:`~ray_harness.ru
 ``AgentHost`` (``_host``)          ``run`` / ``stream`` (``InvokeRequest``), ``run_batch``,
                                    ``run_as_tool``, ``cancel`` (``CancelRequest``), ``snapshot``
                                    (``SnapshotRequest``), ``resident_messages``,
-                                   ``resident_state``, ``slot_info``, ``release``, ``forget``,
-                                   ``stats``
+                                   ``resident_state``, ``slot_info``, ``release``,
+                                   ``release_prefix``, ``forget``, ``stats``
 ``OrchestratorActor``              ``stream`` (``OrchestratorRequest``: one Graph/Swarm invocation),
 (``_orchestrator``)                ``cancel`` (``CancelRequest``)
 ``SandboxActor`` (``sandbox``)     ``stream`` / ``call`` (``SandboxRequest``: the ``Sandbox`` surface)
@@ -127,17 +128,25 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    runs the same ``Graph._quiet_stream`` under placement ``"orchestrator"``: the
    scheduler picks the ready batch and starts one task per node;
    ``RayNodeRunner.run_node`` builds the node's ``InvokeRequest``
-   (``events="result"``, ``snapshot=True``) and ``_run_pooled`` sends it with
-   ``AgentPool.stream_request`` to the least-loaded host (``ActorClient.stream``
-   → ``AgentHost.stream``, a Ray streaming generator).
-3. **Host.** ``AgentHost.stream`` builds the agent from its spec and runs it
-   with ``AgentRunner.wire_stream`` under placement ``"in_process"`` (trace
-   context attached): the agent runs quiet, makes its model call and runs its
-   tools; one ``ResultItem`` — the result and the pickled snapshot — streams back.
+   (``events="result"``, ``snapshot=True``, ``agent_key="<uid>/<node id>"``,
+   ``slot``: the revision its copy matches, plus the copy's snapshot only when
+   the copy changed) and ``_run_pooled`` sends it with ``AgentPool.stream_slot``
+   to the node's host (``ActorClient.stream`` → ``AgentHost.stream``, a Ray
+   streaming generator). The agent itself goes along only with the slot's
+   first request, or once more after the host answered ``SlotMissItem("unknown")``.
+3. **Host.** ``AgentHost.stream`` finds the node's resident slot (or opens it
+   from the spec) and runs it with ``AgentRunner.wire_stream`` under placement
+   ``"in_process"`` (trace context attached); at the run's turn the slot checks
+   the revision (or restores the snapshot sent). The agent — its hooks, tools,
+   model, history — runs quiet, makes its model call and runs its tools; one
+   ``ResultItem`` — the result, the pickled snapshot and the slot's revision —
+   streams back. The slot stays for the next visit.
 4. **Orchestrator actor.** ``_run_pooled`` restores the snapshot into its copy
-   of the agent (``agent.restore``) and turns the result into a ``NodeResult``;
-   the graph records it, fires its hooks and starts what became ready. After the
-   last node the actor sends an ``EndItem`` (``_orchestrator_wire.pack_end``).
+   of the agent (``agent.restore``), notes the revision, and turns the result
+   into a ``NodeResult``; the graph records it, fires its hooks and starts what
+   became ready. After the last node the actor sends an ``EndItem``
+   (``_orchestrator_wire.pack_end``), whose run state carries the node
+   runner's revisions and digests.
 5. **Driver.** ``drive`` applies the end state to the driver's graph and agents
    (``apply_end``: ``apply_run_state``, ``agent.restore``) and yields the final
    ``multiagent_result`` event, so ``graph.nodes["a"].executor.messages`` and
@@ -147,10 +156,14 @@ Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestrator actor,
 which broadcasts one ``CancelRequest`` per host (and per dedicated actor) of the
 run with a :class:`RunHandle`.
 
-Not yet as the virtual-actor design describes (``docs/concepts/runtime.md``): graph and
-swarm agents are shipped per node execution instead of living in a resident
-slot of the run, and only a dedicated slot journals, so a pooled host's death
-fails its runs instead of re-creating their slots and re-sending them.
+Graph and swarm agents are resident in host slots (:mod:`~ray_harness.runtime.multiagent`):
+shipped once, addressed by key, released at ``shutdown()``, garbage collection,
+:func:`shutdown` and after an idle timeout. Not yet as the virtual-actor design
+describes (``docs/concepts/runtime.md``): only a dedicated slot journals, so a
+pooled host's death fails the run in flight instead of re-creating its slots
+from journals and re-sending it (a later request re-ships the agent from the
+orchestrator's copy), and the orchestration still runs in an actor per
+Graph/Swarm instance.
 """
 
 from __future__ import annotations
@@ -186,7 +199,13 @@ _LAZY = {
 
 
 def shutdown() -> None:
-    """Kill the orchestrator actors this process created, then disconnect (an embedded Ray stops with it)."""
+    """Release this process's Graph/Swarm node slots, kill its orchestrator actors, then disconnect.
+
+    An embedded Ray stops with it.
+    """
+    multiagent = sys.modules.get("ray_harness.runtime.multiagent")
+    if multiagent is not None:  # never imported: no node slot was opened from here
+        multiagent.release_all_slots()
     orchestrators = sys.modules.get("ray_harness.runtime._orchestrator")
     if orchestrators is not None:  # never imported: no orchestrator actor was created
         orchestrators.shutdown_all()

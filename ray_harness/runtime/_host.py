@@ -12,10 +12,17 @@ with a :class:`Slot` (the agent, its concurrency mode, its journal), which stays
 actor restores it and continues a re-sent invocation by id); pooled runs that lose their process fail with
 ``RemoteActorError``.
 
+Graph/Swarm agent nodes are resident **node slots** (:mod:`ray_harness.runtime._slots`): a ``stream`` request
+with ``slot`` set runs in the slot ``agent_key`` (``"<uid>/<node id>"``), built from the spec that comes with the
+slot's first request only; a slot the host does not have answers ``SlotMissItem("unknown")`` and one at another
+revision than the caller's copy ``"stale"``, so the caller sends the spec or its snapshot once. ``release_prefix``
+drops a Graph/Swarm's slots in one message; slots idle for the idle timeout are dropped by the host.
+
 Messages (typed requests of :mod:`ray_harness.runtime._wire`): ``run`` and ``stream`` (one
 :class:`~ray_harness.runtime._wire.InvokeRequest`), ``run_batch`` (many, results back in groups), ``cancel``
 (a :class:`~ray_harness.runtime._wire.CancelRequest`, in the control group), ``snapshot``, ``run_as_tool``,
-``release``, ``resident_messages``, ``resident_state``, ``slot_info``, ``forget``, ``stats``.
+``release``, ``release_prefix``, ``resident_messages``, ``resident_state``, ``slot_info``, ``forget``,
+``stats``.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from ray_harness.models.rate_limit import (
     registered_rate_limits,
 )
 from ray_harness.runtime import _sandbox_owner as sandboxes
-from ray_harness.runtime._runner import AgentRunner
+from ray_harness.runtime._runner import AgentRunner, SlotMiss
+from ray_harness.runtime._slots import SlotBook, slot_idle_timeout
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import flush_metrics
@@ -55,8 +63,11 @@ from ray_harness.runtime._wire import (
     EventItem,
     InvokeRequest,
     ResultItem,
+    SlotMissItem,
+    SlotSync,
     SnapshotItem,
     SnapshotRequest,
+    unpack_snapshot,
 )
 from ray_harness.sandbox import _binding
 
@@ -114,6 +125,9 @@ class AgentHost:
         self._early: OrderedDict[str, None] = OrderedDict()  # cancels that overtook their run
         self._guard = threading.Lock()  # cancel() runs on the control group's thread
         self._restored = False
+        self._slots = SlotBook()  # Graph/Swarm node slots (see _slots.py); their runners are in _resident
+        self._idle_timeout = slot_idle_timeout()
+        self._sweeper: asyncio.Task[None] | None = None
         if _was_reconstructed():
             _restore_rate_limits()
         # sandboxes: containers carry this actor's id; a restarted host removes those its dead process left
@@ -195,8 +209,15 @@ class AgentHost:
                 await _binding.release(sandboxes.run_holder(request.invocation_id))
 
     async def stream(self, request: InvokeRequest, spec: AgentSpec | None = None
-                     ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
-        """Run one agent invocation; its events as wire items (the last a ``ResultItem``)."""
+                     ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
+        """Run one agent invocation; its events as wire items (the last a ``ResultItem``).
+
+        A node slot request (``request.slot``) runs in its resident slot (see :meth:`_stream_slot`).
+        """
+        if request.slot is not None:
+            async for slot_item in self._stream_slot(request, spec):
+                yield slot_item
+            return
         runner = self._runner_for(spec, request.agent_key, request.invocation_id)
         self._register(request.invocation_id, runner)
         try:
@@ -278,8 +299,12 @@ class AgentHost:
         """Return a resident agent's name and id, the process id, whether a journal was restored, tools, busy."""
         runner = self._resident_runner(agent_key)
         agent = runner.agent
-        return {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
+        info = {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
                 "restored": self._restored, "tool_names": agent.tool_names, "busy": runner.busy}
+        entry = self._slots.get(agent_key) if agent_key is not None else None
+        if entry is not None:  # a node slot: how often it was built, restored and run, and its revision
+            info.update(revision=entry.revision, builds=entry.builds, restores=entry.restores, runs=entry.runs)
+        return info
 
     async def resident_state(self, agent_key: str | None = None) -> dict[str, Any]:
         """Return a resident agent's state as a dict."""
@@ -296,8 +321,16 @@ class AgentHost:
         """Drop a resident agent (its history goes with it) and close the sandboxes only it held."""
         return await self._drop_resident(agent_key)
 
+    async def release_prefix(self, prefixes: list[str]) -> int:
+        """Drop the node slots whose keys start with any of ``prefixes`` (one Graph/Swarm's: ``"<uid>/"``)."""
+        return sum([await self._drop_resident(key) for key in self._slots.with_prefix(prefixes)])
+
     async def _drop_resident(self, agent_key: str) -> bool:
-        """Every path that drops a resident runner goes through here: its sandboxes are released with it."""
+        """Drop a resident runner: every path goes through here.
+
+        Its slot bookkeeping and the sandboxes only it held go with it; a run still in flight finishes on its own.
+        """
+        self._slots.drop(agent_key)
         found = self._resident.pop(agent_key, None) is not None
         await _binding.release(sandboxes.resident_holder(agent_key))
         return found
@@ -305,6 +338,87 @@ class AgentHost:
     async def close_sandboxes(self) -> int:
         """Close every sandbox this host holds (the host is about to go); return how many were closed."""
         return len(await _binding.release_all())
+
+    # -- Graph/Swarm node slots ------------------------------------------------------------------------------
+
+    async def _stream_slot(self, request: InvokeRequest, spec: AgentSpec | None
+                           ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
+        """Run a node's request in its resident slot ``request.agent_key``.
+
+        A slot the host does not have and no spec: a ``SlotMissItem("unknown")``. With a spec: the slot is opened
+        from it (or, when it exists, restored from it). Results and failed runs' snapshots carry the revision
+        their snapshot holds.
+        """
+        key, sync = str(request.agent_key), request.slot or SlotSync()
+        runner = self._resident.get(key)
+        if runner is not None and key not in self._slots:
+            raise ValueError(f"agent_key {key!r} is a resident agent of another kind on host {self._index}")
+        opened = False
+        if runner is None:
+            if spec is None:
+                yield SlotMissItem(agent_key=key, reason="unknown")
+                return
+            runner = self._open_node_slot(key, spec)
+            opened = True
+        self._register(request.invocation_id, runner)
+        self._slots.enter(key)
+        try:
+            await _binding.settled(sandboxes.resident_holder(key))
+            prepare = functools.partial(self._prepare_slot, key, runner, sync, None if opened else spec, opened)
+            async for item in runner.wire_stream(request, prepare):
+                if isinstance(item, ResultItem | SnapshotItem):
+                    item = item.model_copy(update={"revision": self._slots.revision(key)})
+                yield item
+        finally:
+            self._unregister(request.invocation_id)
+            self._slots.leave(key)
+
+    def _open_node_slot(self, key: str, spec: AgentSpec) -> AgentRunner:
+        runner = self._resident[key] = AgentRunner(sandboxes.build(spec, sandboxes.resident_holder(key)),
+                                                   mode="queue")
+        self._slots.open(key)
+        self._start_sweeper()
+        return runner
+
+    def _prepare_slot(self, key: str, runner: AgentRunner, sync: SlotSync, spec: AgentSpec | None,
+                      opened: bool) -> None:
+        """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
+
+        A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
+        (its configuration stays as first shipped).
+        """
+        if key not in self._slots:  # released while this request waited: its caller ships the agent again
+            raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))
+        restored = spec is not None or sync.snapshot is not None
+        if opened:
+            pass
+        elif spec is not None:
+            runner.agent.restore(spec.build().snapshot())
+        elif sync.snapshot is not None:
+            runner.agent.restore(unpack_snapshot(sync.snapshot))
+        elif sync.revision != self._slots.revision(key):
+            raise SlotMiss(SlotMissItem(agent_key=key, reason="stale"))
+        self._slots.started(key, restored=restored)
+
+    def _start_sweeper(self) -> None:
+        if self._idle_timeout > 0 and (self._sweeper is None or self._sweeper.done()):
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle_slots())
+
+    async def _sweep_idle_slots(self) -> None:
+        period = max(1.0, min(self._idle_timeout / 4, 30.0))
+        while len(self._slots):
+            await asyncio.sleep(period)
+            await self.drop_idle_slots()
+
+    async def drop_idle_slots(self) -> list[str]:
+        """Drop the node slots idle for the idle timeout (see :mod:`ray_harness.runtime._slots`); their keys."""
+        expired = self._slots.expired(self._idle_timeout, lambda key: key in self._resident
+                                      and self._resident[key].busy)
+        for key in expired:
+            await self._drop_resident(key)
+        if expired:
+            logger.debug("host=<%d>, slots=<%d> | idle node slots released", self._index, len(expired))
+        return expired
 
     async def resident_messages(self, agent_key: str | None = None) -> list[Any]:
         """Return the history of a resident agent (default: the slot's)."""
@@ -328,7 +442,7 @@ class AgentHost:
     async def stats(self) -> dict[str, Any]:
         """Index, process id, running runs, resident agents, resident set size in bytes."""
         return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
-                "resident": len(self._resident), "rss_bytes": _rss_bytes(),
+                "resident": len(self._resident), "slots": len(self._slots), "rss_bytes": _rss_bytes(),
                 "rate_limits": sorted(registered_rate_limits())}
 
 

@@ -27,7 +27,7 @@ import logging
 import pickle
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, Literal
 
 from ray_harness.agent.agent import Agent
@@ -41,13 +41,13 @@ from ray_harness.runtime._placement import placed
 from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import prepare_actor_process
-from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SnapshotItem, wanted
+from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SlotMissItem, SnapshotItem, wanted
 from ray_harness.telemetry.propagation import attached
 from ray_harness.telemetry.runs import scoped
 from ray_harness.types.content import ToolResult
-from ray_harness.types.exceptions import ConcurrencyException
+from ray_harness.types.exceptions import ConcurrencyException, RayHarnessError
 
-__all__ = ("RESTORE_INTERRUPT_ID", "AgentRunner", "ConcurrentInvocationMode")
+__all__ = ("RESTORE_INTERRUPT_ID", "AgentRunner", "ConcurrentInvocationMode", "SlotMiss")
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,14 @@ RESTORE_INTERRUPT_ID = "v1:ray_harness_restore:actor_restart"
 _JOURNAL_VERSION = 2  # 2: the agent's state is an AgentSnapshot
 _KEPT_RESULTS = 16  # finished invocations remembered for idempotent retries
 _KEPT_CANCELS = 4096
+
+
+class SlotMiss(RayHarnessError):
+    """Raised by a host's ``prepare``: the slot cannot run the request as sent; ``item`` says why."""
+
+    def __init__(self, item: SlotMissItem) -> None:
+        super().__init__(f"{item.reason} slot {item.agent_key!r}")
+        self.item = item
 
 
 class AgentRunner:
@@ -98,28 +106,32 @@ class AgentRunner:
             raise RuntimeError("agent invocation ended without a result")
         return result
 
-    async def stream(self, request: InvokeRequest, *, events: EventFilter | None = None
-                     ) -> AsyncGenerator[dict[str, Any], None]:
+    async def stream(self, request: InvokeRequest, *, events: EventFilter | None = None,
+                     prepare: Callable[[], None] | None = None) -> AsyncGenerator[dict[str, Any], None]:
         """Run (or continue, or replay) ``request``'s invocation; yields the agent's events the request wants.
 
         ``events`` overrides the request's event filter (:meth:`invoke` wants the result only); with
-        ``"result"`` the agent runs quiet and produces no per-chunk events at all.
+        ``"result"`` the agent runs quiet and produces no per-chunk events at all. ``prepare`` is called when the
+        invocation's turn comes (in call order, before it runs): a host brings a node slot in line there, and may
+        raise :class:`SlotMiss` instead.
         """
         prepare_actor_process()
         # The caller's span is the parent of this invocation's spans; its metrics carry the caller's run tags; a
         # Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
         with attached(request.trace_context), scoped({"run": request.invocation_id}), placed("in_process"):
-            async for event in self._stream(request, events or request.events):
+            async for event in self._stream(request, events or request.events, prepare):
                 yield event
 
-    async def wire_stream(self, request: InvokeRequest) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
+    async def wire_stream(self, request: InvokeRequest, prepare: Callable[[], None] | None = None
+                          ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
         """:meth:`stream` as wire items; with ``request.snapshot`` the agent's snapshot rides beside the result.
 
         A failed run sends its snapshot alone just before the exception (the run advanced the model and rolled
-        the history back). Items are built unvalidated: they hold this agent's own events.
+        the history back). Items are built unvalidated: they hold this agent's own events. A :class:`SlotMiss`
+        raised by ``prepare`` is sent as its item instead of a run.
         """
         try:
-            async for event in self.stream(request):
+            async for event in self.stream(request, prepare=prepare):
                 if event.get("type") == "result":
                     # Control data beside the event, never inside it; one Ray object for both (a streamed item
                     # costs a round trip per node).
@@ -127,6 +139,8 @@ class AgentRunner:
                                                      snapshot=self._packed_snapshot() if request.snapshot else None)
                 else:
                     yield EventItem.model_construct(event=event)
+        except SlotMiss as miss:
+            yield miss.item
         except Exception:
             if request.snapshot:
                 yield SnapshotItem.model_construct(snapshot=self._packed_snapshot())
@@ -135,7 +149,8 @@ class AgentRunner:
     def _packed_snapshot(self) -> bytes:
         return pickle.dumps(self.agent.snapshot(), pickle.HIGHEST_PROTOCOL)
 
-    async def _stream(self, request: InvokeRequest, events: EventFilter) -> AsyncGenerator[dict[str, Any], None]:
+    async def _stream(self, request: InvokeRequest, events: EventFilter, prepare: Callable[[], None] | None = None
+                      ) -> AsyncGenerator[dict[str, Any], None]:
         invocation_id, prompt = request.invocation_id, request.prompt
         await self._gate.admit(request.ticket)  # then straight to the lock, without yielding: it queues in order
         if self.mode == "throw" and self._lock.locked():
@@ -144,6 +159,8 @@ class AgentRunner:
                 "(concurrent_invocation_mode='throw'); wait for it or use another agent"
             )
         async with self._lock:
+            if prepare is not None:
+                prepare()  # may raise SlotMiss: nothing ran
             signal = self._start(invocation_id)
             try:
                 entry = self._journal.get(invocation_id)

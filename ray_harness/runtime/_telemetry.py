@@ -32,7 +32,7 @@ __all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "flush_spans", "prepa
 logger = logging.getLogger(__name__)
 
 _Tags = tuple[tuple[str, str], ...]
-_ENV_PREFIXES = ("OTEL_", "RAY_HARNESS_CAPTURE_CONTENT")
+_ENV_PREFIXES = ("OTEL_", "RAY_HARNESS_CAPTURE_CONTENT", "RAY_HARNESS_SLOT_IDLE_TIMEOUT")
 _prepared = threading.Lock()
 _state: dict[str, Any] = {"sink": None, "runs": None}
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]

@@ -18,6 +18,11 @@ user's events: a request with ``snapshot=True`` gets it in the :class:`ResultIte
 for a failed run, as a :class:`SnapshotItem` just before the exception. An orchestrator's session writes and
 end-of-run state travel as their own kinds (:class:`SessionWriteItem`, :class:`EndItem`).
 
+**Node slots.** A Graph/Swarm node's request names its resident slot (``agent_key``) and says how the slot is
+brought in line with the caller's copy (``slot``, a :class:`SlotSync`: the revision the copy matches, or the copy's
+snapshot to restore); its result reports the slot's ``revision``. A host without the slot, or with it at another
+revision, answers with a :class:`SlotMissItem` instead of running, and the caller sends the agent or its snapshot.
+
 This module imports no Ray: its types are plain pydantic models, testable in-process.
 """
 
@@ -26,7 +31,7 @@ from __future__ import annotations
 import pickle
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
@@ -48,11 +53,15 @@ __all__ = (
     "ResumeRequest",
     "SandboxRequest",
     "SessionWriteItem",
+    "SlotMissItem",
+    "SlotSync",
     "SnapshotItem",
     "SnapshotRequest",
     "WireItem",
     "invoke_request",
     "is_terminal",
+    "pack_snapshot",
+    "unpack_snapshot",
     "wanted",
 )
 
@@ -70,6 +79,21 @@ class Request(_Wire):
     trace_context: dict[str, str] | None = None
 
 
+class SlotSync(_Wire):
+    """How a resident node slot is brought in line with the caller's copy of its agent before a run.
+
+    Attributes:
+        revision: The slot revision the caller's copy matches (``None``: the agent's spec comes along, the slot is
+            opened from it, or restored from it when it exists). A slot at another revision answers ``"stale"``.
+        snapshot: The caller's pickled ``AgentSnapshot``, restored into the slot first (the copy changed: a reset,
+            a session restore, an edit); then the revision is not checked.
+
+    """
+
+    revision: int | None = None
+    snapshot: bytes | None = None
+
+
 class InvokeRequest(Request):
     """One invocation of an agent in an actor (a dedicated agent or a host slot).
 
@@ -83,6 +107,8 @@ class InvokeRequest(Request):
         events: Which of the agent's events the caller wants (see the module docstring).
         snapshot: Send the agent's ``AgentSnapshot`` beside the result (graph and swarm nodes).
         agent_key: On a host: keep the agent resident under this key (history kept, runs queued in order).
+        slot: A Graph/Swarm node's slot request (with ``agent_key``): the spec comes only when the slot is new, and
+            a slot the host does not have (or at another revision) answers with a :class:`SlotMissItem`.
         ticket: The caller's place in its call order (:mod:`ray_harness.runtime._order`), set by the client.
 
     """
@@ -96,12 +122,19 @@ class InvokeRequest(Request):
     events: EventFilter = "agent"
     snapshot: bool = False
     agent_key: str | None = None
+    slot: SlotSync | None = None
     ticket: Ticket | None = None
 
     @field_validator("limits", mode="before")
     @classmethod
     def _limits(cls, value: Any) -> Limits | None:
         return validate_limits(value)
+
+    @model_validator(mode="after")
+    def _slot_needs_key(self) -> InvokeRequest:
+        if self.slot is not None and not self.agent_key:
+            raise ValueError("slot: a slot request needs an agent_key")
+        return self
 
     def agent_options(self) -> dict[str, Any]:
         """Return the keyword arguments of the agent's ``stream_async`` this request asks for."""
@@ -223,6 +256,8 @@ class ResultItem(_Item):
     kind: Literal["result"] = "result"
     result: Any  # an AgentResult, checked by type: a schema would rebuild (copy) the whole result
     snapshot: bytes | None = None
+    revision: int | None = None
+    """A node slot's revision whose state the snapshot holds (``None``: not a slot run)."""
 
     @field_validator("result")
     @classmethod
@@ -245,10 +280,35 @@ class SnapshotItem(_Item):
 
     kind: Literal["snapshot"] = "snapshot"
     snapshot: bytes
+    revision: int | None = None
+    """As :attr:`ResultItem.revision`."""
 
     def agent_snapshot(self) -> AgentSnapshot:
         """Return the agent's snapshot."""
         return _unpack(self.snapshot)
+
+
+class SlotMissItem(_Item):
+    """A host's answer instead of a node slot run; the caller sends the request again with the spec or snapshot.
+
+    ``"unknown"``: no such slot (a restarted host, a released or idle slot); ``"stale"``: the slot is at another
+    revision than the caller's copy.
+    """
+
+    terminal: ClassVar[bool] = True
+    kind: Literal["slot_miss"] = "slot_miss"
+    agent_key: str
+    reason: Literal["unknown", "stale"]
+
+
+def pack_snapshot(snapshot: AgentSnapshot) -> bytes:
+    """Pickle an ``AgentSnapshot`` for the wire (the C pickler: it is plain data)."""
+    return pickle.dumps(snapshot, pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_snapshot(data: bytes) -> AgentSnapshot:
+    """The ``AgentSnapshot`` of :func:`pack_snapshot` (checked by type)."""
+    return _unpack(data)
 
 
 def _unpack(data: bytes) -> AgentSnapshot:
@@ -289,7 +349,7 @@ class EndItem(_Item):
 
 
 WireItem = Annotated[
-    EventItem | ResultItem | SnapshotItem | OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem,
+    EventItem | ResultItem | SnapshotItem | SlotMissItem | OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem,
     Field(discriminator="kind"),
 ]
 """Everything a runtime actor's stream sends (sandbox streams send the sandbox's own chunk types)."""

@@ -8,26 +8,50 @@ orchestrator actor of that Graph/Swarm (``ray_harness:graph:<id>`` /
 streams its events back. It is the same code as with ``runtime="local"``; in
 the actor, a ``RayNodeRunner`` runs the nodes:
 
-* **Agent nodes** run on a pre-started pool of async host actors
-  (:func:`~ray_harness.runtime._multiagent_pool.default_pool`, or the pool
-  given). The orchestrator starts every node of a ready batch at once, so the
-  batch becomes parallel remote calls; each node's events stream back as a Ray
-  streaming generator and its completion is handled when it arrives. No actor
-  is created per node execution.
-* **Node state** travels with the node: the orchestrator's ``Agent`` is
-  shipped by value, and its :class:`~ray_harness.agent.AgentSnapshot`
-  (messages, state, interrupt state, conversation manager state, metrics,
-  model state) comes back as the stream's last item, beside the events, and
-  is restored into the orchestrator's agent; the orchestrator actor sends the
-  snapshots to the driver at the end of the invocation. Side effects inside
-  tool or hook objects stay in the host's process, as do changes the run
-  makes to ``invocation_state``.
-  The driver's agents stay authoritative, so revisits, ``reset_on_revisit``,
-  ``reset_members``, interrupt resume and session restore are the local code paths.
-* **Swarm handoffs** are the same: the next member is shipped to a host with
-  its history and a prompt carrying the handoff message and shared context;
-  the handoff tool was added to the member before it ships, and the swarm
-  learns about the handoff from the member's streamed tool events.
+* **Agent nodes are resident** in slots of a pre-started pool of async host
+  actors (:func:`~ray_harness.runtime._multiagent_pool.default_pool`, or the
+  pool given; :mod:`ray_harness.runtime._slots`). Each node has the slot
+  ``"<uid>/<node id>"``: ``<uid>`` is created with the node runner in the
+  driver and kept through pickling, so the orchestrator's per-invocation copy
+  and every later invocation of the same Graph/Swarm object address the same
+  slots. A Graph/Swarm spreads its nodes over the hosts in turn; a node stays
+  on its host. The agent (its spec) ships with the slot's first request only;
+  later requests carry the key, the prompt and the invocation state. A host that
+  does not have the slot (restarted, released, idle) answers "unknown slot"
+  and the request is sent once more with the agent. The hook registry,
+  middleware, interventions, conversation manager, tools and the model live in
+  the slot: a hook object counts across revisits and invocations as
+  in-process. Configuration edits to the driver's copy after the first run
+  do not reach the slot (a new Graph/Swarm, or ``shutdown()``, ships them).
+  The orchestrator starts every node of a ready batch at once, so the batch
+  becomes parallel remote calls; each node's events stream back as a Ray
+  streaming generator. No actor is created per node execution.
+* **Node state, typed both ways.** Each result comes back with the slot's
+  :class:`~ray_harness.agent.AgentSnapshot` and revision; the orchestrator
+  restores it into its copy of the agent (so hooks of the Graph/Swarm,
+  interrupts, failures and session writes see the node's state), and the
+  orchestrator actor sends the copies' snapshots to the driver at the end of
+  the invocation (``graph.nodes[id].executor.messages``). A request names the
+  revision its copy matches (a slot at another one answers "stale" and gets
+  the copy's snapshot). When the copy changed — ``reset_on_revisit``,
+  ``reset_members``, a session restore (``import_node_state``), or the
+  user's edit of the driver's agent between invocations (found by a digest of
+  messages, state and interrupt state, :func:`~ray_harness.runtime._slots.conversation_digest`)
+  — the request carries the copy's snapshot and the slot restores it before
+  the run: a restore message, never a re-ship. The revisions and digests come
+  back to the driver's node runner in the run state (:meth:`RayNodeRunner.run_state`).
+  Side effects inside tool or hook objects stay in the slot, as do changes the
+  run makes to ``invocation_state``.
+* **Swarm handoffs are messages** to the next member's slot: the handoff
+  message and shared context (the member prompt), never the sender's history
+  or the member itself; members keep their own histories in their slots; the
+  handoff tool was added at construction and shipped with the member once.
+  The swarm learns about a handoff from the member's streamed tool events.
+* **Release.** ``graph.shutdown()`` / ``swarm.shutdown()``, garbage collection
+  of the driver's Graph/Swarm (a weakref finalizer) and
+  ``ray_harness.runtime.shutdown()`` release the slots (one message per host,
+  by key prefix; nested Graph/Swarm nodes' too); a host drops slots idle for
+  ``RAY_HARNESS_SLOT_IDLE_TIMEOUT`` seconds (default 600; ``0``: never).
 * **Nested Graph/Swarm nodes** run their own orchestration in the parent's
   orchestrator actor (no actor of their own), their agent nodes on the pool
   through their own node runner.
@@ -58,9 +82,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import queue
 import threading
 import time
 import uuid
+import weakref
+import zlib
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -72,11 +99,12 @@ from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._multiagent_pool import default_pool
 from ray_harness.runtime._orchestrator import OrchestratorClient, drive
 from ray_harness.runtime._placement import current_placement
-from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem
+from ray_harness.runtime._slots import conversation_digest, slot_key
+from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SlotSync, pack_snapshot
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
 
-__all__ = ("RayNodeRunner", "RayRuntime")
+__all__ = ("RayNodeRunner", "RayRuntime", "release_all_slots")
 
 logger = logging.getLogger(__name__)
 
@@ -99,12 +127,21 @@ class RayNodeRunner:
         self._nodes: dict[str, Any] = {}
         self._local = LocalNodeRunner()  # nested orchestrators and the orchestrator-side node state
         self._cancelled = False
+        self._uid = uuid.uuid4().hex[:16]  # the slots' address: "<uid>/<node id>", kept through pickling
+        self._synced: dict[str, tuple[int, str | None]] = {}  # node id -> (slot revision, digest of that state)
+        self._dirty: set[str] = set()  # nodes whose copy changed here (reset, session restore) since it matched
         self._setup()
+        # Only the object built here (the driver's) releases the slots: its copies in orchestrators do not.
+        self._lease: _SlotLease | None = _SlotLease(f"{self._uid}/", pool)
+        _leases.add(self._lease)
+        weakref.finalize(self, _release_later, self._lease).atexit = False
 
     def _setup(self) -> None:
         """Per-process state (also after unpickling in an orchestrator actor)."""
         self._prefix = f"ray_harness-node-{uuid.uuid4().hex[:12]}"
         self._counter = itertools.count()
+        self._seen: set[str] = set()  # nodes that ran in this invocation (their copy's digest was checked)
+        self._ordinals = {node_id: index for index, node_id in enumerate(self._nodes)}
         self._pooled: dict[str, str] = {}  # node id -> run id of its pooled run in flight
         self._remote: dict[str, tuple[RemoteAgent, str]] = {}  # node id -> (agent, invocation id) in flight
         self._checked_pool = False
@@ -114,13 +151,18 @@ class RayNodeRunner:
 
     def __getstate__(self) -> dict[str, Any]:
         """Return what an orchestrator actor needs: the nodes, their initial state, the pool; nothing of this process."""
-        return {"pool": self._pool, "nodes": self._nodes, "local": self._local, "cancelled": self._cancelled}
+        return {"pool": self._pool, "nodes": self._nodes, "local": self._local, "cancelled": self._cancelled,
+                "uid": self._uid, "synced": self._synced, "dirty": self._dirty}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._pool = state["pool"]
         self._nodes = state["nodes"]
         self._local = state["local"]
         self._cancelled = state["cancelled"]
+        self._uid = state["uid"]
+        self._synced = dict(state["synced"])
+        self._dirty = set(state["dirty"])
+        self._lease = None
         self._setup()
 
     # -- the orchestrator actor -----------------------------------------------------------------------------
@@ -150,10 +192,25 @@ class RayNodeRunner:
         return client
 
     def shutdown(self) -> None:
-        """Kill the orchestrator actor, if one was created (the next invocation creates a new one)."""
+        """Kill the orchestrator actor, if one was created, and release the node slots (of nested ones too).
+
+        The next invocation creates a new actor and ships every agent again.
+        """
         client, self._client = self._client, None
         if client is not None:
             client.close()
+        self.release_slots()
+
+    def release_slots(self) -> None:
+        """Release this Graph/Swarm's node slots (one message per host) and those of nested Graph/Swarm nodes."""
+        if self._lease is not None:
+            self._lease.release()
+        self._synced.clear()
+        self._dirty.clear()
+        for target in self._nodes.values():
+            runner = target.node_runner if isinstance(target, MultiAgentBase) else None
+            if isinstance(runner, RayNodeRunner):
+                runner.release_slots()
 
     @property
     def orchestrator_actor_name(self) -> str | None:
@@ -166,13 +223,15 @@ class RayNodeRunner:
     def bind(self, nodes: Mapping[str, Any]) -> None:
         """Receive the node objects; agent and nested orchestrator nodes are also bound to the local runner."""
         self._nodes = dict(nodes)
+        self._ordinals = {node_id: index for index, node_id in enumerate(self._nodes)}
         self._local.bind({node_id: target for node_id, target in self._nodes.items()
                           if not isinstance(target, RemoteAgent)})
 
     def start_invocation(self) -> None:
-        """Begin a new invocation: forget the previous cancel, check the pool again."""
+        """Begin a new invocation: forget the previous cancel, check the pool again and each node's copy."""
         self._cancelled = False
         self._checked_pool = False
+        self._seen = set()
         self._local.start_invocation()
 
     def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
@@ -186,12 +245,40 @@ class RayNodeRunner:
         run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
         # The node's own request, stated once here: what the orchestrator wants of its events (nothing but the
         # result when it runs quiet; never the raw model chunks), the node's snapshot beside the result.
+        remote = isinstance(target, RemoteAgent)
         request = InvokeRequest(invocation_id=run_id, prompt=node_input, invocation_state=invocation_state,
-                                events="result" if events == "result" else "agent",
-                                snapshot=not isinstance(target, RemoteAgent))
-        if isinstance(target, RemoteAgent):
+                                events="result" if events == "result" else "agent", snapshot=not remote,
+                                agent_key=None if remote else slot_key(self._uid, node_id),
+                                slot=None if remote else self._slot_sync(node_id, target))
+        if remote:
             return self._run_remote(node_id, target, request)
         return self._run_pooled(node_id, target, request)
+
+    def slot_key(self, node_id: str) -> str:
+        """The resident key of agent node ``node_id``'s slot (``"<uid>/<node id>"``)."""
+        return slot_key(self._uid, node_id)
+
+    def _host_of(self, node_id: str) -> int:
+        """The node's host (modulo the pool's size): by its sandbox's identity, else the nodes in turn from its uid."""
+        sandbox_id = getattr(self._nodes.get(node_id), "sandbox_id", None)
+        if sandbox_id is not None:  # nodes sharing a sandbox object live where its one live sandbox is
+            return zlib.crc32(sandbox_id.encode())
+        ordinal = self._ordinals.get(node_id)
+        if ordinal is None:
+            ordinal = self._ordinals[node_id] = len(self._ordinals)
+        return zlib.crc32(self._uid.encode()) + ordinal
+
+    def _slot_sync(self, node_id: str, agent: Any) -> SlotSync:
+        """How the node's slot must be brought in line with this copy of its agent (see the module docstring)."""
+        first = node_id not in self._seen
+        self._seen.add(node_id)
+        known = self._synced.get(node_id)
+        if known is None:
+            return SlotSync()  # a new slot: the agent ships with the request
+        revision, digest = known
+        # A new invocation's copy came from the driver, where the user (or a session) may have changed it.
+        changed = node_id in self._dirty or (first and (digest is None or digest != conversation_digest(agent)))
+        return SlotSync(revision=revision, snapshot=pack_snapshot(agent.snapshot()) if changed else None)
 
     def cancel_node(self, node_id: str) -> None:
         """Ask one running node to stop (one cancel message to where it runs)."""
@@ -214,11 +301,15 @@ class RayNodeRunner:
             self._broadcast(self._handle(running))
 
     def reset_node(self, node_id: str) -> None:
-        """Restore the node's conversation to its state at bind time (not for RemoteAgent nodes)."""
+        """Restore the node's conversation to its state at bind time (not for RemoteAgent nodes).
+
+        The copy here changes; its next request carries the snapshot, which the slot restores before the run.
+        """
         if isinstance(self._nodes.get(node_id), RemoteAgent):
             raise ValueError(f"node {node_id!r} is a RemoteAgent: its history lives in its actor and cannot be "
                              "reset on revisit; use an Agent node, or reset_on_revisit(False)")
         self._local.reset_node(node_id)
+        self._dirty.add(node_id)
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
         """Return the node's conversation as JSON-ready data (a RemoteAgent asks its actor)."""
@@ -232,6 +323,29 @@ class RayNodeRunner:
         if isinstance(self._nodes[node_id], RemoteAgent):
             return  # the actor holds its own history and interrupt state (restored from its snapshot)
         self._local.import_node_state(node_id, data)
+        self._dirty.add(node_id)  # reaches the slot with the node's next request
+
+    def run_state(self) -> dict[str, Any]:
+        """What the driver's node runner needs after a run: per node, the slot revision its copy matches.
+
+        With the digest of that state (:func:`~ray_harness.runtime._slots.conversation_digest`), taken once
+        here, so the next invocation sends a node's snapshot only when its copy changed meanwhile.
+        """
+        synced: dict[str, tuple[int, str | None]] = {}
+        for node_id, (revision, digest) in self._synced.items():
+            if node_id in self._dirty:
+                digest = None  # changed after its last run: the next request restores the copy
+            elif digest is None:
+                digest = conversation_digest(self._nodes[node_id])
+            synced[node_id] = (revision, digest)
+        return {"synced": synced}
+
+    def apply_run_state(self, state: dict[str, Any]) -> None:
+        """Take over :meth:`run_state` of this node runner's copy that ran the invocation (in the driver)."""
+        self._synced = dict(state["synced"])
+        self._dirty.clear()
+        if self._synced and self._lease is not None and self._lease.pool is None:
+            self._lease.attach(self._pool or default_pool(check=False))
 
     # -- agent nodes on the pool --------------------------------------------------------------------------
 
@@ -243,6 +357,8 @@ class RayNodeRunner:
         # Liveness of the shared pool is checked once per invocation (a GCS lookup per host).
         pool = default_pool(check=not self._checked_pool)
         self._checked_pool = True
+        if self._lease is not None and self._lease.pool is not pool:
+            self._lease.attach(pool)  # the driver's: its slots are released there
         return pool
 
     async def _run_pooled(self, node_id: str, agent: Any, request: InvokeRequest
@@ -258,13 +374,16 @@ class RayNodeRunner:
             if cancelled:
                 # As in-process, a node that starts after cancel() runs no model call: the host starts it cancelled.
                 await pool.run_handle([run_id]).cancel()
-            async for item in pool.stream_request(agent, request):
+            async for item in pool.stream_slot(agent, request, host=self._host_of(node_id)):
                 if isinstance(item, EventItem):
                     yield item.event
                     continue
                 snapshot = item.agent_snapshot()
                 if snapshot is not None:
                     agent.restore(snapshot)  # what the run changed, even when it failed (the exception follows)
+                    if item.revision is not None:
+                        self._synced[node_id] = (item.revision, None)  # in line with the slot again
+                        self._dirty.discard(node_id)
                 if isinstance(item, ResultItem):
                     result = item.result
                     yield item.event()
@@ -331,6 +450,86 @@ class RayNodeRunner:
         self._broadcasts.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.warning("prefix=<%s>, error=<%s> | cancel broadcast failed", self._prefix, task.exception())
+
+
+class _SlotLease:
+    """The driver's claim on one node runner's slots (``"<uid>/"`` on its pool's hosts); released once."""
+
+    __slots__ = ("__weakref__", "pool", "prefix")
+
+    def __init__(self, prefix: str, pool: AgentPool | None) -> None:
+        self.prefix = prefix
+        self.pool: AgentPool | None = None
+        if pool is not None:
+            self.attach(pool)
+
+    def attach(self, pool: AgentPool) -> None:
+        """The slots live on ``pool``'s hosts (the reaper thread is started here, never in a finalizer)."""
+        if self.pool is None:
+            _start_reaper()
+        self.pool = pool
+
+    def release(self) -> None:
+        """Drop the slots on every host of the pool, waiting for the hosts' answers (dead hosts skipped)."""
+        pool = self.pool
+        if pool is None or not ray_is_connected():
+            return
+        try:
+            pool.release_slots_sync([self.prefix])
+        except Exception as error:  # shutting down: a failed release leaves the slots to the idle timeout
+            logger.debug("prefix=<%s>, error=<%s> | node slots not released", self.prefix, error)
+
+
+_leases: weakref.WeakSet[_SlotLease] = weakref.WeakSet()
+
+# A finalizer runs inside garbage collection, which can happen inside Ray's own code: it only queues the lease,
+# a thread sends the release (as the orchestrator module does for its actors).
+_doomed: queue.SimpleQueue[_SlotLease] = queue.SimpleQueue()
+_reaper: list[threading.Thread] = []
+_reaper_guard = threading.Lock()
+
+
+def _release_later(lease: _SlotLease) -> None:
+    if lease.pool is not None:  # else it never used slots
+        _doomed.put(lease)  # SimpleQueue.put is safe in finalizers
+
+
+def _start_reaper() -> None:
+    with _reaper_guard:
+        if not _reaper:
+            thread = threading.Thread(target=_release_forever, name="ray_harness-slot-reaper", daemon=True)
+            thread.start()
+            _reaper.append(thread)
+
+
+def _release_forever() -> None:
+    while True:
+        _doomed.get().release()
+
+
+def release_all_slots() -> None:
+    """Release the node slots of every Graph/Swarm of this process (``ray_harness.runtime.shutdown()``).
+
+    One message per host of each pool, naming every Graph/Swarm's prefix.
+    """
+    by_pool: dict[int, tuple[AgentPool, list[str]]] = {}
+    for lease in list(_leases):
+        if lease.pool is not None:
+            by_pool.setdefault(id(lease.pool), (lease.pool, []))[1].append(lease.prefix)
+    if not by_pool or not ray_is_connected():
+        return
+    for pool, prefixes in by_pool.values():
+        try:
+            pool.release_slots_sync(prefixes)
+        except Exception as error:
+            logger.debug("error=<%s> | node slots not released", error)
+
+
+def ray_is_connected() -> bool:
+    """Whether this process is connected to Ray (a release after disconnecting has nowhere to go)."""
+    import ray
+
+    return bool(ray.is_initialized())
 
 
 class RayRuntime:

@@ -38,6 +38,7 @@ from ray_harness.runtime._batching import Batcher
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
+from ray_harness.runtime._errors import call_sync
 from ray_harness.runtime._host import RATE_LIMITS_KV_NAMESPACE, AgentHost, host_actor_name, rate_limits_key
 from ray_harness.runtime._host_registry import acquire_host, forget_host
 from ray_harness.runtime._sandbox_owner import reap as reap_sandboxes, sandbox_affinity
@@ -48,8 +49,11 @@ from ray_harness.runtime._wire import (
     EventItem,
     InvokeRequest,
     ResultItem,
+    SlotMissItem,
+    SlotSync,
     SnapshotItem,
     invoke_request,
+    pack_snapshot,
 )
 from ray_harness.types.exceptions import RemoteActorError
 
@@ -155,10 +159,10 @@ class AgentPool:
 
     # -- runs -------------------------------------------------------------------------------------------
 
-    def _start(self, run_id: str, agent_key: str | None, spec: Any = None) -> int:
+    def _start(self, run_id: str, agent_key: str | None, spec: Any = None, host: int | None = None) -> int:
         if run_id in self._where:
             raise ValueError(f"run id {run_id!r} is already in flight in this pool")
-        index = self._pick(agent_key, spec)
+        index = self._pick(agent_key, spec) if host is None else host % len(self._hosts)
         self._where[run_id] = index
         self._load[index] += 1
         return index
@@ -236,7 +240,7 @@ class AgentPool:
                 yield item.event()
 
     async def stream_request(self, agent_or_factory: Any, request: InvokeRequest
-                             ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
+                             ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
         """Run one agent as ``request`` asks, streaming wire items.
 
         With ``request.snapshot`` the agent's snapshot comes beside the result, or alone before a failed run's
@@ -246,9 +250,13 @@ class AgentPool:
             RemoteActorError: The host died mid-run (pooled runs are not journaled, so not re-sent).
 
         """
-        spec = self._spec(agent_or_factory)
+        async for item in self._stream(self._spec(agent_or_factory), request):
+            yield item
+
+    async def _stream(self, spec: Any, request: InvokeRequest, place: int | None = None
+                      ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
         run_id = request.invocation_id
-        index = self._start(run_id, request.agent_key, spec)
+        index = self._start(run_id, request.agent_key, spec, place)
         host = self._clients[index]
         try:
             async for item in host.stream("stream", request, spec, what=f"run {run_id!r}",
@@ -256,6 +264,61 @@ class AgentPool:
                 yield item
         finally:
             self._end(run_id, index)
+
+    async def stream_slot(self, agent: Any, request: InvokeRequest, *, host: int
+                          ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem, None]:
+        """Run ``request`` in the resident node slot ``request.agent_key`` (see :mod:`ray_harness.runtime._slots`).
+
+        The slot lives on host ``host % size``: a Graph/Swarm spreads its nodes over the hosts (CPU-bound nodes of
+        one batch run in parallel processes), and every request of a node goes to the same host.
+
+        ``agent`` (the caller's copy, in line with the slot) ships only when ``request.slot`` says the slot is new
+        (``revision`` ``None``, no snapshot) or when the host answers that it does not have the slot (a restarted
+        host, a released or idle slot); a slot at another revision gets the copy's snapshot. Once each.
+
+        Raises:
+            RemoteActorError: The host died mid-run (node slots are not journaled, so the run is not re-sent).
+
+        """
+        sync = request.slot
+        if sync is None:
+            raise ValueError("stream_slot needs a slot request (InvokeRequest.slot)")
+        spec = self._spec(agent) if sync.revision is None and sync.snapshot is None else None
+        misses: set[str] = set()
+        while True:
+            miss: SlotMissItem | None = None
+            async for item in self._stream(spec, request, host):
+                if isinstance(item, SlotMissItem):
+                    miss = item
+                else:
+                    yield item
+            if miss is None:
+                return
+            if miss.reason in misses:
+                raise RuntimeError(f"host answered {miss.reason!r} twice for slot {miss.agent_key!r}")
+            misses.add(miss.reason)
+            if miss.reason == "unknown":  # the copy is the slot's state: open it again from it
+                spec, sync = self._spec(agent), SlotSync()
+            else:
+                spec, sync = None, SlotSync(snapshot=pack_snapshot(agent.snapshot()))
+            request = request.model_copy(update={"slot": sync})
+
+    async def release_slots(self, prefixes: list[str]) -> int:
+        """Drop the node slots whose keys start with any of ``prefixes``: one message per host, all at once."""
+        counts = await asyncio.gather(*(client.call("release_prefix", list(prefixes)) for client in self._clients),
+                                      return_exceptions=True)
+        return sum(count for count in counts if isinstance(count, int))
+
+    def release_slots_sync(self, prefixes: list[str], *, timeout: float = 10.0) -> int:
+        """:meth:`release_slots` from synchronous code (hosts that are gone are skipped)."""
+        refs = [client.submit("release_prefix", list(prefixes)) for client in self._clients]
+        released = 0
+        for ref, client in zip(refs, self._clients, strict=True):
+            try:
+                released += int(call_sync(ref, client.name, timeout=timeout))
+            except Exception:  # a dead or unreachable host holds no slots worth waiting for
+                continue
+        return released
 
     # -- cancel -----------------------------------------------------------------------------------------
 
@@ -288,6 +351,20 @@ class AgentPool:
         # Not where its key hashes: placed by sandbox affinity from another pool handle (an orchestrator's).
         others = [client for i, client in enumerate(self._clients) if i != index]
         return any(await asyncio.gather(*(client.call("release", agent_key) for client in others)))
+
+    async def slot_info(self, agent_key: str) -> dict[str, Any] | None:
+        """A resident agent's ``slot_info`` from whichever host holds it; ``None`` when none does.
+
+        For a node slot it includes the slot's revision and how often it was built, restored and run.
+        """
+        answers = await asyncio.gather(*(client.call("slot_info", agent_key) for client in self._clients),
+                                       return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, dict):
+                return answer
+            if not isinstance(answer, KeyError):
+                raise answer
+        return None
 
     async def resident_messages(self, agent_key: str) -> list[Any]:
         """Return the history of the resident agent ``agent_key``."""

@@ -73,3 +73,22 @@ def burn(milliseconds: int) -> str:
         spins += 1
     return f"burned {spins}"
 
+
+
+class ModelCallCounter:
+    """A hook provider that counts its agent's model calls in itself and shows the count in the agent's state.
+
+    On ``runtime="ray"`` it lives in the node's slot: the count carries over invocations as in-process.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def register_hooks(self, registry: Any, **kwargs: Any) -> None:
+        from ray_harness.hooks import AfterModelCallEvent
+
+        registry.add_callback(AfterModelCallEvent, self._counted)
+
+    def _counted(self, event: Any) -> None:
+        self.calls += 1
+        event.agent.state.set("model_calls", self.calls)
