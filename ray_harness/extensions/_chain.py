@@ -55,8 +55,6 @@ _ASYNC_WRAP = {Placement.MODEL_LOGICAL: "awrap_model_call", Placement.MODEL_PHYS
 _sync_only_warned: set[tuple[type, str]] = set()
 _CACHE_SIZE = 256
 _resolved: dict[tuple[Any, ...], Resolution] = {}
-_RAW_FALLBACK = "raw fallback"
-"""The key of the ``TOOL_RAW`` layers of a tool without a raw call (they wrap its stream)."""
 
 # Host anchors of each stack, outer to inner, and where each placement goes relative to them.
 RETRY, MODEL_STAGES, PROVIDER = "[retry layer]", "[add_middleware model stages]", "[provider]"
@@ -152,7 +150,8 @@ class Resolution:
                          if any(implemented(wrapper.middleware, hook) for hook in _LIFECYCLE)]
         self.model_names = [wrapper.name for wrapper in self.logical_wrappers + self.physical_wrappers]
         self.tool_names = [wrapper.name for wrapper in self.visible_wrappers + self.raw_wrappers]
-        self.layers = _layers(self)
+        (self.logical_layers, self.physical_layers, self.visible_layers, self.raw_layers,
+         self.raw_fallback_layers) = _layers(self)
 
     def _active(self, placement: Placement) -> list[Wrapper]:
         """Wrappers whose async wrap hook exists; a sync-only one is a pass-through on the async path."""
@@ -169,20 +168,19 @@ class Resolution:
         return active
 
 
-def _layers(resolution: Resolution) -> dict[Any, Layers]:
-    """Each placement's hooks, composed once per resolution (shared by every chain that resolves alike)."""
+def _layers(resolution: Resolution) -> tuple[Layers, Layers, Layers, Layers, Layers]:
+    """Each placement's hooks, composed once per resolution (shared by every chain that resolves alike).
+
+    In stack order: logical, physical, visible, raw, and raw for a tool without a raw call (around its stream).
+    """
     from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted
 
-    return {
-        Placement.MODEL_LOGICAL: Layers(resolution.logical_wrappers, "awrap_model_call", _model_view, ModelStopReason,
-                                        _same),
-        Placement.MODEL_PHYSICAL: Layers(resolution.physical_wrappers, "awrap_model_call", _model_view,
-                                         ModelStopReason, _same),
-        Placement.TOOL_VISIBLE: Layers(resolution.visible_wrappers, "awrap_tool_call", _tool_view,
-                                       (_ToolDone, _ToolInterrupted), _visible_result),
-        Placement.TOOL_RAW: Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, RawReturn, _raw_value),
-        _RAW_FALLBACK: Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, ToolResultEvent, _tool_result),
-    }
+    return (Layers(resolution.logical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same),
+            Layers(resolution.physical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same),
+            Layers(resolution.visible_wrappers, "awrap_tool_call", _tool_view, (_ToolDone, _ToolInterrupted),
+                   _visible_result),
+            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, RawReturn, _raw_value),
+            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, ToolResultEvent, _tool_result))
 
 
 def model_stack(by_placement: dict[Placement, list[Wrapper]], *, retry: bool) -> list[Any]:
@@ -253,7 +251,7 @@ class ExtensionChain:
         self.standard = resolution.standard
         self.model_names = resolution.model_names
         self.tool_names = resolution.tool_names
-        self._layers = resolution.layers
+        self._resolution = resolution
         self._agent = agent
         self._inv = inv
         self._raw_fallback_warned: set[str] = set()
@@ -292,7 +290,7 @@ class ExtensionChain:
             self._retry_layer = (call_model, retry_layer)
         specs = list(agent.tool_registry.get_all_specs())
         request = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, None, inv.state)
-        return self._layers[Placement.MODEL_LOGICAL].run(self._retry_layer[1], request, self.store)
+        return self._resolution.logical_layers.run(self._retry_layer[1], request, self.store)
 
     async def _logical_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
                             ) -> AsyncGenerator[Any, None]:
@@ -311,7 +309,7 @@ class ExtensionChain:
         """The provider terminal wrapped in the ``MODEL_PHYSICAL`` layers (unchanged without any)."""
         if not self.physical_wrappers:
             return terminal
-        return partial(self._layers[Placement.MODEL_PHYSICAL].run, terminal, store=self.store)
+        return partial(self._resolution.physical_layers.run, terminal, store=self.store)
 
     # -- tool axis ----------------------------------------------------------------------------------------
 
@@ -326,7 +324,7 @@ class ExtensionChain:
         def pipeline(request: ExecuteToolContext) -> AsyncGenerator[Any, None]:
             return execute_tool(agent, inv, request.tool_use)
 
-        run, store, get = self._layers[Placement.TOOL_VISIBLE].run, self.store, agent.tool_registry.get
+        run, store, get = self._resolution.visible_layers.run, self.store, agent.tool_registry.get
 
         def run_one(tool_use: Any) -> AsyncGenerator[Any, None]:
             return run(pipeline, ExecuteToolContext(agent, get(tool_use.get("name", "")), tool_use, inv.state,
@@ -341,7 +339,7 @@ class ExtensionChain:
             return tool.stream(ctx.tool_use, context)  # type: ignore[no-any-return]
         request = ExecuteToolContext(ctx.agent, tool, ctx.tool_use, ctx.invocation_state, ctx.cancel_signal)
         if getattr(tool, "exposes_raw_call", False):
-            run, store = self._layers[Placement.TOOL_RAW].run, self.store
+            run, store = self._resolution.raw_layers.run, self.store
 
             def observe(produce: Callable[[], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
                 return run(lambda _: produce(), request, store)
@@ -355,7 +353,7 @@ class ExtensionChain:
                 logger.warning("Extension %s: placement TOOL_RAW fell back to a secondary anchor (primary anchor, the "
                                "raw call of tool %r, is absent from this stack: %s exposes none); it wraps the "
                                "tool's stream and sees its ToolResult", use, name, type(tool).__name__)
-        return self._layers[_RAW_FALLBACK].run(lambda _: tool.stream(ctx.tool_use, context), request, self.store)
+        return self._resolution.raw_fallback_layers.run(lambda _: tool.stream(ctx.tool_use, context), request, self.store)
 
 
 class _PausedTool(InterruptException):

@@ -20,7 +20,8 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator
-from typing import Any
+from types import CoroutineType
+from typing import Any, TypeVar
 
 from ray_harness.extensions.types import (
     AgentMiddleware,
@@ -40,6 +41,7 @@ Inner = Callable[[Any], AsyncGenerator[Any, None]]
 ResultType = type | tuple[type, ...]
 """The type(s) of the event that is downstream's result (an isinstance check per event, not a call)."""
 _MISSING: Any = object()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def diagnostic(use: str, owner: str, hook: str, error: Any) -> None:
@@ -140,8 +142,10 @@ class _Call:
         self.raised: BaseException | None = None  # what awaiting it raised into the hook
         self.waiter: asyncio.Future[None] | None = None
 
-    def __call__(self, request: Any = None) -> _Call:
-        """Return the awaitable of the downstream call (``request`` is ignored: observation only).
+    def __call__(self, request: Any = None) -> Generator[Any, Any, Any]:
+        """The awaitable of the downstream call (``request`` is ignored: observation only).
+
+        Awaiting it runs the rest of the chain once and returns downstream's result (or raises its exception).
 
         Raises:
             RuntimeError: the second call (the host returns the first result).
@@ -150,18 +154,24 @@ class _Call:
         if self.calls > 1:
             raise RuntimeError("handler was already called: a contributed wrap hook may call it once "
                                "(the host returns the first result)")
-        return self
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        """Run the rest of the chain once and return downstream's result (or raise its exception)."""
         return _next(self)
 
 
-def _next(call: _Call) -> Generator[Any, Any, Any]:
-    """What awaiting ``call`` does: the next hook around the rest of the chain, or downstream itself.
+def _iterable_coroutine(function: F) -> F:
+    """Make a generator function's generators awaitable and able to ``yield from`` a native coroutine.
 
-    Raises:
-        RuntimeError: awaited a second time.
+    What ``types.coroutine`` does to a generator function, type-preserving.
+    """
+    function.__code__ = function.__code__.replace(co_flags=function.__code__.co_flags | inspect.CO_ITERABLE_COROUTINE)
+    return function
+
+
+@_iterable_coroutine
+def _next(call: _Call) -> Generator[Any, Any, Any]:
+    """What awaiting ``handler(...)`` does: the next hook around the rest of the chain, or downstream itself.
+
+    The awaitable is a generator-based coroutine, so a hook's ``await`` delegates to it directly and each
+    hook's coroutine is delegated to in turn: no awaitable object or wrapper per layer.
     """
     if call.started:
         raise RuntimeError("the awaitable returned by handler() was already awaited")
@@ -176,7 +186,7 @@ def _next(call: _Call) -> Generator[Any, Any, Any]:
             hook_error: Exception | None = None
             try:
                 awaitable = run.layers.hooks[index](run.layers.view(run.request), nested)
-                yield from awaitable.__await__()
+                yield from (awaitable if type(awaitable) is CoroutineType else awaitable.__await__())  # type: ignore[misc]
             except Exception as error:  # the hook's own fault, or the handler's exception it let through
                 hook_error = error
             if hook_error is not None or not nested.finished:
@@ -240,7 +250,7 @@ def _settle(call: _Call, hook_error: Exception | None) -> Generator[Any, Any, No
         wrapper.diagnostic(hook_name, hook_error if hook_error is not None
                            else "the hook did not call handler; the host called it")
         try:
-            yield from call.__await__()
+            yield from _next(call)
         except Exception:  # downstream's outcome is on the run: the caller gets it from there
             pass
         return
@@ -288,7 +298,7 @@ async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
         finally:
             run.driving = False
             if token is not None:
-                reset_task_store(token)
+                _current_store.reset(token)  # set in this very step, so in this context
         value = thrown = None
         try:
             while run.buffer:
