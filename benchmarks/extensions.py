@@ -1,8 +1,9 @@
 """E1: the overhead of one observing extension layer per model call and per tool call (target ≤ 5 µs).
 
 Each invocation makes ``TURNS`` model calls and ``TURNS - 1`` tool calls (an async ``@tool``) with a scripted
-model. Per repetition, these variants run back to back in one process (interleaved, so a load drift hits
-them alike), each after a warm-up:
+model. One agent runs these variants, switched by one installed contributor, in blocks of ``BLOCK``
+invocations interleaved variant by variant (so a drift of the machine's load hits them alike), after a
+warm-up:
 
 * ``none`` — no extension installed (the zero-cost path: nothing is assembled, nothing wraps);
 * ``inert`` — ``LAYERS`` contributions without hooks: the per-invocation cost of calling the contributor and
@@ -14,8 +15,8 @@ Per layer per call = (placement − inert) / (``LAYERS`` × calls of that axis p
 repetition; the report gives the minimum and the median over repetitions. Stacking ``LAYERS`` layers makes
 the difference ``LAYERS`` times larger than one layer's, so it stands out of a loaded machine's noise.
 "Layer alone" does the same without the agent loop: ``LAYERS`` wrappers stacked around a one-event async
-generator vs the bare generator (the machine's yardstick). Times are this thread's CPU time
-(``time.thread_time``), not wall time: on a loaded machine the process waits for a core for long stretches,
+generator vs the bare generator (the machine's yardstick). Times are the process's CPU time
+(``time.process_time``), not wall time: on a loaded machine the process waits for a core for long stretches,
 and that wait, not the code, dominates wall-clock differences. ``python -m benchmarks.extensions
 [--invocations N] [--repeats R]``.
 """
@@ -36,6 +37,7 @@ from ray_harness.testing import ScriptedModel, text, tool_call
 
 TURNS = 5
 LAYERS = 8
+BLOCK = 10
 AXIS_CALLS = {Placement.MODEL_LOGICAL: TURNS, Placement.MODEL_PHYSICAL: TURNS,
               Placement.TOOL_VISIBLE: TURNS - 1, Placement.TOOL_RAW: TURNS - 1}
 
@@ -60,26 +62,35 @@ class Inert(AgentMiddleware):
     pass
 
 
-def _install(placements: tuple[MiddlewarePlacement, ...]) -> Any:
-    class Contributor:
-        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
-            return placements
-
-    def install(registry: Any, config: Any) -> None:
-        registry.middlewares(Contributor())
-
-    return install
-
-
-def _stacked(placement: Placement) -> Any:
+def _stacked(placement: Placement) -> tuple[MiddlewarePlacement, ...]:
     observer = ModelObserver if placement in (Placement.MODEL_LOGICAL, Placement.MODEL_PHYSICAL) else ToolObserver
-    return _install(tuple(MiddlewarePlacement(observer(), placement) for _ in range(LAYERS)))
+    return tuple(MiddlewarePlacement(observer(), placement) for _ in range(LAYERS))
 
 
-VARIANTS: dict[str, Any] = {"none": None,
-                            "inert": _install(tuple(MiddlewarePlacement(Inert(), Placement.STANDARD)
-                                                    for _ in range(LAYERS)))}
+VARIANTS: dict[str, tuple[MiddlewarePlacement, ...] | None] = {
+    "none": None, "inert": tuple(MiddlewarePlacement(Inert(), Placement.STANDARD) for _ in range(LAYERS))}
 VARIANTS.update({placement.name: _stacked(placement) for placement in AXIS_CALLS})
+_contributed: list[tuple[MiddlewarePlacement, ...]] = [()]
+
+
+class _Switch:
+    """The one contributor: it contributes the current variant's placements (switched between blocks)."""
+
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+        return _contributed[0]
+
+
+def install(registry: Any, config: Any) -> None:
+    registry.middlewares(_Switch())
+
+
+def select(variant: str) -> None:
+    """Make ``variant`` the installed contribution (``none``: no extension installed at all)."""
+    placements = VARIANTS[variant]
+    loading.reset()
+    if placements is not None:
+        _contributed[0] = placements
+        use(install)
 
 
 def _agent() -> Agent:
@@ -87,21 +98,24 @@ def _agent() -> Agent:
     return Agent(ScriptedModel(steps, loop=True, record_calls=False), tools=[echo])
 
 
-async def _time(variant: str, invocations: int) -> float:
-    """Seconds per invocation with ``variant`` installed."""
-    loading.reset()
-    install = VARIANTS[variant]
-    if install is not None:
-        use(install)
-    agent = _agent()
-    for _ in range(20):  # warm-up
-        agent.messages.clear()
-        await agent.invoke_async("go")
-    started = time.thread_time()
+async def _block(agent: Agent, variant: str, invocations: int) -> float:
+    """CPU seconds of ``invocations`` invocations with ``variant`` installed."""
+    select(variant)
+    started = time.process_time()
     for _ in range(invocations):
         agent.messages.clear()
         await agent.invoke_async("go")
-    return (time.thread_time() - started) / invocations
+    return time.process_time() - started
+
+
+async def _repetition(agent: Agent, invocations: int) -> dict[str, float]:
+    """Seconds per invocation of each variant, in blocks of ``BLOCK`` invocations interleaved variant by variant:
+    a drift of the machine's load within the repetition hits every variant alike."""
+    totals = dict.fromkeys(VARIANTS, 0.0)
+    for _ in range(max(1, invocations // BLOCK)):
+        for name in VARIANTS:
+            totals[name] += await _block(agent, name, BLOCK)
+    return {name: total / (max(1, invocations // BLOCK) * BLOCK) for name, total in totals.items()}
 
 
 class _Result:
@@ -116,24 +130,27 @@ async def _bare(request: Any) -> Any:
 
 
 async def _iterate(layer: Any, count: int) -> float:
-    started = time.thread_time()
+    started = time.process_time()
     for _ in range(count):
         async for _event in layer(None):
             pass
-    return (time.thread_time() - started) / count
+    return (time.process_time() - started) / count
 
 
 async def layer_alone(count: int, repeats: int) -> dict[str, float]:
     """``LAYERS`` observing wrappers stacked around a one-event generator vs that generator alone: per layer
     (min and median over ``repeats`` paired runs), and the bare generator as the machine's yardstick."""
-    from ray_harness.extensions._isolation import Wrapper, wrap_layer
+    from ray_harness.extensions._isolation import Layers, Wrapper
     from ray_harness.extensions.types import ExtensionData
 
-    layer = _bare
-    for index in range(LAYERS):
-        wrapper = Wrapper("bench", ModelObserver(), Placement.MODEL_LOGICAL, 0, f"extension_bench_ModelObserver_{index}")
-        layer = wrap_layer(wrapper, "awrap_model_call", lambda request: request, layer, _Result,
-                           lambda event: event, ExtensionData())
+    wrappers = [Wrapper("bench", ModelObserver(), Placement.MODEL_LOGICAL, 0, f"extension_bench_ModelObserver_{index}")
+                for index in range(LAYERS)]
+    layers = Layers(wrappers, "awrap_model_call", lambda request: request, _Result, lambda event: event)
+    store = ExtensionData()
+
+    def layer(request: Any) -> Any:
+        return layers.run(_bare, request, store)
+
     bare: list[float] = []
     per_layer: list[float] = []
     for _ in range(repeats):
@@ -145,14 +162,19 @@ async def layer_alone(count: int, repeats: int) -> dict[str, float]:
 
 
 async def run(invocations: int, repeats: int) -> dict[str, Any]:
+    agent = _agent()
+    for name in VARIANTS:  # warm-up
+        await _block(agent, name, 20)
     samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
     per_layer: dict[str, list[float]] = {placement.name: [] for placement in AXIS_CALLS}
+    loads = [os.getloadavg()[0]]
     for _ in range(repeats):
-        for name in VARIANTS:  # interleaved: load drifts hit every variant alike
-            samples[name].append(await _time(name, invocations))
+        times = await _repetition(agent, invocations)
+        for name, value in times.items():
+            samples[name].append(value)
         for placement, calls in AXIS_CALLS.items():
-            difference = samples[placement.name][-1] - samples["inert"][-1]
-            per_layer[placement.name].append(difference / (LAYERS * calls))
+            per_layer[placement.name].append((times[placement.name] - times["inert"]) / (LAYERS * calls))
+        loads.append(os.getloadavg()[0])
     loading.reset()
     alone = await layer_alone(max(1000, invocations * 20), repeats)
     assembly = [inert - none for inert, none in zip(samples["inert"], samples["none"], strict=True)]
@@ -163,8 +185,8 @@ async def run(invocations: int, repeats: int) -> dict[str, Any]:
         "assembly_per_invocation_us": {"min": min(assembly) * 1e6, "median": statistics.median(assembly) * 1e6},
         "per_layer_per_call_us": {name: {"min": min(values) * 1e6, "median": statistics.median(values) * 1e6}
                                   for name, values in per_layer.items()},
-        "turns": TURNS, "layers": LAYERS, "invocations": invocations, "repeats": repeats,
-        "load_average": os.getloadavg()[0],
+        "turns": TURNS, "layers": LAYERS, "invocations": invocations, "repeats": repeats, "block": BLOCK,
+        "load_average": {"min": min(loads), "max": max(loads)},
     }
 
 

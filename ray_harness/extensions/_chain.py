@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncGenerator, Callable
-from typing import TYPE_CHECKING, Any, cast
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from ray_harness.extensions import loading
-from ray_harness.extensions._isolation import ResultType, Wrapper, diagnostic, logger, run_lifecycle, wrap_layer
+from ray_harness.extensions._isolation import Layers, Wrapper, diagnostic, logger, run_lifecycle
 from ray_harness.extensions.types import (
     AgentBuildContext,
     AgentScope,
@@ -35,6 +36,7 @@ from ray_harness.extensions.types import (
 from ray_harness.interrupts import InterruptException
 from ray_harness.middleware.types import ExecuteToolContext, InvokeModelContext, ModelStopReason, ToolResultEvent
 from ray_harness.tools.base import RawReturn
+from ray_harness.tools.executors import ToolInterruptedMarker
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -148,6 +150,8 @@ class Resolution:
                          if any(implemented(wrapper.middleware, hook) for hook in _LIFECYCLE)]
         self.model_names = [wrapper.name for wrapper in self.logical_wrappers + self.physical_wrappers]
         self.tool_names = [wrapper.name for wrapper in self.visible_wrappers + self.raw_wrappers]
+        (self.logical_layers, self.physical_layers, self.visible_layers, self.raw_layers,
+         self.raw_fallback_layers) = _layers(self)
 
     def _active(self, placement: Placement) -> list[Wrapper]:
         """Wrappers whose async wrap hook exists; a sync-only one is a pass-through on the async path."""
@@ -162,6 +166,21 @@ class Resolution:
                                "passed through (implement %s to observe calls)", wrapper.use,
                                type(wrapper.middleware).__name__, hook[1:], hook)
         return active
+
+
+def _layers(resolution: Resolution) -> tuple[Layers, Layers, Layers, Layers, Layers]:
+    """Each placement's hooks, composed once per resolution (shared by every chain that resolves alike).
+
+    In stack order: logical, physical, visible, raw, and raw for a tool without a raw call (around its stream).
+    """
+    from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted
+
+    return (Layers(resolution.logical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same),
+            Layers(resolution.physical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same),
+            Layers(resolution.visible_wrappers, "awrap_tool_call", _tool_view, (_ToolDone, _ToolInterrupted),
+                   _visible_result),
+            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, RawReturn, _raw_value),
+            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, ToolResultEvent, _tool_result))
 
 
 def model_stack(by_placement: dict[Placement, list[Wrapper]], *, retry: bool) -> list[Any]:
@@ -232,18 +251,17 @@ class ExtensionChain:
         self.standard = resolution.standard
         self.model_names = resolution.model_names
         self.tool_names = resolution.tool_names
+        self._resolution = resolution
         self._agent = agent
         self._inv = inv
         self._raw_fallback_warned: set[str] = set()
-        # Layers composed once per chain, not per call (the loop passes the same functions every time).
-        self._logical_layer: tuple[Any, Callable[[Any], AsyncGenerator[Any, None]]] | None = None
-        self._physical_layer: Callable[[Any], AsyncGenerator[Any, None]] | None = None
-        self._terminal: Callable[[Any], AsyncGenerator[Any, None]] | None = None
+        self._retry_layer: tuple[Any, Callable[[Any], AsyncGenerator[Any, None]]] | None = None
         self._run_one: tuple[Any, Callable[[Any], Any]] | None = None
 
     # -- lifecycle (STANDARD) -----------------------------------------------------------------------------
 
     async def lifecycle(self, hook: str, result: Any = None) -> None:
+        """Run the ``STANDARD`` contributions' lifecycle ``hook`` (``before_*`` in order, ``after_*`` reversed)."""
         if self.standard:
             ctx = LifecycleContext(agent=self._agent, invocation_state=self._inv.state, result=result)
             wrappers = self.standard if hook.startswith("before") else list(reversed(self.standard))
@@ -254,31 +272,33 @@ class ExtensionChain:
     def model_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
                    ) -> AsyncGenerator[Any, None]:
         """The logical model call: ``before_model``, the ``MODEL_LOGICAL`` layers around the retry loop, ``after_model``."""
-        if not self.logical_wrappers and not self.standard:
-            return call_model(self._agent, self._inv)
-        return self._logical_call(call_model)
-
-    async def _logical_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
-                            ) -> AsyncGenerator[Any, None]:
-        agent, inv = self._agent, self._inv
         if self.standard:
-            await self.lifecycle("before_model")
+            return self._logical_call(call_model)
+        if not self.logical_wrappers:
+            return call_model(self._agent, self._inv)
+        return self._logical(call_model)
 
-        if self._logical_layer is None or self._logical_layer[0] is not call_model:
+    def _logical(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
+                 ) -> AsyncGenerator[Any, None]:
+        """The ``MODEL_LOGICAL`` layers around one run of the retry layer."""
+        agent, inv = self._agent, self._inv
+        if self._retry_layer is None or self._retry_layer[0] is not call_model:
 
             def retry_layer(_: Any) -> AsyncGenerator[Any, None]:
                 return call_model(agent, inv)
 
-            self._logical_layer = (call_model, self._compose(self.logical_wrappers, retry_layer, "awrap_model_call",
-                                                             _model_view, ModelStopReason, _same))
-        layer = self._logical_layer[1]
+            self._retry_layer = (call_model, retry_layer)
+        specs = list(agent.tool_registry.get_all_specs())
+        request = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, None, inv.state)
+        return self._resolution.logical_layers.run(self._retry_layer[1], request, self.store)
+
+    async def _logical_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
+                            ) -> AsyncGenerator[Any, None]:
+        if self.standard:
+            await self.lifecycle("before_model")
         stop = None
-        if self.logical_wrappers:
-            specs = list(agent.tool_registry.get_all_specs())
-            request: Any = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, None, inv.state)
-        else:
-            request = None
-        async for event in layer(request):
+        events = self._logical(call_model) if self.logical_wrappers else call_model(self._agent, self._inv)
+        async for event in events:
             if isinstance(event, ModelStopReason):
                 stop = event
             yield event
@@ -289,16 +309,7 @@ class ExtensionChain:
         """The provider terminal wrapped in the ``MODEL_PHYSICAL`` layers (unchanged without any)."""
         if not self.physical_wrappers:
             return terminal
-        # One model call of a chain runs at a time (retries included), so the current call's terminal is a slot.
-        self._terminal = terminal
-        if self._physical_layer is None:
-            self._physical_layer = self._compose(self.physical_wrappers, self._provider, "awrap_model_call",
-                                                 _model_view, ModelStopReason, _same)
-        return self._physical_layer
-
-    def _provider(self, request: Any) -> AsyncGenerator[Any, None]:
-        assert self._terminal is not None
-        return self._terminal(request)
+        return partial(self._resolution.physical_layers.run, terminal, store=self.store)
 
     # -- tool axis ----------------------------------------------------------------------------------------
 
@@ -309,22 +320,15 @@ class ExtensionChain:
             return lambda tool_use: execute_tool(agent, inv, tool_use)
         if self._run_one is not None and self._run_one[0] is execute_tool:
             return self._run_one[1]
-        from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted
-
-        def unwrap(event: Any) -> Any:
-            if isinstance(event, _ToolInterrupted):
-                raise _PausedTool(event.interrupts)
-            return event.result
 
         def pipeline(request: ExecuteToolContext) -> AsyncGenerator[Any, None]:
             return execute_tool(agent, inv, request.tool_use)
 
-        layer = self._compose(self.visible_wrappers, pipeline, "awrap_tool_call", _tool_view, (_ToolDone, _ToolInterrupted), unwrap,
-                              pass_through=lambda error: isinstance(error, _PausedTool))
+        run, store, get = self._resolution.visible_layers.run, self.store, agent.tool_registry.get
 
         def run_one(tool_use: Any) -> AsyncGenerator[Any, None]:
-            tool = agent.tool_registry.get(tool_use.get("name", ""))
-            return layer(ExecuteToolContext(agent, tool, tool_use, inv.state, inv.cancel_signal))
+            return run(pipeline, ExecuteToolContext(agent, get(tool_use.get("name", "")), tool_use, inv.state,
+                                                    inv.cancel_signal), store)
 
         self._run_one = (execute_tool, run_one)
         return run_one
@@ -335,10 +339,10 @@ class ExtensionChain:
             return tool.stream(ctx.tool_use, context)  # type: ignore[no-any-return]
         request = ExecuteToolContext(ctx.agent, tool, ctx.tool_use, ctx.invocation_state, ctx.cancel_signal)
         if getattr(tool, "exposes_raw_call", False):
+            run, store = self._resolution.raw_layers.run, self.store
 
             def observe(produce: Callable[[], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
-                return self._compose(self.raw_wrappers, lambda _: produce(), "awrap_tool_call", _tool_view, RawReturn,
-                                     _raw_value)(request)
+                return run(lambda _: produce(), request, store)
 
             context._raw_observer = observe
             return tool.stream(ctx.tool_use, context)  # type: ignore[no-any-return]
@@ -349,19 +353,7 @@ class ExtensionChain:
                 logger.warning("Extension %s: placement TOOL_RAW fell back to a secondary anchor (primary anchor, the "
                                "raw call of tool %r, is absent from this stack: %s exposes none); it wraps the "
                                "tool's stream and sees its ToolResult", use, name, type(tool).__name__)
-        return self._compose(self.raw_wrappers, lambda _: tool.stream(ctx.tool_use, context), "awrap_tool_call", _tool_view,
-                             ToolResultEvent, _tool_result)(request)
-
-    # -- composition ----------------------------------------------------------------------------------------
-
-    def _compose(self, wrappers: list[Wrapper], inner: Callable[[Any], AsyncGenerator[Any, None]], hook: str,
-                 view: Callable[[Any], Any], is_result: ResultType, unwrap: Callable[[Any], Any],
-                 pass_through: Callable[[BaseException], bool] = lambda error: False
-                 ) -> Callable[[Any], AsyncGenerator[Any, None]]:
-        layer = inner
-        for wrapper in reversed(wrappers):  # the first (lowest order) ends up outermost
-            layer = wrap_layer(wrapper, hook, view, layer, is_result, unwrap, self.store, pass_through)
-        return layer
+        return self._resolution.raw_fallback_layers.run(lambda _: tool.stream(ctx.tool_use, context), request, self.store)
 
 
 class _PausedTool(InterruptException):
@@ -379,19 +371,23 @@ def _model_view(request: InvokeModelContext) -> InvokeModelContext:
 
 
 def _tool_view(request: ExecuteToolContext) -> ExecuteToolContext:
-    return ExecuteToolContext(request.agent, request.tool, cast("ToolUse", dict(request.tool_use)), request.invocation_state,
-                              request.cancel_signal)
+    tool_use: ToolUse = dict(request.tool_use)  # type: ignore[assignment]
+    return ExecuteToolContext(request.agent, request.tool, tool_use, request.invocation_state, request.cancel_signal)
 
+
+def _visible_result(event: Any) -> Any:
+    """What ``handler`` returns at ``TOOL_VISIBLE``: the result the model receives; a paused tool raises."""
+    if isinstance(event, ToolInterruptedMarker):
+        raise _PausedTool(event.interrupts)  # type: ignore[attr-defined]
+    return event.result
 
 
 def _same(event: Any) -> Any:
     return event
 
 
-
 def _raw_value(event: Any) -> Any:
     return event.value
-
 
 
 def _tool_result(event: Any) -> Any:

@@ -1,15 +1,17 @@
 """Observation-only, fault-isolated wrappers around contributed hooks (see docs/concepts/extensions.md).
 
 A wrap hook is an ``async def hook(request, handler)`` that awaits ``handler(request)`` once. The host
-drives the hook's coroutine itself (as a Task would) instead of awaiting it, so the downstream stream
-events still flow out of the loop's generators *while* the hook waits on ``handler``: the handler's
-awaitable passes each event up (as the ``_EMIT`` marker) through the hook's ``await`` to the driver, which
-yields it; anything else the coroutine yields (futures, bare yields) goes to the event loop unchanged. The
-whole call stays in the invocation's task, so cancel and the model-wait interrupter work as without hooks.
+drives the outermost hook's coroutine itself (as a Task would) instead of awaiting it, so the downstream
+stream events still flow out of the loop's generators *while* the hooks wait on ``handler``. The hooks of
+one placement nest by generator delegation: awaiting a handler runs the next hook in the same chain of
+frames, and only the innermost handler iterates downstream. It passes each stream event up (as the
+``_EMIT`` marker) through every hook's ``await`` to the one driver, which yields it; anything else the hooks
+yield (futures, bare yields) goes to the event loop unchanged. The whole call stays in the invocation's
+task, so cancel and the model-wait interrupter work as without hooks.
 
-The driver tracks the downstream call, so recovering from a hook's fault never adds a model request or a
-tool side effect: downstream always runs once, with the original request, and the caller gets its real
-result (or its exception). Interrupts raised downstream always propagate.
+Downstream runs once per call, tracked by the call itself, so recovering from a hook's fault never adds a
+model request or a tool side effect: downstream always gets the original request, and the caller gets its
+real result (or its exception). Interrupts raised downstream always propagate.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Generator
 from types import CoroutineType
-from typing import Any
+from typing import Any, TypeVar
 
 from ray_harness.extensions.types import (
     AgentMiddleware,
@@ -31,7 +33,7 @@ from ray_harness.extensions.types import (
     set_task_store,
 )
 
-__all__ = ("Wrapper", "diagnostic", "logger", "run_lifecycle", "wrap_layer")
+__all__ = ("Layers", "Wrapper", "diagnostic", "logger", "run_lifecycle")
 
 logger = logging.getLogger("ray_harness.extensions")
 
@@ -39,6 +41,7 @@ Inner = Callable[[Any], AsyncGenerator[Any, None]]
 ResultType = type | tuple[type, ...]
 """The type(s) of the event that is downstream's result (an isinstance check per event, not a call)."""
 _MISSING: Any = object()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def diagnostic(use: str, owner: str, hook: str, error: Any) -> None:
@@ -65,11 +68,201 @@ class Wrapper:
 
 
 _EMIT: Any = object()
-"""What the handler's awaitable yields up through the hook for a stream event (in ``_Call.emitted``)."""
+"""What the innermost handler yields up through every hook of a chain for a stream event (in ``_Run.emitted``)."""
+_TOP = -1
+"""The index of the driver's own call: the one that starts the outermost hook."""
+
+
+class Layers:
+    """The wrap hooks of one placement, composed once; :meth:`run` drives all of them around one downstream call.
+
+    The hooks nest as plain generator delegation (``yield from``): each ``await handler(...)`` runs the next
+    hook in the same frame chain, and only the innermost handler iterates downstream. A stream event then
+    costs each layer one resumed frame, and a layer costs one handler, one view and one generator per call.
+    """
+
+    __slots__ = ("hook_name", "hooks", "is_result", "last", "unwrap", "view", "wrappers")
+
+    def __init__(self, wrappers: list[Wrapper], hook_name: str, view: Callable[[Any], Any], is_result: ResultType,
+                 unwrap: Callable[[Any], Any]) -> None:
+        """Compose ``wrappers`` (outer first).
+
+        Args:
+            wrappers: the contributions at this placement, outer to inner.
+            hook_name: the wrap hook each one implements (``awrap_model_call`` or ``awrap_tool_call``).
+            view: what a hook sees of the request (a shallow copy of its own).
+            is_result: the type(s) of the event that is downstream's result.
+            unwrap: what ``handler`` returns for that event (it may raise, for a paused tool).
+        """
+        self.wrappers = tuple(wrappers)
+        self.hook_name = hook_name
+        self.hooks = tuple(getattr(wrapper.middleware, hook_name) for wrapper in wrappers)
+        self.last = len(self.hooks) - 1
+        self.view = view
+        self.is_result = is_result
+        self.unwrap = unwrap
+
+    def run(self, inner: Inner, request: Any, store: ExtensionData) -> AsyncGenerator[Any, None]:
+        """The events of ``inner(request)``, run once, with every hook around it and ``store`` as the task store."""
+        return _drive(_Run(self, inner, request, store))
+
+
+class _Run:
+    """One downstream call behind a chain's hooks: its events on their way out and its real outcome."""
+
+    __slots__ = ("buffer", "driving", "emitted", "error", "failure", "inner", "layers", "outcome", "request", "result",
+                 "store", "task")
+
+    def __init__(self, layers: Layers, inner: Inner, request: Any, store: ExtensionData) -> None:
+        self.layers = layers
+        self.inner = inner
+        self.request = request
+        self.store = store
+        self.outcome: Any = _MISSING
+        self.result: Any = None
+        self.error: BaseException | None = None  # downstream's own exception: the caller gets it
+        self.failure: BaseException | None = None  # what every handler raises (the error, or a paused tool)
+        self.buffer: list[Any] = []  # events produced while a hook awaits handler in another task
+        self.emitted: Any = None
+        self.driving = False
+        self.task: Any = None
+
+
+class _Call:
+    """The ``handler`` one hook receives, and its awaitable. Whatever request it is given, downstream gets the original."""
+
+    __slots__ = ("calls", "finished", "index", "raised", "run", "started", "waiter")
+
+    def __init__(self, run: _Run, index: int) -> None:
+        self.run = run
+        self.index = index
+        self.calls = 0
+        self.started = False
+        self.finished = False
+        self.raised: BaseException | None = None  # what awaiting it raised into the hook
+        self.waiter: asyncio.Future[None] | None = None
+
+    def __call__(self, request: Any = None) -> Generator[Any, Any, Any]:
+        """The awaitable of the downstream call (``request`` is ignored: observation only).
+
+        Awaiting it runs the rest of the chain once and returns downstream's result (or raises its exception).
+
+        Raises:
+            RuntimeError: the second call (the host returns the first result).
+        """
+        self.calls += 1
+        if self.calls > 1:
+            raise RuntimeError("handler was already called: a contributed wrap hook may call it once "
+                               "(the host returns the first result)")
+        return _next(self)
+
+
+def _iterable_coroutine(function: F) -> F:
+    """Make a generator function's generators awaitable and able to ``yield from`` a native coroutine.
+
+    What ``types.coroutine`` does to a generator function, type-preserving.
+    """
+    function.__code__ = function.__code__.replace(co_flags=function.__code__.co_flags | inspect.CO_ITERABLE_COROUTINE)
+    return function
+
+
+@_iterable_coroutine
+def _next(call: _Call) -> Generator[Any, Any, Any]:
+    """What awaiting ``handler(...)`` does: the next hook around the rest of the chain, or downstream itself.
+
+    The awaitable is a generator-based coroutine, so a hook's ``await`` delegates to it directly and each
+    hook's coroutine is delegated to in turn: no awaitable object or wrapper per layer.
+    """
+    if call.started:
+        raise RuntimeError("the awaitable returned by handler() was already awaited")
+    call.started = True
+    run = call.run
+    index = call.index + 1
+    try:
+        if index > run.layers.last:
+            yield from _inner(run)
+        else:
+            nested = _Call(run, index)
+            hook_error: Exception | None = None
+            try:
+                awaitable = run.layers.hooks[index](run.layers.view(run.request), nested)
+                yield from (awaitable if type(awaitable) is CoroutineType else awaitable.__await__())  # type: ignore[misc]
+            except Exception as error:  # the hook's own fault, or the handler's exception it let through
+                hook_error = error
+            if hook_error is not None or not nested.finished:
+                yield from _settle(nested, hook_error)
+    except BaseException as error:
+        call.raised = error
+        raise
+    finally:
+        call.finished = True
+        if call.waiter is not None and not call.waiter.done():
+            call.waiter.set_result(None)
+    if run.failure is not None and call.index != _TOP:  # the driver's own call leaves the outcome to the driver
+        call.raised = run.failure
+        raise run.failure
+    return run.result
+
+
+def _inner(run: _Run) -> Generator[Any, Any, None]:
+    """Downstream's events, once: the result is kept, the others go up to the driver (or into the buffer)."""
+    events = run.inner(run.request)
+    is_result = run.layers.is_result
+    exhausted = at_emit = False
+    try:
+        while True:
+            try:
+                event = yield from events.__anext__()  # type: ignore[misc]
+            except StopAsyncIteration:
+                exhausted = True
+                break
+            if isinstance(event, is_result):
+                run.outcome = event
+            elif run.driving and asyncio.current_task() is run.task:
+                run.emitted = event
+                at_emit = True
+                yield _EMIT
+                at_emit = False
+            else:  # a hook awaits handler in another task: the driver passes these on later
+                run.buffer.append(event)
+    except GeneratorExit:
+        exhausted = True  # closed without being resumed: nothing can be awaited here any more
+        raise
+    except BaseException as error:
+        run.error = run.failure = error
+        exhausted = not at_emit  # thrown into downstream, it ended downstream; thrown at our own yield, it waits
+        raise
+    finally:
+        if not exhausted:
+            yield from events.aclose()  # type: ignore[misc]
+    if run.outcome is not _MISSING:
+        try:
+            run.result = run.layers.unwrap(run.outcome)
+        except Exception as error:  # a paused tool: every handler raises it, the caller gets the event
+            run.failure = error
+
+
+def _settle(call: _Call, hook_error: Exception | None) -> Generator[Any, Any, None]:
+    """After a hook that misbehaved: run downstream if it never ran, wait for it if it still runs, diagnose."""
+    wrapper = call.run.layers.wrappers[call.index]
+    hook_name = call.run.layers.hook_name
+    if not call.started:
+        wrapper.diagnostic(hook_name, hook_error if hook_error is not None
+                           else "the hook did not call handler; the host called it")
+        try:
+            yield from _next(call)
+        except Exception:  # downstream's outcome is on the run: the caller gets it from there
+            pass
+        return
+    if not call.finished:  # the hook returned while handler still runs in another task: its result is the answer
+        call.waiter = asyncio.get_running_loop().create_future()
+        yield from call.waiter
+    if hook_error is not None and hook_error is not call.raised:
+        wrapper.diagnostic(hook_name, hook_error)
 
 
 class _Forward:
-    """Hands one item the hook's coroutine yielded (a future, or None for a bare yield) to the event loop."""
+    """Hands one item the hooks yielded (a future, or None for a bare yield) to the event loop."""
 
     __slots__ = ("item",)
 
@@ -81,219 +274,55 @@ class _Forward:
 
 
 class _Abort(BaseException):
-    """Thrown into a hook whose consumer went away, so its ``await handler`` unwinds (and closes downstream)."""
+    """Thrown into the hooks when their consumer went away, so each ``await handler`` unwinds (closing downstream)."""
 
 
-class _Call:
-    """One downstream call behind one hook invocation."""
+async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
+    """The one async generator of a call: steps the outermost hook (as a Task would) and yields the events.
 
-    __slots__ = ("buffer", "calls", "driving", "emitted", "error", "finished", "inner", "is_result", "outcome",
-                 "request", "started", "task", "unwrap", "waiter")
-
-    def __init__(self, inner: Inner, request: Any, is_result: ResultType,
-                 unwrap: Callable[[Any], Any]) -> None:
-        self.inner = inner
-        self.request = request
-        self.is_result = is_result
-        self.unwrap = unwrap
-        self.calls = 0
-        self.started = False
-        self.finished = False
-        self.driving = False
-        self.outcome: Any = _MISSING
-        self.error: BaseException | None = None
-        self.task: Any = None
-        self.buffer: list[Any] = []
-        self.waiter: asyncio.Future[None] | None = None
-        self.emitted: Any = None
-
-
-class _Handler:
-    """The ``handler`` a wrap hook receives. Whatever request it is given, downstream gets the original."""
-
-    __slots__ = ("_call",)
-
-    def __init__(self, call: _Call) -> None:
-        self._call = call
-
-    def __call__(self, request: Any = None) -> _Pending:
-        call = self._call
-        call.calls += 1
-        if call.calls > 1:
-            raise RuntimeError("handler was already called: a contributed wrap hook may call it once "
-                               "(the host returns the first result)")
-        return _Pending(call)
-
-
-class _Pending:
-    __slots__ = ("_call",)
-
-    def __init__(self, call: _Call) -> None:
-        self._call = call
-
-    def __await__(self) -> Any:
-        call = self._call
-        if call.started:
-            raise RuntimeError("the awaitable returned by handler() was already awaited")
-        call.started = True
-        inner = call.inner(call.request)
-        exhausted = at_emit = False
-        try:
-            while True:
-                try:
-                    event = yield from inner.__anext__().__await__()
-                except StopAsyncIteration:
-                    exhausted = True
-                    break
-                if isinstance(event, call.is_result):
-                    call.outcome = event
-                elif call.driving and asyncio.current_task() is call.task:
-                    at_emit = True
-                    call.emitted = event
-                    yield _EMIT
-                    at_emit = False
-                else:  # the hook awaits handler in another task: the driver passes these on later
-                    call.buffer.append(event)
-        except GeneratorExit:
-            call.finished = True
-            raise
-        except BaseException as error:
-            call.error = error
-            exhausted = not at_emit  # thrown into inner, it ended inner; thrown at our own yield, inner waits
-            raise
-        finally:
-            if not exhausted and not call.finished:
-                yield from inner.aclose().__await__()
-            call.finished = True
-            if call.waiter is not None and not call.waiter.done():
-                call.waiter.set_result(None)
-        return call.unwrap(call.outcome)
-
-
-def wrap_layer(wrapper: Wrapper, hook_name: str, view: Callable[[Any], Any], inner: Inner,
-               is_result: ResultType, unwrap: Callable[[Any], Any], store: ExtensionData,
-               pass_through: Callable[[BaseException], bool] = lambda error: False) -> Inner:
-    """The layer ``request -> events`` that runs ``wrapper``'s ``hook_name`` around ``inner``.
-
-    ``view(request)`` is what the hook sees (a shallow copy); ``unwrap(result_event)`` is what ``handler``
-    returns; ``pass_through(error)`` marks a downstream exception that stands for a result event (a
-    paused tool) rather than a failure.
+    The task store is set around each step only by the outermost chain (inner chains run inside its steps).
     """
-    hook = getattr(wrapper.middleware, hook_name)
-
-    def layer(request: Any) -> AsyncGenerator[Any, None]:
-        return _drive(wrapper, hook_name, hook, view, request, _Call(inner, request, is_result, unwrap), store,
-                      pass_through)
-
-    return layer
-
-
-def _start_hook(hook: Any, view: Callable[[Any], Any], request: Any, call: _Call,
-                store: ExtensionData, outer: bool) -> tuple[Any, BaseException | None]:
-    """Call the hook on ``view(request)`` with the extension's store current: its coroutine's steps, or the error.
-
-    Only the outermost layer of a chain (``outer``) sets the store: inner layers run inside its steps.
-    """
-    token = _current_store.set(store) if outer else None
-    try:
-        awaitable = hook(view(request), _Handler(call))
-        return (awaitable if type(awaitable) is CoroutineType else awaitable.__await__()), None  # a coroutine steps itself
-    except Exception as error:  # a hook that is not a coroutine function, or raised when called
-        return None, error
-    finally:
-        if token is not None:
-            _current_store.reset(token)
-
-
-async def _drive(wrapper: Wrapper, hook_name: str, hook: Any, view: Callable[[Any], Any], request: Any, call: _Call,
-                 store: ExtensionData, pass_through: Callable[[BaseException], bool]) -> AsyncGenerator[Any, None]:
-    # Per call and per event on every layer: no allocation beyond the call's own objects, and the task store is
-    # set only by the outermost layer of a chain (inner layers run inside its steps, where it is already set).
-    call.task = asyncio.current_task()
+    store = run.store
+    run.task = asyncio.current_task()
     outer = _current_store.get() is not store
-    steps, hook_error = _start_hook(hook, view, request, call, store, outer)
+    steps = _next(_Call(run, _TOP))
     value: Any = None
     thrown: BaseException | None = None
-    while steps is not None:
-        token = _enter(store, outer)
-        call.driving = True
+    while True:
+        token = _current_store.set(store) if outer else None
+        run.driving = True
         try:
             yielded = steps.send(value) if thrown is None else steps.throw(thrown)
         except StopIteration:
             break
-        except _Abort:
-            raise GeneratorExit from None
-        except Exception as error:
-            hook_error = error
-            break
         finally:
-            call.driving = False
-            _leave(token)
+            run.driving = False
+            if token is not None:
+                _current_store.reset(token)  # set in this very step, so in this context
         value = thrown = None
-        while call.buffer:
-            yield call.buffer.pop(0)
-        if yielded is _EMIT:
-            try:
-                yield call.emitted
-            except GeneratorExit:
-                await _abort(steps)
-                raise
-            continue
+        try:
+            while run.buffer:
+                yield run.buffer.pop(0)
+            if yielded is _EMIT:
+                yield run.emitted
+                continue
+        except GeneratorExit:
+            await _abort(steps)
+            raise
         try:
             value = await _Forward(yielded)
-        except BaseException as error:  # cancellation and the like go into the hook, as a Task would
+        except BaseException as error:  # cancellation and the like go into the hooks, as a Task would
             thrown = error
-    if _well_behaved(call, hook_error):  # the common case: one call of handler, its outcome returned
-        if call.outcome is not _MISSING:
-            yield call.outcome
-        return
-    async for event in _settle(wrapper, hook_name, request, call, hook_error, pass_through):
-        yield event
+    while run.buffer:
+        yield run.buffer.pop(0)
+    if run.error is not None:
+        raise run.error
+    if run.outcome is not _MISSING:
+        yield run.outcome
 
 
-def _enter(store: ExtensionData, outer: bool) -> Any:
-    return _current_store.set(store) if outer else None
-
-
-def _leave(token: Any) -> None:
-    if token is not None:
-        reset_task_store(token)
-
-
-def _well_behaved(call: _Call, hook_error: BaseException | None) -> bool:
-    return hook_error is None and call.finished and call.error is None and not call.buffer
-
-
-async def _settle(wrapper: Wrapper, hook_name: str, request: Any, call: _Call, hook_error: BaseException | None,
-                  pass_through: Callable[[BaseException], bool]) -> AsyncGenerator[Any, None]:
-    """After the hook: run downstream if it never ran, then give the caller downstream's real outcome."""
-    if not call.started:
-        reason = hook_error if hook_error is not None else "the hook did not call handler; the host called it"
-        wrapper.diagnostic(hook_name, reason)
-        async for event in call.inner(request):
-            yield event
-        return
-    if not call.finished:  # the hook returned while handler still runs elsewhere: its result is the answer
-        call.waiter = asyncio.get_running_loop().create_future()
-        await call.waiter
-    while call.buffer:
-        yield call.buffer.pop(0)
-    if call.error is not None:
-        paused = pass_through(call.error)
-        if hook_error is not None and hook_error is not call.error and not paused:
-            wrapper.diagnostic(hook_name, hook_error)
-        if paused and call.outcome is not _MISSING:
-            yield call.outcome
-            return
-        raise call.error
-    if hook_error is not None:
-        wrapper.diagnostic(hook_name, hook_error)
-    if call.outcome is not _MISSING:
-        yield call.outcome
-
-
-async def _abort(steps: Any) -> None:
-    """The consumer left mid-call: unwind the hook (its ``await handler`` closes downstream), then stop."""
+async def _abort(steps: Generator[Any, Any, Any]) -> None:
+    """The consumer left mid-call: unwind the hooks (the innermost ``await handler`` closes downstream), then stop."""
     thrown: BaseException | None = _Abort()
     value: Any = None
     while True:
