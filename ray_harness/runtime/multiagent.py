@@ -504,7 +504,11 @@ def _start_reaper() -> None:
 
 def _release_forever() -> None:
     while True:
-        _doomed.get().release()
+        lease = _doomed.get()
+        try:
+            lease.release()
+        except SystemExit:  # Ray ends a thread blocked in ray.get this way when this process disconnects
+            return
 
 
 def release_all_slots() -> None:
