@@ -66,9 +66,7 @@ def serve_forever(port: int, store: str) -> None:
     app = serve.app(build_support_agent, name="support", num_replicas=2, task_store=store)
     handle = serve.run(app, host="127.0.0.1", port=port)
     print(f"serving at {handle.url}", flush=True)
-    from ray_harness.serve._deploy import serve_until_stopped
-
-    serve_until_stopped(handle)
+    serve.serve_until_stopped(handle)
 
 
 async def _send(url: str, parts: list[Any], task_id: str = "") -> Any:

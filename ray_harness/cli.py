@@ -326,7 +326,7 @@ def _serve(args: argparse.Namespace) -> int:
     import re
 
     from ray_harness import serve
-    from ray_harness.serve._deploy import serve_until_stopped
+    from ray_harness.runtime._serve_deploy import serve_until_stopped
 
     token = None
     if args.auth_token_env:

@@ -217,7 +217,7 @@ def _evaluate_dataset(target: Any, dataset: Any, *, scorers: Iterable[Scorer], c
     factory = resolve_factory(target)  # checked (and imported) here; called only in the hosts
     limits_by_key = dict(rate_limits or {})
     register_rate_limits(limits_by_key)
-    from ray_harness.evaluation._data import evaluate_dataset
+    from ray_harness.runtime._evaluation_data import evaluate_dataset
 
     return evaluate_dataset(target if isinstance(target, str) else factory, dataset, scorers=list(scorers),
                             output=output, resume=resume, limits=limits, prompt_key=prompt_key, id_key=id_key,

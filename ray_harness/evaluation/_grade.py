@@ -55,7 +55,7 @@ def grade(results: Any, scorers: Iterable[Scorer], output: str | None = None, *,
     elif isinstance(results, str | Path) and str(results).lower().endswith((".jsonl", ".ndjson")):
         records = _read_jsonl(Path(results))
     else:
-        from ray_harness.evaluation._data import grade_dataset
+        from ray_harness.runtime._evaluation_data import grade_dataset
 
         return grade_dataset(results, scorers, output, filesystem=filesystem)
     graded = [grade_record(scorers, record) for record in records]

@@ -1,6 +1,6 @@
 """Result records as Parquet: the schema, Arrow tables of records, and the parts of an output directory.
 
-Plain pyarrow (no Ray): the Ray Data path (:mod:`ray_harness.evaluation._data`) writes and resumes with these.
+Plain pyarrow (no Ray): the Ray Data path (:mod:`ray_harness.runtime._evaluation_data`) writes and resumes with these.
 """
 
 from __future__ import annotations

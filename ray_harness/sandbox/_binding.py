@@ -28,7 +28,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ray_harness.sandbox.base import Sandbox
@@ -62,6 +62,8 @@ _holders: dict[str, set[str]] = {}
 _by_holder: dict[str, set[str]] = {}
 _closing: dict[str, asyncio.Task[None]] = {}
 _owner_labels: dict[str, str] = {}
+
+T = TypeVar("T")
 
 _collector: ContextVar[list[Sandbox] | None] = ContextVar("ray_harness_sandbox_collector", default=None)
 _pickled: ContextVar[list[str] | None] = ContextVar("ray_harness_sandbox_pickled", default=None)
@@ -104,26 +106,24 @@ def note_created(sandbox: Sandbox) -> None:
         found.append(sandbox)
 
 
-@contextlib.contextmanager
-def collecting() -> Iterator[list[Sandbox]]:
+def collecting() -> contextlib.AbstractContextManager[list[Sandbox]]:
     """Record the sandboxes constructed or unpickled in this block (an agent being built), in order."""
-    found: list[Sandbox] = []
-    token = _collector.set(found)
-    try:
-        yield found
-    finally:
-        _collector.reset(token)
+    return _recording(_collector)
+
+
+def pickled_identities() -> contextlib.AbstractContextManager[list[str]]:
+    """Record the identities of the sandboxes pickled in this block (an agent being shipped), in order."""
+    return _recording(_pickled)
 
 
 @contextlib.contextmanager
-def pickled_identities() -> Iterator[list[str]]:
-    """Record the identities of the sandboxes pickled in this block (an agent being shipped), in order."""
-    found: list[str] = []
-    token = _pickled.set(found)
+def _recording(var: ContextVar[list[T] | None]) -> Iterator[list[T]]:
+    found: list[T] = []
+    token = var.set(found)
     try:
         yield found
     finally:
-        _pickled.reset(token)
+        var.reset(token)
 
 
 # -- holders -------------------------------------------------------------------------------------------------

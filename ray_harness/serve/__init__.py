@@ -16,28 +16,35 @@ from typing import TYPE_CHECKING, Any
 from ray_harness.serve.client import A2AAgent, A2AError
 
 if TYPE_CHECKING:
-    from ray_harness.serve._deploy import ServeHandle
+    from ray_harness.runtime._serve_deploy import ServeHandle
 
-__all__ = ["A2AAgent", "A2AError", "ServeHandle", "app", "run"]
+__all__ = ["A2AAgent", "A2AError", "ServeHandle", "app", "run", "serve_until_stopped"]
 
 
 def app(target: Any, **kwargs: Any) -> Any:
-    """A Ray Serve application serving ``target`` over A2A 1.0; see :func:`ray_harness.serve._deploy.app`."""
-    from ray_harness.serve._deploy import app as build
+    """A Ray Serve application serving ``target`` over A2A 1.0; see :func:`ray_harness.runtime._serve_deploy.app`."""
+    from ray_harness.runtime._serve_deploy import app as build
 
     return build(target, **kwargs)
 
 
 def run(application: Any, **kwargs: Any) -> ServeHandle:
-    """Deploy ``application`` on Ray Serve; see :func:`ray_harness.serve._deploy.run`."""
-    from ray_harness.serve._deploy import run as deploy
+    """Deploy ``application`` on Ray Serve; see :func:`ray_harness.runtime._serve_deploy.run`."""
+    from ray_harness.runtime._serve_deploy import run as deploy
 
     return deploy(application, **kwargs)
 
 
+def serve_until_stopped(handle: ServeHandle) -> None:
+    """Block until Ctrl-C or SIGTERM, then ``handle.shutdown()`` (what ``ray-harness serve`` does)."""
+    from ray_harness.runtime._serve_deploy import serve_until_stopped as wait
+
+    wait(handle)
+
+
 def __getattr__(name: str) -> Any:
     if name == "ServeHandle":
-        from ray_harness.serve._deploy import ServeHandle
+        from ray_harness.runtime._serve_deploy import ServeHandle
 
         return ServeHandle
     raise AttributeError(f"module 'ray_harness.serve' has no attribute {name!r}")

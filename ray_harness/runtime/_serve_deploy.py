@@ -51,7 +51,7 @@ def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_
     """
     from ray import serve
 
-    from ray_harness.serve._replica import A2AReplica
+    from ray_harness.runtime._serve_replica import A2AReplica
 
     if not isinstance(name, str) or not _APP_NAME.fullmatch(name):
         raise ValueError(f"name {name!r} must match {_APP_NAME.pattern}")
