@@ -15,6 +15,7 @@ sandbox actor; the handle pickles, so the agent can itself live in a RemoteAgent
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -31,7 +32,7 @@ from ray.exceptions import RayError
 
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._telemetry import prepare_actor_process, with_actor_env
+from ray_harness.runtime._telemetry import flush_spans, prepare_actor_process, with_actor_env
 from ray_harness.runtime._wire import SandboxRequest
 from ray_harness.sandbox._process import add_group_listener
 from ray_harness.sandbox.base import Sandbox, as_bytes
@@ -128,24 +129,33 @@ class SandboxActor:
 
     async def call(self, request: SandboxRequest) -> Any:
         """One non-streaming operation of the ``Sandbox`` surface (files, start, close, describe)."""
-        with attached(request.trace_context), span_scope(f"sandbox {request.operation}", _attributes(request)):
-            sandbox, operation = self._sandbox, request.operation
-            if operation == "describe":
-                return sandbox.describe()
-            if operation == "close":
-                return await sandbox.close()
-            await self._recover()
-            if operation == "read_file":
-                return await sandbox.read_file(_given(request.path, "path"))
-            if operation == "write_file":
-                return await sandbox.write_file(_given(request.path, "path"), _given(request.content, "content"))
-            if operation == "remove_file":
-                return await sandbox.remove_file(_given(request.path, "path"))
-            if operation == "list_files":
-                return await sandbox.list_files(_given(request.path, "path"))
-            if operation == "start":
-                return await sandbox.start()
-            raise ValueError(f"operation {operation!r} streams; use stream()")
+        try:
+            with attached(request.trace_context), span_scope(f"sandbox {request.operation}", _attributes(request)):
+                return await self._call(request)
+        finally:
+            if request.operation == "close":
+                # shutdown() kills this process right after close: export the spans it ended first (a batch
+                # exporter would otherwise lose the last commands' spans).
+                await asyncio.to_thread(flush_spans)
+
+    async def _call(self, request: SandboxRequest) -> Any:
+        sandbox, operation = self._sandbox, request.operation
+        if operation == "describe":
+            return sandbox.describe()
+        if operation == "close":
+            return await sandbox.close()
+        await self._recover()
+        if operation == "read_file":
+            return await sandbox.read_file(_given(request.path, "path"))
+        if operation == "write_file":
+            return await sandbox.write_file(_given(request.path, "path"), _given(request.content, "content"))
+        if operation == "remove_file":
+            return await sandbox.remove_file(_given(request.path, "path"))
+        if operation == "list_files":
+            return await sandbox.list_files(_given(request.path, "path"))
+        if operation == "start":
+            return await sandbox.start()
+        raise ValueError(f"operation {operation!r} streams; use stream()")
 
 
 def _attributes(request: SandboxRequest) -> dict[str, Any]:
