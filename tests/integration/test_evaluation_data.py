@@ -10,6 +10,7 @@ import pytest
 
 from ray_harness.evaluation import evaluate, grade
 from tests.session.conftest import moto_endpoint  # noqa: F401  (a real moto server for the S3 test)
+from tests.signals import ctrl_c_raises
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -295,7 +296,7 @@ def test_cancel_and_ctrl_c_keep_finished_rows_and_a_resume_records_every_row_onc
 
     interrupter = threading.Thread(target=interrupt_when_waiting, daemon=True)
     interrupter.start()
-    with pytest.raises(KeyboardInterrupt):
+    with ctrl_c_raises(), pytest.raises(KeyboardInterrupt):
         evaluate("tests.eval_targets:gate_path_agent", rows, output=str(out), id_key="qid", pool_size=2,
                  concurrency=8)
     interrupter.join()

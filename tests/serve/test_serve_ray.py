@@ -24,6 +24,7 @@ from ray_harness import serve as rh_serve
 from tests.serve.conftest import TOKEN, free_port, rpc, wait_for_state
 from tests.serve.targets import REFUND_LOG_ENV
 from tests.serve.test_a2a_server import answer, official_client, send, task_id_of, user
+from tests.signals import default_sigint
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(600)]
 
@@ -166,7 +167,7 @@ def test_cli_serves_in_a_subprocess(served: dict[str, Any], ray_session: dict[st
     process = subprocess.Popen(
         [sys.executable, "-m", "ray_harness.cli", "serve", "tests.serve.targets:build_plain_agent", "--port",
          str(port), "--name", "cli_plain", "--auth-token-env", "CLI_TOKEN"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()

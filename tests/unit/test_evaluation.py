@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ray_harness.evaluation import evaluate
+from tests.signals import default_sigint
 
 
 def _rows(n: int, prefix: str = "q") -> list[dict]:
@@ -149,7 +150,8 @@ def test_ctrl_c_flushes_finished_rows_and_resume_completes(tmp_path: Path) -> No
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path]),
            "RAY_HARNESS_TEST_GATE": str(gate)}
-    process = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=default_sigint)
     try:
         # State, not time: rows 0-7 finish at once, the other rows in flight wait on the gate (not opened
         # yet), so the run is certainly still going, with exactly 8 rows recorded, when Ctrl-C arrives.
