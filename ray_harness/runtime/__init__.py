@@ -199,16 +199,13 @@ _LAZY = {
 
 
 def shutdown() -> None:
-    """Release this process's Graph/Swarm node slots, kill its orchestrator actors, then disconnect.
+    """Release this process's Graph/Swarm node slots, then disconnect.
 
     An embedded Ray stops with it.
     """
     multiagent = sys.modules.get("ray_harness.runtime.multiagent")
     if multiagent is not None:  # never imported: no node slot was opened from here
         multiagent.release_all_slots()
-    orchestrators = sys.modules.get("ray_harness.runtime._orchestrator")
-    if orchestrators is not None:  # never imported: no orchestrator actor was created
-        orchestrators.shutdown_all()
     from ray_harness.runtime._cluster import shutdown as disconnect
 
     disconnect()

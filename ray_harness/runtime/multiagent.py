@@ -147,7 +147,7 @@ class RayNodeRunner:
         self._checked_pool = False
         self._broadcasts: set[asyncio.Task[Any]] = set()
         self._guard = threading.Lock()  # cancel() may come from another thread
-        self._client: OrchestratorClient | None = None  # the driver's orchestrator actor, created lazily
+        self._client: OrchestratorClient | None = None  # the driver's orchestration host, chosen lazily
 
     def __getstate__(self) -> dict[str, Any]:
         """Return what an orchestrator actor needs: the nodes, their initial state, the pool; nothing of this process."""
@@ -165,13 +165,13 @@ class RayNodeRunner:
         self._lease = None
         self._setup()
 
-    # -- the orchestrator actor -----------------------------------------------------------------------------
+    # -- the orchestration host -----------------------------------------------------------------------------
 
     def stream_orchestrator(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any], *,
                             events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None] | None:
-        """Stream the invocation's events from the orchestrator's actor; None to run it here (already inside an actor).
+        """Stream the invocation's events from its orchestration host; None to run it here (already inside an actor).
 
-        ``events="result"``: the actor runs the orchestrator's ``_quiet_stream``, so only interrupt and result
+        ``events="result"``: the host runs the orchestrator's ``_quiet_stream``, so only interrupt and result
         events (and the end state) cross back to the driver.
         """
         if current_placement() != "driver":
@@ -182,23 +182,18 @@ class RayNodeRunner:
                      events=events)
 
     def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
-        # The driver starts (so owns) the host pool, checked once per invocation: hosts started by an
-        # orchestrator actor would die with it.
+        # The driver starts (so owns) the host pools, checked once per invocation: hosts started by an
+        # orchestration host would die with it.
         self._checked_pool = False
-        self.pool  # noqa: B018 - the property starts or checks the pool
+        pool = self.pool  # the property starts or checks the pool
         client = self._client
-        if client is None or client.closed:
-            client = self._client = OrchestratorClient(orchestrator)
+        if client is None:
+            client = self._client = OrchestratorClient(orchestrator, self._uid)
+        client.pool_size = None if self._pool is not None else pool.size
         return client
 
     def shutdown(self) -> None:
-        """Kill the orchestrator actor, if one was created, and release the node slots (of nested ones too).
-
-        The next invocation creates a new actor and ships every agent again.
-        """
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
+        """Release the node slots (of nested Graph/Swarm nodes too); the next invocation ships every agent again."""
         self.release_slots()
 
     def release_slots(self) -> None:
@@ -213,10 +208,10 @@ class RayNodeRunner:
                 runner.release_slots()
 
     @property
-    def orchestrator_actor_name(self) -> str | None:
-        """The name of this orchestrator's actor (None until the first invocation from a driver)."""
+    def orchestration_host_name(self) -> str | None:
+        """The name of the host this Graph/Swarm's invocations run on (None until the first one from a driver)."""
         client = self._client
-        return None if client is None or client.closed else client.name
+        return None if client is None else client.name
 
     # -- NodeRunner -------------------------------------------------------------------------------------
 
@@ -295,7 +290,7 @@ class RayNodeRunner:
             running = [*self._pooled, *self._remote]
             client = self._client
         if client is not None:
-            client.cancel()  # a run in the orchestrator actor: it broadcasts from there
+            client.cancel()  # a run on an orchestration host: it broadcasts from there
         self._local.cancel()  # nested orchestrators broadcast through their own node runners
         if running:
             self._broadcast(self._handle(running))
