@@ -1,69 +1,53 @@
-"""The orchestrator actor of a Graph or Swarm (``runtime="ray"``, invoked from a driver).
+"""Where a Graph or Swarm invoked from a driver runs its orchestration (``runtime="ray"``).
 
-With ``runtime="ray"`` the orchestration itself (readiness, joins, conditions,
-limits, failure policies, hooks, interrupts) runs in one async actor per Graph
-or Swarm instance, named ``ray_harness:graph:<id>`` / ``ray_harness:swarm:<id>``
-in the driver's namespace (``"ray_harness"`` by default), so the Ray dashboard
-shows it. Agent nodes still run on the shared pooled hosts
-(:mod:`ray_harness.runtime._multiagent_pool`): the actor submits each ready
-batch as parallel remote calls and handles completions as they arrive.
+With ``runtime="ray"`` the orchestration itself (readiness, joins, conditions, limits, failure policies,
+hooks, interrupts) runs in a slot of a pre-started **orchestration host**: an
+:class:`~ray_harness.runtime._host.AgentHost` named ``ray_harness:orchestrator:<i>``
+(:func:`~ray_harness.runtime._multiagent_pool.orchestration_pool`, started with the node pool, one host by
+default, ``RAY_HARNESS_ORCHESTRATION_HOSTS``). A new Graph/Swarm object starts no actor: it is keyed to one
+orchestration host (``crc32(key) % size``, :class:`OrchestratorClient`), and each invocation is one
+streamed ``orchestrate`` call there, shown on the Ray dashboard as the task ``ray_harness.graph:<id>`` /
+``ray_harness.swarm:<id>``. Agent nodes run on the shared node pool
+(:mod:`ray_harness.runtime._multiagent_pool`): the orchestration submits each ready batch as parallel
+remote calls and handles completions as they arrive. The orchestration hosts are not the node hosts on
+purpose: a Ray actor that consumes a streaming generator of its own methods can wait forever for the next
+item (reproduced on Ray 2.60), so an orchestration never sends a node to its own process.
 
-**Names.** ``<id>`` is the orchestrator's ``id`` when the user set one
-(``GraphBuilder.set_graph_id``, ``Swarm(id=...)``) and no live actor of this
-namespace has that name yet; the default ids (``default_graph``,
-``default_swarm``) and taken names get ``-<8 hex>`` appended, so two instances
-never share an actor and killing one never stops another's run.
+**One invocation.** The driver pickles the Graph/Swarm (its agents with their conversations, hooks,
+conditions), the host unpickles it (:func:`run_request`, under :class:`~ray_harness.runtime._orchestration.Orchestrations`)
+and runs its ``stream_async`` under placement ``"orchestrator"``; every event comes back, in order, as one
+item of a Ray streaming generator. The last item carries the end-of-run state: the orchestrators'
+attributes (results, scheduler, interrupt state, ...), their nodes' attributes and each agent node's
+:class:`~ray_harness.agent.AgentSnapshot`. The driver writes it into its own objects *before* it yields the
+final ``multiagent_result`` event, so after a run the driver's Graph/Swarm and node Agents are
+authoritative and up to date (``graph.nodes["a"].executor.messages``, interrupt resume by calling the
+driver's graph again, ``graph.state``). Node objects, agents, edges, hook registries and session managers
+cross in both directions as references (pickle persistent ids; :mod:`ray_harness.runtime._orchestrator_wire`),
+so ``result.execution_order`` holds the driver's own ``GraphNode`` objects. The host keeps no run state
+between invocations; the node slots keep the agents (:mod:`ray_harness.runtime.multiagent`).
 
-**Lifetime.** The actor is created lazily at the first invocation from a
-driver and reused by every later invocation of the same instance (an actor
-costs ≈1 s and ≈50 MB). It is killed when the Graph/Swarm is garbage
-collected, by ``graph.shutdown()`` / ``swarm.shutdown()``, and by
-``ray_harness.runtime.shutdown()``. It holds no run state between invocations:
-the orchestrator is shipped by value (cloudpickle) with each invocation.
+**What runs where.** Hooks registered on the Graph/Swarm (the multi-agent events, ``BeforeNodeCallEvent``
+interrupts and ``cancel_node``) and edge conditions run on the orchestration host, as an agent's hooks run
+in its actor for ``RemoteAgent``: state they keep in Python objects changes the host's copy, not the
+driver's (assert on results and events). ``MultiAgentInitializedEvent`` fires at construction, in the
+driver. ``invocation_state`` is shipped by value.
 
-**One invocation.** The driver pickles the Graph/Swarm (its agents with their
-conversations, hooks, conditions), the actor unpickles it and runs its
-``stream_async``; every event comes back, in order, as one item of a Ray
-streaming generator. The last item carries the end-of-run state: the
-orchestrators' attributes (results, scheduler, interrupt state, ...), their
-nodes' attributes and each agent node's :class:`~ray_harness.agent.AgentSnapshot`.
-The driver writes it into its own objects *before* it yields the final
-``multiagent_result`` event, so after a run the driver's Graph/Swarm and node
-Agents are authoritative and up to date (``graph.nodes["a"].executor.messages``,
-interrupt resume by calling the driver's graph again, ``graph.state``). Node
-objects, agents, edges, hook registries and session managers cross in both
-directions as references (pickle persistent ids; :mod:`ray_harness.runtime._orchestrator_wire`),
-so ``result.execution_order`` holds the driver's own ``GraphNode`` objects.
+**Persistence.** Session managers stay in the driver: on the host each one is replaced by a relay whose
+writes travel back in the event stream, and the driver writes them with its own session manager, in order.
+A new process resumes a suspended run from the session store exactly as with ``runtime="local"``.
 
-**What runs where.** Hooks registered on the Graph/Swarm (the multi-agent
-events, ``BeforeNodeCallEvent`` interrupts and ``cancel_node``) and edge
-conditions run in the orchestrator actor, as an agent's hooks run in its actor
-for ``RemoteAgent``: state they keep in Python objects changes the actor's
-copy, not the driver's (assert on results and events). ``MultiAgentInitializedEvent``
-fires at construction, in the driver. ``invocation_state`` is shipped by value.
+**Cancel.** ``graph.cancel()`` in the driver is one ``cancel_orchestration`` message to the host (its
+control concurrency group), handed to the run's event loop: the Ray node runner there broadcasts to every
+host slot, RemoteAgent and nested orchestrator of the run. A cancel that overtakes its invocation is
+remembered and applied when the run starts.
 
-**Persistence.** Session managers stay in the driver: in the actor each one is
-replaced by a relay whose writes travel back in the event stream, and the
-driver writes them with its own session manager, in order. A new process
-resumes a suspended run from the session store exactly as with
-``runtime="local"`` (build the graph again with the same session manager and
-call it with the interrupt responses); its invocation runs in its own
-orchestrator actor.
+**Errors.** An exception raised by the run (``fail_fast``) is shipped back and raised in the driver as its
+original type, never ``RayTaskError``; a dead host becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
 
-**Cancel.** ``graph.cancel()`` in the driver is one message to the actor,
-which cancels its copy of the run: the Ray node runner there broadcasts to every
-host slot, RemoteAgent and nested orchestrator of the run. A cancel that
-overtakes its invocation is remembered and applied when the run starts.
-
-**Errors.** An exception raised by the run (``fail_fast``) is shipped back and
-raised in the driver as its original type, never ``RayTaskError``; a dead
-actor becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
-
-**Not here.** Where the orchestration already runs inside an actor (an
-evaluation row on a pooled host, a tool of a RemoteAgent, a nested Graph/Swarm
-inside an orchestrator actor), no orchestrator actor is created: nested
-orchestrators run inside their parent's orchestrator actor, their agent nodes
-on the pool; graphs on pooled hosts run their nodes in that host's process.
+**Not here.** Where the orchestration already runs inside an actor (an evaluation row on a pooled host, a
+tool of a RemoteAgent, a nested Graph/Swarm inside an orchestration), nothing is shipped: nested
+orchestrators run inside their parent's orchestration, their agent nodes on the pool; graphs on pooled
+hosts run their nodes in that host's process.
 """
 
 from __future__ import annotations
