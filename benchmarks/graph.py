@@ -8,6 +8,9 @@ so model latency is a scripted ``asyncio.sleep`` in both. Scenarios:
 * ``fanout_cpu``: 20 independent nodes; each calls a tool doing a fixed amount of
   pure-Python work until it has used 200 ms of CPU time (it holds the GIL). Strands runs all of them in one process; ray_harness spreads them over
   the host pool's processes. Target: >= 1.8x Strands on 2 cores.
+* ``new_graph_once`` / ``new_graph_again``: a NEW 40-node wide graph (100 ms model per node) built
+  from a warm driver (Ray and the pools up) and invoked once, then the same graph invoked again: what a
+  fresh Graph object costs (on ``runtime="ray"`` no actor is started for it; its agents ship once).
 * ``chain_eval``: a 3-node chain (50 ms per model call) over 1,000 inputs. ray_harness:
   ``ray_harness.evaluation.evaluate`` (rows on the host pool, each row's graph in its host);
   Strands: one graph per input, all under ``asyncio.gather``.
@@ -48,6 +51,8 @@ FANOUT_LATENCY_S = 0.2
 CPU_NODES = 20
 CPU_BURN_MS = 200
 CHAIN_LATENCY_S = 0.05
+NEW_GRAPH_NODES = 40
+NEW_GRAPH_LATENCY_S = 0.1
 USAGE = {"inputTokens": 20, "outputTokens": 5, "totalTokens": 25}
 
 
@@ -85,6 +90,10 @@ def _strands_burn() -> Any:
 
 def _fanout_steps() -> list[Any]:
     return [text("node answer", delay=FANOUT_LATENCY_S, usage=USAGE)]
+
+
+def _new_graph_steps() -> list[Any]:
+    return [text("node answer", delay=NEW_GRAPH_LATENCY_S, usage=USAGE)]
 
 
 def _cpu_steps() -> list[Any]:
@@ -208,6 +217,8 @@ async def main_async(repeats: int, inputs: int, scenarios: list[str]) -> dict[st
         await _fanout_io(report, repeats)
     if "fanout_cpu" in scenarios:
         await _fanout_cpu(report, repeats)
+    if "new_graph_once" in scenarios or "new_graph_again" in scenarios:
+        await _new_graph(report, repeats)
     if "chain_eval" in scenarios:
         report["scenarios"]["chain_eval"] = await measure({
             "ray_harness (ray)": lambda: _ours_chain(inputs),
@@ -227,6 +238,29 @@ async def _fanout_io(report: dict[str, Any], repeats: int) -> None:
     }, repeats)
 
 
+async def _new_graph(report: dict[str, Any], repeats: int) -> None:
+    """Per repeat and SDK: build a new graph, time its first invocation, then its second (built and torn down untimed)."""
+    builders: dict[str, Callable[[], Any]] = {
+        "ray_harness (ray)": lambda: ours_fanout(NEW_GRAPH_NODES, _new_graph_steps, "ray"),
+        "strands": lambda: theirs_fanout(NEW_GRAPH_NODES, _new_graph_steps),
+        "ray_harness (local)": lambda: ours_fanout(NEW_GRAPH_NODES, _new_graph_steps, "local"),
+    }
+    once: dict[str, list[float]] = {name: [] for name in builders}
+    again: dict[str, list[float]] = {name: [] for name in builders}
+    for repeat in range(repeats + 1):  # the first round warms up (imports, code paths)
+        for name, build in builders.items():
+            graph = build()
+            first = await _timed_graph(graph, NEW_GRAPH_NODES)
+            second = await _timed_graph(graph, NEW_GRAPH_NODES)
+            if hasattr(graph, "shutdown"):
+                graph.shutdown()  # its slots go; the next new graph ships its agents again
+            if repeat:
+                once[name].append(first)
+                again[name].append(second)
+    report["scenarios"]["new_graph_once"] = once
+    report["scenarios"]["new_graph_again"] = again
+
+
 async def _fanout_cpu(report: dict[str, Any], repeats: int) -> None:
     # The tool ships to the hosts by reference: name it through this module's import path, not ``__main__``.
     from benchmarks.graph import burn as shipped_burn
@@ -243,6 +277,8 @@ async def _fanout_cpu(report: dict[str, Any], repeats: int) -> None:
 LABELS = {
     "fanout_io": f"fan-out {FANOUT_NODES} nodes, {int(FANOUT_LATENCY_S * 1000)} ms model",
     "fanout_cpu": f"fan-out {CPU_NODES} nodes, {CPU_BURN_MS} ms CPU tool each",
+    "new_graph_once": f"new {NEW_GRAPH_NODES}-node graph, {int(NEW_GRAPH_LATENCY_S * 1000)} ms model, invoked once",
+    "new_graph_again": f"the same new {NEW_GRAPH_NODES}-node graph invoked again",
     "chain_eval": "3-node chain x {inputs} inputs, 50 ms model",
 }
 
@@ -290,7 +326,10 @@ def run_suite(*, quick: bool = False) -> list[dict[str, Any]]:
     report = asyncio.run(main_async(repeats, inputs, list(LABELS)))
     names = {"chain_eval": f"P2 3-node chain × {inputs} inputs, 50 ms model (evaluate vs asyncio.gather)",
              "fanout_cpu": f"P3 CPU fan-out, {CPU_NODES} nodes × {CPU_BURN_MS} ms pure-Python tool",
-             "fanout_io": f"wide fan-out, {FANOUT_NODES} nodes × {int(FANOUT_LATENCY_S * 1000)} ms model"}
+             "fanout_io": f"wide fan-out, {FANOUT_NODES} nodes × {int(FANOUT_LATENCY_S * 1000)} ms model",
+             "new_graph_once": f"new {NEW_GRAPH_NODES}-node graph × {int(NEW_GRAPH_LATENCY_S * 1000)} ms model, "
+                               "invoked once (warm driver)",
+             "new_graph_again": f"the same new {NEW_GRAPH_NODES}-node graph, invoked again"}
     rows: list[dict[str, Any]] = []
     for key, samples in report["scenarios"].items():
         ours, theirs, local = samples["ray_harness (ray)"], samples["strands"], samples["ray_harness (local)"]

@@ -3,8 +3,8 @@
 Graphs and swarms have the Agent surface (``__call__``, ``invoke_async``,
 ``stream_async``, ``cancel``), so they nest in each other. ``runtime="local"``
 runs the orchestration and the nodes in this process; ``runtime="ray"`` (the
-default) runs the orchestration in one named orchestrator actor per instance
-(``ray_harness:graph:<id>`` / ``ray_harness:swarm:<id>``) and the agent nodes on
+default) runs the orchestration on a pre-started orchestration host
+(``ray_harness:orchestrator:<i>``; no actor per instance) and the agent nodes on
 pooled host actors, with the same semantics (see
 :mod:`ray_harness.runtime._orchestrator`). ``invoke_async`` leaves out the
 stream events nobody reads; ``stream_async`` yields them all.

@@ -228,7 +228,7 @@ class RunState:
     """What an invocation changed in an orchestrator, by name.
 
     The fields its class lists in ``RUN_FIELDS`` and, per node, the node fields in ``NODE_RUN_FIELDS``. An
-    orchestrator actor sends it back to the driver, which applies it with :meth:`MultiAgentBase.apply_run_state`.
+    orchestration host sends it back to the driver, which applies it with :meth:`MultiAgentBase.apply_run_state`.
     """
 
     fields: dict[str, Any]
@@ -335,8 +335,8 @@ class MultiAgentBase(ABC):
     def shutdown(self) -> None:
         """Release what the runtime holds for this orchestrator; idempotent.
 
-        With ``runtime="ray"`` this kills its orchestrator actor (the next invocation starts a new one); it
-        also happens when the object is garbage collected and at ``ray_harness.runtime.shutdown()``.
+        With ``runtime="ray"`` this releases its agent nodes' host slots (the next invocation ships the agents
+        again); it also happens when the object is garbage collected and at ``ray_harness.runtime.shutdown()``.
         """
         release = getattr(self.node_runner, "shutdown", None)
         if callable(release):

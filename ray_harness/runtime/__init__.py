@@ -15,10 +15,10 @@ Importing this package does not import Ray; each name below loads its module
 * :class:`RemoteSandbox` serves any ``Sandbox`` from its own actor
   (``ray_harness:sandbox:<name>``).
 * Graphs and swarms (``runtime="ray"``, or ``runtime=RayRuntime(pool=...)``)
-  run their orchestration in an actor per instance (``ray_harness:graph:<id>`` /
-  ``ray_harness:swarm:<id>``), see :mod:`ray_harness.runtime._orchestrator`.
-* :func:`shutdown` releases this driver's Graph/Swarm node slots, kills its
-  orchestrator actors and disconnects.
+  run their orchestration in a slot of a pre-started orchestration host
+  (``ray_harness:orchestrator:<i>``; the task ``ray_harness.graph:<id>`` /
+  ``ray_harness.swarm:<id>``), see :mod:`ray_harness.runtime._orchestrator`.
+* :func:`shutdown` releases this driver's Graph/Swarm node slots and disconnects.
 
 Design
 ======
@@ -34,8 +34,8 @@ places its work (:mod:`ray_harness.runtime._placement`: ``"driver"``,
 **State crosses as one type.** An agent's state leaves a process only as an
 :class:`~ray_harness.agent.AgentSnapshot` (messages, agent state, interrupt
 state, conversation manager state, metrics, model state), applied with
-``agent.restore()``: a node's state coming back from its host, an orchestrator
-actor's agents coming back to the driver, a dedicated actor's journal
+``agent.restore()``: a node's state coming back from its host, an orchestration
+host's agents coming back to the driver, a dedicated actor's journal
 (:class:`~ray_harness.runtime._store.FileAgentStore`), a parked agent-as-tool
 turn, a graph's interrupted node in a session.
 
@@ -50,9 +50,9 @@ actor (module)                     messages (requests from :mod:`~ray_harness.ru
                                    ``run_as_tool``, ``cancel`` (``CancelRequest``), ``snapshot``
                                    (``SnapshotRequest``), ``resident_messages``,
                                    ``resident_state``, ``slot_info``, ``release``,
-                                   ``release_prefix``, ``forget``, ``stats``
-``OrchestratorActor``              ``stream`` (``OrchestratorRequest``: one Graph/Swarm invocation),
-(``_orchestrator``)                ``cancel`` (``CancelRequest``)
+                                   ``release_prefix``, ``forget``, ``stats``; ``orchestrate``
+                                   (``OrchestratorRequest``: one Graph/Swarm invocation, on the
+                                   orchestration hosts), ``cancel_orchestration``, ``orchestrations``
 ``SandboxActor`` (``sandbox``)     ``stream`` / ``call`` (``SandboxRequest``: the ``Sandbox`` surface)
 =================================  ===========================================================
 
@@ -121,11 +121,11 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    to run the orchestration elsewhere: ``delegated_stream(..., events="result")``
    → ``RayNodeRunner.stream_orchestrator`` (placement ``"driver"``) →
    ``_orchestrator.drive``, which pickles the graph (agents by value; its local
-   parts as references, :mod:`ray_harness.runtime._orchestrator_wire`), creates
-   the graph's orchestrator actor on first use and sends one
-   ``OrchestratorRequest`` through ``ActorClient.stream``.
-2. **Orchestrator actor.** ``OrchestratorActor.stream`` unpickles the graph and
-   runs the same ``Graph._quiet_stream`` under placement ``"orchestrator"``: the
+   parts as references, :mod:`ray_harness.runtime._orchestrator_wire`) and sends one
+   ``OrchestratorRequest`` through ``ActorClient.stream`` to the graph's
+   orchestration host (pre-started; no actor per graph).
+2. **Orchestration host.** ``AgentHost.orchestrate`` (:mod:`~ray_harness.runtime._orchestration`)
+   unpickles the graph and runs the same ``Graph._quiet_stream`` under placement ``"orchestrator"``: the
    scheduler picks the ready batch and starts one task per node;
    ``RayNodeRunner.run_node`` builds the node's ``InvokeRequest``
    (``events="result"``, ``snapshot=True``, ``agent_key="<uid>/<node id>"``,
@@ -141,10 +141,10 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    model, history — runs quiet, makes its model call and runs its tools; one
    ``ResultItem`` — the result, the pickled snapshot and the slot's revision —
    streams back. The slot stays for the next visit.
-4. **Orchestrator actor.** ``_run_pooled`` restores the snapshot into its copy
+4. **Orchestration host.** ``_run_pooled`` restores the snapshot into its copy
    of the agent (``agent.restore``), notes the revision, and turns the result
    into a ``NodeResult``; the graph records it, fires its hooks and starts what
-   became ready. After the last node the actor sends an ``EndItem``
+   became ready. After the last node the host sends an ``EndItem``
    (``_orchestrator_wire.pack_end``), whose run state carries the node
    runner's revisions and digests.
 5. **Driver.** ``drive`` applies the end state to the driver's graph and agents
@@ -152,7 +152,7 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    ``multiagent_result`` event, so ``graph.nodes["a"].executor.messages`` and
    interrupt resume work as with ``runtime="local"``.
 
-Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestrator actor,
+Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestration host,
 which broadcasts one ``CancelRequest`` per host (and per dedicated actor) of the
 run with a :class:`RunHandle`.
 
@@ -162,8 +162,7 @@ shipped once, addressed by key, released at ``shutdown()``, garbage collection,
 describes (``docs/concepts/runtime.md``): only a dedicated slot journals, so a
 pooled host's death fails the run in flight instead of re-creating its slots
 from journals and re-sending it (a later request re-ships the agent from the
-orchestrator's copy), and the orchestration still runs in an actor per
-Graph/Swarm instance.
+orchestrator's copy).
 """
 
 from __future__ import annotations
@@ -199,16 +198,13 @@ _LAZY = {
 
 
 def shutdown() -> None:
-    """Release this process's Graph/Swarm node slots, kill its orchestrator actors, then disconnect.
+    """Release this process's Graph/Swarm node slots, then disconnect.
 
     An embedded Ray stops with it.
     """
     multiagent = sys.modules.get("ray_harness.runtime.multiagent")
     if multiagent is not None:  # never imported: no node slot was opened from here
         multiagent.release_all_slots()
-    orchestrators = sys.modules.get("ray_harness.runtime._orchestrator")
-    if orchestrators is not None:  # never imported: no orchestrator actor was created
-        orchestrators.shutdown_all()
     from ray_harness.runtime._cluster import shutdown as disconnect
 
     disconnect()

@@ -72,8 +72,8 @@ class ActorClient:
         return call_sync(self.submit(method, *args), self.name, timeout=timeout)
 
     def stream(self, method: str, *args: Any, cancel: Callable[[], Any] | None = None, cancel_call: bool = False,
-               resend: bool = False, done: Callable[[Any], bool] = is_terminal, what: str = "the call"
-               ) -> AsyncGenerator[Any, None]:
+               resend: bool = False, done: Callable[[Any], bool] = is_terminal, what: str = "the call",
+               task: str | None = None) -> AsyncGenerator[Any, None]:
         """Send one streamed call now; its items, in order, Ray's errors translated.
 
         Args:
@@ -86,25 +86,26 @@ class ActorClient:
                 stream short, send the same call again (up to three times) instead of failing.
             done: Whether an item is the stream's last one (default: a wire item marked terminal).
             what: Names the call in the error for a stream cut short.
+            task: The call's task name on the dashboard (default: after the node or row its request runs).
 
         Returns:
             The items (raises ``RemoteActorError`` when the stream ends before its last item and is not re-sent).
 
         """
         traced = [self.traced(arg) if isinstance(arg, Request) else arg for arg in args]
-        first = self._method(method, traced).remote(*traced)  # submitted now: the caller's order is kept
+        first = self._method(method, traced, task).remote(*traced)  # submitted now: the caller's order is kept
         if cancel_call:
             cancel = None
-        return self._consume(first, method, traced, cancel, cancel_call, resend, done, what)
+        return self._consume(first, method, traced, cancel, cancel_call, resend, done, what, task)
 
     async def _consume(self, first: Any, method: str, args: list[Any], cancel: Callable[[], Any] | None,
-                       cancel_call: bool, resend: bool, done: Callable[[Any], bool], what: str
-                       ) -> AsyncGenerator[Any, None]:
+                       cancel_call: bool, resend: bool, done: Callable[[Any], bool], what: str,
+                       task: str | None = None) -> AsyncGenerator[Any, None]:
         generator, finished = first, False
         try:
             for attempt in range(_RESENDS + 1):
                 if attempt:
-                    generator = self._method(method, args).remote(*args)
+                    generator = self._method(method, args, task).remote(*args)
                 async for item in stream_items(generator, self.name):
                     if done(item):
                         finished = True
@@ -121,8 +122,10 @@ class ActorClient:
                 elif cancel is not None:
                     cancel()
 
-    def _method(self, method: str, args: list[Any]) -> Any:
-        """The actor method, named for the dashboard's task view after the node or row its requests run."""
+    def _method(self, method: str, args: list[Any], task: str | None = None) -> Any:
+        """The actor method, named for the dashboard's task view (``task``, else the node or row it runs)."""
+        if task is not None:
+            return getattr(self.actor, method).options(name=task)
         requests = [arg for arg in args if isinstance(arg, Request)]
         for arg in args:
             if isinstance(arg, list):  # a batch of runs

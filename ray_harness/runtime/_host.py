@@ -22,7 +22,9 @@ Messages (typed requests of :mod:`ray_harness.runtime._wire`): ``run`` and ``str
 :class:`~ray_harness.runtime._wire.InvokeRequest`), ``run_batch`` (many, results back in groups), ``cancel``
 (a :class:`~ray_harness.runtime._wire.CancelRequest`, in the control group), ``snapshot``, ``run_as_tool``,
 ``release``, ``release_prefix``, ``resident_messages``, ``resident_state``, ``slot_info``, ``forget``,
-``stats``.
+``stats``; and for Graph/Swarm orchestrations (:mod:`ray_harness.runtime._orchestration`): ``orchestrate`` (an
+:class:`~ray_harness.runtime._wire.OrchestratorRequest`, streamed), ``cancel_orchestration`` and
+``orchestrations`` (both in the control group).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from ray_harness.models.rate_limit import (
     registered_rate_limits,
 )
 from ray_harness.runtime import _sandbox_owner as sandboxes
+from ray_harness.runtime._orchestration import Orchestrations
 from ray_harness.runtime._runner import AgentRunner, SlotMiss
 from ray_harness.runtime._slots import SlotBook, slot_idle_timeout
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
@@ -62,6 +65,7 @@ from ray_harness.runtime._wire import (
     CancelRequest,
     EventItem,
     InvokeRequest,
+    OrchestratorRequest,
     ResultItem,
     SlotMissItem,
     SlotSync,
@@ -79,15 +83,16 @@ DEDICATED_KEY = "dedicated"
 """The resident key of a dedicated host's one slot."""
 
 HOST_ACTOR_PREFIX = "ray_harness:host:"
+ORCHESTRATION_HOST_PREFIX = "ray_harness:orchestrator:"
 _CONTROL_GROUP = "control"
 # cancel (and stats) run in their own group: never queued behind invocations that fill the default group.
 _ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
 _KEPT_EARLY_CANCELS = 10_000
 
 
-def host_actor_name(index: int) -> str:
+def host_actor_name(index: int, prefix: str = HOST_ACTOR_PREFIX) -> str:
     """Return the name of the pool's host number ``index`` (``ray_harness:host:<index>``)."""
-    return f"{HOST_ACTOR_PREFIX}{index}"
+    return f"{prefix}{index}"
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,7 @@ class AgentHost:
         self._slots = SlotBook()  # Graph/Swarm node slots (see _slots.py); their runners are in _resident
         self._idle_timeout = slot_idle_timeout()
         self._sweeper: asyncio.Task[None] | None = None
+        self._orchestrations = Orchestrations(_run_orchestration)  # Graph/Swarm runs shipped here
         if _was_reconstructed():
             _restore_rate_limits()
         # sandboxes: containers carry this actor's id; a restarted host removes those its dead process left
@@ -339,6 +345,23 @@ class AgentHost:
         """Close every sandbox this host holds (the host is about to go); return how many were closed."""
         return len(await _binding.release_all())
 
+    # -- Graph/Swarm orchestrations (see runtime._orchestration) -----------------------------------------------
+
+    async def orchestrate(self, request: OrchestratorRequest) -> AsyncGenerator[Any, None]:
+        """Run one shipped Graph/Swarm invocation here, streaming its events, session writes and end state."""
+        async for item in self._orchestrations.stream(request):
+            yield item
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def cancel_orchestration(self, request: CancelRequest) -> int:
+        """Cancel the request's orchestrations (handed to their loop); ids not running yet start cancelled."""
+        return self._orchestrations.cancel(request)
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def orchestrations(self) -> list[str]:
+        """The ids of the orchestrations running here."""
+        return self._orchestrations.running()
+
     # -- Graph/Swarm node slots ------------------------------------------------------------------------------
 
     async def _stream_slot(self, request: InvokeRequest, spec: AgentSpec | None
@@ -444,6 +467,12 @@ class AgentHost:
         return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
                 "resident": len(self._resident), "slots": len(self._slots), "rss_bytes": _rss_bytes(),
                 "rate_limits": sorted(registered_rate_limits())}
+
+
+def _run_orchestration(request: OrchestratorRequest, started: Callable[[Any], None]) -> AsyncGenerator[Any, None]:
+    from ray_harness.runtime._orchestrator import run_request  # the multi-agent layer, loaded on first use
+
+    return run_request(request, started)
 
 
 RATE_LIMITS_KV_NAMESPACE = "ray_harness_rate_limits"

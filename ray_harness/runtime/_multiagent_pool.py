@@ -6,28 +6,59 @@ swarm of a driver places its agent nodes on the same pre-started
 ``ray_harness:host:<i>`` and shared with other pools of the namespace; when one
 of them is gone (another driver shut its pool down, Ray restarted) the next
 invocation builds a fresh pool instead of failing on a dead handle.
+
+**Orchestration hosts.** Graph/Swarm orchestrations invoked from a driver run on
+their own small pool of the same host class, ``ray_harness:orchestrator:<i>``
+(``RAY_HARNESS_ORCHESTRATION_HOSTS``, default 1), pre-started with the node pool:
+an orchestration never sends a node to its own host. (A Ray actor that consumes
+a streaming generator of its own methods can wait forever for its next item,
+reproduced on Ray 2.60; so the orchestration and its agent nodes live in
+different processes.) An orchestration host attaches to the driver's node pool
+by its size (``OrchestratorRequest.pool_size``, :func:`pool_size_for_call`).
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 
 import ray
 
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
+from ray_harness.runtime._host import ORCHESTRATION_HOST_PREFIX
 from ray_harness.runtime.pool import AgentPool
 
-__all__ = ("POOL_SIZE_ENV", "default_pool", "default_pool_size", "pool_is_alive")
+__all__ = ("ORCHESTRATION_HOSTS_ENV", "POOL_SIZE_ENV", "default_pool", "default_pool_size", "orchestration_pool",
+           "pool_is_alive", "pool_size_for_call", "reset_pool_size")
 
 POOL_SIZE_ENV = "RAY_HARNESS_POOL_SIZE"
+ORCHESTRATION_HOSTS_ENV = "RAY_HARNESS_ORCHESTRATION_HOSTS"
 _MAX_DEFAULT_SIZE = 8
-_pools: dict[str, AgentPool] = {}
+_pools: dict[tuple[str, int], AgentPool] = {}
+_orchestration_pools: dict[str, AgentPool] = {}
 _guard = threading.Lock()
+_CALL_SIZE: contextvars.ContextVar[int | None] = contextvars.ContextVar("ray_harness_pool_size", default=None)
+
+
+def pool_size_for_call(size: int | None) -> contextvars.Token[int | None]:
+    """Within this context (and tasks started in it) the default pool has ``size`` hosts (an orchestration's)."""
+    return _CALL_SIZE.set(size)
+
+
+def reset_pool_size(token: contextvars.Token[int | None]) -> None:
+    """Undo :func:`pool_size_for_call`."""
+    _CALL_SIZE.reset(token)
 
 
 def default_pool_size() -> int:
-    """``RAY_HARNESS_POOL_SIZE``, else one host per CPU of the cluster (2 to 8): CPU-bound tools need processes."""
+    """``RAY_HARNESS_POOL_SIZE``, else one host per CPU of the cluster (2 to 8): CPU-bound tools need processes.
+
+    In an orchestration shipped by a driver: the driver's size.
+    """
+    shipped = _CALL_SIZE.get()
+    if shipped is not None:
+        return shipped
     configured = os.environ.get(POOL_SIZE_ENV)
     if configured:
         try:
@@ -57,8 +88,39 @@ def default_pool(*, check: bool = True) -> AgentPool:
     """Return the shared pool of this driver's namespace; starts Ray (embedded) and the hosts on first use."""
     ensure_initialized()
     namespace = current_namespace()
+    size = default_pool_size()
     with _guard:
-        pool = _pools.get(namespace)
+        pool = _pools.get((namespace, size))
+        started = pool is None or (check and not pool_is_alive(pool))
+        if started:
+            pool = _pools[(namespace, size)] = AgentPool(size=size, max_restarts=-1)  # hosts come back after a crash
+    if started and ray.get_runtime_context().get_actor_id() is None:
+        orchestration_pool()  # a driver's pool comes with its orchestration hosts: a new Graph/Swarm starts none
+    assert pool is not None
+    return pool
+
+
+def orchestration_hosts() -> int:
+    """``RAY_HARNESS_ORCHESTRATION_HOSTS``, else 1 (orchestrations wait on their nodes: I/O-bound)."""
+    configured = os.environ.get(ORCHESTRATION_HOSTS_ENV)
+    if not configured:
+        return 1
+    try:
+        size = int(configured)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise ValueError(f"{ORCHESTRATION_HOSTS_ENV} must be a positive int, got {configured!r}")
+    return size
+
+
+def orchestration_pool(*, check: bool = True) -> AgentPool:
+    """Return the orchestration hosts of this driver's namespace (``ray_harness:orchestrator:<i>``), started once."""
+    ensure_initialized()
+    namespace = current_namespace()
+    with _guard:
+        pool = _orchestration_pools.get(namespace)
         if pool is None or (check and not pool_is_alive(pool)):
-            pool = _pools[namespace] = AgentPool(size=default_pool_size(), max_restarts=-1)  # hosts come back after a crash
+            pool = _orchestration_pools[namespace] = AgentPool(size=orchestration_hosts(), max_restarts=-1,
+                                                               name_prefix=ORCHESTRATION_HOST_PREFIX)
         return pool

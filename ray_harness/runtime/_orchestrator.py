@@ -1,95 +1,79 @@
-"""The orchestrator actor of a Graph or Swarm (``runtime="ray"``, invoked from a driver).
+"""Where a Graph or Swarm invoked from a driver runs its orchestration (``runtime="ray"``).
 
-With ``runtime="ray"`` the orchestration itself (readiness, joins, conditions,
-limits, failure policies, hooks, interrupts) runs in one async actor per Graph
-or Swarm instance, named ``ray_harness:graph:<id>`` / ``ray_harness:swarm:<id>``
-in the driver's namespace (``"ray_harness"`` by default), so the Ray dashboard
-shows it. Agent nodes still run on the shared pooled hosts
-(:mod:`ray_harness.runtime._multiagent_pool`): the actor submits each ready
-batch as parallel remote calls and handles completions as they arrive.
+With ``runtime="ray"`` the orchestration itself (readiness, joins, conditions, limits, failure policies,
+hooks, interrupts) runs in a slot of a pre-started **orchestration host**: an
+:class:`~ray_harness.runtime._host.AgentHost` named ``ray_harness:orchestrator:<i>``
+(:func:`~ray_harness.runtime._multiagent_pool.orchestration_pool`, started with the node pool, one host by
+default, ``RAY_HARNESS_ORCHESTRATION_HOSTS``). A new Graph/Swarm object starts no actor: it is keyed to one
+orchestration host (``crc32(key) % size``, :class:`OrchestratorClient`), and each invocation is one
+streamed ``orchestrate`` call there, shown on the Ray dashboard as the task ``ray_harness.graph:<id>`` /
+``ray_harness.swarm:<id>``. Agent nodes run on the shared node pool
+(:mod:`ray_harness.runtime._multiagent_pool`): the orchestration submits each ready batch as parallel
+remote calls and handles completions as they arrive. The orchestration hosts are not the node hosts on
+purpose: a Ray actor that consumes a streaming generator of its own methods can wait forever for the next
+item (reproduced on Ray 2.60), so an orchestration never sends a node to its own process.
 
-**Names.** ``<id>`` is the orchestrator's ``id`` when the user set one
-(``GraphBuilder.set_graph_id``, ``Swarm(id=...)``) and no live actor of this
-namespace has that name yet; the default ids (``default_graph``,
-``default_swarm``) and taken names get ``-<8 hex>`` appended, so two instances
-never share an actor and killing one never stops another's run.
+**One invocation.** The driver pickles the Graph/Swarm (its agents with their conversations, hooks,
+conditions), the host unpickles it (:func:`run_request`, under :class:`~ray_harness.runtime._orchestration.Orchestrations`)
+and runs its ``stream_async`` under placement ``"orchestrator"``; every event comes back, in order, as one
+item of a Ray streaming generator. The last item carries the end-of-run state: the orchestrators'
+attributes (results, scheduler, interrupt state, ...), their nodes' attributes and each agent node's
+:class:`~ray_harness.agent.AgentSnapshot`. The driver writes it into its own objects *before* it yields the
+final ``multiagent_result`` event, so after a run the driver's Graph/Swarm and node Agents are
+authoritative and up to date (``graph.nodes["a"].executor.messages``, interrupt resume by calling the
+driver's graph again, ``graph.state``). Node objects, agents, edges, hook registries and session managers
+cross in both directions as references (pickle persistent ids; :mod:`ray_harness.runtime._orchestrator_wire`),
+so ``result.execution_order`` holds the driver's own ``GraphNode`` objects. The host keeps no run state
+between invocations; the node slots keep the agents (:mod:`ray_harness.runtime.multiagent`).
 
-**Lifetime.** The actor is created lazily at the first invocation from a
-driver and reused by every later invocation of the same instance (an actor
-costs ≈1 s and ≈50 MB). It is killed when the Graph/Swarm is garbage
-collected, by ``graph.shutdown()`` / ``swarm.shutdown()``, and by
-``ray_harness.runtime.shutdown()``. It holds no run state between invocations:
-the orchestrator is shipped by value (cloudpickle) with each invocation.
+**What runs where.** Hooks registered on the Graph/Swarm (the multi-agent events, ``BeforeNodeCallEvent``
+interrupts and ``cancel_node``) and edge conditions run on the orchestration host, as an agent's hooks run
+in its actor for ``RemoteAgent``: state they keep in Python objects changes the host's copy, not the
+driver's (assert on results and events). ``MultiAgentInitializedEvent`` fires at construction, in the
+driver. ``invocation_state`` is shipped by value.
 
-**One invocation.** The driver pickles the Graph/Swarm (its agents with their
-conversations, hooks, conditions), the actor unpickles it and runs its
-``stream_async``; every event comes back, in order, as one item of a Ray
-streaming generator. The last item carries the end-of-run state: the
-orchestrators' attributes (results, scheduler, interrupt state, ...), their
-nodes' attributes and each agent node's :class:`~ray_harness.agent.AgentSnapshot`.
-The driver writes it into its own objects *before* it yields the final
-``multiagent_result`` event, so after a run the driver's Graph/Swarm and node
-Agents are authoritative and up to date (``graph.nodes["a"].executor.messages``,
-interrupt resume by calling the driver's graph again, ``graph.state``). Node
-objects, agents, edges, hook registries and session managers cross in both
-directions as references (pickle persistent ids; :mod:`ray_harness.runtime._orchestrator_wire`),
-so ``result.execution_order`` holds the driver's own ``GraphNode`` objects.
+**Persistence.** Session managers stay in the driver: on the host each one is replaced by a relay whose
+writes travel back in the event stream, and the driver writes them with its own session manager, in order.
+A new process resumes a suspended run from the session store exactly as with ``runtime="local"``.
 
-**What runs where.** Hooks registered on the Graph/Swarm (the multi-agent
-events, ``BeforeNodeCallEvent`` interrupts and ``cancel_node``) and edge
-conditions run in the orchestrator actor, as an agent's hooks run in its actor
-for ``RemoteAgent``: state they keep in Python objects changes the actor's
-copy, not the driver's (assert on results and events). ``MultiAgentInitializedEvent``
-fires at construction, in the driver. ``invocation_state`` is shipped by value.
+**Cancel.** ``graph.cancel()`` in the driver is one ``cancel_orchestration`` message to the host (its
+control concurrency group), handed to the run's event loop: the Ray node runner there broadcasts to every
+host slot, RemoteAgent and nested orchestrator of the run. A cancel that overtakes its invocation is
+remembered and applied when the run starts.
 
-**Persistence.** Session managers stay in the driver: in the actor each one is
-replaced by a relay whose writes travel back in the event stream, and the
-driver writes them with its own session manager, in order. A new process
-resumes a suspended run from the session store exactly as with
-``runtime="local"`` (build the graph again with the same session manager and
-call it with the interrupt responses); its invocation runs in its own
-orchestrator actor.
+**Errors.** An exception raised by the run (``fail_fast``) is shipped back and raised in the driver as its
+original type, never ``RayTaskError``; a dead host becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
 
-**Cancel.** ``graph.cancel()`` in the driver is one message to the actor,
-which cancels its copy of the run: the Ray node runner there broadcasts to every
-host slot, RemoteAgent and nested orchestrator of the run. A cancel that
-overtakes its invocation is remembered and applied when the run starts.
-
-**Errors.** An exception raised by the run (``fail_fast``) is shipped back and
-raised in the driver as its original type, never ``RayTaskError``; a dead
-actor becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
-
-**Not here.** Where the orchestration already runs inside an actor (an
-evaluation row on a pooled host, a tool of a RemoteAgent, a nested Graph/Swarm
-inside an orchestrator actor), no orchestrator actor is created: nested
-orchestrators run inside their parent's orchestrator actor, their agent nodes
-on the pool; graphs on pooled hosts run their nodes in that host's process.
+**Not here.** Where the orchestration already runs inside an actor (an evaluation row on a pooled host, a
+tool of a RemoteAgent, a nested Graph/Swarm inside an orchestration), nothing is shipped: nested
+orchestrators run inside their parent's orchestration, their agent nodes on the pool; graphs on pooled
+hosts run their nodes in that host's process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import inspect
 import logging
-import os
-import queue
 import threading
 import uuid
-import weakref
-from collections.abc import AsyncGenerator
+import zlib
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-import ray
 from ray import cloudpickle as _cloudpickle
 
 from ray_harness.multiagent.base import MultiAgentBase
 from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.multiagent.swarm import Swarm
 from ray_harness.runtime._client import ActorClient
-from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._multiagent_pool import POOL_SIZE_ENV
+from ray_harness.runtime._cluster import ensure_initialized
+from ray_harness.runtime._multiagent_pool import (
+    orchestration_pool,
+    pool_size_for_call,
+    reset_pool_size,
+)
 from ray_harness.runtime._orchestrator_wire import (
     apply_end,
     by_table,
@@ -100,8 +84,7 @@ from ray_harness.runtime._orchestrator_wire import (
     object_table,
     pack_end,
 )
-from ray_harness.runtime._placement import placed
-from ray_harness.runtime._telemetry import flush_metrics, flush_spans, prepare_actor_process, with_actor_env
+from ray_harness.runtime._telemetry import flush_metrics, flush_spans, prepare_actor_process
 from ray_harness.runtime._wire import (
     BatchItem,
     CancelRequest,
@@ -112,18 +95,15 @@ from ray_harness.runtime._wire import (
 )
 from ray_harness.telemetry.propagation import attached
 
-__all__ = ("ORCHESTRATOR_PREFIX", "OrchestratorActor", "OrchestratorClient", "drive", "shutdown_all")
+__all__ = ("OrchestratorClient", "drive", "run_request")
 
 logger = logging.getLogger(__name__)
 
 cloudpickle: Any = _cloudpickle
 
-ORCHESTRATOR_PREFIX = "ray_harness:"
-_DEFAULT_IDS = ("default_graph", "default_swarm")  # the defaults of Graph(graph_id=...) and Swarm(id=...)
-_EARLY_CANCELS = 1024  # cancels remembered for invocations that have not started (bounded)
 
 
-# -- the actor -----------------------------------------------------------------------------------------------
+# -- the host's side -----------------------------------------------------------------------------------------------
 
 
 _DONE = object()
@@ -144,87 +124,56 @@ async def _pump(events: AsyncGenerator[dict[str, Any], None], outbox: asyncio.Qu
         outbox.put_nowait(_DONE)
 
 
-class OrchestratorActor:
-    """Runs Graph/Swarm invocations shipped by a driver (plain class; ``ray.remote`` in :func:`_actor_class`)."""
+async def run_request(request: OrchestratorRequest, started: Callable[[Any], None]
+                      ) -> AsyncGenerator[OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem, None]:
+    """Run one shipped invocation, streaming its events and session writes, and last its end state.
 
-    def __init__(self) -> None:
-        self._runs: dict[str, MultiAgentBase] = {}
-        self._early: collections.OrderedDict[str, None] = collections.OrderedDict()
-
-    async def ready(self) -> int:
-        """Return the actor's process id, once it is up."""
-        return os.getpid()
-
-    async def running(self) -> list[str]:
-        """Return the ids of the invocations running now."""
-        return list(self._runs)
-
-    async def stream(self, request: OrchestratorRequest
-                     ) -> AsyncGenerator[OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem, None]:
-        """Run one invocation, streaming its events and session writes, and last its end state.
-
-        Items that piled up while the previous one was sent travel as one ``BatchItem``; the last item is an
-        ``EndItem`` with the end-of-run state.
-        """
-        prepare_actor_process()
-        invocation_id, task, invocation_state = request.invocation_id, request.task, request.invocation_state
-        # One channel, in order: the run's events and its session writes, as they happen.
-        outbox: asyncio.Queue[Any] = asyncio.Queue()
-        orchestrator = load_orchestrator(request.payload, outbox)
-        table = object_table(orchestrator)
-        refs = {id(value): key for key, value in table.items()}
+    ``started(orchestrator)`` is called once the run exists (for cancel). Items that piled up while the
+    previous one was sent travel as one ``BatchItem``; the last item is an ``EndItem`` with the end-of-run
+    state. Runs under the placement its caller set (``"orchestrator"``).
+    """
+    prepare_actor_process()
+    task, invocation_state = request.task, request.invocation_state
+    # One channel, in order: the run's events and its session writes, as they happen.
+    outbox: asyncio.Queue[Any] = asyncio.Queue()
+    orchestrator = load_orchestrator(request.payload, outbox)
+    table = object_table(orchestrator)
+    refs = {id(value): key for key, value in table.items()}
+    size_token = pool_size_for_call(request.pool_size)
+    try:
         await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
         outcome: dict[str, Any] = {"final": None, "error": None}
         quiet = request.events == "result"
         events = (orchestrator._quiet_stream if quiet else orchestrator.stream_async)(task, invocation_state)
-        self._runs[invocation_id] = orchestrator
         # The driver's span is the parent of invoke_graph/swarm; the run (its task copies this context) places
         # its orchestration here and its agent nodes on the pool.
-        with attached(request.trace_context), placed("orchestrator"):
+        with attached(request.trace_context):
             pump = asyncio.ensure_future(_pump(events, outbox, refs, outcome))
-        if self._early.pop(invocation_id, "absent") is None:
-            # Runs after the pump's first step, once the run holds its lock (cancel() needs it).
-            asyncio.get_running_loop().call_soon(orchestrator.cancel)
-        try:
-            done = False
-            while not done:
-                items = [await outbox.get()]
-                while not outbox.empty():  # what piled up meanwhile travels as one Ray object
-                    items.append(outbox.get_nowait())
-                if items[-1] is _DONE:
-                    items.pop()
-                    done = True
-                if items:
-                    yield items[0] if len(items) == 1 else BatchItem.model_construct(items=items)
-            # Start exporting invoke_graph/execute_node spans now, before a kill can lose them; not awaited:
-            # an unreachable collector must not delay the end of the run.
-            threading.Thread(target=flush_spans, name="ray_harness-span-flush", daemon=True).start()
-            flush_metrics()  # the run's node durations too (in-process hand-off to Ray, cheap)
-            yield EndItem.model_construct(payload=_dump_end(table, outcome["final"], outcome["error"], refs))
-        finally:
-            self._runs.pop(invocation_id, None)
-            if not pump.done():
-                pump.cancel()  # the driver went away: stop the run
-                with contextlib.suppress(BaseException):
-                    await pump
-            await events.aclose()
-
-    async def cancel(self, request: CancelRequest) -> bool:
-        """Cancel the request's invocations; return whether one was running.
-
-        Their node runners broadcast to every actor of the run; ids not running yet start cancelled.
-        """
-        running = False
-        for invocation_id in request.invocation_ids or tuple(self._runs):
-            orchestrator = self._runs.get(invocation_id)
-            if orchestrator is None:
-                self._early[invocation_id] = None
-                while len(self._early) > _EARLY_CANCELS:
-                    self._early.popitem(last=False)
-                continue
-            orchestrator.cancel()
-            running = True
-        return running
+    finally:
+        reset_pool_size(size_token)
+    started(orchestrator)
+    try:
+        done = False
+        while not done:
+            items = [await outbox.get()]
+            while not outbox.empty():  # what piled up meanwhile travels as one Ray object
+                items.append(outbox.get_nowait())
+            if items[-1] is _DONE:
+                items.pop()
+                done = True
+            if items:
+                yield items[0] if len(items) == 1 else BatchItem.model_construct(items=items)
+        # Start exporting invoke_graph/execute_node spans now, before a kill can lose them; not awaited:
+        # an unreachable collector must not delay the end of the run.
+        threading.Thread(target=flush_spans, name="ray_harness-span-flush", daemon=True).start()
+        flush_metrics()  # the run's node durations too (in-process hand-off to Ray, cheap)
+        yield EndItem.model_construct(payload=_dump_end(table, outcome["final"], outcome["error"], refs))
+    finally:
+        if not pump.done():
+            pump.cancel()  # the driver went away: stop the run
+            with contextlib.suppress(BaseException):
+                await pump
+        await events.aclose()
 
 
 def _dump_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None, error: Exception | None,
@@ -245,122 +194,29 @@ def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
             runner.pool  # noqa: B018 - the property attaches (and checks) the pool
 
 
-_ACTOR_OPTIONS: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1000, "max_restarts": 0}
-
-
-def _actor_class() -> Any:
-    cached = _cache.get("class")
-    if cached is None:
-        cached = _cache["class"] = ray.remote(OrchestratorActor)
-    return cached
-
-
-_cache: dict[str, Any] = {}
-
-
-# -- the driver's handle ---------------------------------------------------------------------------------------
-
-_clients: weakref.WeakSet[OrchestratorClient] = weakref.WeakSet()
-_clients_guard = threading.Lock()
-
-
-def _kill(actor: Any, name: str) -> None:
-    try:
-        if ray.is_initialized():
-            ray.kill(actor, no_restart=True)
-    except Exception as error:  # a dead actor, a disconnected driver
-        logger.debug("actor=<%s>, error=<%s> | orchestrator actor not killed", name, error)
-
-
-# A finalizer runs inside garbage collection, which can happen inside Ray's own code (deserialization holds
-# its locks): calling ray.kill there deadlocks. Finalizers only queue the actor; this thread kills it.
-_doomed: queue.SimpleQueue[tuple[Any, str]] = queue.SimpleQueue()
-_reaper: dict[str, threading.Thread] = {}
-
-
-def _reap(actor: Any, name: str) -> None:
-    _doomed.put((actor, name))  # SimpleQueue.put is safe in finalizers
-
-
-def _reap_forever() -> None:
-    while True:
-        actor, name = _doomed.get()
-        _kill(actor, name)
-
-
-def _start_reaper() -> None:
-    with _clients_guard:
-        if "thread" not in _reaper:
-            thread = threading.Thread(target=_reap_forever, name="ray_harness-orchestrator-reaper", daemon=True)
-            thread.start()
-            _reaper["thread"] = thread
-
-
 class OrchestratorClient:
-    """The driver's handle on one orchestrator actor: created lazily, killed with its owner (see module doc)."""
+    """The driver's handle on where one Graph/Swarm object's invocations run: one orchestration host.
 
-    def __init__(self, orchestrator: MultiAgentBase) -> None:
-        ensure_initialized()
-        self.namespace = current_namespace()
+    The object is keyed to one host of the orchestration pool (``crc32(key) % size``); no actor is started
+    for it. Its invocations appear on the dashboard as tasks ``ray_harness.graph:<id>`` /
+    ``ray_harness.swarm:<id>`` of that host.
+    """
+
+    def __init__(self, orchestrator: MultiAgentBase, key: str) -> None:
+        pool = orchestration_pool()
+        index = zlib.crc32(key.encode()) % pool.size
+        self.name = pool.host_names[index]
+        self.client = ActorClient(pool.hosts[index], self.name)
         kind = "swarm" if isinstance(orchestrator, Swarm) else "graph"
-        wanted = str(orchestrator.id)
-        options = _actor_options()
-        actor = None
-        if wanted not in _DEFAULT_IDS:
-            actor = self._create(f"{ORCHESTRATOR_PREFIX}{kind}:{wanted}", options)
-        if actor is None:
-            actor = self._create(f"{ORCHESTRATOR_PREFIX}{kind}:{wanted}-{uuid.uuid4().hex[:8]}", options)
-        if actor is None:  # pragma: no cover - 8 random hex digits collided
-            raise RuntimeError(f"could not name the orchestrator actor of {kind} {wanted!r}")
-        self.actor = actor
-        self.client = ActorClient(actor, self.name)
+        self.task_name = f"ray_harness.{kind}:{orchestrator.id}"
         self.invocation: str | None = None
-        _start_reaper()
-        self._finalizer = weakref.finalize(self, _reap, actor, self.name)
-        self._finalizer.atexit = False  # at exit the driver disconnects, which stops its actors
-        with _clients_guard:
-            _clients.add(self)
-
-    def _create(self, name: str, options: dict[str, Any]) -> Any:
-        try:
-            actor = _actor_class().options(name=name, namespace=self.namespace, **options).remote()
-        except ValueError as error:
-            if "already" not in str(error) and "exist" not in str(error):
-                raise
-            return None
-        self.name = name
-        return actor
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
+        self.pool_size: int | None = None  # the size of the driver's default pool, for the host's copy of it
 
     def cancel(self) -> None:
         """Ask the running invocation to stop (fire and forget; safe from any thread)."""
         invocation = self.invocation
-        if invocation is not None and not self.closed:
-            self.client.submit("cancel", CancelRequest(invocation_ids=(invocation,)))
-
-    def close(self) -> None:
-        """Kill the actor now (idempotent)."""
-        if self._finalizer.detach() is not None:
-            _kill(self.actor, self.name)
-
-
-def _actor_options() -> dict[str, Any]:
-    options = dict(_ACTOR_OPTIONS)
-    size = os.environ.get(POOL_SIZE_ENV)
-    if size:  # the actor attaches to the pool this driver would use
-        options["runtime_env"] = {"env_vars": {POOL_SIZE_ENV: size}}
-    return with_actor_env(options)
-
-
-def shutdown_all() -> None:
-    """Kill every orchestrator actor this process created (``ray_harness.runtime.shutdown()``)."""
-    with _clients_guard:
-        clients = list(_clients)
-    for client in clients:
-        client.close()
+        if invocation is not None:
+            self.client.submit("cancel_orchestration", CancelRequest(invocation_ids=(invocation,)))
 
 
 # -- one invocation, seen from the driver -------------------------------------------------------------------
@@ -368,24 +224,24 @@ def shutdown_all() -> None:
 
 async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
                 cancelled: Any = None, *, events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None]:
-    """Run ``orchestrator``'s invocation in its actor; yields its events; applies the end state to it.
+    """Run ``orchestrator``'s invocation on its orchestration host; yields its events; applies the end state.
 
-    ``client_of(orchestrator)`` returns the (lazily created) :class:`OrchestratorClient`; ``cancelled()``
-    tells whether a cancel came before the invocation was registered with the client.
+    ``client_of(orchestrator)`` returns its :class:`OrchestratorClient`; ``cancelled()`` tells whether a cancel
+    came before the invocation was registered with the client.
     """
     ensure_initialized()
     table = object_table(orchestrator)
-    payload = dump_orchestrator(orchestrator, table)  # first: a graph that cannot ship starts no actor
+    payload = dump_orchestrator(orchestrator, table)  # first: a graph that cannot ship sends nothing
     client: OrchestratorClient = client_of(orchestrator)
     request = OrchestratorRequest(invocation_id=uuid.uuid4().hex, payload=payload, task=task,
-                                  invocation_state=invocation_state, events=events)
+                                  invocation_state=invocation_state, events=events, pool_size=client.pool_size)
     resolve = by_table(table)
     client.invocation = request.invocation_id
-    items = client.client.stream("stream", request, what=f"the run of {orchestrator.id!r}",
-                                 cancel=client.cancel)  # the consumer stopped early: stop the run too
+    items = client.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
+                                 cancel=client.cancel, task=client.task_name)  # the consumer stopped early: stop the run too
     try:
         if cancelled is not None and cancelled():
-            client.cancel()  # cancel() landed while the run was being shipped; the actor applies it at start
+            client.cancel()  # cancel() landed while the run was being shipped; the host applies it at start
         async for item in items:
             if isinstance(item, EndItem):
                 end = loads(item.payload, resolve)

@@ -1,4 +1,4 @@
-"""What crosses between a driver and its orchestrator actor (see :mod:`ray_harness.runtime._orchestrator`).
+"""What crosses between a driver and its orchestration host (see :mod:`ray_harness.runtime._orchestrator`).
 
 The orchestrator ships by value, except the objects in its *object table* (the orchestrator and nested
 ones, their nodes, agents, edges, hook registries, node runners, locks and session managers), which cross
@@ -148,7 +148,7 @@ def _unpicklable_message(orchestrator: MultiAgentBase, table: dict[tuple[str, ..
             culprits.append(f"{what}{place} ({type(value).__name__}: {part_error})")
     named = "; ".join(culprits) if culprits else f"{type(error).__name__}: {error}"
     kind = type(orchestrator).__name__
-    return (f"{kind} {orchestrator.id!r} cannot be shipped to its orchestrator actor (runtime='ray'): "
+    return (f"{kind} {orchestrator.id!r} cannot be shipped to its orchestration host (runtime='ray'): "
             f"{named}. Use runtime='local', or make the part picklable (e.g. build clients lazily, pass "
             "factories or module-level functions).")
 
@@ -196,7 +196,7 @@ class OrchestratorState:
 
 @dataclass(frozen=True)
 class EndState:
-    """What an orchestrator actor sends back at the end of a run (pickled into an ``EndItem``).
+    """What an orchestration host sends back at the end of a run (pickled into an ``EndItem``).
 
     Attributes:
         orchestrators: By orchestrator path (``""``: the root, ``"/inner"``: a nested node).

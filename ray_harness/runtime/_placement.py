@@ -4,9 +4,9 @@ The core never asks which process it is in. Instead the runtime's actors say, fo
 serve, what an orchestration started there may do (a context variable, so it follows the call into
 its tasks and nowhere else):
 
-* ``"driver"`` (default, user code): the orchestration runs in the Graph/Swarm's orchestrator actor
-  and its agent nodes on the host pool.
-* ``"orchestrator"`` (set by the orchestrator actor around the run it was sent): run the
+* ``"driver"`` (default, user code): the orchestration runs on an orchestration host and its agent
+  nodes on the host pool.
+* ``"orchestrator"`` (set by the orchestration host around the run it was sent): run the
   orchestration here, agent nodes on the pool; nested Graph/Swarm nodes run here too.
 * ``"in_process"`` (set by host and agent actors around each invocation: an evaluation row's graph,
   a tool that runs a graph): everything in this process, as ``runtime="local"`` — fanning out again

@@ -1,6 +1,6 @@
 """What runs are doing right now, cluster-wide: the data behind ``ray-harness status``.
 
-Every process that records harness metrics on Ray (orchestrator actors, pooled hosts, agent actors, the
+Every process that records harness metrics on Ray (orchestration hosts, pooled hosts, agent actors, the
 driver of an evaluation) also has a :class:`RunReporter` sink. It keeps what the run and node scopes of
 :mod:`ray_harness.telemetry.runs` tell it (a run started or ended, a node started or finished, a model
 call's tokens and cost, an evaluation row) per run, and writes that record, once a second and only when

@@ -192,7 +192,7 @@ class SnapshotRequest(Request):
 
 
 class OrchestratorRequest(Request):
-    """One Graph/Swarm invocation shipped to its orchestrator actor.
+    """One Graph/Swarm invocation shipped to an orchestration host.
 
     Attributes:
         invocation_id: The driver's id for it (a cancel for it lands even before it starts).
@@ -200,6 +200,8 @@ class OrchestratorRequest(Request):
         task: The invocation's task.
         invocation_state: Shipped by value; changes the run makes stay in the actor.
         events: Which events the driver wants (``"result"``: the orchestrator runs quiet).
+        pool_size: The size of the driver's default host pool, so the orchestration host attaches to the same
+            hosts (``None``: the host's own default).
 
     """
 
@@ -209,6 +211,7 @@ class OrchestratorRequest(Request):
     task: Any = None
     invocation_state: dict[str, Any] = Field(default_factory=dict)
     events: EventFilter = "all"
+    pool_size: int | None = Field(default=None, ge=1)
 
 
 SandboxOperation = Literal["execute", "execute_code", "read_file", "write_file", "remove_file", "list_files",

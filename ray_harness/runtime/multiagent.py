@@ -2,11 +2,11 @@
 
 Invoked from a driver, the orchestration (Graph or Swarm: readiness, joins,
 conditions, limits, failure policies, hooks, interrupts) runs in the
-orchestrator actor of that Graph/Swarm (``ray_harness:graph:<id>`` /
-``ray_harness:swarm:<id>``, see :mod:`ray_harness.runtime._orchestrator`):
+slot of a pre-started orchestration host (``ray_harness:orchestrator:<i>``, see
+:mod:`ray_harness.runtime._orchestrator`; no actor per Graph/Swarm):
 :meth:`RayNodeRunner.stream_orchestrator` ships the orchestrator there and
-streams its events back. It is the same code as with ``runtime="local"``; in
-the actor, a ``RayNodeRunner`` runs the nodes:
+streams its events back. It is the same code as with ``runtime="local"``; on
+the host, a ``RayNodeRunner`` runs the nodes:
 
 * **Agent nodes are resident** in slots of a pre-started pool of async host
   actors (:func:`~ray_harness.runtime._multiagent_pool.default_pool`, or the
@@ -30,7 +30,7 @@ the actor, a ``RayNodeRunner`` runs the nodes:
   :class:`~ray_harness.agent.AgentSnapshot` and revision; the orchestrator
   restores it into its copy of the agent (so hooks of the Graph/Swarm,
   interrupts, failures and session writes see the node's state), and the
-  orchestrator actor sends the copies' snapshots to the driver at the end of
+  orchestration host sends the copies' snapshots to the driver at the end of
   the invocation (``graph.nodes[id].executor.messages``). A request names the
   revision its copy matches (a slot at another one answers "stale" and gets
   the copy's snapshot). When the copy changed — ``reset_on_revisit``,
@@ -53,23 +53,23 @@ the actor, a ``RayNodeRunner`` runs the nodes:
   by key prefix; nested Graph/Swarm nodes' too); a host drops slots idle for
   ``RAY_HARNESS_SLOT_IDLE_TIMEOUT`` seconds (default 600; ``0``: never).
 * **Nested Graph/Swarm nodes** run their own orchestration in the parent's
-  orchestrator actor (no actor of their own), their agent nodes on the pool
+  orchestration (nothing shipped), their agent nodes on the pool
   through their own node runner.
 * **RemoteAgent nodes** call their dedicated actor; that actor keeps the
   history (``reset_on_revisit`` is not supported for them).
 * **Cancel** (``graph.cancel()`` / ``swarm.cancel()``) in the driver is one
-  message to the orchestrator actor; there it broadcasts with one
+  message to the orchestration host; there it broadcasts with one
   :class:`~ray_harness.runtime.RunHandle` to every host slot of the run at
   once, plus every RemoteAgent node and nested orchestrator; hosts handle it
   mid-call. Nodes started after a cancel start cancelled.
 
-``invocation_state`` is shipped to the orchestrator actor and the hosts, so it
+``invocation_state`` is shipped to the orchestration host and the hosts, so it
 must pickle; changes the run makes to it stay there.
 
 A graph or swarm that itself runs inside another Ray actor (an evaluation row
 on a host, a tool of a RemoteAgent) is already placed — the actor says so for
 the calls it serves (:mod:`ray_harness.runtime._placement`); nothing here asks
-which process it is in: it creates no orchestrator actor and its nodes run in
+which process it is in: it ships nothing and its nodes run in
 that actor's process, as with ``runtime="local"``. Fanning out again from
 inside a host could wait on the host's own event loop.
 
@@ -137,7 +137,7 @@ class RayNodeRunner:
         weakref.finalize(self, _release_later, self._lease).atexit = False
 
     def _setup(self) -> None:
-        """Per-process state (also after unpickling in an orchestrator actor)."""
+        """Per-process state (also after unpickling on an orchestration host)."""
         self._prefix = f"ray_harness-node-{uuid.uuid4().hex[:12]}"
         self._counter = itertools.count()
         self._seen: set[str] = set()  # nodes that ran in this invocation (their copy's digest was checked)
@@ -147,10 +147,10 @@ class RayNodeRunner:
         self._checked_pool = False
         self._broadcasts: set[asyncio.Task[Any]] = set()
         self._guard = threading.Lock()  # cancel() may come from another thread
-        self._client: OrchestratorClient | None = None  # the driver's orchestrator actor, created lazily
+        self._client: OrchestratorClient | None = None  # the driver's orchestration host, chosen lazily
 
     def __getstate__(self) -> dict[str, Any]:
-        """Return what an orchestrator actor needs: the nodes, their initial state, the pool; nothing of this process."""
+        """Return what an orchestration host needs: the nodes, their initial state, the pool; nothing of this process."""
         return {"pool": self._pool, "nodes": self._nodes, "local": self._local, "cancelled": self._cancelled,
                 "uid": self._uid, "synced": self._synced, "dirty": self._dirty}
 
@@ -165,13 +165,13 @@ class RayNodeRunner:
         self._lease = None
         self._setup()
 
-    # -- the orchestrator actor -----------------------------------------------------------------------------
+    # -- the orchestration host -----------------------------------------------------------------------------
 
     def stream_orchestrator(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any], *,
                             events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None] | None:
-        """Stream the invocation's events from the orchestrator's actor; None to run it here (already inside an actor).
+        """Stream the invocation's events from its orchestration host; None to run it here (already inside an actor).
 
-        ``events="result"``: the actor runs the orchestrator's ``_quiet_stream``, so only interrupt and result
+        ``events="result"``: the host runs the orchestrator's ``_quiet_stream``, so only interrupt and result
         events (and the end state) cross back to the driver.
         """
         if current_placement() != "driver":
@@ -182,23 +182,18 @@ class RayNodeRunner:
                      events=events)
 
     def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
-        # The driver starts (so owns) the host pool, checked once per invocation: hosts started by an
-        # orchestrator actor would die with it.
+        # The driver starts (so owns) the host pools, checked once per invocation: hosts started by an
+        # orchestration host would die with it.
         self._checked_pool = False
-        self.pool  # noqa: B018 - the property starts or checks the pool
+        pool = self.pool  # the property starts or checks the pool
         client = self._client
-        if client is None or client.closed:
-            client = self._client = OrchestratorClient(orchestrator)
+        if client is None:
+            client = self._client = OrchestratorClient(orchestrator, self._uid)
+        client.pool_size = None if self._pool is not None else pool.size
         return client
 
     def shutdown(self) -> None:
-        """Kill the orchestrator actor, if one was created, and release the node slots (of nested ones too).
-
-        The next invocation creates a new actor and ships every agent again.
-        """
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
+        """Release the node slots (of nested Graph/Swarm nodes too); the next invocation ships every agent again."""
         self.release_slots()
 
     def release_slots(self) -> None:
@@ -213,10 +208,10 @@ class RayNodeRunner:
                 runner.release_slots()
 
     @property
-    def orchestrator_actor_name(self) -> str | None:
-        """The name of this orchestrator's actor (None until the first invocation from a driver)."""
+    def orchestration_host_name(self) -> str | None:
+        """The name of the host this Graph/Swarm's invocations run on (None until the first one from a driver)."""
         client = self._client
-        return None if client is None or client.closed else client.name
+        return None if client is None else client.name
 
     # -- NodeRunner -------------------------------------------------------------------------------------
 
@@ -295,7 +290,7 @@ class RayNodeRunner:
             running = [*self._pooled, *self._remote]
             client = self._client
         if client is not None:
-            client.cancel()  # a run in the orchestrator actor: it broadcasts from there
+            client.cancel()  # a run on an orchestration host: it broadcasts from there
         self._local.cancel()  # nested orchestrators broadcast through their own node runners
         if running:
             self._broadcast(self._handle(running))

@@ -39,7 +39,13 @@ from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._errors import call_sync
-from ray_harness.runtime._host import RATE_LIMITS_KV_NAMESPACE, AgentHost, host_actor_name, rate_limits_key
+from ray_harness.runtime._host import (
+    HOST_ACTOR_PREFIX,
+    RATE_LIMITS_KV_NAMESPACE,
+    AgentHost,
+    host_actor_name,
+    rate_limits_key,
+)
 from ray_harness.runtime._host_registry import acquire_host, forget_host
 from ray_harness.runtime._sandbox_owner import reap as reap_sandboxes, sandbox_affinity
 from ray_harness.runtime._spec import AgentSpec, agent_spec
@@ -72,11 +78,14 @@ class AgentPool:
         num_cpus: CPUs reserved per host.
         resources: Custom Ray resources per host.
         max_restarts: Restarts of a host whose process died (its running runs fail; later runs proceed).
+        name_prefix: The hosts' names are ``<name_prefix><i>`` (the runtime's orchestration hosts use
+            ``ray_harness:orchestrator:``).
 
     """
 
     def __init__(self, size: int = 2, *, namespace: str | None = None, max_concurrency: int = 1000,
-                 num_cpus: float = 0, resources: dict[str, float] | None = None, max_restarts: int = 1) -> None:
+                 num_cpus: float = 0, resources: dict[str, float] | None = None, max_restarts: int = 1,
+                 name_prefix: str = HOST_ACTOR_PREFIX) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be a positive int, got {size!r}")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 2:
@@ -87,7 +96,7 @@ class AgentPool:
                                    "max_concurrency": max_concurrency, "max_restarts": max_restarts}
         if resources:
             options["resources"] = dict(resources)
-        self.host_names = [host_actor_name(i) for i in range(size)]
+        self.host_names = [host_actor_name(i, name_prefix) for i in range(size)]
         options = with_actor_env(options)
         self._hosts = [acquire_host(self.namespace, name, i, options) for i, name in enumerate(self.host_names)]
         if ray.get_runtime_context().get_actor_id() is None:

@@ -6,8 +6,8 @@ local Ray: the same test bodies, so the two runtimes have one semantics. Their
 ``timeline`` records to a file, because the scripted model calls it times run
 in host processes.
 
-Invoked from the driver, a graph's orchestration runs in its orchestrator actor
-(``ray_harness:graph:<id>``): hooks and edge conditions run there, so the few
+Invoked from the driver, a graph's orchestration runs on an orchestration host
+(``ray_harness:orchestrator:<i>``): hooks and edge conditions run there, so the few
 shared tests that read what a hook or condition stored in a driver-side list
 have Ray versions here that assert on results and events instead.
 """
@@ -92,7 +92,7 @@ def pool(ray_session: Any) -> Any:
 
 
 async def test_graph_cancel_returns_cancelled_and_stops_every_running_node_once_warm(runtime: str) -> None:
-    # As tests/multiagent/test_cancel.py, after one run: the first run also starts the orchestrator actor (≈1 s).
+    # As tests/multiagent/test_cancel.py, after one run: the first run also ships every agent.
     builder = GraphBuilder()
     # The steps of the third run are scripted up front: a node's model (configuration) lives in its slot, so
     # changing the driver's copy of it after the first run would not reach the slot.
@@ -145,7 +145,7 @@ async def test_stream_events_hooks_and_handoffs_on_ray(runtime: str) -> None:
     builder.add_edge("a", "b")
     graph = builder.build(runtime=runtime)
 
-    def on_after(event: AfterNodeCallEvent) -> None:  # runs in the orchestrator actor: visible through the state
+    def on_after(event: AfterNodeCallEvent) -> None:  # runs on the orchestration host: visible through the state
         event.invocation_state.setdefault("after", []).append(event.node_id)
 
     def on_before(event: BeforeNodeCallEvent) -> None:

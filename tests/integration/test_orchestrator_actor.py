@@ -1,13 +1,12 @@
-"""Graph and Swarm orchestration in their own actor (``runtime="ray"``, see ``ray_harness.runtime._orchestrator``).
+"""Graph and Swarm orchestration on pre-started orchestration hosts (``runtime="ray"``, ``runtime._orchestrator``).
 
-Assertions are on results, events and actors: the orchestrator's hooks and the node models run in actors.
+Assertions are on results, events and hosts: the orchestrator's hooks and the node models run in actors.
 Module-level tools here are imported by the host actors (``tests.integration.test_orchestrator_actor``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import time
 import uuid
@@ -52,14 +51,6 @@ def actor_of(name: str) -> Any:
     return ray.get_actor(name, namespace=current_namespace())
 
 
-def is_alive(name: str) -> bool:
-    try:
-        actor_of(name)
-    except ValueError:
-        return False
-    return True
-
-
 def two_node_graph(graph_id: str | None = None, delay: float = 0.0) -> Any:
     builder = GraphBuilder()
     builder.add_node(make_agent("a", *[text("a done", delay=delay)] * 3), "a")
@@ -70,71 +61,65 @@ def two_node_graph(graph_id: str | None = None, delay: float = 0.0) -> Any:
     return builder.build(runtime="ray")
 
 
-async def test_the_orchestrator_actor_has_its_documented_name_and_is_reused() -> None:
+async def test_a_new_graph_runs_on_a_pre_started_orchestration_host() -> None:
     graph_id = f"named-{uuid.uuid4().hex[:6]}"
     graph = two_node_graph(graph_id, delay=0.5)
     task = asyncio.create_task(graph.invoke_async("t"))
-    name = f"ray_harness:graph:{graph_id}"
-    deadline = time.monotonic() + 20
-    while not is_alive(name):  # exists while the graph runs
-        assert time.monotonic() < deadline, f"no actor named {name!r}"
-        await asyncio.sleep(0.05)
-    assert graph._node_runner.orchestrator_actor_name == name
+    deadline = time.monotonic() + 30
+    while graph._node_runner.orchestration_host_name is None:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+    name = graph._node_runner.orchestration_host_name
+    assert name.startswith("ray_harness:orchestrator:")
+    host = actor_of(name)
+    while not await host.orchestrations.remote():  # the run is listed on its host while it runs
+        assert time.monotonic() < deadline and not task.done()
+        await asyncio.sleep(0.02)
     assert (await task).status == Status.COMPLETED
-    first = actor_of(name)._actor_id
-    pid = await actor_of(name).ready.remote()
-    assert pid != os.getpid()
+    assert await host.orchestrations.remote() == []
+    info = await host.ready.remote()
+    assert info["pid"] != os.getpid()
     assert (await graph.invoke_async("again")).status == Status.COMPLETED
-    assert actor_of(name)._actor_id == first  # no new actor per invocation
-    assert graph._node_runner.orchestrator_actor_name == name
-    # A second graph with the same id does not share (or take over) the first one's actor.
+    assert graph._node_runner.orchestration_host_name == name  # one object, one host
+    # More Graph/Swarm objects start no actor: they run on the same pre-started hosts.
     other = two_node_graph(graph_id)
+    swarm = Swarm([make_agent("solo", text("x"))], runtime="ray")
     assert (await other.invoke_async("t")).status == Status.COMPLETED
-    assert other._node_runner.orchestrator_actor_name.startswith(f"{name}-")
+    assert (await swarm.invoke_async("t")).status == Status.COMPLETED
+    for orchestrator in (other, swarm):
+        assert orchestrator._node_runner.orchestration_host_name.startswith("ray_harness:orchestrator:")
+    assert actor_of(name)._actor_id == host._actor_id
     graph.shutdown()
     other.shutdown()
-
-
-async def test_a_swarm_gets_its_actor_and_default_ids_get_a_unique_suffix() -> None:
-    swarm = Swarm([make_agent("solo", text("x"))], runtime="ray")
-    assert (await swarm.invoke_async("t")).status == Status.COMPLETED
-    name = swarm._node_runner.orchestrator_actor_name
-    assert name is not None and name.startswith("ray_harness:swarm:default_swarm-") and is_alive(name)
-    graph = two_node_graph()
-    await graph.invoke_async("t")
-    graph_name = graph._node_runner.orchestrator_actor_name
-    assert graph_name is not None and graph_name.startswith("ray_harness:graph:default_graph-")
     swarm.shutdown()
-    graph.shutdown()
-    assert not is_alive(name) or await _gone(name)
 
 
-async def _gone(name: str, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while is_alive(name):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.1)
-    return True
+async def test_swarms_with_handoffs_and_streamed_graphs_never_hang_on_a_one_host_pool() -> None:
+    # A regression test: an orchestration that sent nodes to its own host waited forever for their stream.
+    from ray_harness.runtime import AgentPool, RayRuntime
 
+    runtime = RayRuntime(pool=AgentPool(size=1))
+    for attempt in range(4):
+        go = tool_call("handoff_to_agent", {"agent_name": "second", "message": "go", "context": {"k": 1}})
+        first = make_agent("first", go, text("handed"))
+        second = make_agent("second", text(f"answer {attempt}"))
+        swarm = Swarm([first, second], runtime=runtime)
+        result = await asyncio.wait_for(swarm.invoke_async("t"), 120)
+        assert result.status == Status.COMPLETED
+        assert [n.node_id for n in result.node_history] == ["first", "second"]
+        events = [event async for event in swarm.stream_async("again")]
+        assert events[-1]["result"].status in (Status.COMPLETED, Status.FAILED)
+        swarm.shutdown()
 
-async def test_garbage_collection_and_shutdown_kill_the_actor() -> None:
-    graph = two_node_graph()
-    await graph.invoke_async("t")
-    name = graph._node_runner.orchestrator_actor_name
-    assert name is not None and is_alive(name)
-    del graph
-    gc.collect()
-    assert await _gone(name), "the orchestrator actor outlived its graph"
-
-    graph = two_node_graph()
-    await graph.invoke_async("t")
-    name = graph._node_runner.orchestrator_actor_name
-    graph.shutdown()
-    assert await _gone(name)
-    assert graph._node_runner.orchestrator_actor_name is None
-    assert (await graph.invoke_async("after shutdown")).status == Status.COMPLETED  # a new actor
-    graph.shutdown()
+        builder = GraphBuilder()
+        builder.add_node(make_agent("a", text("a done")), "a")
+        builder.add_node(make_agent("b", text("b done")), "b")
+        builder.add_edge("a", "b")
+        graph = builder.build(runtime=runtime)
+        streamed = [event async for event in graph.stream_async("t")]
+        assert streamed[-1]["result"].status == Status.COMPLETED
+        assert [e["node_id"] for e in streamed if e["type"] == "multiagent_node_stop"] == ["a", "b"]
+        graph.shutdown()
 
 
 async def test_a_ready_batch_starts_in_parallel_and_events_arrive_in_order_per_node(tmp_path: Path) -> None:
@@ -192,7 +177,7 @@ async def test_cancel_mid_run_stops_every_host(tmp_path: Path) -> None:
     assert sum(host["running"] for host in await pool.stats()) == 0
     await asyncio.sleep(8.5)  # past the tools' own 8 s: a tool that ignored the cancel would have marked by now
     assert not marker.exists(), "a tool kept running after cancel"
-    assert await actor_of(graph._node_runner.orchestrator_actor_name).running.remote() == []
+    assert await actor_of(graph._node_runner.orchestration_host_name).orchestrations.remote() == []
     graph.shutdown()
 
 
@@ -248,12 +233,12 @@ async def test_an_unpicklable_graph_is_a_clear_type_error(tmp_path: Path) -> Non
         graph.add_hook(log)
         with pytest.raises(TypeError, match=r"hook registry.*runtime='local'"):
             await graph.invoke_async("t")
-        assert graph._node_runner.orchestrator_actor_name is None  # nothing was started
+        assert graph._node_runner.orchestration_host_name is None  # nothing was sent
     finally:
         handle.close()
 
 
-async def test_nested_orchestrators_run_inside_the_parent_actor() -> None:
+async def test_nested_orchestrators_run_inside_the_parent_orchestration() -> None:
     inner = GraphBuilder()
     inner.add_node(make_agent("i1", text("inner one")), "i1")
     inner_graph = inner.build(runtime="ray")
@@ -264,8 +249,9 @@ async def test_nested_orchestrators_run_inside_the_parent_actor() -> None:
     graph = outer.build(runtime="ray")
     result = await graph.invoke_async("t")
     assert result.status == Status.COMPLETED
-    assert graph._node_runner.orchestrator_actor_name is not None
-    assert inner_graph._node_runner.orchestrator_actor_name is None and team._node_runner.orchestrator_actor_name is None
+    assert graph._node_runner.orchestration_host_name is not None
+    assert inner_graph._node_runner.orchestration_host_name is None
+    assert team._node_runner.orchestration_host_name is None
     # The nested orchestrators' state and agents came back to the driver.
     assert inner_graph.state.status == Status.COMPLETED
     assert inner_graph.nodes["i1"].executor.messages[-1]["content"] == [{"text": "inner one"}]
@@ -317,26 +303,14 @@ async def test_session_writes_reach_the_driver_while_a_quiet_run_goes_on(tmp_pat
     graph.shutdown()
 
 
-def test_runtime_shutdown_kills_the_orchestrator_actors() -> None:
-    from ray_harness.runtime import _orchestrator
-
-    graph = two_node_graph()
-    graph("t")
-    name = graph._node_runner.orchestrator_actor_name
-    assert name is not None
-    _orchestrator.shutdown_all()  # what runtime.shutdown() does before it disconnects
-    deadline = time.monotonic() + 60
-    while is_alive(name):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    assert graph._node_runner.orchestrator_actor_name is None
-
-
 def test_orchestrator_spans_are_children_of_the_driver_span(otlp: Any) -> None:  # noqa: F811 - the fixture
     from opentelemetry import trace
 
+    from ray_harness.runtime._multiagent_pool import orchestration_pool
     from tests.integration.test_telemetry_ray import _wait
 
+    # The pre-started orchestration hosts predate this test's OTLP set-up: the next graph starts them again.
+    orchestration_pool().shutdown()
     graph = two_node_graph()
     with trace.get_tracer("test").start_as_current_span("driver") as driver:
         assert graph("t").status == Status.COMPLETED
@@ -348,7 +322,7 @@ def test_orchestrator_spans_are_children_of_the_driver_span(otlp: Any) -> None: 
 
     _wait(lambda: len(graph_spans()) == 1)
     (graph_span,) = graph_spans()
-    assert graph_span.parent_span_id == span_id  # the span of the orchestrator actor hangs under the driver's
+    assert graph_span.parent_span_id == span_id  # the span of the orchestration host hangs under the driver's
     # (The pooled hosts may predate the OTLP set-up of this test, so their agent spans are not awaited here.)
     nodes = [s for s in otlp.spans if s.name.startswith("execute_node") and s.trace_id == trace_id]
     assert len(nodes) == 2 and all(s.parent_span_id == graph_span.span_id for s in nodes)

@@ -1,0 +1,105 @@
+"""``Orchestrations``: the Graph/Swarm runs one host process serves (``AgentHost.orchestrate``).
+
+With ``runtime="ray"`` a Graph or Swarm invoked from a driver runs its orchestration (readiness, joins,
+conditions, limits, failure policies, hooks, interrupts) in a slot of a pre-started orchestration host
+(:mod:`ray_harness.runtime._orchestrator`): no actor is started per Graph/Swarm object. This module is the
+host's half: one :class:`Orchestrations` per host process runs each shipped
+:class:`~ray_harness.runtime._wire.OrchestratorRequest` under placement ``"orchestrator"`` (a per-call context
+variable, so the host's agent calls keep theirs) and streams its events, session writes and end state back.
+
+**Cancel** arrives on another thread (the host's control concurrency group) and is handed to the run's event
+loop; a cancel that arrives before its run starts is remembered (bounded) and applied when it starts.
+
+The run itself is a function given to :class:`Orchestrations` (:func:`ray_harness.runtime._orchestrator.run_request`
+on a host), so the bookkeeping here is tested without Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, Protocol
+
+from ray_harness.runtime._placement import placed
+from ray_harness.runtime._wire import CancelRequest, OrchestratorRequest
+
+__all__ = ("Orchestrations", "Run")
+
+_EARLY_CANCELS = 1024  # cancels remembered for runs that have not started (bounded)
+
+
+class Run(Protocol):
+    """What :class:`Orchestrations` needs of a running orchestrator: its ``cancel()``."""
+
+    def cancel(self) -> None:
+        """Stop the run (every slot it involves)."""
+
+
+Starter = Callable[[OrchestratorRequest, Callable[[Run], None]], AsyncGenerator[Any, None]]
+"""Runs one request: calls ``started(orchestrator)`` once the run exists, then yields its wire items."""
+
+
+class Orchestrations:
+    """The orchestrations running in this process, by invocation id (see the module docstring).
+
+    Args:
+        start: Runs one request (see :data:`Starter`).
+
+    """
+
+    def __init__(self, start: Starter) -> None:
+        self._start = start
+        self._runs: dict[str, tuple[Run, asyncio.AbstractEventLoop]] = {}
+        self._early: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._guard = threading.Lock()  # cancel() comes from the control group's thread
+
+    def running(self) -> list[str]:
+        """The ids of the runs in progress."""
+        with self._guard:
+            return list(self._runs)
+
+    async def stream(self, request: OrchestratorRequest) -> AsyncGenerator[Any, None]:
+        """Run ``request`` under placement ``"orchestrator"``, yielding its wire items."""
+        invocation_id = request.invocation_id
+        loop = asyncio.get_running_loop()
+
+        def started(run: Run) -> None:
+            with self._guard:
+                self._runs[invocation_id] = (run, loop)
+                early = self._early.pop(invocation_id, "absent") is None
+            if early:
+                # After the run's first step, once it holds its lock (cancel() needs it).
+                loop.call_soon(run.cancel)
+
+        try:
+            # The run's steps (and the tasks it starts, which copy this context) run under "orchestrator".
+            with placed("orchestrator"):
+                async for item in self._start(request, started):
+                    yield item
+        finally:
+            with self._guard:
+                self._runs.pop(invocation_id, None)
+
+    def cancel(self, request: CancelRequest) -> int:
+        """Cancel the request's runs (all when it names none) from any thread; return how many were running.
+
+        Ids not running yet start cancelled.
+        """
+        found: list[tuple[Run, asyncio.AbstractEventLoop]] = []
+        with self._guard:
+            for invocation_id in request.invocation_ids or tuple(self._runs):
+                entry = self._runs.get(invocation_id)
+                if entry is None:
+                    self._early[invocation_id] = None
+                    while len(self._early) > _EARLY_CANCELS:
+                        self._early.popitem(last=False)
+                else:
+                    found.append(entry)
+        for run, loop in found:
+            try:
+                loop.call_soon_threadsafe(run.cancel)
+            except RuntimeError:  # the run's loop is closed: nothing left to stop
+                continue
+        return len(found)
