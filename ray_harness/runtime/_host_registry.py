@@ -36,7 +36,11 @@ def acquire_host(namespace: str, name: str, index: int, options: dict[str, Any])
     with _HOSTS_LOCK:
         live = _LIVE_HOSTS.get(key)
         if live is not None:
-            return live
+            if _registered_id(name, namespace) == live._actor_id:
+                return live
+            # Killed by another process (a driver's pool.shutdown() while a long-lived orchestration host
+            # holds this handle): attach to whatever now holds the name, or start it again.
+            del _LIVE_HOSTS[key]
         retired = _RETIRED_HOSTS.pop(key, None)
         if retired is not None:
             _wait_gone(name, namespace, retired)
@@ -53,6 +57,14 @@ def forget_host(namespace: str, name: str, handle: Any, *, retired: bool) -> Non
             del _LIVE_HOSTS[key]
         if retired:
             _RETIRED_HOSTS[key] = handle._actor_id
+
+
+def _registered_id(name: str, namespace: str) -> Any:
+    """The id of the actor registered under ``name`` now (a GCS lookup), else None."""
+    try:
+        return ray.get_actor(name, namespace=namespace)._actor_id
+    except ValueError:
+        return None
 
 
 def _wait_gone(name: str, namespace: str, actor_id: Any) -> None:

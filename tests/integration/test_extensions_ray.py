@@ -122,7 +122,7 @@ async def test_the_plugin_runs_on_pooled_graph_nodes(ray_session: Any, monkeypat
 @pytest.mark.ray
 async def test_use_after_hosts_and_actors_exist_reaches_the_chains_they_build_afterwards(ray_session: Any) -> None:
     from ray_harness.runtime import RemoteAgent
-    from ray_harness.runtime._multiagent_pool import default_pool
+    from ray_harness.runtime._multiagent_pool import default_pool, orchestration_pool
 
     runs: list[str] = []
 
@@ -138,6 +138,7 @@ async def test_use_after_hosts_and_actors_exist_reaches_the_chains_they_build_af
     # Fresh hosts: the session's shared pool may have started with an earlier test's variable (this driver,
     # reset, never had an extension, so its calls carry no list that would make them drop it).
     default_pool().shutdown()
+    orchestration_pool().shutdown()  # the graph's orchestration host too: it builds no agent, but calls the hosts
     looping = ScriptedModel([tool_call("square", {"x": 3}), text("remote done")], loop=True)
     remote = RemoteAgent(Agent(looping, tools=[square], name="remote"))  # started with no extension
     try:
