@@ -97,11 +97,13 @@ def test_one_trace_per_run_and_every_span_has_its_parent(otlp: Receiver) -> None
     from opentelemetry import trace
 
     from ray_harness.evaluation import evaluate
-    from ray_harness.runtime._multiagent_pool import default_pool
+    from ray_harness.runtime._multiagent_pool import default_pool, orchestration_pool
     from tests.integration import observed_agents
 
-    # Hosts started by earlier tests export to their receivers: the next use builds fresh hosts that use ours.
+    # Hosts started by earlier tests export to their receivers: the next use builds fresh hosts that use ours
+    # (the orchestration hosts too: the graph's and the swarm's spans start there).
     default_pool().shutdown()
+    orchestration_pool().shutdown()
     for kind in ("graph", "swarm", "evaluation"):
         target: Any = None
         with trace.get_tracer("test").start_as_current_span(f"driver {kind}") as driver:
