@@ -130,6 +130,16 @@ async def _restarted(pool: Any, old_pid: int) -> None:
         await asyncio.sleep(0.2)
 
 
+def _has_file(container: Any, path: str) -> bool:
+    """Whether ``path`` exists in ``container``; False while it is created but not yet running (exec: 409)."""
+    import docker
+
+    try:
+        return bool(container.exec_run(["test", "-e", path]).exit_code == 0)
+    except docker.errors.APIError:
+        return False
+
+
 async def _wait_for(predicate: Any, what: str) -> None:
     deadline = time.monotonic() + 120
     while not predicate():
@@ -145,8 +155,8 @@ async def test_a_host_killed_mid_run_leaves_no_container(docker_engine: Any, ray
     try:
         agent = _shell_agent(sandbox, "touch /tmp/started; sleep 300", "victim")
         running = asyncio.create_task(pool.run(agent, "go", agent_key="victim"))
-        await _wait_for(lambda: any(c.exec_run(["test", "-e", "/tmp/started"]).exit_code == 0
-                                    for c in _containers(docker_engine, sandbox)), "the command started")
+        await _wait_for(lambda: any(_has_file(c, "/tmp/started") for c in _containers(docker_engine, sandbox)),
+                        "the command started")
         pid = await _host_pid(pool)
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(RemoteActorError):
