@@ -37,7 +37,6 @@ import logging
 import os
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +54,7 @@ from ray_harness.models.rate_limit import (
     registered_rate_limits,
 )
 from ray_harness.runtime import _sandbox_owner as sandboxes
+from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._orchestration import Orchestrations
 from ray_harness.runtime._runner import AgentRunner, SlotMiss
 from ray_harness.runtime._slots import SlotBook, slot_idle_timeout
@@ -127,7 +127,7 @@ class AgentHost:
         self._index = index
         self._runs: dict[str, AgentRunner] = {}
         self._resident: dict[str, AgentRunner] = {}
-        self._early: OrderedDict[str, None] = OrderedDict()  # cancels that overtook their run
+        self._early = EarlyCancels(_KEPT_EARLY_CANCELS)  # cancels that overtook their run
         self._guard = threading.Lock()  # cancel() runs on the control group's thread
         self._restored = False
         self._slots = SlotBook()  # Graph/Swarm node slots (see _slots.py); their runners are in _resident
@@ -191,8 +191,7 @@ class AgentHost:
             if run_id in self._runs:
                 raise ValueError(f"run id {run_id!r} is already running on host {self._index}")
             self._runs[run_id] = runner
-            if run_id in self._early:
-                del self._early[run_id]
+            if self._early.take(run_id):
                 runner.cancel(run_id)  # recorded by the runner; the run starts cancelled
 
     def _unregister(self, run_id: str) -> None:
@@ -280,9 +279,7 @@ class AgentHost:
                 found = [(run_id, self._runs.get(run_id)) for run_id in request.invocation_ids]
             for run_id, runner in found:
                 if runner is None and run_id is not None:
-                    self._early[run_id] = None
-            while len(self._early) > _KEPT_EARLY_CANCELS:
-                self._early.popitem(last=False)
+                    self._early.remember(run_id)
         return sum(runner.cancel(run_id, message=request.message, after_current_tools=request.after_current_tools)
                    for run_id, runner in found if runner is not None)
 

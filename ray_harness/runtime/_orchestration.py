@@ -17,18 +17,15 @@ on a host), so the bookkeeping here is tested without Ray.
 from __future__ import annotations
 
 import asyncio
-import collections
 import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
+from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._wire import CancelRequest, OrchestratorRequest
 
 __all__ = ("Orchestrations", "Run")
-
-_EARLY_CANCELS = 1024  # cancels remembered for runs that have not started (bounded)
-
 
 class Run(Protocol):
     """What :class:`Orchestrations` needs of a running orchestrator: its ``cancel()``."""
@@ -52,7 +49,7 @@ class Orchestrations:
     def __init__(self, start: Starter) -> None:
         self._start = start
         self._runs: dict[str, tuple[Run, asyncio.AbstractEventLoop]] = {}
-        self._early: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._early = EarlyCancels()
         self._guard = threading.Lock()  # cancel() comes from the control group's thread
 
     def running(self) -> list[str]:
@@ -68,7 +65,7 @@ class Orchestrations:
         def started(run: Run) -> None:
             with self._guard:
                 self._runs[invocation_id] = (run, loop)
-                early = self._early.pop(invocation_id, "absent") is None
+                early = self._early.take(invocation_id)
             if early:
                 # After the run's first step, once it holds its lock (cancel() needs it).
                 loop.call_soon(run.cancel)
@@ -92,9 +89,7 @@ class Orchestrations:
             for invocation_id in request.invocation_ids or tuple(self._runs):
                 entry = self._runs.get(invocation_id)
                 if entry is None:
-                    self._early[invocation_id] = None
-                    while len(self._early) > _EARLY_CANCELS:
-                        self._early.popitem(last=False)
+                    self._early.remember(invocation_id)
                 else:
                     found.append(entry)
         for run, loop in found:

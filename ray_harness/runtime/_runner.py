@@ -36,6 +36,7 @@ from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
 from ray_harness.multiagent.node_runner import EventFilter
+from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._order import ArrivalGate
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._signal import CancelSignal
@@ -85,7 +86,7 @@ class AgentRunner:
         self._batch_results: dict[str, ToolResult] = {}
         self._running: str | None = None
         self._signals: dict[str, threading.Event] = {}
-        self._early_cancels: OrderedDict[str, None] = OrderedDict()
+        self._early_cancels = EarlyCancels(_KEPT_CANCELS)
         self._guard = threading.Lock()  # cancel() arrives on another thread
         if store is not None:
             agent.hooks.add_callback(MessageAddedEvent, self._on_message_added, HookOrder.SDK_LAST)
@@ -211,8 +212,7 @@ class AgentRunner:
     def _start(self, invocation_id: str) -> threading.Event:
         with self._guard:
             signal = CancelSignal()
-            if invocation_id in self._early_cancels:
-                del self._early_cancels[invocation_id]
+            if self._early_cancels.take(invocation_id):
                 signal.set()
             self._running = invocation_id
             self._signals[invocation_id] = signal
@@ -238,9 +238,7 @@ class AgentRunner:
             running = self._running
             if invocation_id is not None and invocation_id != running:
                 if invocation_id not in self._signals:
-                    self._early_cancels[invocation_id] = None
-                    while len(self._early_cancels) > _KEPT_CANCELS:
-                        self._early_cancels.popitem(last=False)
+                    self._early_cancels.remember(invocation_id)
                 return False
             if running is None:
                 return False
