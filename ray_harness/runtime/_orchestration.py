@@ -27,6 +27,7 @@ from ray_harness.runtime._wire import CancelRequest, OrchestratorRequest
 
 __all__ = ("Orchestrations", "Run")
 
+
 class Run(Protocol):
     """What :class:`Orchestrations` needs of a running orchestrator: its ``cancel()``."""
 
