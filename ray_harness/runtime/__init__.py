@@ -100,9 +100,11 @@ errors (:mod:`ray_harness.runtime._errors`: the actor's own exception type, a
 dead actor as ``RemoteActorError``), consumes streams in order, sends the
 request's cancel when the consumer stops early, and re-sends a stream cut short
 by a restart when the callee journals (dedicated agents: same invocation id, so
-the restored actor continues it). Pooled hosts do not journal: a run whose host
-died fails with ``RemoteActorError`` and its orchestrator applies its failure
-policy. ``RemoteAgent``, ``AgentPool`` (and its ``run_batched`` batching in
+the restored actor continues it), and sends no cancel into an actor whose
+process died. A node slot's request whose host died is sent again by
+``AgentPool.stream_slot`` once Ray restarted the host (the slot adopts its
+journal); an ephemeral pooled run whose host died fails with
+``RemoteActorError``. ``RemoteAgent``, ``AgentPool`` (and its ``run_batched`` batching in
 :mod:`~ray_harness.runtime._batching`), the node runner, ``RunHandle``, the
 orchestrator client and ``RemoteSandbox`` all call through it.
 
@@ -158,11 +160,10 @@ run with a :class:`RunHandle`.
 
 Graph and swarm agents are resident in host slots (:mod:`~ray_harness.runtime.multiagent`):
 shipped once, addressed by key, released at ``shutdown()``, garbage collection,
-:func:`shutdown` and after an idle timeout. Not yet as the virtual-actor design
-describes (``docs/concepts/runtime.md``): only a dedicated slot journals, so a
-pooled host's death fails the run in flight instead of re-creating its slots
-from journals and re-sending it (a later request re-ships the agent from the
-orchestrator's copy).
+:func:`shutdown` and after an idle timeout. A slot journals from its run's first
+tool result on; a host's death mid-request re-sends the request, re-ships the
+agent and re-creates the slot from its journal (completed tools do not run
+again; see :mod:`ray_harness.runtime._host`).
 """
 
 from __future__ import annotations

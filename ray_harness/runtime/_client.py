@@ -12,7 +12,9 @@ sandbox actors (:class:`~ray_harness.runtime.RemoteSandbox`) all call through it
 * **Streams.** :meth:`ActorClient.stream` yields a Ray streaming generator's items in order. A stream that ends
   without its terminal item (the actor's process died) is sent again when the callee journals its state
   (``resend=True``: a dedicated agent continues the invocation by id), or fails with ``RemoteActorError``.
-* **Cancel.** A consumer that stops before the end (or a failed stream) sends the request's cancel at once.
+* **Cancel.** A consumer that stops before the end (or a failed stream) sends the request's cancel at once;
+  not when the actor's process died (nothing runs there, and a restarted actor would keep the cancel for the
+  run's re-sent request).
 """
 
 from __future__ import annotations
@@ -101,22 +103,27 @@ class ActorClient:
     async def _consume(self, first: Any, method: str, args: list[Any], cancel: Callable[[], Any] | None,
                        cancel_call: bool, resend: bool, done: Callable[[Any], bool], what: str,
                        task: str | None = None) -> AsyncGenerator[Any, None]:
-        generator, finished = first, False
+        generator, finished, lost = first, False, False
         try:
             for attempt in range(_RESENDS + 1):
                 if attempt:
                     generator = self._method(method, args, task).remote(*args)
-                async for item in stream_items(generator, self.name):
-                    if done(item):
-                        finished = True
-                    yield item
+                try:
+                    async for item in stream_items(generator, self.name):
+                        if done(item):
+                            finished = True
+                        yield item
+                except RemoteActorError as error:
+                    lost = error.actor_name == self.name  # not a nested actor's error the callee raised
+                    raise
                 if finished:
                     return
                 if not resend or attempt == _RESENDS:
+                    lost = True
                     raise RemoteActorError(f"actor {self.name!r} stopped streaming {what} before its end (its "
                                            "process died or restarted)", actor_name=self.name)
         finally:
-            if not finished:
+            if not finished and not lost:
                 if cancel_call:
                     ray.cancel(generator)
                 elif cancel is not None:

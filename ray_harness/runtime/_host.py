@@ -8,15 +8,22 @@ are I/O-bound (model calls), so hundreds run concurrently in one process; sync t
 
 A dedicated agent (:class:`~ray_harness.runtime.RemoteAgent`) is a host with one slot: the host is created
 with a :class:`Slot` (the agent, its concurrency mode, its journal), which stays resident under
-:data:`DEDICATED_KEY`; requests for it name that key. Only such a slot journals its snapshot (a restarted
-actor restores it and continues a re-sent invocation by id); pooled runs that lose their process fail with
-``RemoteActorError``.
+:data:`DEDICATED_KEY`; requests for it name that key. Such a slot journals its snapshot at every step (a
+restarted actor restores it and continues a re-sent invocation by id); ephemeral pooled runs (evaluation rows,
+``AgentPool.run``) that lose their process fail with ``RemoteActorError``.
 
 Graph/Swarm agent nodes are resident **node slots** (:mod:`ray_harness.runtime._slots`): a ``stream`` request
 with ``slot`` set runs in the slot ``agent_key`` (``"<uid>/<node id>"``), built from the spec that comes with the
 slot's first request only; a slot the host does not have answers ``SlotMissItem("unknown")`` and one at another
 revision than the caller's copy ``"stale"``, so the caller sends the spec or its snapshot once. ``release_prefix``
 drops a Graph/Swarm's slots in one message; slots idle for the idle timeout are dropped by the host.
+
+Node slots journal too, from an invocation's first tool result on (``journal="side_effects"`` of
+:class:`~ray_harness.runtime._runner.AgentRunner`), under the key ``slot:<agent_key>`` in the state directory. When
+the host's process dies mid-request, its caller sends the same request again (``AgentPool.stream_slot``); the
+restarted host does not have the slot, the caller ships the agent, and the slot opened from it adopts the journal
+that names the request's invocation id: completed tools are not re-run, the running step runs again. A dropped
+slot's journal is deleted.
 
 Messages (typed requests of :mod:`ray_harness.runtime._wire`): ``run`` and ``stream`` (one
 :class:`~ray_harness.runtime._wire.InvokeRequest`), ``run_batch`` (many, results back in groups), ``cancel``
@@ -131,6 +138,7 @@ class AgentHost:
         self._guard = threading.Lock()  # cancel() runs on the control group's thread
         self._restored = False
         self._slots = SlotBook()  # Graph/Swarm node slots (see _slots.py); their runners are in _resident
+        self._slot_store = FileAgentStore()  # their journals (the state directory)
         self._idle_timeout = slot_idle_timeout()
         self._sweeper: asyncio.Task[None] | None = None
         self._orchestrations = Orchestrations(_run_orchestration)  # Graph/Swarm runs shipped here
@@ -334,9 +342,11 @@ class AgentHost:
         Its slot bookkeeping and the sandboxes only it held go with it; a run still in flight finishes on its own.
         """
         self._slots.drop(agent_key)
-        found = self._resident.pop(agent_key, None) is not None
+        runner = self._resident.pop(agent_key, None)
+        if runner is not None:
+            runner.forget()  # a node slot's journal
         await _binding.release(sandboxes.resident_holder(agent_key))
-        return found
+        return runner is not None
 
     async def close_sandboxes(self) -> int:
         """Close every sandbox this host holds (the host is about to go); return how many were closed."""
@@ -380,6 +390,9 @@ class AgentHost:
                 return
             runner = self._open_node_slot(key, spec)
             opened = True
+            if runner.adopt(request.invocation_id):  # re-sent after the process that ran it died
+                logger.info("host=<%d>, slot=<%s>, run=<%s> | slot re-created from its journal", self._index, key,
+                            request.invocation_id)
         self._register(request.invocation_id, runner)
         self._slots.enter(key)
         try:
@@ -395,7 +408,8 @@ class AgentHost:
 
     def _open_node_slot(self, key: str, spec: AgentSpec) -> AgentRunner:
         runner = self._resident[key] = AgentRunner(sandboxes.build(spec, sandboxes.resident_holder(key)),
-                                                   mode="queue")
+                                                   mode="queue", store=self._slot_store, key=f"slot:{key}",
+                                                   journal="side_effects")
         self._slots.open(key)
         self._start_sweeper()
         return runner

@@ -18,6 +18,11 @@ It adds to the core agent what an actor needs and the agent does not do itself:
   that invocation instead of starting it again: completed tools are not re-run,
   only the tool that was running when the process died (at-least-once for that
   one), and a finished invocation returns its stored result.
+* **Journal policy.** ``journal="every_step"`` (a dedicated agent) writes all of the above from the start of
+  each invocation. ``journal="side_effects"`` (a Graph/Swarm node slot, whose caller keeps the state it had
+  before the run) writes nothing until the invocation's first tool result, then every step of that invocation
+  as above: a run without tools costs no write, and re-running it after a crash re-runs only its model call,
+  which is at-least-once anyway. A re-sent invocation finds its journal with :meth:`AgentRunner.adopt`.
 """
 
 from __future__ import annotations
@@ -48,11 +53,12 @@ from ray_harness.telemetry.runs import scoped
 from ray_harness.types.content import ToolResult
 from ray_harness.types.exceptions import ConcurrencyException, RayHarnessError
 
-__all__ = ("RESTORE_INTERRUPT_ID", "AgentRunner", "ConcurrentInvocationMode", "SlotMiss")
+__all__ = ("RESTORE_INTERRUPT_ID", "AgentRunner", "ConcurrentInvocationMode", "JournalPolicy", "SlotMiss")
 
 logger = logging.getLogger(__name__)
 
 ConcurrentInvocationMode = Literal["queue", "throw"]
+JournalPolicy = Literal["every_step", "side_effects"]
 RESTORE_INTERRUPT_ID = "v1:ray_harness_restore:actor_restart"
 _JOURNAL_VERSION = 2  # 2: the agent's state is an AgentSnapshot
 _KEPT_RESULTS = 16  # finished invocations remembered for idempotent retries
@@ -71,15 +77,19 @@ class AgentRunner:
     """Runs invocations of one agent: ordering, cancel, snapshots and retries (see module docstring)."""
 
     def __init__(self, agent: Agent, *, mode: str = "queue", store: FileAgentStore | None = None,
-                 key: str | None = None) -> None:
+                 key: str | None = None, journal: JournalPolicy = "every_step") -> None:
         if mode not in ("queue", "throw"):
             raise ValueError(f"concurrent_invocation_mode must be 'queue' or 'throw', got {mode!r}")
+        if journal not in ("every_step", "side_effects"):
+            raise ValueError(f"journal must be 'every_step' or 'side_effects', got {journal!r}")
         if store is not None and not key:
             raise ValueError("a runner with a store needs a key")
         self.agent = agent
         self.mode = mode
         self._store = store
         self._key = key or ""
+        self._every_step = journal == "every_step"
+        self._journaling = False  # the running invocation writes its steps (always, with "every_step")
         self._lock = asyncio.Lock()
         self._gate = ArrivalGate()
         self._journal: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -168,9 +178,11 @@ class AgentRunner:
                 if entry is not None and entry["status"] == "done":
                     yield {"type": "result", "result": entry["result"]}
                     return
+                # A continued invocation already wrote its journal: it goes on writing every step.
+                self._journaling = self._every_step or entry is not None
                 if entry is None:
                     self._journal[invocation_id] = {"status": "running", "start": len(self.agent.messages)}
-                    self.persist()
+                    self._step()
                 else:
                     prompt, finished = self._continuation(entry, prompt)
                     if finished is not None:
@@ -195,7 +207,8 @@ class AgentRunner:
                     if kind == "tool_result" and self._store is not None:
                         result = event["tool_result"]
                         self._batch_results[result["toolUseId"]] = result
-                        self.persist()
+                        self._journaling = True  # a side effect happened: from here every step is kept
+                        self._step()
                     elif kind == "result":
                         self._finish(invocation_id, event["result"])
                     if wanted(event, events):
@@ -206,7 +219,7 @@ class AgentRunner:
             # The agent rolled its history back (or kept a max_tokens partial answer, as Strands); forget the
             # invocation so a new call starts from that history.
             if self._journal.pop(invocation_id, None) is not None:
-                self.persist()
+                self._step()
             raise
 
     def _start(self, invocation_id: str) -> threading.Event:
@@ -224,7 +237,7 @@ class AgentRunner:
         done = [key for key, entry in self._journal.items() if entry["status"] == "done"]
         for key in done[:-_KEPT_RESULTS]:
             del self._journal[key]
-        self.persist()
+        self._step()
 
     # -- cancel -----------------------------------------------------------------------------------------
 
@@ -252,12 +265,17 @@ class AgentRunner:
     def _on_message_added(self, event: MessageAddedEvent) -> None:
         # The message now holds the batch's results (or starts a new batch): the side list is obsolete.
         self._batch_results = {}
-        self.persist()
+        self._step()
 
     def journal_entry(self) -> dict[str, Any]:
         """Return what the store keeps: the agent's :class:`AgentSnapshot`, the running batch's results, the journal."""
         return {"version": _JOURNAL_VERSION, "agent": self.agent.snapshot(), "batch_results": self._batch_results,
                 "journal": self._journal, "order": self._gate.positions()}
+
+    def _step(self) -> None:
+        """Journal a step of the running invocation, when its policy keeps this one (see the module docstring)."""
+        if self._journaling:
+            self.persist()
 
     def persist(self) -> None:
         if self._store is None:
@@ -270,20 +288,41 @@ class AgentRunner:
 
     def restore(self) -> bool:
         """Load the last snapshot into the agent; ``False`` when there is none (or of an older layout)."""
-        if self._store is None:
-            return False
-        entry = self._store.load(self._key)
+        entry = self._load()
         if entry is None:
             return False
+        self._apply(entry)
+        return True
+
+    def adopt(self, invocation_id: str) -> bool:
+        """Load the journal a dead process left when it names ``invocation_id`` (a re-sent invocation).
+
+        A journal of other invocations is left alone (``False``): the caller's copy the runner was built from is
+        newer, and the next write replaces it.
+        """
+        entry = self._load()
+        if entry is None or invocation_id not in entry["journal"]:
+            return False
+        self._apply(entry)
+        return True
+
+    def _load(self) -> dict[str, Any] | None:
+        if self._store is None:
+            return None
+        entry = self._store.load(self._key)
+        if entry is None:
+            return None
         if entry.get("version") != _JOURNAL_VERSION:
             logger.warning("key=<%s>, version=<%s> | agent snapshot of another layout ignored", self._key,
                            entry.get("version"))
-            return False
+            return None
+        return entry
+
+    def _apply(self, entry: dict[str, Any]) -> None:
         self.agent.restore(entry["agent"])
         self._batch_results = dict(entry["batch_results"])
         self._journal = OrderedDict(entry["journal"])
         self._gate.restore(entry.get("order", {}))
-        return True
 
     def restarted_without_journal(self) -> None:
         """Note that this process replaces one that died and there was nothing to restore (see ``ArrivalGate.lost``)."""

@@ -65,6 +65,10 @@ from ray_harness.types.exceptions import RemoteActorError
 
 __all__ = ("AgentHost", "AgentPool", "host_actor_name")
 
+HOST_LOSS_RESENDS = 8
+"""Re-sends of a node slot's request whose host process died (Ray restarts hosts; ≈1 s each when warm)."""
+_HOST_LOSS_PAUSE = 0.25  # seconds before the first re-send, doubling up to 4 s: a restart takes ≈1.25 s
+
 
 class AgentPool:
     """A pre-started pool of :class:`AgentHost` actors (``ray_harness:host:<i>``).
@@ -285,8 +289,13 @@ class AgentPool:
         (``revision`` ``None``, no snapshot) or when the host answers that it does not have the slot (a restarted
         host, a released or idle slot); a slot at another revision gets the copy's snapshot. Once each.
 
+        When the host's process dies mid-run, the same request is sent again once the host is back (Ray restarts
+        it; up to :data:`HOST_LOSS_RESENDS` times): the new process does not have the slot, so the agent ships
+        again and the slot adopts the journal the run left (see :mod:`ray_harness.runtime._host`). Events of the
+        step that was running when the process died may come twice.
+
         Raises:
-            RemoteActorError: The host died mid-run (node slots are not journaled, so the run is not re-sent).
+            RemoteActorError: The host stayed unreachable through every re-send.
 
         """
         sync = request.slot
@@ -294,13 +303,24 @@ class AgentPool:
             raise ValueError("stream_slot needs a slot request (InvokeRequest.slot)")
         spec = self._spec(agent) if sync.revision is None and sync.snapshot is None else None
         misses: set[str] = set()
+        losses = 0
+        host_name = self.host_names[host % self.size]
         while True:
             miss: SlotMissItem | None = None
-            async for item in self._stream(spec, request, host):
-                if isinstance(item, SlotMissItem):
-                    miss = item
-                else:
-                    yield item
+            try:
+                async for item in self._stream(spec, request, host):
+                    if isinstance(item, SlotMissItem):
+                        miss = item
+                    else:
+                        yield item
+            except RemoteActorError as error:
+                if error.actor_name != host_name or losses == HOST_LOSS_RESENDS:
+                    raise
+                # The host's process died (or is restarting): send the request again when it is back.
+                await asyncio.sleep(_HOST_LOSS_PAUSE * 2 ** min(losses, 4))
+                losses += 1
+                misses.clear()
+                continue
             if miss is None:
                 return
             if miss.reason in misses:
@@ -398,11 +418,15 @@ class AgentPool:
     def shutdown(self) -> None:
         """Kill the host actors (shared with other pools in the namespace that use the same names).
 
-        The hosts' sandboxes are closed first (created containers removed); containers a host that died
-        left behind are removed by their owner label.
+        The hosts' node slots are released and their sandboxes closed first (created containers removed, slot
+        journals deleted); containers a host that died left behind are removed by their owner label.
         """
         try:  # best effort: metrics buffered in the hosts (up to a second's worth) reach Ray first
             ray.get([host.flush_metrics.remote() for host in self._hosts], timeout=2)
+        except (RayError, ValueError):
+            pass
+        try:  # every node slot (their journals are deleted), then what the hosts still hold
+            ray.get([host.release_prefix.remote([""]) for host in self._hosts], timeout=30)
         except (RayError, ValueError):
             pass
         try:

@@ -100,6 +100,46 @@ async def test_a_replayed_invocation_skips_completed_tools(tmp_path: Path) -> No
     assert str(again) == "a + b\n" and len(second.agent.messages) == 4
 
 
+async def test_a_node_slot_journals_from_its_first_tool_result_and_adopts_only_its_own_invocation(
+        tmp_path: Path) -> None:
+    store = FileAgentStore(tmp_path)
+    quiet = AgentRunner(Agent(ScriptedModel(text("no tools"), loop=True), retry_strategy=None), store=store,
+                        key="slot:g/a", journal="side_effects")
+    await quiet.invoke(InvokeRequest(invocation_id="inv-0", prompt="hi"))
+    assert store.load("slot:g/a") is None  # a run without tools writes nothing
+
+    log: list[str] = []
+    gate = asyncio.Event()
+    first = AgentRunner(_agent(log, gate), store=store, key="slot:g/b", journal="side_effects")
+    running = asyncio.create_task(first.invoke(InvokeRequest(invocation_id="inv-1", prompt="go")))
+    for _ in range(500):
+        if sorted(log) == ["a", "b"] and first._batch_results:
+            break
+        await asyncio.sleep(0.01)
+    crashed = store.path("slot:g/b").read_bytes()  # written at the first tool result
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    store.path("slot:g/b").write_bytes(crashed)
+
+    gate.set()
+    other = AgentRunner(_agent(log, gate), store=store, key="slot:g/b", journal="side_effects")
+    assert other.adopt("inv-2") is False  # a journal of another invocation: the caller's copy wins
+    assert other.agent.messages == []
+    second = AgentRunner(_agent(log, gate), store=store, key="slot:g/b", journal="side_effects")
+    assert second.adopt("inv-1") is True
+    result = await second.invoke(InvokeRequest(invocation_id="inv-1", prompt="go"))
+    assert str(result) == "a + b\n"
+    assert sorted(log) == ["a", "b", "b"]  # the completed tool did not run again; the running one did
+    second.forget()
+    assert store.load("slot:g/b") is None
+
+
+def test_a_runner_refuses_an_unknown_journal_policy() -> None:
+    with pytest.raises(ValueError, match="journal must be"):
+        AgentRunner(Agent(ScriptedModel(text("x"))), journal="sometimes")  # type: ignore[arg-type]
+
+
 async def test_cancel_that_overtakes_its_invocation_lands() -> None:
     runner = AgentRunner(Agent(ScriptedModel(text("late", delay=30)), retry_strategy=None))
     assert runner.cancel("inv-9") is False

@@ -84,3 +84,26 @@ def slow_node(name: str) -> Agent:
     delay = float(os.environ.get("RAY_HARNESS_FAULT_DELAY", "0.6"))
     return Agent(ScriptedModel(lambda call: text(f"{name} done", usage=USAGE, delay=delay), loop=True,
                                record_calls=False), name=name)
+
+
+@tool
+def record(directory: str, label: str, seconds: float) -> str:
+    """Leave a file naming ``label`` and this process in ``directory`` (one per start), sleep, return the label."""
+    import time
+    import uuid
+
+    Path(directory, f"{label}-{uuid.uuid4().hex}").write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return label
+
+
+def tool_node(directory: str, name: str = "tools") -> Agent:
+    """A graph node running tool "a" (instant) and tool "b" (3 s) in one batch, then answering ``got a,b``."""
+    def finish(call: Any) -> Any:
+        labels = sorted(b["toolResult"]["content"][0]["text"] for b in call.messages[-1]["content"])
+        return text("got " + ",".join(labels), usage=USAGE)
+
+    model = ScriptedModel(tool_calls(("record", {"directory": directory, "label": "a", "seconds": 0.0}, "a"),
+                                     ("record", {"directory": directory, "label": "b", "seconds": 3.0}, "b")),
+                          finish, record_calls=False)
+    return Agent(model, tools=[record], name=name)
