@@ -313,8 +313,9 @@ class AgentHost:
         info = {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
                 "restored": self._restored, "tool_names": agent.tool_names, "busy": runner.busy}
         entry = self._slots.get(agent_key) if agent_key is not None else None
-        if entry is not None:  # a node slot: how often it was built, restored and run, and its revision
-            info.update(revision=entry.revision, builds=entry.builds, restores=entry.restores, runs=entry.runs)
+        if entry is not None:  # a node slot: how often it was built, restored and run, its revision, its journal
+            info.update(revision=entry.revision, builds=entry.builds, restores=entry.restores, runs=entry.runs,
+                        journal=runner.journal_path())
         return info
 
     async def resident_state(self, agent_key: str | None = None) -> dict[str, Any]:

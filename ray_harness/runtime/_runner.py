@@ -328,6 +328,13 @@ class AgentRunner:
         """Note that this process replaces one that died and there was nothing to restore (see ``ArrivalGate.lost``)."""
         self._gate.lost()
 
+    def journal_path(self) -> str | None:
+        """Where the journal is (``None``: no store, or nothing written yet)."""
+        if self._store is None:
+            return None
+        path = self._store.path(self._key)
+        return str(path) if path.exists() else None
+
     def forget(self) -> None:
         if self._store is not None:
             self._store.delete(self._key)
