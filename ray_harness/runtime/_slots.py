@@ -197,11 +197,19 @@ class MessagesDigest:
         self.extend(messages)
 
     def extend(self, messages: Iterable[Any]) -> None:
-        """Cover ``messages`` too (appended after those covered so far)."""
-        for message in messages:
-            self._hash.update(_json(message))
-            self._hash.update(b"\x1e")  # a separator: the digest is of the sequence, not of its concatenation
-            self.count += 1
+        """Cover ``messages`` too (appended after those covered so far).
+
+        What is hashed is the JSON array of every message covered, without its brackets, fed in pieces (one
+        ``json.dumps`` per call: the items of a compact JSON array are joined by ``,``), so the digest of a list
+        is the same whether it was covered at once or message by message.
+        """
+        batch = list(messages)
+        if not batch:
+            return
+        if self.count:
+            self._hash.update(b",")
+        self._hash.update(_json(batch)[1:-1])
+        self.count += len(batch)
 
     def hexdigest(self) -> str:
         """The digest of the messages covered so far."""

@@ -163,6 +163,10 @@ def test_a_running_digest_extended_by_deltas_equals_the_digest_of_the_whole() ->
     assert conversation_digest(copy, chain) == conversation_digest(copy) == conversation_digest(slot)
     stale = MessagesDigest(copy.messages[:1])  # covers fewer messages than the agent has: not used
     assert conversation_digest(copy, stale) == conversation_digest(copy)
-    # the digest is of the sequence: moving a message boundary changes it
+    # the digest is of the sequence: moving a message boundary changes it; covering it in pieces does not
     assert MessagesDigest(["ab", "c"]).hexdigest() != MessagesDigest(["a", "bc"]).hexdigest()
+    pieces = MessagesDigest()
+    for part in ([], [{"t": 1}], [], [{"t": 2}, "x"]):
+        pieces.extend(part)
+    assert pieces.count == 3 and pieces.hexdigest() == MessagesDigest([{"t": 1}, {"t": 2}, "x"]).hexdigest()
 
