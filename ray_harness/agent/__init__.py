@@ -1,4 +1,4 @@
-"""The agent: ``Agent``, ``AgentResult``, ``AgentSnapshot``, ``Limits``, retry strategy, conversation managers."""
+"""The agent: ``Agent``, ``AgentResult``, ``AgentSnapshot`` / ``SnapshotDelta``, ``Limits``, retry, conversation managers."""
 
 from typing import Any
 
@@ -8,13 +8,14 @@ from ray_harness.agent.result import AgentResult, EventLoopMetrics
 from ray_harness.agent.retry import ModelRetryStrategy
 from ray_harness.agent.state import AgentState
 
-__all__ = ["Agent", "AgentResult", "AgentSnapshot", "AgentState", "EventLoopMetrics", "Limits", "ModelRetryStrategy"]
+__all__ = ["Agent", "AgentResult", "AgentSnapshot", "AgentState", "EventLoopMetrics", "Limits", "ModelRetryStrategy",
+           "SnapshotDelta"]
 
 
 def __getattr__(name: str) -> Any:
     # AgentSnapshot loads on first use: building its pydantic models would cost every `import ray_harness`.
-    if name == "AgentSnapshot":
-        from ray_harness.agent.snapshot import AgentSnapshot
+    if name in ("AgentSnapshot", "SnapshotDelta"):
+        from ray_harness.agent import snapshot
 
-        return AgentSnapshot
+        return getattr(snapshot, name)
     raise AttributeError(f"module 'ray_harness.agent' has no attribute {name!r}")

@@ -34,7 +34,7 @@ from ray_harness.types.exceptions import ConcurrencyException, ModelConfiguratio
 from ray_harness.types.validation import MESSAGES, validate
 
 if TYPE_CHECKING:
-    from ray_harness.agent.snapshot import AgentSnapshot
+    from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 
 __all__ = ("Agent",)
 
@@ -325,11 +325,15 @@ class Agent:
 
         return take_snapshot(self)
 
-    def restore(self, snapshot: AgentSnapshot) -> None:
+    def restore(self, snapshot: AgentSnapshot | SnapshotDelta) -> None:
         """Replace exactly the state a snapshot holds (configuration such as tools and hooks stays).
 
+        A :class:`~ray_harness.agent.SnapshotDelta` keeps this agent's first ``base_messages`` messages, appends
+        the delta's and replaces the rest of the state.
+
         Raises:
-            ValueError: the snapshot is of another ``agent_id``, or of a newer ``schema_version``.
+            ValueError: the snapshot is of another ``agent_id``, or of a newer ``schema_version``; a delta whose
+                ``base_messages`` is not this agent's number of messages.
             ConcurrencyException: the agent is running an invocation.
 
         A failed restore leaves the agent unchanged.

@@ -13,6 +13,12 @@ never carries it, and restoring one never changes it.
 
 JSON: ``model_dump_json()`` / ``model_validate_json()`` round-trip (bytes in
 messages, e.g. images, travel as base64).
+
+``SnapshotDelta``: what one run changed, for a caller that holds the state the run started from — the
+messages the run appended to the first ``base_messages`` and the rest of the state whole (agent state,
+interrupt state, conversation manager state, metrics, model state). ``Agent.restore()`` takes either; a delta
+applies only to an agent that has exactly ``base_messages`` messages (a Graph/Swarm node's result on
+``runtime="ray"`` comes back this way, so a long history does not travel after every node run).
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ from ray_harness.types.content import Message
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.validation import copy_json
 
-__all__ = ("SCHEMA_VERSION", "AgentSnapshot", "SnapshotMetrics", "SnapshotToolMetrics", "conversation",
-           "replace_conversation", "restore_snapshot", "take_snapshot")
+__all__ = ("SCHEMA_VERSION", "AgentSnapshot", "SnapshotDelta", "SnapshotMetrics", "SnapshotToolMetrics",
+           "conversation", "replace_conversation", "restore_snapshot", "take_delta", "take_snapshot")
 
 SCHEMA_VERSION = 1
 """The snapshot schema this ray_harness writes and the newest it restores."""
@@ -99,8 +105,46 @@ class AgentSnapshot(BaseModel):
         return value
 
 
-def take_snapshot(agent: Any) -> AgentSnapshot:
-    """``agent.snapshot()``: copies of the agent's state, built without re-validating it (the agent's own)."""
+class SnapshotDelta(BaseModel):
+    """An agent's state after a run, relative to the history the run started from (see the module docstring).
+
+    Build with :func:`take_delta` (a host knows the run only appended), apply with ``agent.restore()``: the
+    agent keeps its first ``base_messages`` messages and gets ``snapshot.messages`` appended; everything else
+    in ``snapshot`` replaces the agent's, as a full snapshot's would.
+    """
+
+    model_config = _CONFIG
+
+    base_messages: int = Field(ge=0)
+    """How many messages the agent had when the run started (the delta applies only to as many)."""
+    snapshot: AgentSnapshot
+    """The state after the run; its ``messages`` are only those the run appended."""
+
+    def over(self, base: list[Any]) -> AgentSnapshot:
+        """The full snapshot: ``base`` (the ``base_messages`` messages the run started from) and the delta's."""
+        if len(base) != self.base_messages:
+            raise ValueError(f"snapshot delta of base_messages={self.base_messages} cannot extend {len(base)} "
+                             "messages")
+        return self.snapshot.model_copy(update={"messages": [*base, *self.snapshot.messages]})
+
+
+def take_delta(agent: Any, base_messages: int) -> SnapshotDelta:
+    """The agent's state as a :class:`SnapshotDelta` over its first ``base_messages`` messages.
+
+    The caller vouches that those messages are the ones the receiving copy has (a run that only appended):
+    this only copies the messages after them.
+    """
+    if not 0 <= base_messages <= len(agent.messages):
+        raise ValueError(f"base_messages must be between 0 and the agent's {len(agent.messages)} messages, "
+                         f"got {base_messages}")
+    return SnapshotDelta.model_construct(base_messages=base_messages, snapshot=take_snapshot(agent, base_messages))
+
+
+def take_snapshot(agent: Any, messages_from: int = 0) -> AgentSnapshot:
+    """``agent.snapshot()``: copies of the agent's state, built without re-validating it (the agent's own).
+
+    ``messages_from``: only the messages from that index on (the tail of a :class:`SnapshotDelta`).
+    """
     metrics = agent.event_loop_metrics
     manager = agent.conversation_manager
     get_model_state = getattr(agent.model, "get_state", None)
@@ -111,7 +155,7 @@ def take_snapshot(agent: Any) -> AgentSnapshot:
         schema_version=SCHEMA_VERSION,
         agent_id=agent.agent_id,
         name=agent.name,
-        messages=copy_json(agent.messages),
+        messages=copy_json(agent.messages[messages_from:] if messages_from else agent.messages),
         state=agent.state.to_dict(),
         interrupt_state=agent._interrupt_state.to_dict(),
         conversation_manager_state=copy_json(manager.get_state()) if manager is not None else None,
@@ -125,13 +169,24 @@ def take_snapshot(agent: Any) -> AgentSnapshot:
     )
 
 
-def restore_snapshot(agent: Any, snapshot: AgentSnapshot) -> None:
-    """``agent.restore(snapshot)``: everything is checked and built before the agent changes."""
+def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta) -> None:
+    """``agent.restore(snapshot)``: everything is checked and built before the agent changes.
+
+    A :class:`SnapshotDelta` keeps the agent's first ``base_messages`` messages (the same objects) and appends
+    copies of the delta's; an agent with another number of messages is refused (``ValueError``).
+    """
     from ray_harness.agent.result import EventLoopMetrics, ToolMetrics
     from ray_harness.agent.state import AgentState
 
+    base: list[Any] | None = None
+    if isinstance(snapshot, SnapshotDelta):
+        if snapshot.base_messages != len(agent.messages):
+            raise ValueError(f"snapshot delta of base_messages={snapshot.base_messages} cannot be restored into an "
+                             f"agent with {len(agent.messages)} messages; restore a full AgentSnapshot instead")
+        base = agent.messages
+        snapshot = snapshot.snapshot
     if not isinstance(snapshot, AgentSnapshot):
-        raise TypeError(f"restore() takes an AgentSnapshot, got {type(snapshot).__name__}")
+        raise TypeError(f"restore() takes an AgentSnapshot or a SnapshotDelta, got {type(snapshot).__name__}")
     if snapshot.schema_version > SCHEMA_VERSION:
         raise ValueError(f"snapshot schema_version {snapshot.schema_version} is newer than the newest this "
                          f"ray_harness restores (schema_version {SCHEMA_VERSION}); upgrade ray_harness")
@@ -139,6 +194,8 @@ def restore_snapshot(agent: Any, snapshot: AgentSnapshot) -> None:
         raise ValueError(f"snapshot of agent_id {snapshot.agent_id!r} cannot be restored into the agent with "
                          f"agent_id {agent.agent_id!r}")
     messages = copy_json(snapshot.messages)
+    if base is not None:
+        messages = [*base, *messages]
     state = AgentState(copy_json(snapshot.state))
     interrupts = InterruptState.from_dict(copy_json(snapshot.interrupt_state))
     m = snapshot.metrics

@@ -78,7 +78,8 @@ resident ``agent_key``, the call's ordering ``ticket``), ``ResumeRequest`` (an
 carries ``trace_context``, the caller's OpenTelemetry carrier. Streamed items are
 one discriminated union, ``WireItem`` (by ``kind``): ``EventItem`` (one agent
 event), ``ResultItem`` (the result, and the agent's pickled ``AgentSnapshot``
-beside it when asked), ``SnapshotItem`` (a failed run's state, before its
+— or, for a node slot run that only appended to its caller's history, a
+``SnapshotDelta`` — beside it when asked), ``SnapshotItem`` (a failed run's state, before its
 exception), ``OrchestratorEventItem``, ``SessionWriteItem``, ``BatchItem`` and
 ``EndItem`` (a run's typed ``EndState``). ``ResultItem`` and ``EndItem`` are
 terminal: a stream that ends without one was cut short.
@@ -141,14 +142,16 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    ``"in_process"`` (trace context attached); at the run's turn the slot checks
    the revision (or restores the snapshot sent). The agent — its hooks, tools,
    model, history — runs quiet, makes its model call and runs its tools; one
-   ``ResultItem`` — the result, the pickled snapshot and the slot's revision —
+   ``ResultItem`` — the result, the pickled snapshot (a ``SnapshotDelta`` of
+   the appended messages when the run only appended) and the slot's revision —
    streams back. The slot stays for the next visit.
-4. **Orchestration host.** ``_run_pooled`` restores the snapshot into its copy
-   of the agent (``agent.restore``), notes the revision, and turns the result
+4. **Orchestration host.** ``_run_pooled`` restores the snapshot (or delta) into
+   its copy of the agent (``agent.restore``), notes the revision, and turns the result
    into a ``NodeResult``; the graph records it, fires its hooks and starts what
    became ready. After the last node the host sends an ``EndItem``
    (``_orchestrator_wire.pack_end``), whose run state carries the node
-   runner's revisions and digests.
+   runner's revisions and digests, and each agent's state (a delta over the
+   history it was shipped with, when the run only appended).
 5. **Driver.** ``drive`` applies the end state to the driver's graph and agents
    (``apply_end``: ``apply_run_state``, ``agent.restore``) and yields the final
    ``multiagent_result`` event, so ``graph.nodes["a"].executor.messages`` and

@@ -52,7 +52,7 @@ import ray
 from ray.experimental import internal_kv
 
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import AgentSnapshot
+from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
 from ray_harness.models.rate_limit import (
     forwarded_rate_limits,
@@ -64,7 +64,7 @@ from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._orchestration import Orchestrations
 from ray_harness.runtime._runner import AgentRunner, SlotMiss
-from ray_harness.runtime._slots import SlotBook, slot_idle_timeout
+from ray_harness.runtime._slots import RunBaseline, SlotBook, node_state, slot_idle_timeout
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import flush_metrics
@@ -315,7 +315,7 @@ class AgentHost:
         entry = self._slots.get(agent_key) if agent_key is not None else None
         if entry is not None:  # a node slot: how often it was built, restored and run, its revision, its journal
             info.update(revision=entry.revision, builds=entry.builds, restores=entry.restores, runs=entry.runs,
-                        journal=runner.journal_path())
+                        deltas=entry.deltas, snapshots=entry.snapshots, journal=runner.journal_path())
         return info
 
     async def resident_state(self, agent_key: str | None = None) -> dict[str, Any]:
@@ -378,7 +378,8 @@ class AgentHost:
 
         A slot the host does not have and no spec: a ``SlotMissItem("unknown")``. With a spec: the slot is opened
         from it (or, when it exists, restored from it). Results and failed runs' snapshots carry the revision
-        their snapshot holds.
+        their snapshot holds; a run that only appended to the caller's copy's history sends a delta instead of the
+        snapshot (:func:`~ray_harness.runtime._slots.node_state`; the baseline is taken at the run's turn).
         """
         key, sync = str(request.agent_key), request.slot or SlotSync()
         runner = self._resident.get(key)
@@ -398,8 +399,11 @@ class AgentHost:
         self._slots.enter(key)
         try:
             await _binding.settled(sandboxes.resident_holder(key))
-            prepare = functools.partial(self._prepare_slot, key, runner, sync, None if opened else spec, opened)
-            async for item in runner.wire_stream(request, prepare):
+            baseline: list[RunBaseline] = []  # the messages the run starts from, set by prepare at its turn
+            prepare = functools.partial(self._prepare_slot, key, runner, sync, None if opened else spec, opened,
+                                        baseline)
+            state = functools.partial(self._slot_state, key, runner.agent, baseline)
+            async for item in runner.wire_stream(request, prepare, state):
                 if isinstance(item, ResultItem | SnapshotItem):
                     item = item.model_copy(update={"revision": self._slots.revision(key)})
                 yield item
@@ -416,11 +420,12 @@ class AgentHost:
         return runner
 
     def _prepare_slot(self, key: str, runner: AgentRunner, sync: SlotSync, spec: AgentSpec | None,
-                      opened: bool) -> None:
+                      opened: bool, baseline: list[RunBaseline]) -> None:
         """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
 
         A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
-        (its configuration stays as first shipped).
+        (its configuration stays as first shipped). When the slot now has as many messages as the caller's copy
+        (``sync.messages``), they are the run's ``baseline``: its end sends a delta over them if it only appended.
         """
         if key not in self._slots:  # released while this request waited: its caller ships the agent again
             raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))
@@ -434,6 +439,15 @@ class AgentHost:
         elif sync.revision != self._slots.revision(key):
             raise SlotMiss(SlotMissItem(agent_key=key, reason="stale"))
         self._slots.started(key, restored=restored)
+        messages = runner.agent.messages
+        if sync.messages is not None and sync.messages == len(messages):
+            baseline.append(RunBaseline(messages))
+
+    def _slot_state(self, key: str, agent: Any, baseline: list[RunBaseline]) -> AgentSnapshot | SnapshotDelta:
+        """A node slot run's state for its caller: a delta over the run's baseline when it only appended."""
+        state = node_state(agent, baseline[0] if baseline else None)
+        self._slots.sent(key, state)
+        return state
 
     def _start_sweeper(self) -> None:
         if self._idle_timeout > 0 and (self._sweeper is None or self._sweeper.done()):

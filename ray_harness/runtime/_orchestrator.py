@@ -75,6 +75,7 @@ from ray_harness.runtime._multiagent_pool import (
     reset_pool_size,
 )
 from ray_harness.runtime._orchestrator_wire import (
+    agent_baselines,
     apply_end,
     by_table,
     dump_orchestrator,
@@ -84,6 +85,7 @@ from ray_harness.runtime._orchestrator_wire import (
     object_table,
     pack_end,
 )
+from ray_harness.runtime._slots import RunBaseline
 from ray_harness.runtime._telemetry import flush_metrics, flush_spans, prepare_actor_process
 from ray_harness.runtime._wire import (
     BatchItem,
@@ -138,6 +140,7 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
     outbox: asyncio.Queue[Any] = asyncio.Queue()
     orchestrator = load_orchestrator(request.payload, outbox)
     table = object_table(orchestrator)
+    baselines = agent_baselines(table)  # the histories as shipped: the end state sends deltas over them
     refs = {id(value): key for key, value in table.items()}
     size_token = pool_size_for_call(request.pool_size)
     try:
@@ -167,7 +170,8 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
         # an unreachable collector must not delay the end of the run.
         threading.Thread(target=flush_spans, name="ray_harness-span-flush", daemon=True).start()
         flush_metrics()  # the run's node durations too (in-process hand-off to Ray, cheap)
-        yield EndItem.model_construct(payload=_dump_end(table, outcome["final"], outcome["error"], refs))
+        yield EndItem.model_construct(payload=_dump_end(table, outcome["final"], outcome["error"], refs,
+                                                        baselines))
     finally:
         if not pump.done():
             pump.cancel()  # the driver went away: stop the run
@@ -177,14 +181,14 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
 
 
 def _dump_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None, error: Exception | None,
-              refs: dict[int, tuple[str, ...]]) -> bytes:
+              refs: dict[int, tuple[str, ...]], baselines: dict[tuple[str, ...], RunBaseline]) -> bytes:
     try:
-        return dumps(pack_end(table, final, error), refs)
+        return dumps(pack_end(table, final, error, baselines), refs)
     except Exception as pickling_error:
         if error is None:
             raise
         logger.warning("error=<%s> | run error does not pickle; shipping its text", pickling_error)
-        return dumps(pack_end(table, final, RuntimeError(f"{type(error).__name__}: {error}")), refs)
+        return dumps(pack_end(table, final, RuntimeError(f"{type(error).__name__}: {error}"), baselines), refs)
 
 
 def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
@@ -203,7 +207,7 @@ class OrchestratorClient:
     """
 
     def __init__(self, orchestrator: MultiAgentBase, key: str) -> None:
-        pool = orchestration_pool()
+        pool = self.pool = orchestration_pool()  # the pool it was built from (see current())
         index = zlib.crc32(key.encode()) % pool.size
         self.name = pool.host_names[index]
         self.client = ActorClient(pool.hosts[index], self.name)
@@ -211,6 +215,14 @@ class OrchestratorClient:
         self.task_name = f"ray_harness.{kind}:{orchestrator.id}"
         self.invocation: str | None = None
         self.pool_size: int | None = None  # the size of the driver's default pool, for the host's copy of it
+
+    def current(self) -> bool:
+        """Whether the orchestration pool this client was built from is still the live one (a GCS lookup per host).
+
+        Called once per invocation; a client of a pool that was replaced (shut down by another driver, Ray
+        restarted) is built again.
+        """
+        return orchestration_pool() is self.pool
 
     def cancel(self) -> None:
         """Ask the running invocation to stop (fire and forget; safe from any thread)."""
@@ -232,6 +244,7 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
     ensure_initialized()
     table = object_table(orchestrator)
     payload = dump_orchestrator(orchestrator, table)  # first: a graph that cannot ship sends nothing
+    baselines = agent_baselines(table)  # the histories as shipped: end-state deltas apply over them
     client: OrchestratorClient = client_of(orchestrator)
     request = OrchestratorRequest(invocation_id=uuid.uuid4().hex, payload=payload, task=task,
                                   invocation_state=invocation_state, events=events, pool_size=client.pool_size)
@@ -245,7 +258,7 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
         async for item in items:
             if isinstance(item, EndItem):
                 end = loads(item.payload, resolve)
-                apply_end(end, table)
+                apply_end(end, table, baselines)
                 if end.error is not None:
                     raise end.error
                 if end.final is not None:

@@ -4,7 +4,8 @@ The orchestrator ships by value, except the objects in its *object table* (the o
 ones, their nodes, agents, edges, hook registries, node runners, locks and session managers), which cross
 as references (pickle persistent ids) so both sides keep their own objects; at the end of a run the
 typed :class:`EndState` — each orchestrator's run state (``MultiAgentBase.run_state()``) and each agent's
-``AgentSnapshot`` — comes back and is applied to the driver's objects through ``apply_run_state()`` and
+``AgentSnapshot``, or a ``SnapshotDelta`` over the history it was shipped with when the run only appended to it
+(:func:`agent_baselines`; so a long history does not travel back at every invocation) — comes back and is applied to the driver's objects through ``apply_run_state()`` and
 ``Agent.restore()``. Which parts of an orchestrator stay in their process (hooks, node runner, lock, session
 manager) the orchestrator says itself (``MultiAgentBase.local_parts()``).
 In the actor, session managers are replaced by a relay that sends their writes back.
@@ -21,12 +22,14 @@ from typing import Any
 
 from ray import cloudpickle as _cloudpickle
 
+from ray_harness.agent.snapshot import SnapshotDelta
 from ray_harness.multiagent.base import MultiAgentBase, RunState
 from ray_harness.multiagent.graph_model import GraphNode
 from ray_harness.multiagent.swarm import SwarmNode
+from ray_harness.runtime._slots import RunBaseline, node_state
 from ray_harness.runtime._wire import SessionWriteItem
 
-__all__ = ("EndState", "OrchestratorState", "apply_end", "by_table", "dump_orchestrator", "dumps",
+__all__ = ("EndState", "OrchestratorState", "agent_baselines", "apply_end", "by_table", "dump_orchestrator", "dumps",
            "load_orchestrator", "loads", "object_table", "pack_end")
 
 cloudpickle: Any = _cloudpickle
@@ -191,7 +194,7 @@ class OrchestratorState:
 
     run: RunState
     agents: dict[str, bytes]
-    """node id → ``pickle.dumps(AgentSnapshot)`` (the C pickler: a snapshot is plain data)."""
+    """node id → ``pickle.dumps(AgentSnapshot or SnapshotDelta)`` (the C pickler: a snapshot is plain data)."""
 
 
 @dataclass(frozen=True)
@@ -210,31 +213,53 @@ class EndState:
     error: BaseException | None = None
 
 
+def agent_baselines(table: dict[tuple[str, ...], Any]) -> dict[tuple[str, ...], RunBaseline]:
+    """The agent nodes' messages now (by table key), to tell at the end of the run which only appended."""
+    return {key: RunBaseline(target.messages) for key, target in table.items()
+            if key[0] == "target" and _is_agent(target)}
+
+
 def pack_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None,
-             error: BaseException | None) -> EndState:
+             error: BaseException | None, baselines: dict[tuple[str, ...], RunBaseline] | None = None) -> EndState:
     """Collect the end state of the tree in ``table``.
 
     That is each orchestrator's :class:`~ray_harness.multiagent.base.RunState` and its agent nodes'
-    :class:`~ray_harness.agent.AgentSnapshot`.
+    :class:`~ray_harness.agent.AgentSnapshot` — a ``SnapshotDelta`` over the agent's entry of ``baselines``
+    (taken when the run was loaded) when the run only appended to its history.
     """
     orchestrators: dict[str, OrchestratorState] = {}
+    known = baselines or {}
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
-        agents = {node_id: pickle.dumps(node.executor.snapshot(), pickle.HIGHEST_PROTOCOL)
+        agents = {node_id: pickle.dumps(node_state(node.executor, known.get(("target", key[1], node_id))),
+                                        pickle.HIGHEST_PROTOCOL)
                   for node_id, node in orchestrator.nodes.items() if _is_agent(node.executor)}
         orchestrators[key[1]] = OrchestratorState(run=orchestrator.run_state(), agents=agents)
     return EndState(orchestrators=orchestrators, final=final, error=error)
 
 
-def apply_end(end: EndState, table: dict[tuple[str, ...], Any]) -> None:
-    """Apply ``end`` to the driver's objects, through their public methods (``apply_run_state``, ``restore``)."""
+def apply_end(end: EndState, table: dict[tuple[str, ...], Any],
+              baselines: dict[tuple[str, ...], RunBaseline] | None = None) -> None:
+    """Apply ``end`` to the driver's objects, through their public methods (``apply_run_state``, ``restore``).
+
+    ``baselines``: the driver's :func:`agent_baselines` from when the run was shipped. A delta applies over
+    them, so an agent the driver's code changed meanwhile gets the run's end state, as a full snapshot would do.
+    """
     if not isinstance(end, EndState):
         raise TypeError(f"expected the orchestrator's EndState, got {type(end).__name__}")
     for path, part in end.orchestrators.items():
         table[("orch", path)].apply_run_state(part.run)
         for node_id, snapshot in part.agents.items():
-            table[("target", path, node_id)].restore(pickle.loads(snapshot))
+            key = ("target", path, node_id)
+            agent, state = table[key], pickle.loads(snapshot)
+            if isinstance(state, SnapshotDelta) and state.base_messages != len(agent.messages):
+                base = (baselines or {}).get(key)
+                if base is None:
+                    raise ValueError(f"node {node_id!r}: the run's end state is a delta over {state.base_messages} "
+                                     f"messages, the agent has {len(agent.messages)}")
+                state = state.over(base.messages)
+            agent.restore(state)
 
 
 def _is_agent(target: Any) -> bool:

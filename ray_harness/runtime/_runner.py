@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
@@ -37,6 +36,7 @@ from typing import Any, Literal
 
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
@@ -47,7 +47,15 @@ from ray_harness.runtime._placement import placed
 from ray_harness.runtime._signal import CancelSignal
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import prepare_actor_process
-from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SlotMissItem, SnapshotItem, wanted
+from ray_harness.runtime._wire import (
+    EventItem,
+    InvokeRequest,
+    ResultItem,
+    SlotMissItem,
+    SnapshotItem,
+    node_state_fields,
+    wanted,
+)
 from ray_harness.telemetry.propagation import attached
 from ray_harness.telemetry.runs import scoped
 from ray_harness.types.content import ToolResult
@@ -133,32 +141,32 @@ class AgentRunner:
             async for event in self._stream(request, events or request.events, prepare):
                 yield event
 
-    async def wire_stream(self, request: InvokeRequest, prepare: Callable[[], None] | None = None
+    async def wire_stream(self, request: InvokeRequest, prepare: Callable[[], None] | None = None,
+                          state: Callable[[], AgentSnapshot | SnapshotDelta] | None = None
                           ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
         """:meth:`stream` as wire items; with ``request.snapshot`` the agent's snapshot rides beside the result.
 
         A failed run sends its snapshot alone just before the exception (the run advanced the model and rolled
         the history back). Items are built unvalidated: they hold this agent's own events. A :class:`SlotMiss`
-        raised by ``prepare`` is sent as its item instead of a run.
+        raised by ``prepare`` is sent as its item instead of a run. ``state()`` (default: ``agent.snapshot()``)
+        is what travels as the agent's state: a node slot sends a ``SnapshotDelta`` when it can.
         """
+        take = state or self.agent.snapshot
         try:
             async for event in self.stream(request, prepare=prepare):
                 if event.get("type") == "result":
                     # Control data beside the event, never inside it; one Ray object for both (a streamed item
                     # costs a round trip per node).
-                    yield ResultItem.model_construct(result=event["result"],
-                                                     snapshot=self._packed_snapshot() if request.snapshot else None)
+                    fields = node_state_fields(take()) if request.snapshot else {}
+                    yield ResultItem.model_construct(result=event["result"], **fields)
                 else:
                     yield EventItem.model_construct(event=event)
         except SlotMiss as miss:
             yield miss.item
         except Exception:
             if request.snapshot:
-                yield SnapshotItem.model_construct(snapshot=self._packed_snapshot())
+                yield SnapshotItem.model_construct(**node_state_fields(take()))
             raise
-
-    def _packed_snapshot(self) -> bytes:
-        return pickle.dumps(self.agent.snapshot(), pickle.HIGHEST_PROTOCOL)
 
     async def _stream(self, request: InvokeRequest, events: EventFilter, prepare: Callable[[], None] | None = None
                       ) -> AsyncGenerator[dict[str, Any], None]:

@@ -4,17 +4,27 @@ A Graph/Swarm agent node on ``runtime="ray"`` lives in one slot of a pooled host
 ``"<uid>/<node id>"`` (:func:`slot_key`; ``<uid>`` is its node runner's, kept through pickling). The host keeps,
 per slot, a :class:`SlotBook` entry: the slot's **revision** (bumped when a run starts or a snapshot is restored
 into it, so the revision a result reports names exactly the state its snapshot holds), when it was last used,
-how many requests are in flight, and how often it was built, restored and run (``slot_info``).
+how many requests are in flight, how often it was built, restored and run, and how many runs sent their state
+back as a delta or as the full snapshot (``slot_info``).
 
 **Idle timeout.** A slot nobody used for ``RAY_HARNESS_SLOT_IDLE_TIMEOUT`` seconds
 (:data:`DEFAULT_SLOT_IDLE_TIMEOUT`: 600; ``0`` keeps slots until released) is dropped by its host, even when
 its Graph/Swarm was never shut down (a driver that died). The next request for it gets an "unknown slot" answer
 and ships the agent again. The host reads the variable when it starts (the driver forwards it to new hosts).
 
+**Deltas.** A run's state goes back to the caller as a :class:`~ray_harness.agent.snapshot.SnapshotDelta` when
+the run only appended to the history: at the run's turn the host keeps a :class:`RunBaseline` (the slot's message
+objects and their count); at its end :func:`node_state` compares the agent's messages with it — the same
+objects, in order, at the front — and sends only what follows, else the full snapshot (a conversation manager
+that trimmed, a hook that replaced messages). A hook that edits an earlier message *in place* is not seen: the
+caller's copy keeps the message as it was (such edits belong in a new message, or a conversation manager).
+
 **Digest.** :func:`conversation_digest` hashes what ``reset_on_revisit``, a session restore or a user's edit
 changes (messages, agent state, interrupt state): the node runner compares its copy's digest with the one taken
 when the copy last matched the slot, and sends its snapshot along only when they differ. Equal digests mean
-equal content; unequal ones (a dict built in another key order) only cost a restore that changes nothing.
+equal content; unequal ones (a dict built in another key order) only cost a restore that changes nothing. The
+messages are hashed as a chain (:class:`MessagesDigest`), so a delta's messages extend the digest without
+hashing the history again: a node's history is hashed once per invocation, at its first request.
 """
 
 from __future__ import annotations
@@ -26,10 +36,13 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ("DEFAULT_SLOT_IDLE_TIMEOUT", "SLOT_IDLE_TIMEOUT_ENV", "SlotBook", "SlotEntry", "conversation_digest",
-           "slot_idle_timeout", "slot_key")
+if TYPE_CHECKING:
+    from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
+
+__all__ = ("DEFAULT_SLOT_IDLE_TIMEOUT", "SLOT_IDLE_TIMEOUT_ENV", "MessagesDigest", "RunBaseline", "SlotBook",
+           "SlotEntry", "conversation_digest", "node_state", "slot_idle_timeout", "slot_key")
 
 SLOT_IDLE_TIMEOUT_ENV = "RAY_HARNESS_SLOT_IDLE_TIMEOUT"
 DEFAULT_SLOT_IDLE_TIMEOUT = 600.0
@@ -69,6 +82,9 @@ class SlotEntry:
     builds: int = 1
     restores: int = 0
     runs: int = 0
+    deltas: int = 0
+    """Runs whose state went back as a delta (the others: as the full snapshot, counted in ``snapshots``)."""
+    snapshots: int = 0
 
 
 class SlotBook:
@@ -126,6 +142,18 @@ class SlotBook:
             entry.restores += 1
         return entry.revision
 
+    def sent(self, key: str, state: Any) -> None:
+        """A run of ``key`` sends its state back: count a delta or a full snapshot."""
+        from ray_harness.agent.snapshot import SnapshotDelta
+
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        if isinstance(state, SnapshotDelta):
+            entry.deltas += 1
+        else:
+            entry.snapshots += 1
+
     def drop(self, key: str) -> bool:
         """Forget ``key``; whether it was kept."""
         return self._entries.pop(key, None) is not None
@@ -150,8 +178,88 @@ def _encode(value: Any) -> Any:
     return {"__repr__": repr(value)}  # not JSON: an object's repr may differ between copies (a re-sync, no harm)
 
 
-def conversation_digest(agent: Any) -> str:
-    """A digest of the agent's messages, agent state and interrupt state (see the module docstring)."""
-    payload = [agent.messages, agent.state.to_dict(), agent.interrupt_state.to_dict()]
-    text = json.dumps(payload, default=_encode, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+def _json(value: Any) -> bytes:
+    text = json.dumps(value, default=_encode, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")
+
+
+class MessagesDigest:
+    """A running digest of a message list: :meth:`extend` hashes appended messages only.
+
+    ``count`` is how many messages it covers. Lives in one process (a hash object does not pickle).
+    """
+
+    __slots__ = ("_hash", "count")
+
+    def __init__(self, messages: Iterable[Any] = ()) -> None:
+        self._hash = hashlib.blake2b(digest_size=16)
+        self.count = 0
+        self.extend(messages)
+
+    def extend(self, messages: Iterable[Any]) -> None:
+        """Cover ``messages`` too (appended after those covered so far).
+
+        What is hashed is the JSON array of every message covered, without its brackets, fed in pieces (one
+        ``json.dumps`` per call: the items of a compact JSON array are joined by ``,``), so the digest of a list
+        is the same whether it was covered at once or message by message.
+        """
+        batch = list(messages)
+        if not batch:
+            return
+        if self.count:
+            self._hash.update(b",")
+        self._hash.update(_json(batch)[1:-1])
+        self.count += len(batch)
+
+    def hexdigest(self) -> str:
+        """The digest of the messages covered so far."""
+        return self._hash.hexdigest()
+
+
+def conversation_digest(agent: Any, messages: MessagesDigest | None = None) -> str:
+    """A digest of the agent's messages, agent state and interrupt state (see the module docstring).
+
+    ``messages``: the running digest of the agent's messages, when the caller keeps one (used when it covers as
+    many messages as the agent has; else the messages are hashed here).
+    """
+    if messages is None or messages.count != len(agent.messages):
+        messages = MessagesDigest(agent.messages)
+    payload = [messages.count, messages.hexdigest(), agent.state.to_dict(), agent.interrupt_state.to_dict()]
+    return hashlib.blake2b(_json(payload), digest_size=16).hexdigest()
+
+
+class RunBaseline:
+    """A slot's messages when a run started: tells whether the run only appended (see the module docstring)."""
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: list[Any]) -> None:
+        self._messages = list(messages)  # the message objects themselves, not copies: compared by identity
+
+    @property
+    def count(self) -> int:
+        """How many messages the run started from."""
+        return len(self._messages)
+
+    @property
+    def messages(self) -> list[Any]:
+        """The messages the run started from (the objects themselves)."""
+        return self._messages
+
+    def only_appended(self, messages: list[Any]) -> bool:
+        """Whether ``messages`` start with the very message objects the run started from, in order."""
+        base = self._messages
+        return len(messages) >= len(base) and all(now is then for now, then in zip(messages, base, strict=False))
+
+
+def node_state(agent: Any, baseline: RunBaseline | None) -> AgentSnapshot | SnapshotDelta:
+    """What a node run sends back: a ``SnapshotDelta`` over ``baseline`` when the run only appended.
+
+    Else the agent's full ``AgentSnapshot`` (no baseline, or the history was trimmed or replaced).
+    """
+    from ray_harness.agent.snapshot import take_delta
+
+    if baseline is not None and baseline.only_appended(agent.messages):
+        return take_delta(agent, baseline.count)
+    snapshot: AgentSnapshot = agent.snapshot()
+    return snapshot

@@ -15,7 +15,9 @@ filled by the client helper (:mod:`~ray_harness.runtime._client`).
 
 **Control data beside the events.** A node's :class:`~ray_harness.agent.AgentSnapshot` never rides inside the
 user's events: a request with ``snapshot=True`` gets it in the :class:`ResultItem` (one Ray object for both) or,
-for a failed run, as a :class:`SnapshotItem` just before the exception. An orchestrator's session writes and
+for a failed run, as a :class:`SnapshotItem` just before the exception. A node slot's run that only appended to
+the history its caller's copy has sends a :class:`~ray_harness.agent.SnapshotDelta` instead (``delta``: the
+appended messages and the rest of the state); ``node_state()`` returns whichever came, for ``agent.restore()``. An orchestrator's session writes and
 end-of-run state travel as their own kinds (:class:`SessionWriteItem`, :class:`EndItem`).
 
 **Node slots.** A Graph/Swarm node's request names its resident slot (``agent_key``) and says how the slot is
@@ -35,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import AgentSnapshot
+from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.runtime._order import Ticket
 
@@ -60,6 +62,7 @@ __all__ = (
     "WireItem",
     "invoke_request",
     "is_terminal",
+    "node_state_fields",
     "pack_snapshot",
     "unpack_snapshot",
     "wanted",
@@ -87,11 +90,14 @@ class SlotSync(_Wire):
             opened from it, or restored from it when it exists). A slot at another revision answers ``"stale"``.
         snapshot: The caller's pickled ``AgentSnapshot``, restored into the slot first (the copy changed: a reset,
             a session restore, an edit); then the revision is not checked.
+        messages: How many messages the caller's copy has: the run's state comes back as a delta over them when
+            the slot's run starts from as many and only appends (``None``: always the full snapshot).
 
     """
 
     revision: int | None = None
     snapshot: bytes | None = None
+    messages: int | None = Field(default=None, ge=0)
 
 
 class InvokeRequest(Request):
@@ -248,8 +254,37 @@ class EventItem(_Item):
     event: dict[str, Any]
 
 
-class ResultItem(_Item):
-    """The end of an agent invocation: its result and, when asked for, the agent's snapshot beside it.
+class _NodeStateItem(_Item):
+    """An item that can carry the agent's state: a full snapshot or a delta, never both."""
+
+    snapshot: bytes | None = None
+    delta: bytes | None = None
+    """A pickled ``SnapshotDelta`` (a node slot's run that only appended to its caller's copy's history)."""
+    revision: int | None = None
+    """A node slot's revision whose state the snapshot (or delta) holds (``None``: not a slot run)."""
+
+    @model_validator(mode="after")
+    def _one_state(self) -> _NodeStateItem:
+        if self.snapshot is not None and self.delta is not None:
+            raise ValueError("delta: an item carries a snapshot or a delta, not both")
+        return self
+
+    def agent_snapshot(self) -> AgentSnapshot | None:
+        """Return the agent's full snapshot (``None``: none came: not asked for, or a delta came instead)."""
+        return None if self.snapshot is None else _unpack(self.snapshot)
+
+    def node_state(self) -> AgentSnapshot | SnapshotDelta | None:
+        """Return what to ``agent.restore()``: the full snapshot or the delta (``None``: not asked for)."""
+        if self.delta is not None:
+            delta = pickle.loads(self.delta)
+            if not isinstance(delta, SnapshotDelta):
+                raise TypeError(f"expected a SnapshotDelta, got {type(delta).__name__}")
+            return delta
+        return self.agent_snapshot()
+
+
+class ResultItem(_NodeStateItem):
+    """The end of an agent invocation: its result and, when asked for, the agent's snapshot (or delta) beside it.
 
     The snapshot is the pickled ``AgentSnapshot``: plain data, so the C pickler packs it (cloudpickle, which Ray
     would use, calls back into Python for every object inside).
@@ -258,9 +293,6 @@ class ResultItem(_Item):
     terminal: ClassVar[bool] = True
     kind: Literal["result"] = "result"
     result: Any  # an AgentResult, checked by type: a schema would rebuild (copy) the whole result
-    snapshot: bytes | None = None
-    revision: int | None = None
-    """A node slot's revision whose state the snapshot holds (``None``: not a slot run)."""
 
     @field_validator("result")
     @classmethod
@@ -273,22 +305,17 @@ class ResultItem(_Item):
         """Return the result as the agent's last event."""
         return {"type": "result", "result": self.result}
 
-    def agent_snapshot(self) -> AgentSnapshot | None:
-        """Return the agent's snapshot (``None``: the request did not ask for it)."""
-        return None if self.snapshot is None else _unpack(self.snapshot)
 
-
-class SnapshotItem(_Item):
-    """The agent's state after a failed run, sent just before the run's exception (control data)."""
+class SnapshotItem(_NodeStateItem):
+    """The agent's state after a failed run (a snapshot or a delta), sent just before the run's exception."""
 
     kind: Literal["snapshot"] = "snapshot"
-    snapshot: bytes
-    revision: int | None = None
-    """As :attr:`ResultItem.revision`."""
 
-    def agent_snapshot(self) -> AgentSnapshot:
-        """Return the agent's snapshot."""
-        return _unpack(self.snapshot)
+    @model_validator(mode="after")
+    def _some_state(self) -> SnapshotItem:
+        if self.snapshot is None and self.delta is None:
+            raise ValueError("snapshot: a snapshot item carries a snapshot or a delta")
+        return self
 
 
 class SlotMissItem(_Item):
@@ -307,6 +334,12 @@ class SlotMissItem(_Item):
 def pack_snapshot(snapshot: AgentSnapshot) -> bytes:
     """Pickle an ``AgentSnapshot`` for the wire (the C pickler: it is plain data)."""
     return pickle.dumps(snapshot, pickle.HIGHEST_PROTOCOL)
+
+
+def node_state_fields(state: AgentSnapshot | SnapshotDelta) -> dict[str, Any]:
+    """The item fields carrying ``state``: ``{"delta": ...}`` for a delta, else ``{"snapshot": ...}`` (C pickled)."""
+    key = "delta" if isinstance(state, SnapshotDelta) else "snapshot"
+    return {key: pickle.dumps(state, pickle.HIGHEST_PROTOCOL)}
 
 
 def unpack_snapshot(data: bytes) -> AgentSnapshot:

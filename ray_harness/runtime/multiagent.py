@@ -27,7 +27,10 @@ the host, a ``RayNodeRunner`` runs the nodes:
   becomes parallel remote calls; each node's events stream back as a Ray
   streaming generator. No actor is created per node execution.
 * **Node state, typed both ways.** Each result comes back with the slot's
-  :class:`~ray_harness.agent.AgentSnapshot` and revision; the orchestrator
+  :class:`~ray_harness.agent.AgentSnapshot` and revision — a
+  :class:`~ray_harness.agent.SnapshotDelta` (the appended messages and the
+  rest of the state) when the run only appended to the history the copy has,
+  so a long history does not travel after every node run; the orchestrator
   restores it into its copy of the agent (so hooks of the Graph/Swarm,
   interrupts, failures and session writes see the node's state), and the
   orchestration host sends the copies' snapshots to the driver at the end of
@@ -38,7 +41,9 @@ the host, a ``RayNodeRunner`` runs the nodes:
   user's edit of the driver's agent between invocations (found by a digest of
   messages, state and interrupt state, :func:`~ray_harness.runtime._slots.conversation_digest`)
   — the request carries the copy's snapshot and the slot restores it before
-  the run: a restore message, never a re-ship. The revisions and digests come
+  the run: a restore message, never a re-ship. The digest's messages part is
+  a chain (:class:`~ray_harness.runtime._slots.MessagesDigest`) that deltas
+  extend, so a copy's history is hashed once per invocation. The revisions and digests come
   back to the driver's node runner in the run state (:meth:`RayNodeRunner.run_state`).
   Side effects inside tool or hook objects stay in the slot, as do changes the
   run makes to ``invocation_state``.
@@ -92,14 +97,14 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import conversation
+from ray_harness.agent.snapshot import SnapshotDelta, conversation
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult
 from ray_harness.multiagent.node_runner import EventFilter, LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._multiagent_pool import default_pool
 from ray_harness.runtime._orchestrator import OrchestratorClient, drive
 from ray_harness.runtime._placement import current_placement
-from ray_harness.runtime._slots import conversation_digest, slot_key
+from ray_harness.runtime._slots import MessagesDigest, conversation_digest, slot_key
 from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SlotSync, pack_snapshot
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
@@ -141,10 +146,12 @@ class RayNodeRunner:
         self._prefix = f"ray_harness-node-{uuid.uuid4().hex[:12]}"
         self._counter = itertools.count()
         self._seen: set[str] = set()  # nodes that ran in this invocation (their copy's digest was checked)
+        self._chains: dict[str, MessagesDigest] = {}  # node id -> running digest of its copy's messages (here)
         self._ordinals = {node_id: index for index, node_id in enumerate(self._nodes)}
         self._pooled: dict[str, str] = {}  # node id -> run id of its pooled run in flight
         self._remote: dict[str, tuple[RemoteAgent, str]] = {}  # node id -> (agent, invocation id) in flight
         self._checked_pool = False
+        self._new_copy = True  # built or unpickled for the coming invocation: its pool check counts for it
         self._broadcasts: set[asyncio.Task[Any]] = set()
         self._guard = threading.Lock()  # cancel() may come from another thread
         self._client: OrchestratorClient | None = None  # the driver's orchestration host, chosen lazily
@@ -187,7 +194,8 @@ class RayNodeRunner:
         self._checked_pool = False
         pool = self.pool  # the property starts or checks the pool
         client = self._client
-        if client is None:
+        # Its orchestration host too, once per invocation: another driver may have shut that pool down.
+        if client is None or not client.current():
             client = self._client = OrchestratorClient(orchestrator, self._uid)
         client.pool_size = None if self._pool is not None else pool.size
         return client
@@ -225,8 +233,12 @@ class RayNodeRunner:
     def start_invocation(self) -> None:
         """Begin a new invocation: forget the previous cancel, check the pool again and each node's copy."""
         self._cancelled = False
-        self._checked_pool = False
+        if self._new_copy:  # an orchestration host's copy: the pool was checked when the run was set up
+            self._new_copy = False
+        else:
+            self._checked_pool = False
         self._seen = set()
+        self._chains = {}
         self._local.start_invocation()
 
     def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
@@ -268,12 +280,21 @@ class RayNodeRunner:
         first = node_id not in self._seen
         self._seen.add(node_id)
         known = self._synced.get(node_id)
+        messages = len(agent.messages)  # the run's state comes back as a delta over as many, when it can
         if known is None:
-            return SlotSync()  # a new slot: the agent ships with the request
+            self._chains.pop(node_id, None)
+            return SlotSync(messages=messages)  # a new slot: the agent ships with the request
         revision, digest = known
-        # A new invocation's copy came from the driver, where the user (or a session) may have changed it.
-        changed = node_id in self._dirty or (first and (digest is None or digest != conversation_digest(agent)))
-        return SlotSync(revision=revision, snapshot=pack_snapshot(agent.snapshot()) if changed else None)
+        changed = node_id in self._dirty
+        if first and not changed:
+            # A new invocation's copy came from the driver, where the user (or a session) may have changed it:
+            # its history is hashed here, once; the runs' deltas extend that digest (see _run_pooled).
+            chain = self._chains[node_id] = MessagesDigest(agent.messages)
+            changed = digest is None or digest != conversation_digest(agent, chain)
+        if changed:
+            self._chains.pop(node_id, None)  # hashed again when needed (the run state)
+        return SlotSync(revision=revision, snapshot=pack_snapshot(agent.snapshot()) if changed else None,
+                        messages=messages)
 
     def cancel_node(self, node_id: str) -> None:
         """Ask one running node to stop (one cancel message to where it runs)."""
@@ -323,15 +344,16 @@ class RayNodeRunner:
     def run_state(self) -> dict[str, Any]:
         """What the driver's node runner needs after a run: per node, the slot revision its copy matches.
 
-        With the digest of that state (:func:`~ray_harness.runtime._slots.conversation_digest`), taken once
-        here, so the next invocation sends a node's snapshot only when its copy changed meanwhile.
+        With the digest of that state (:func:`~ray_harness.runtime._slots.conversation_digest`), so the next
+        invocation sends a node's snapshot only when its copy changed meanwhile; the messages' running digest kept
+        through the invocation's deltas is reused (no history is hashed again here after delta runs).
         """
         synced: dict[str, tuple[int, str | None]] = {}
         for node_id, (revision, digest) in self._synced.items():
             if node_id in self._dirty:
                 digest = None  # changed after its last run: the next request restores the copy
             elif digest is None:
-                digest = conversation_digest(self._nodes[node_id])
+                digest = conversation_digest(self._nodes[node_id], self._chains.get(node_id))
             synced[node_id] = (revision, digest)
         return {"synced": synced}
 
@@ -373,9 +395,9 @@ class RayNodeRunner:
                 if isinstance(item, EventItem):
                     yield item.event
                     continue
-                snapshot = item.agent_snapshot()
-                if snapshot is not None:
-                    agent.restore(snapshot)  # what the run changed, even when it failed (the exception follows)
+                state = item.node_state()
+                if state is not None:
+                    self._restore(node_id, agent, state)  # what the run changed, even when it failed (then raises)
                     if item.revision is not None:
                         self._synced[node_id] = (item.revision, None)  # in line with the slot again
                         self._dirty.discard(node_id)
@@ -389,6 +411,16 @@ class RayNodeRunner:
         if result is None:
             raise RuntimeError(f"Node '{node_id}' did not produce a result event")
         yield node_result_from_agent(result, started)
+
+    def _restore(self, node_id: str, agent: Any, state: Any) -> None:
+        """Restore a node run's state into the copy; a delta extends the copy's running messages digest."""
+        chain = self._chains.get(node_id)
+        if isinstance(state, SnapshotDelta) and chain is not None and chain.count == len(agent.messages):
+            agent.restore(state)
+            chain.extend(state.snapshot.messages)
+            return
+        self._chains.pop(node_id, None)  # a full snapshot (or no digest kept): the run state hashes it again
+        agent.restore(state)
 
     # -- RemoteAgent nodes --------------------------------------------------------------------------------
 
