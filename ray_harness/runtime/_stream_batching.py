@@ -53,6 +53,10 @@ class StreamBatcher:
         self._pending: dict[asyncio.AbstractEventLoop, dict[int, list[_Queued]]] = {}
         self._pumps: set[asyncio.Task[None]] = set()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its pool (a Graph shipped to its orchestration host): the hosts, none of this process's runs."""
+        return StreamBatcher, (self._hosts,)
+
     async def stream(self, index: int, request: InvokeRequest, spec: AgentSpec | None) -> AsyncGenerator[Any, None]:
         """The run's wire items from host ``index``, sent with the runs queued in this loop iteration."""
         loop = asyncio.get_running_loop()

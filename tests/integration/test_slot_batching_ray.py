@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
 import pytest
+from ray import cloudpickle
 
 from ray_harness import Agent, GraphBuilder, Status
 from ray_harness.testing import ScriptedModel, text
@@ -103,6 +104,9 @@ async def test_a_stream_that_stops_early_cancels_only_its_run(pool: Any) -> None
     gone = asyncio.ensure_future(results(pool.stream_slot(slow, request("gone"), host=0)))
     kept = asyncio.ensure_future(results(pool.stream_slot(quick, request("kept"), host=0)))
     await asyncio.sleep(0.5)  # both sent (one call); the slow run is waiting for its model
+    assert pool._slot_streams._pumps  # the batch in flight ...
+    shipped = cloudpickle.loads(cloudpickle.dumps(pool))  # ... stays here when the pool ships with a graph
+    assert not shipped._slot_streams._pumps and shipped.host_names == pool.host_names
     gone.cancel()
     [result] = await asyncio.wait_for(kept, 120)
     assert str(result) == "quick\n"

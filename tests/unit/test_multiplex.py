@@ -142,3 +142,4 @@ async def test_a_round_trip_hands_every_run_its_stream() -> None:
     assert await readers["r1"] == ["1.0"]
     with pytest.raises(RuntimeError, match="r2"):
         await readers["r2"]
+
