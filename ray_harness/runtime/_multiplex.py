@@ -35,18 +35,21 @@ async def multiplex(streams: Mapping[str, AsyncIterator[Any]], encode_error: Cal
     wakeup = asyncio.Event()
 
     async def pump(run_id: str, stream: AsyncIterator[Any]) -> None:
+        end: Entry | None = None
         try:
             async for item in stream:
                 piled.append((run_id, ITEM, item))
                 wakeup.set()
-            piled.append((run_id, END, None))
+            end = (run_id, END, None)
         except Exception as error:
-            piled.append((run_id, ERROR, encode_error(error)))
+            end = (run_id, ERROR, encode_error(error))
         except asyncio.CancelledError as error:  # cancelled inside the run (not by closing this generator)
             if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise
-            piled.append((run_id, ERROR, encode_error(error)))
-        wakeup.set()
+            end = (run_id, ERROR, encode_error(error))
+        finally:  # every stream ends once, even one stopped by an exception that is not an error (SystemExit)
+            piled.append(end or (run_id, ERROR, encode_error(RuntimeError(f"run {run_id!r} stopped"))))
+            wakeup.set()
 
     tasks = [asyncio.ensure_future(pump(run_id, stream)) for run_id, stream in streams.items()]
     try:
