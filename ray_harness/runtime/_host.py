@@ -499,7 +499,7 @@ class AgentHost:
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def stats(self) -> dict[str, Any]:
-        """Index, process id, running runs, resident agents, resident set size in bytes."""
+        """Index, process id, running runs, resident agents, resident set size in bytes, streamed calls served."""
         return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
                 "resident": len(self._resident), "slots": len(self._slots), "rss_bytes": _rss_bytes(),
                 "rate_limits": sorted(registered_rate_limits()), "calls": dict(self._calls)}

@@ -420,7 +420,11 @@ class AgentPool:
         await asyncio.gather(*(client.call("register_rate_limits", dict(limits)) for client in self._clients))
 
     async def stats(self) -> list[dict[str, Any]]:
-        """Per host: index, pid, running runs, resident agents, resident set size in bytes."""
+        """Per host: index, pid, running runs, resident agents, resident set size in bytes, streamed calls served.
+
+        ``calls``: ``stream`` calls, ``stream_many`` calls (node runs sent together), the runs and groups of items
+        those carried (``stream_many_runs``, ``stream_many_groups``).
+        """
         return list(await asyncio.gather(*(client.call("stats") for client in self._clients)))
 
     def shutdown(self) -> None:
