@@ -6,6 +6,8 @@ A pool of its own (one host, its own names): the host's call counts belong to th
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import uuid
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
@@ -145,3 +147,34 @@ async def test_an_error_fails_only_its_own_run_in_a_batch(pool: Any) -> None:
         return_exceptions=True)
     assert [str(result) for result in outcomes[0]] == ["quick\n"]  # type: ignore[union-attr]
     assert isinstance(outcomes[1], RuntimeError) and "policy store is down" in str(outcomes[1])
+
+
+async def test_a_host_killed_mid_batch_gets_every_run_of_the_batch_again(ray_session: Any) -> None:
+    from ray_harness.runtime import AgentPool
+    from ray_harness.runtime.multiagent import RayRuntime
+
+    doomed = AgentPool(size=1, name_prefix="ray_harness:test-slot-batching-kill:", max_restarts=-1)
+    builder = GraphBuilder()
+    for i in range(3):
+        model = ScriptedModel(text(f"answer {i}", delay=1.0), loop=True)
+        builder.add_node(Agent(model, name=f"n{i}", retry_strategy=None), f"n{i}")
+    graph = builder.build(runtime=RayRuntime(pool=doomed))
+    try:
+        run = asyncio.create_task(graph.invoke_async("go"))
+        deadline = asyncio.get_running_loop().time() + 120
+        while True:  # the three runs are on the host, in one call: a state, not a moment
+            [host] = await doomed.stats()
+            if host["running"] == 3:
+                break
+            assert asyncio.get_running_loop().time() < deadline and not run.done(), host
+            await asyncio.sleep(0.02)
+        assert host["calls"].get("stream_many_runs") == 3
+        os.kill(host["pid"], signal.SIGKILL)
+        result = await asyncio.wait_for(run, 120)
+        assert result.status == Status.COMPLETED
+        assert {node_id: str(item.result) for node_id, item in result.results.items()} == {
+            f"n{i}": f"answer {i}\n" for i in range(3)}
+        assert (await doomed.stats())[0]["pid"] != host["pid"]  # sent again to the restarted host
+    finally:
+        graph.shutdown()
+        doomed.shutdown()
