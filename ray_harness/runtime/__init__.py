@@ -135,8 +135,10 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    ``slot``: the revision its copy matches, plus the copy's snapshot only when
    the copy changed) and ``_run_pooled`` sends it with ``AgentPool.stream_slot``
    to the node's host (``ActorClient.stream`` → ``AgentHost.stream``, a Ray
-   streaming generator). The agent itself goes along only with the slot's
-   first request, or once more after the host answered ``SlotMissItem("unknown")``.
+   streaming generator; the nodes of the batch that share a host go in one
+   ``AgentHost.stream_many`` call, their items multiplexed and handed back to
+   each node's stream, :mod:`~ray_harness.runtime._stream_batching`). The agent itself goes along only with
+   the slot's first request, or once more after the host answered ``SlotMissItem("unknown")``.
 3. **Host.** ``AgentHost.stream`` finds the node's resident slot (or opens it
    from the spec) and runs it with ``AgentRunner.wire_stream`` under placement
    ``"in_process"`` (trace context attached); at the run's turn the slot checks

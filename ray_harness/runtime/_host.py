@@ -26,7 +26,8 @@ that names the request's invocation id: completed tools are not re-run, the runn
 slot's journal is deleted.
 
 Messages (typed requests of :mod:`ray_harness.runtime._wire`): ``run`` and ``stream`` (one
-:class:`~ray_harness.runtime._wire.InvokeRequest`), ``run_batch`` (many, results back in groups), ``cancel``
+:class:`~ray_harness.runtime._wire.InvokeRequest`), ``stream_many`` (several streams in one call, their items
+multiplexed), ``run_batch`` (many, results back in groups), ``cancel``
 (a :class:`~ray_harness.runtime._wire.CancelRequest`, in the control group), ``snapshot``, ``run_as_tool``,
 ``release``, ``release_prefix``, ``resident_messages``, ``resident_state``, ``slot_info``, ``forget``,
 ``stats``; and for Graph/Swarm orchestrations (:mod:`ray_harness.runtime._orchestration`): ``orchestrate`` (an
@@ -62,6 +63,7 @@ from ray_harness.models.rate_limit import (
 )
 from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
+from ray_harness.runtime._multiplex import Entry, multiplex
 from ray_harness.runtime._orchestration import Orchestrations
 from ray_harness.runtime._runner import AgentRunner, SlotMiss
 from ray_harness.runtime._slots import RunBaseline, SlotBook, node_state, slot_idle_timeout
@@ -142,6 +144,7 @@ class AgentHost:
         self._idle_timeout = slot_idle_timeout()
         self._sweeper: asyncio.Task[None] | None = None
         self._orchestrations = Orchestrations(_run_orchestration)  # Graph/Swarm runs shipped here
+        self._calls: collections.Counter[str] = collections.Counter()  # streamed calls served, for stats()
         if _was_reconstructed():
             _restore_rate_limits()
         # sandboxes: containers carry this actor's id; a restarted host removes those its dead process left
@@ -221,12 +224,14 @@ class AgentHost:
             if request.agent_key is None:  # an ephemeral run's sandboxes are held for the run
                 await _binding.release(sandboxes.run_holder(request.invocation_id))
 
-    async def stream(self, request: InvokeRequest, spec: AgentSpec | None = None
+    async def stream(self, request: InvokeRequest, spec: AgentSpec | None = None, *, counted: bool = True
                      ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
         """Run one agent invocation; its events as wire items (the last a ``ResultItem``).
 
         A node slot request (``request.slot``) runs in its resident slot (see :meth:`_stream_slot`).
         """
+        if counted:
+            self._calls["stream"] += 1
         if request.slot is not None:
             async for slot_item in self._stream_slot(request, spec):
                 yield slot_item
@@ -241,6 +246,26 @@ class AgentHost:
             self._unregister(request.invocation_id)
             if request.agent_key is None:
                 await _binding.release(sandboxes.run_holder(request.invocation_id))
+
+    async def stream_many(self, requests: list[InvokeRequest], specs: list[AgentSpec | None]
+                          ) -> AsyncGenerator[list[Entry], None]:
+        """Run ``requests`` concurrently, as :meth:`stream` each (``specs[i]`` with ``requests[i]``), in one call.
+
+        Yields groups of tagged entries (:mod:`ray_harness.runtime._multiplex`): whatever the runs streamed while
+        the previous group was being sent, so the nodes of a Graph's batch on this host cost one Ray call and a
+        few messages instead of a streamed call each. A run's error travels pickled in its ``ERROR`` entry.
+        """
+        if len(specs) != len(requests):
+            raise ValueError(f"specs: expected {len(requests)} (one per request), got {len(specs)}")
+        self._calls["stream_many"] += 1
+        self._calls["stream_many_runs"] += len(requests)
+        streams = {request.invocation_id: self.stream(request, spec, counted=False)
+                   for request, spec in zip(requests, specs, strict=True)}
+        if len(streams) != len(requests):
+            raise ValueError("requests: invocation ids must be distinct within one call")
+        async for group in multiplex(streams, _pickled_error):
+            self._calls["stream_many_groups"] += 1
+            yield group
 
     async def run_batch(self, spec: AgentSpec, requests: list[InvokeRequest],
                         digest: Callable[[Any], Any] | None = None
@@ -489,10 +514,10 @@ class AgentHost:
 
     @ray.method(concurrency_group=_CONTROL_GROUP)
     async def stats(self) -> dict[str, Any]:
-        """Index, process id, running runs, resident agents, resident set size in bytes."""
+        """Index, process id, running runs, resident agents, resident set size in bytes, streamed calls served."""
         return {"index": self._index, "pid": os.getpid(), "running": len(self._runs),
                 "resident": len(self._resident), "slots": len(self._slots), "rss_bytes": _rss_bytes(),
-                "rate_limits": sorted(registered_rate_limits())}
+                "rate_limits": sorted(registered_rate_limits()), "calls": dict(self._calls)}
 
 
 def _run_orchestration(request: OrchestratorRequest, started: Callable[[Any], None]) -> AsyncGenerator[Any, None]:
@@ -580,6 +605,14 @@ def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] 
         return run_id, False, cloudpickle.dumps(error), spent
     except Exception:
         return run_id, False, cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}")), spent
+
+
+def _pickled_error(error: BaseException) -> bytes:
+    """A multiplexed run's exception for the wire (as the run's own call would raise it, or its text)."""
+    try:
+        return bytes(cloudpickle.dumps(error))
+    except Exception:
+        return bytes(cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}")))
 
 
 def _rss_bytes() -> int:

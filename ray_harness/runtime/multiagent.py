@@ -23,9 +23,12 @@ the host, a ``RayNodeRunner`` runs the nodes:
   the slot: a hook object counts across revisits and invocations as
   in-process. Configuration edits to the driver's copy after the first run
   do not reach the slot (a new Graph/Swarm, or ``shutdown()``, ships them).
-  The orchestrator starts every node of a ready batch at once, so the batch
-  becomes parallel remote calls; each node's events stream back as a Ray
-  streaming generator. No actor is created per node execution.
+  The orchestrator starts every node of a ready batch at once; the nodes
+  that share a host go there in one streamed call (``AgentHost.stream_many``,
+  :mod:`ray_harness.runtime._stream_batching`), which runs them concurrently
+  and streams their items back multiplexed, each node's to its own stream
+  (its events, slot misses, errors and cancel as with a call of its own).
+  No actor is created per node execution.
 * **Node state, typed both ways.** Each result comes back with the slot's
   :class:`~ray_harness.agent.AgentSnapshot` and revision — a
   :class:`~ray_harness.agent.SnapshotDelta` (the appended messages and the

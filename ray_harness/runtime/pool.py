@@ -49,6 +49,7 @@ from ray_harness.runtime._host import (
 from ray_harness.runtime._host_registry import acquire_host, forget_host
 from ray_harness.runtime._sandbox_owner import reap as reap_sandboxes, sandbox_affinity
 from ray_harness.runtime._spec import AgentSpec, agent_spec
+from ray_harness.runtime._stream_batching import StreamBatcher
 from ray_harness.runtime._telemetry import with_actor_env
 from ray_harness.runtime._wire import (
     CancelRequest,
@@ -118,6 +119,7 @@ class AgentPool:
         self._where: dict[str, int] = {}
         self._placed: dict[str, int] = {}  # resident agents placed by sandbox affinity
         self._batcher = Batcher(self._clients)
+        self._slot_streams = StreamBatcher(self._clients)
 
     @property
     def size(self) -> int:
@@ -272,8 +274,12 @@ class AgentPool:
         index = self._start(run_id, request.agent_key, spec, place)
         host = self._clients[index]
         try:
-            async for item in host.stream("stream", request, spec, what=f"run {run_id!r}",
-                                          cancel=lambda: host.submit("cancel", CancelRequest(invocation_ids=(run_id,)))):
+            if place is not None:  # a node slot's run: with the other runs for its host started now, in one call
+                items = self._slot_streams.stream(index, request, spec)
+            else:
+                items = host.stream("stream", request, spec, what=f"run {run_id!r}",
+                                    cancel=lambda: host.submit("cancel", CancelRequest(invocation_ids=(run_id,))))
+            async for item in items:
                 yield item
         finally:
             self._end(run_id, index)
@@ -283,7 +289,9 @@ class AgentPool:
         """Run ``request`` in the resident node slot ``request.agent_key`` (see :mod:`ray_harness.runtime._slots`).
 
         The slot lives on host ``host % size``: a Graph/Swarm spreads its nodes over the hosts (CPU-bound nodes of
-        one batch run in parallel processes), and every request of a node goes to the same host.
+        one batch run in parallel processes), and every request of a node goes to the same host. Slot runs started
+        in the same event-loop iteration (a Graph's ready batch) go to each host in one streamed call
+        (:mod:`ray_harness.runtime._stream_batching`); each keeps its own stream, errors and cancel.
 
         ``agent`` (the caller's copy, in line with the slot) ships only when ``request.slot`` says the slot is new
         (``revision`` ``None``, no snapshot) or when the host answers that it does not have the slot (a restarted
@@ -412,7 +420,11 @@ class AgentPool:
         await asyncio.gather(*(client.call("register_rate_limits", dict(limits)) for client in self._clients))
 
     async def stats(self) -> list[dict[str, Any]]:
-        """Per host: index, pid, running runs, resident agents, resident set size in bytes."""
+        """Per host: index, pid, running runs, resident agents, resident set size in bytes, streamed calls served.
+
+        ``calls``: ``stream`` calls, ``stream_many`` calls (node runs sent together), the runs and groups of items
+        those carried (``stream_many_runs``, ``stream_many_groups``).
+        """
         return list(await asyncio.gather(*(client.call("stats") for client in self._clients)))
 
     def shutdown(self) -> None:
