@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator
+from functools import partial
 from types import CoroutineType
 from typing import Any, TypeVar
 
@@ -69,8 +70,8 @@ class Wrapper:
 
 _EMIT: Any = object()
 """What the innermost handler yields up through every hook of a chain for a stream event (in ``_Run.emitted``)."""
-_TOP = -1
-"""The index of the driver's own call: the one that starts the outermost hook."""
+_NEW, _STARTED, _FINISHED = 0, 1, 2
+"""The phases of one entry of a chain (``_Run.phase``): not entered yet, running, done."""
 
 
 class Layers:
@@ -81,7 +82,7 @@ class Layers:
     costs each layer one resumed frame, and a layer costs one handler, one view and one generator per call.
     """
 
-    __slots__ = ("hook_name", "hooks", "is_result", "last", "unwrap", "view", "wrappers")
+    __slots__ = ("count", "hook_name", "hooks", "is_result", "unwrap", "view", "wrappers")
 
     def __init__(self, wrappers: list[Wrapper], hook_name: str, view: Callable[[Any], Any], is_result: ResultType,
                  unwrap: Callable[[Any], Any]) -> None:
@@ -97,7 +98,7 @@ class Layers:
         self.wrappers = tuple(wrappers)
         self.hook_name = hook_name
         self.hooks = tuple(getattr(wrapper.middleware, hook_name) for wrapper in wrappers)
-        self.last = len(self.hooks) - 1
+        self.count = len(self.hooks)
         self.view = view
         self.is_result = is_result
         self.unwrap = unwrap
@@ -108,53 +109,32 @@ class Layers:
 
 
 class _Run:
-    """One downstream call behind a chain's hooks: its events on their way out and its real outcome."""
+    """One downstream call behind a chain's hooks: its events on their way out and its real outcome.
 
-    __slots__ = ("buffer", "driving", "emitted", "error", "failure", "inner", "layers", "outcome", "request", "result",
-                 "store", "task")
+    Entry ``k`` of the chain runs hook ``k`` (entry ``count`` runs downstream); entry 0 is the driver's own,
+    and the handler hook ``k`` receives enters ``k + 1``. ``phase[k]`` tracks entry ``k``, so a handler is a
+    plain ``partial`` of :func:`_enter` (no object, no Python call of its own).
+    """
+
+    __slots__ = ("buffer", "driving", "emitted", "error", "failure", "inner", "layers", "outcome", "phase", "raised",
+                 "request", "result", "store", "task", "waiters")
 
     def __init__(self, layers: Layers, inner: Inner, request: Any, store: ExtensionData) -> None:
         self.layers = layers
         self.inner = inner
         self.request = request
         self.store = store
+        self.phase = [_NEW] * (layers.count + 1)
         self.outcome: Any = _MISSING
         self.result: Any = None
         self.error: BaseException | None = None  # downstream's own exception: the caller gets it
         self.failure: BaseException | None = None  # what every handler raises (the error, or a paused tool)
+        self.raised: dict[int, BaseException] | None = None  # entry -> what it raised into the hook awaiting it
+        self.waiters: dict[int, asyncio.Future[None]] | None = None  # entry -> a settling hook waiting for it
         self.buffer: list[Any] = []  # events produced while a hook awaits handler in another task
         self.emitted: Any = None
         self.driving = False
         self.task: Any = None
-
-
-class _Call:
-    """The ``handler`` one hook receives, and its awaitable. Whatever request it is given, downstream gets the original."""
-
-    __slots__ = ("calls", "finished", "index", "raised", "run", "started", "waiter")
-
-    def __init__(self, run: _Run, index: int) -> None:
-        self.run = run
-        self.index = index
-        self.calls = 0
-        self.started = False
-        self.finished = False
-        self.raised: BaseException | None = None  # what awaiting it raised into the hook
-        self.waiter: asyncio.Future[None] | None = None
-
-    def __call__(self, request: Any = None) -> Generator[Any, Any, Any]:
-        """The awaitable of the downstream call (``request`` is ignored: observation only).
-
-        Awaiting it runs the rest of the chain once and returns downstream's result (or raises its exception).
-
-        Raises:
-            RuntimeError: the second call (the host returns the first result).
-        """
-        self.calls += 1
-        if self.calls > 1:
-            raise RuntimeError("handler was already called: a contributed wrap hook may call it once "
-                               "(the host returns the first result)")
-        return _next(self)
 
 
 def _iterable_coroutine(function: F) -> F:
@@ -167,39 +147,51 @@ def _iterable_coroutine(function: F) -> F:
 
 
 @_iterable_coroutine
-def _next(call: _Call) -> Generator[Any, Any, Any]:
-    """What awaiting ``handler(...)`` does: the next hook around the rest of the chain, or downstream itself.
+def _enter(run: _Run, index: int, request: Any = None) -> Generator[Any, Any, Any]:
+    """What awaiting a handler does: hook ``index`` around the rest of the chain, or downstream itself.
+
+    ``request`` is ignored (observation only). Awaiting it runs the rest of the chain once and returns
+    downstream's result (or raises its exception).
 
     The awaitable is a generator-based coroutine, so a hook's ``await`` delegates to it directly and each
     hook's coroutine is delegated to in turn: no awaitable object or wrapper per layer.
+
+    Raises:
+        RuntimeError: a second call of the same handler (the host returns the first result).
     """
-    if call.started:
-        raise RuntimeError("the awaitable returned by handler() was already awaited")
-    call.started = True
-    run = call.run
-    index = call.index + 1
+    phase = run.phase
+    if phase[index] != _NEW:
+        raise RuntimeError("handler was already called: a contributed wrap hook may call it once "
+                           "(the host returns the first result)")
+    phase[index] = _STARTED
+    layers = run.layers
     try:
-        if index > run.layers.last:
+        if index == layers.count:
             yield from _inner(run)
         else:
-            nested = _Call(run, index)
             hook_error: Exception | None = None
             try:
-                awaitable = run.layers.hooks[index](run.layers.view(run.request), nested)
+                awaitable = layers.hooks[index](layers.view(run.request), partial(_enter, run, index + 1))
                 yield from (awaitable if type(awaitable) is CoroutineType else awaitable.__await__())  # type: ignore[misc]
             except Exception as error:  # the hook's own fault, or the handler's exception it let through
                 hook_error = error
-            if hook_error is not None or not nested.finished:
-                yield from _settle(nested, hook_error)
+            if hook_error is not None or phase[index + 1] != _FINISHED:
+                yield from _settle(run, index + 1, hook_error)
     except BaseException as error:
-        call.raised = error
+        if run.raised is None:
+            run.raised = {}
+        run.raised[index] = error
         raise
     finally:
-        call.finished = True
-        if call.waiter is not None and not call.waiter.done():
-            call.waiter.set_result(None)
-    if run.failure is not None and call.index != _TOP:  # the driver's own call leaves the outcome to the driver
-        call.raised = run.failure
+        phase[index] = _FINISHED
+        if run.waiters is not None:
+            waiter = run.waiters.pop(index, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+    if run.failure is not None and index:  # the driver's own entry (0) leaves the outcome to the driver
+        if run.raised is None:
+            run.raised = {}
+        run.raised[index] = run.failure
         raise run.failure
     return run.result
 
@@ -242,22 +234,25 @@ def _inner(run: _Run) -> Generator[Any, Any, None]:
             run.failure = error
 
 
-def _settle(call: _Call, hook_error: Exception | None) -> Generator[Any, Any, None]:
-    """After a hook that misbehaved: run downstream if it never ran, wait for it if it still runs, diagnose."""
-    wrapper = call.run.layers.wrappers[call.index]
-    hook_name = call.run.layers.hook_name
-    if not call.started:
+def _settle(run: _Run, index: int, hook_error: Exception | None) -> Generator[Any, Any, None]:
+    """After hook ``index - 1`` misbehaved: run entry ``index`` if it never ran, wait for it if it still runs, diagnose."""
+    wrapper = run.layers.wrappers[index - 1]
+    hook_name = run.layers.hook_name
+    phase = run.phase[index]
+    if phase == _NEW:
         wrapper.diagnostic(hook_name, hook_error if hook_error is not None
                            else "the hook did not call handler; the host called it")
         try:
-            yield from _next(call)
+            yield from _enter(run, index)
         except Exception:  # downstream's outcome is on the run: the caller gets it from there
             pass
         return
-    if not call.finished:  # the hook returned while handler still runs in another task: its result is the answer
-        call.waiter = asyncio.get_running_loop().create_future()
-        yield from call.waiter
-    if hook_error is not None and hook_error is not call.raised:
+    if phase != _FINISHED:  # the hook returned while handler still runs in another task: its result is the answer
+        if run.waiters is None:
+            run.waiters = {}
+        waiter = run.waiters[index] = asyncio.get_running_loop().create_future()
+        yield from waiter
+    if hook_error is not None and hook_error is not (run.raised or {}).get(index):
         wrapper.diagnostic(hook_name, hook_error)
 
 
@@ -285,7 +280,7 @@ async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
     store = run.store
     run.task = asyncio.current_task()
     outer = _current_store.get() is not store
-    steps = _next(_Call(run, _TOP))
+    steps = _enter(run, 0)
     value: Any = None
     thrown: BaseException | None = None
     while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -313,6 +314,59 @@ def test_fault_isolation_never_adds_a_request_and_returns_the_real_result(
     if mode == "call twice":
         assert len(middleware.caught) == (2 if hook == "awrap_model_call" else 1)
         assert "already called" in str(middleware.caught[0])
+
+
+class Meddler(AgentMiddleware):
+    """Records what it sees, then changes its request in place (list fields, dict keys, attributes)."""
+
+    def __init__(self, seen: list[Any]) -> None:
+        self.seen = seen
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append((id(request), len(request.messages), len(request.tool_specs), request.system_prompt,
+                          hasattr(request, "meddled")))
+        request.messages.append({"role": "user", "content": [{"text": "evil"}]})
+        request.tool_specs.append({"name": "evil"})
+        request.system_prompt = "evil"
+        request.meddled = True
+        return await handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append((id(request), dict(request.tool_use["input"]), request.tool_use["name"],
+                          request.tool is None, hasattr(request, "meddled")))
+        request.tool_use["input"] = {"key": "evil"}
+        request.tool_use["name"] = "evil"
+        request.tool = None
+        request.meddled = True
+        return await handler(request)
+
+
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
+def test_each_stacked_hook_gets_its_own_request_copy(placement: Placement) -> None:
+    """An in-place change a hook makes to its request (shallow: the request's own fields, its lists and its
+    tool_use's keys) reaches neither the next hook nor downstream."""
+    calls.clear()
+    seen: list[Any] = []
+    hooks = [Meddler(seen) for _ in range(3)]
+    contribute(*(MiddlewarePlacement(hook, placement) for hook in hooks))
+    model = ScriptedModel(tool_call("side_effect", {"key": "real"}), text("done"))
+    agent = Agent(model, tools=[side_effect], system_prompt="sys")
+    assert str(agent("x")) == "done\n"
+    assert calls == ["real"]  # the tool ran once, with the model's input
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "ran real"}]
+    assert [call.system_prompt for call in model.calls] == ["sys", "sys"]
+    assert [len(call.messages) for call in model.calls] == [1, 3]
+    assert [call.tool_names for call in model.calls] == [("side_effect",), ("side_effect",)]
+    if placement in (LOGICAL, PHYSICAL):
+        assert len(seen) == 6  # 3 hooks x 2 model calls
+        for call, start in ((0, 0), (1, 3)):
+            views = seen[start:start + 3]
+            assert len({view[0] for view in views}) == 3  # a copy of its own per hook
+            assert [view[1:] for view in views] == [(1 + 2 * call, 1, "sys", False)] * 3
+    else:
+        assert len(seen) == 3
+        assert len({view[0] for view in seen}) == 3
+        assert [view[1:] for view in seen] == [({"key": "real"}, "side_effect", False, False)] * 3
 
 
 @pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
@@ -722,3 +776,22 @@ def test_a_direct_tool_call_is_observed_once_at_visible_and_raw_in_a_lead_chain_
     assert failed["status"] == "error"
     assert [entry[:2] for entry in log] == [("V", "tool"), ("R", "tool"), ("R", "tool error"), ("V", "tool done")]
     assert stores[2] is not stores[0]  # each direct call is a run of its own
+
+
+def test_request_views_copy_every_field_of_their_dataclass() -> None:
+    """The views are built field by field (no dataclass __init__): their field lists must stay the dataclasses'."""
+    import dataclasses
+
+    from ray_harness.extensions import _chain
+
+    for kind, names in _chain._VIEW_FIELDS.items():
+        assert tuple(field.name for field in dataclasses.fields(kind)) == names
+        assert not hasattr(kind, "__post_init__")
+    model_request = _chain.InvokeModelContext("agent", [{"role": "user"}], "sys", [{"name": "t"}], {"auto": {}}, {})
+    model_view = _chain._model_view(model_request)
+    assert model_view == model_request and model_view is not model_request
+    assert model_view.messages is not model_request.messages and model_view.tool_specs is not model_request.tool_specs
+    tool_request = _chain.ExecuteToolContext("agent", None, {"toolUseId": "1", "name": "t", "input": {}}, {},
+                                             threading.Event())
+    tool_view = _chain._tool_view(tool_request)
+    assert tool_view == tool_request and tool_view.tool_use is not tool_request.tool_use
