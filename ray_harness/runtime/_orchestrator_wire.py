@@ -14,6 +14,7 @@ In the actor, session managers are replaced by a relay that sends their writes b
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import io
 import pickle
 import threading
@@ -65,17 +66,31 @@ def object_table(root: MultiAgentBase) -> dict[tuple[str, ...], Any]:
     return table
 
 
+_resolver: contextvars.ContextVar[Any] = contextvars.ContextVar("ray_harness_orchestrator_refs")
+"""The resolver of the :func:`loads` running in this context (references are resolved while unpickling)."""
+
+
+def _ref(key: tuple[str, ...]) -> Any:
+    return _resolver.get()(key)
+
+
 class _RefPickler(cloudpickle.CloudPickler):  # type: ignore[misc]
-    """cloudpickle, with the objects of ``refs`` (``id(obj)`` → key) written as persistent ids."""
+    """cloudpickle, with the objects of ``refs`` (``id(obj)`` → key) written as references for :func:`loads`.
+
+    The references are reductions (``_ref(key)``) from ``reducer_override``, not persistent ids: the pickler
+    calls ``persistent_id`` back in Python for every object it writes — each string and dict of every history
+    — and ``reducer_override`` only for objects of classes it has no fast path for (the references are all such
+    objects: orchestrators, agents, nodes, hooks, locks, session managers).
+    """
 
     def __init__(self, file: io.BytesIO, refs: dict[int, tuple[str, ...]]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._refs = refs
 
-    def persistent_id(self, obj: Any) -> tuple[str, ...] | None:
-        return self._refs.get(id(obj))
-
     def reducer_override(self, obj: Any) -> Any:
+        key = self._refs.get(id(obj))
+        if key is not None:
+            return _ref, (key,)
         if type(obj) in _NODE_TYPES:
             # Nodes hash by node_id and sit in sets of each other (dependencies, cycles): rebuilt from node_id
             # first, so a set that refers back to a node being unpickled can hash it.
@@ -89,15 +104,6 @@ def _new_node(kind: Any, node_id: str) -> Any:
     return node
 
 
-class _RefUnpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, resolve: Any) -> None:
-        super().__init__(file)
-        self._resolve = resolve
-
-    def persistent_load(self, pid: Any) -> Any:
-        return self._resolve(tuple(pid))
-
-
 def dumps(value: Any, refs: dict[int, tuple[str, ...]]) -> bytes:
     buffer = io.BytesIO()
     _RefPickler(buffer, refs).dump(value)
@@ -105,7 +111,11 @@ def dumps(value: Any, refs: dict[int, tuple[str, ...]]) -> bytes:
 
 
 def loads(payload: bytes, resolve: Any) -> Any:
-    return _RefUnpickler(io.BytesIO(payload), resolve).load()
+    token = _resolver.set(resolve)
+    try:
+        return pickle.loads(payload)
+    finally:
+        _resolver.reset(token)
 
 
 def by_table(table: dict[tuple[str, ...], Any]) -> Any:

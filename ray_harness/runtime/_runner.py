@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
+from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta, take_delta
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
@@ -240,7 +240,8 @@ class AgentRunner:
             return signal
 
     def _finish(self, invocation_id: str, result: AgentResult) -> None:
-        self._journal[invocation_id] = {"status": "done", "result": result}
+        start = self._journal.get(invocation_id, {}).get("start")
+        self._journal[invocation_id] = {"status": "done", "result": result, "start": start}
         self._journal.move_to_end(invocation_id)
         done = [key for key, entry in self._journal.items() if entry["status"] == "done"]
         for key in done[:-_KEPT_RESULTS]:
@@ -276,8 +277,21 @@ class AgentRunner:
         self._step()
 
     def journal_entry(self) -> dict[str, Any]:
-        """Return what the store keeps: the agent's :class:`AgentSnapshot`, the running batch's results, the journal."""
-        return {"version": _JOURNAL_VERSION, "agent": self.agent.snapshot(), "batch_results": self._batch_results,
+        """Return what the store keeps: the agent's state, the running batch's results, the journal.
+
+        The state is the agent's :class:`AgentSnapshot`; a node slot (``journal="side_effects"``) keeps a
+        :class:`SnapshotDelta` over the messages its running invocation started from instead (``"base"`` names
+        that invocation), so a write costs what the run added, not the whole history: the slot it is adopted
+        into was built from the caller's copy, which holds those messages.
+        """
+        state: AgentSnapshot | SnapshotDelta
+        base = None if self._every_step else self._running
+        start = self._journal.get(base, {}).get("start") if base is not None else None
+        if start is not None and start <= len(self.agent.messages):
+            state = take_delta(self.agent, start)
+        else:
+            state, base = self.agent.snapshot(), None
+        return {"version": _JOURNAL_VERSION, "agent": state, "base": base, "batch_results": self._batch_results,
                 "journal": self._journal, "order": self._gate.positions()}
 
     def _step(self) -> None:
@@ -311,7 +325,14 @@ class AgentRunner:
         entry = self._load()
         if entry is None or invocation_id not in entry["journal"]:
             return False
-        self._apply(entry)
+        if entry.get("base") not in (None, invocation_id):  # a delta over another invocation's start
+            return False
+        try:
+            self._apply(entry)
+        except ValueError as error:  # the copy it was built from is not the one the run started from
+            logger.warning("key=<%s>, run=<%s>, error=<%s> | journal not adopted: the run starts again", self._key,
+                           invocation_id, error)
+            return False
         return True
 
     def _load(self) -> dict[str, Any] | None:

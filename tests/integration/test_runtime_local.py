@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ray_harness import Agent, tool
+from ray_harness.agent import SnapshotDelta
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._wire import InvokeRequest
@@ -110,27 +111,41 @@ async def test_a_node_slot_journals_from_its_first_tool_result_and_adopts_only_i
 
     log: list[str] = []
     gate = asyncio.Event()
-    first = AgentRunner(_agent(log, gate), store=store, key="slot:g/b", journal="side_effects")
+    history = [{"role": "user", "content": [{"text": "earlier"}]}, {"role": "assistant", "content": [{"text": "ok"}]}]
+
+    def copy_with_history() -> Agent:  # the caller's copy: the history the run starts from
+        agent = _agent(log, gate)
+        agent.messages = [dict(message) for message in history]
+        return agent
+
+    first = AgentRunner(copy_with_history(), store=store, key="slot:g/b", journal="side_effects")
     running = asyncio.create_task(first.invoke(InvokeRequest(invocation_id="inv-1", prompt="go")))
     for _ in range(500):
         if sorted(log) == ["a", "b"] and first._batch_results:
             break
         await asyncio.sleep(0.01)
     crashed = store.path("slot:g/b").read_bytes()  # written at the first tool result
+    entry = store.load("slot:g/b")
+    assert entry is not None and entry["base"] == "inv-1"
+    assert isinstance(entry["agent"], SnapshotDelta)  # what the run added, not the history before it
+    assert entry["agent"].base_messages == 2 and entry["agent"].snapshot.messages[0]["content"] == [{"text": "go"}]
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
     store.path("slot:g/b").write_bytes(crashed)
 
     gate.set()
-    other = AgentRunner(_agent(log, gate), store=store, key="slot:g/b", journal="side_effects")
+    other = AgentRunner(copy_with_history(), store=store, key="slot:g/b", journal="side_effects")
     assert other.adopt("inv-2") is False  # a journal of another invocation: the caller's copy wins
-    assert other.agent.messages == []
-    second = AgentRunner(_agent(log, gate), store=store, key="slot:g/b", journal="side_effects")
+    assert other.agent.messages == history
+    stranger = AgentRunner(_agent(log, gate), store=store, key="slot:g/b", journal="side_effects")
+    assert stranger.adopt("inv-1") is False  # built from another history than the run started from
+    second = AgentRunner(copy_with_history(), store=store, key="slot:g/b", journal="side_effects")
     assert second.adopt("inv-1") is True
     result = await second.invoke(InvokeRequest(invocation_id="inv-1", prompt="go"))
     assert str(result) == "a + b\n"
     assert sorted(log) == ["a", "b", "b"]  # the completed tool did not run again; the running one did
+    assert second.agent.messages[:2] == history and len(second.agent.messages) == 6
     second.forget()
     assert store.load("slot:g/b") is None
 
