@@ -26,8 +26,13 @@ from ray_harness.testing import ScriptedModel, text, tool_call
 # -- agents (importable by path, so actors build them with factories) ---------------------------------------
 
 
+# R1/R5's models keep no record of their calls (nothing reads it): a recording model's state holds every request
+# it saw, and a dedicated agent journals its model's state after every message, so R1/R5 would measure a cost
+# that grows with the benchmark's own call count instead of the runtime's.
+
+
 def one_turn() -> Agent:
-    return Agent(ScriptedModel(text("ok"), loop=True), name="one_turn", retry_strategy=None)
+    return Agent(ScriptedModel(text("ok"), loop=True, record_calls=False), name="one_turn", retry_strategy=None)
 
 
 def slow_model() -> Agent:
@@ -50,7 +55,7 @@ async def ask_b(question: str, tool_context: ToolContext) -> str:
 
 
 def agent_a() -> Agent:
-    model = ScriptedModel(tool_call("ask_b", {"question": "q"}), text("done"), loop=True)
+    model = ScriptedModel(tool_call("ask_b", {"question": "q"}), text("done"), loop=True, record_calls=False)
     return Agent(model, tools=[ask_b], name="agent_a", retry_strategy=None)
 
 

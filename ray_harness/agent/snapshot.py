@@ -128,23 +128,29 @@ class SnapshotDelta(BaseModel):
         return self.snapshot.model_copy(update={"messages": [*base, *self.snapshot.messages]})
 
 
-def take_delta(agent: Any, base_messages: int) -> SnapshotDelta:
+def take_delta(agent: Any, base_messages: int, *, copy: bool = True) -> SnapshotDelta:
     """The agent's state as a :class:`SnapshotDelta` over its first ``base_messages`` messages.
 
     The caller vouches that those messages are the ones the receiving copy has (a run that only appended):
-    this only copies the messages after them.
+    this only copies the messages after them. ``copy``: as in :func:`take_snapshot`.
     """
     if not 0 <= base_messages <= len(agent.messages):
         raise ValueError(f"base_messages must be between 0 and the agent's {len(agent.messages)} messages, "
                          f"got {base_messages}")
-    return SnapshotDelta.model_construct(base_messages=base_messages, snapshot=take_snapshot(agent, base_messages))
+    tail = take_snapshot(agent, base_messages, copy=copy)
+    return SnapshotDelta.model_construct(base_messages=base_messages, snapshot=tail)
 
 
-def take_snapshot(agent: Any, messages_from: int = 0) -> AgentSnapshot:
+def take_snapshot(agent: Any, messages_from: int = 0, *, copy: bool = True) -> AgentSnapshot:
     """``agent.snapshot()``: copies of the agent's state, built without re-validating it (the agent's own).
 
     ``messages_from``: only the messages from that index on (the tail of a :class:`SnapshotDelta`).
+    ``copy=False``: the messages and the model's state are the agent's own objects, not copies — for a caller
+    that serializes the snapshot before the agent runs on (the runtime's journal pickles it at once, after every
+    message: copying a long history, or a model state that grows with every call, each time cost more than the
+    write). Such a snapshot must not be kept or handed out.
     """
+    keep = copy_json if copy else _same
     metrics = agent.event_loop_metrics
     manager = agent.conversation_manager
     get_model_state = getattr(agent.model, "get_state", None)
@@ -155,18 +161,22 @@ def take_snapshot(agent: Any, messages_from: int = 0) -> AgentSnapshot:
         schema_version=SCHEMA_VERSION,
         agent_id=agent.agent_id,
         name=agent.name,
-        messages=copy_json(agent.messages[messages_from:] if messages_from else agent.messages),
+        messages=keep(agent.messages[messages_from:] if messages_from else agent.messages),
         state=agent.state.to_dict(),
         interrupt_state=agent._interrupt_state.to_dict(),
-        conversation_manager_state=copy_json(manager.get_state()) if manager is not None else None,
+        conversation_manager_state=keep(manager.get_state()) if manager is not None else None,
         metrics=SnapshotMetrics.model_construct(
             cycle_count=metrics.cycle_count, model_calls=metrics.model_calls,
             accumulated_usage=dict(metrics.accumulated_usage), accumulated_metrics=dict(metrics.accumulated_metrics),
             accumulated_cost_usd=metrics.accumulated_cost_usd, tool_metrics=tool_metrics,
             invocation_usage=dict(metrics.invocation_usage), invocation_cycles=metrics.invocation_cycles,
             invocation_cost_usd=metrics.invocation_cost_usd),
-        model_state=copy_json(get_model_state()) if callable(get_model_state) else None,
+        model_state=keep(get_model_state()) if callable(get_model_state) else None,
     )
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta) -> None:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta, take_delta
+from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta, take_delta, take_snapshot
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
@@ -283,14 +283,20 @@ class AgentRunner:
         :class:`SnapshotDelta` over the messages its running invocation started from instead (``"base"`` names
         that invocation), so a write costs what the run added, not the whole history: the slot it is adopted
         into was built from the caller's copy, which holds those messages.
+
+        The entry holds the agent's own messages and model state, not copies: serialize it before the agent
+        runs on (``persist`` does).
         """
         state: AgentSnapshot | SnapshotDelta
         base = None if self._every_step else self._running
         start = self._journal.get(base, {}).get("start") if base is not None else None
+        # Not copies of the agent's messages and model state: persist() pickles the entry before the agent
+        # runs on, and copying them at every step cost more than the write (the history and a recording
+        # model's state grow with every call).
         if start is not None and start <= len(self.agent.messages):
-            state = take_delta(self.agent, start)
+            state = take_delta(self.agent, start, copy=False)
         else:
-            state, base = self.agent.snapshot(), None
+            state, base = take_snapshot(self.agent, copy=False), None
         return {"version": _JOURNAL_VERSION, "agent": state, "base": base, "batch_results": self._batch_results,
                 "journal": self._journal, "order": self._gate.positions()}
 

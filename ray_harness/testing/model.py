@@ -34,7 +34,6 @@ from ray_harness.types.content import ContentBlock, Messages
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.streaming import StreamEvent, Usage
 from ray_harness.types.tools import ToolChoice, ToolSpec
-from ray_harness.types.validation import copy_json
 
 __all__ = (
     "ModelCall",
@@ -234,10 +233,16 @@ class ScriptedModel(Model):
     # -- state (AgentSnapshot.model_state) ------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
-        """Where the script stands and the recorded calls (the steps are configuration, not state)."""
+        """Where the script stands and the recorded calls (the steps are configuration, not state).
+
+        The calls' messages and tool specs are the model's own records (copies taken when the call was made),
+        not new copies: ``Agent.snapshot()`` copies the state, and the runtime's journal pickles it after every
+        message — copying every recorded history there made each write cost more the longer the agent ran.
+        Treat the returned state as read-only.
+        """
         return {"cursor": self._cursor, "calls": [
-            {"messages": copy_json(list(call.messages)), "system_prompt": call.system_prompt,
-             "tool_specs": copy_json(list(call.tool_specs)), "tool_choice": copy_json(call.tool_choice),
+            {"messages": list(call.messages), "system_prompt": call.system_prompt,
+             "tool_specs": list(call.tool_specs), "tool_choice": call.tool_choice,
              "index": call.index} for call in self.calls]}
 
     def set_state(self, state: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from ray_harness import Agent, tool
 from ray_harness.agent import AgentSnapshot
 from ray_harness.agent.conversation_manager import SlidingWindowConversationManager
+from ray_harness.agent.snapshot import take_snapshot
 from ray_harness.hooks.events import BeforeToolCallEvent
 from ray_harness.testing import ScriptedModel, tool_call
 from ray_harness.types.exceptions import ConcurrencyException
@@ -57,6 +59,28 @@ def test_snapshot_is_frozen_and_a_copy() -> None:
     agent.state.set("k", 2)
     assert snapshot.messages[0]["content"][0]["text"] == "what is 1 + 2?"
     assert snapshot.state["k"] == 1
+
+
+def test_snapshot_copies_the_models_recorded_calls() -> None:
+    agent = _ran()
+    snapshot = agent.snapshot()
+    assert agent.model.calls[0].messages[0]["content"][0]["text"] == "what is 1 + 2?"  # type: ignore[attr-defined]
+    agent.model.calls[0].messages[0]["content"][0]["text"] = "changed"  # type: ignore[attr-defined]
+    agent("and now?")
+    assert snapshot.model_state is not None and snapshot.model_state["cursor"] == 2
+    assert len(snapshot.model_state["calls"]) == 2
+    assert snapshot.model_state["calls"][0]["messages"][0]["content"][0]["text"] == "what is 1 + 2?"
+
+
+def test_an_uncopied_snapshot_pickles_the_same_state() -> None:
+    # The runtime's journal takes the snapshot without copies and pickles it at once.
+    agent = _ran()
+    stored = pickle.loads(pickle.dumps(take_snapshot(agent, copy=False)))
+    assert stored == agent.snapshot()
+    fresh = Agent(ScriptedModel(_script()), tools=[add], agent_id="a-1", name="adder")
+    fresh.restore(stored)
+    assert fresh.snapshot() == agent.snapshot()
+    assert str(fresh("again?")).strip() == "again"
 
 
 def test_json_round_trip_restores_into_a_fresh_agent() -> None:
