@@ -34,12 +34,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ray_harness._runtimes import node_runner, register
+from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
+from ray_harness.types.validation import copy_json
 
 __all__ = ("DEFAULT_RUNTIME", "EventFilter", "LocalNodeRunner", "NodeRunner", "delegated_stream", "make_node_runner",
            "node_result_from_agent", "node_result_from_multiagent", "node_type")
@@ -136,6 +139,34 @@ def node_result_from_multiagent(result: MultiAgentResult) -> NodeResult:
                       interrupts=list(result.interrupts), accumulated_cost_usd=result.accumulated_cost_usd)
 
 
+@dataclass(frozen=True, slots=True)
+class _AgentConversation:
+    """An Agent's conversation at bind time, copied: what ``reset_node`` puts back.
+
+    Three copies instead of a whole ``AgentSnapshot`` (metrics, conversation manager and model state included,
+    then dropped): a graph is often built per request (an evaluation row), and most are never reset.
+    """
+
+    messages: list[Any]
+    state: dict[str, Any]
+    interrupt_state: dict[str, Any]
+
+    @classmethod
+    def of(cls, agent: Agent) -> _AgentConversation:
+        return cls(copy_json(agent.messages), agent.state.to_dict(), agent.interrupt_state.to_dict())
+
+    def over(self, snapshot: AgentSnapshot) -> AgentSnapshot:
+        """``snapshot`` with this conversation (``restore`` copies it again: this one stays as it is)."""
+        return snapshot.model_copy(update={"messages": self.messages, "state": self.state,
+                                           "interrupt_state": self.interrupt_state})
+
+
+def _initial_conversation(target: Any) -> _AgentConversation | AgentSnapshot:
+    if isinstance(target, Agent) and type(target).snapshot is Agent.snapshot:
+        return _AgentConversation.of(target)
+    return conversation(target.snapshot())  # e.g. a RemoteAgent, which asks its actor
+
+
 class LocalNodeRunner:
     """Runs nodes in this process and event loop (``runtime="local"``)."""
 
@@ -143,7 +174,7 @@ class LocalNodeRunner:
 
     def __init__(self) -> None:
         self._nodes: dict[str, Any] = {}
-        self._initial: dict[str, AgentSnapshot] = {}
+        self._initial: dict[str, _AgentConversation | AgentSnapshot] = {}
         self._running: set[str] = set()
         self._signals: dict[str, threading.Event] = {}
         self._cancelled = False
@@ -155,7 +186,7 @@ class LocalNodeRunner:
         """
         self._nodes = dict(nodes)
         # Agents, and whatever else can snapshot itself (e.g. a RemoteAgent, which asks its actor).
-        self._initial = {node_id: conversation(target.snapshot()) for node_id, target in self._nodes.items()
+        self._initial = {node_id: _initial_conversation(target) for node_id, target in self._nodes.items()
                          if not isinstance(target, MultiAgentBase) and callable(getattr(target, "restore", None))}
 
     def start_invocation(self) -> None:
@@ -233,7 +264,11 @@ class LocalNodeRunner:
         initial = self._initial.get(node_id)
         if initial is not None:
             target = self._nodes[node_id]
-            target.restore(replace_conversation(target.snapshot(), initial))
+            current = target.snapshot()
+            if isinstance(initial, _AgentConversation):
+                target.restore(initial.over(current))
+            else:
+                target.restore(replace_conversation(current, initial))
 
     def export_node_state(self, node_id: str) -> dict[str, Any]:
         """The state of node ``node_id`` to persist: its conversation, or a nested graph/swarm's state.

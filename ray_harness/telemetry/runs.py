@@ -61,41 +61,57 @@ def scoped(tags: dict[str, str]) -> Iterator[None]:
         _reset(token)
 
 
-@contextlib.contextmanager
-def run_scope(kind: str, name: str, *, nodes: int = 0, run_id: str | None = None) -> Iterator[str]:
+def run_scope(kind: str, name: str, *, nodes: int = 0, run_id: str | None = None) -> _RunScope:
     """One Graph/Swarm invocation (``kind`` ``"graph"``/``"swarm"``) or evaluation (``"eval"``) named ``name``.
 
     A run nested in another (a graph as a node, a graph per evaluation row) keeps the outer ``run`` id.
-    Yields the run id.
+    A context manager; entering it yields the run id.
     """
-    outer = current_tags()
-    run = outer.get("run") or run_id or uuid.uuid4().hex[:16]
-    token = _tags.set({**{key: value for key, value in outer.items() if key != "node"}, kind: name, "run": run})
-    metrics.run_started(run, kind, name, nodes)
-    outcome = _Outcome()
-    try:
-        with outcome:
-            yield run
-    finally:
-        _reset(token)
-        metrics.run_finished(run, kind, name, outcome.status)
+    return _RunScope(kind, name, nodes, run_id)
 
 
-@contextlib.contextmanager
-def node_scope(node_id: str) -> Iterator[None]:
+def node_scope(node_id: str) -> _NodeScope:
     """One execution of node ``node_id`` of the current run; records its duration and status on exit."""
-    outer = current_tags()
-    token = _tags.set({**outer, "node": node_id})
-    run = outer.get("run", "")
-    metrics.node_started(run, node_id)
-    started = time.perf_counter()
-    outcome = _Outcome()
-    try:
-        with outcome:
-            yield
-    finally:
-        _reset(token)
-        metrics.node_finished(run, node_id, outcome.status, time.perf_counter() - started)
+    return _NodeScope(node_id)
+
+
+class _RunScope:
+    # A class, not a generator-based context manager: one is entered per Graph/Swarm invocation (per evaluation
+    # row), where the generator's setup costs more than the scope's own work.
+    __slots__ = ("_kind", "_name", "_nodes", "_run", "_run_id", "_token")
+
+    def __init__(self, kind: str, name: str, nodes: int, run_id: str | None) -> None:
+        self._kind, self._name, self._nodes, self._run_id = kind, name, nodes, run_id
+
+    def __enter__(self) -> str:
+        outer = current_tags()
+        run = self._run = outer.get("run") or self._run_id or uuid.uuid4().hex[:16]
+        self._token = _tags.set({**{key: value for key, value in outer.items() if key != "node"},
+                                 self._kind: self._name, "run": run})
+        metrics.run_started(run, self._kind, self._name, self._nodes)
+        return run
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        _reset(self._token)
+        metrics.run_finished(self._run, self._kind, self._name, _status(kind))
+
+
+class _NodeScope:
+    __slots__ = ("_node", "_run", "_started", "_token")  # a class for the reason of _RunScope's
+
+    def __init__(self, node_id: str) -> None:
+        self._node = node_id
+
+    def __enter__(self) -> None:
+        outer = current_tags()
+        self._token = _tags.set({**outer, "node": self._node})
+        self._run = outer.get("run", "")
+        metrics.node_started(self._run, self._node)
+        self._started = time.perf_counter()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        _reset(self._token)
+        metrics.node_finished(self._run, self._node, _status(kind), time.perf_counter() - self._started)
 
 
 @contextlib.contextmanager
@@ -150,19 +166,12 @@ def _reset(token: contextvars.Token[dict[str, str] | None]) -> None:
         _tags.reset(token)
 
 
-class _Outcome:
-    """How the block it wraps ended: ``completed``, ``failed``, or ``cancelled`` (task cancel, generator close)."""
+def _status(kind: type[BaseException] | None) -> str:
+    """How a scope's block ended: ``completed``, ``failed``, or ``cancelled`` (task cancel, generator close)."""
+    import asyncio
 
-    status = "failed"
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
-        import asyncio
-
-        if kind is None:
-            self.status = "completed"
-        elif issubclass(kind, asyncio.CancelledError | GeneratorExit):
-            self.status = "cancelled"
-
+    if kind is None:
+        return "completed"
+    if issubclass(kind, asyncio.CancelledError | GeneratorExit):
+        return "cancelled"
+    return "failed"
