@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE
 from ray_harness.runtime._client import ActorClient
+from ray_harness.runtime._multiplex import fresh_error as _fresh
 from ray_harness.runtime._spec import cloudpickle
 from ray_harness.runtime._wire import InvokeRequest
 from ray_harness.types.exceptions import RemoteActorError
@@ -104,15 +104,3 @@ def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes, spent: Any) -
             with contextlib.suppress(Exception):
                 setattr(value, SPENT_ATTRIBUTE, spent)
         future.set_exception(value)
-
-
-def _fresh(error: BaseException) -> BaseException:
-    """Copy ``error`` for one run: one exception object raised in many tasks would pile up their tracebacks."""
-    try:
-        clone = copy.copy(error)
-    except Exception:
-        return error
-    clone.__cause__ = error.__cause__
-    return clone
-
-

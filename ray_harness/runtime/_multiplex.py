@@ -17,7 +17,7 @@ import copy
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ("END", "ERROR", "ITEM", "Demultiplexer", "Entry", "multiplex")
+__all__ = ("END", "ERROR", "ITEM", "Demultiplexer", "Entry", "fresh_error", "multiplex")
 
 ITEM, END, ERROR = 0, 1, 2
 Entry = tuple[str, int, Any]
@@ -103,7 +103,7 @@ class Demultiplexer:
         """End every stream still open with ``error`` (a copy each: one object raised in many tasks piles up tracebacks)."""
         for run_id in list(self._open):
             self._open.discard(run_id)
-            self._queues[run_id].put_nowait((run_id, ERROR, _fresh(error)))
+            self._queues[run_id].put_nowait((run_id, ERROR, fresh_error(error)))
 
     @property
     def open(self) -> frozenset[str]:
@@ -138,7 +138,8 @@ class Demultiplexer:
             self.on_idle()
 
 
-def _fresh(error: BaseException) -> BaseException:
+def fresh_error(error: BaseException) -> BaseException:
+    """Copy ``error`` for one run: one exception object raised in many tasks would pile up their tracebacks."""
     try:
         clone = copy.copy(error)
     except Exception:

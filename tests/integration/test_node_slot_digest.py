@@ -17,6 +17,7 @@ from ray_harness.agent import AgentSnapshot, SnapshotDelta
 from ray_harness.agent.conversation_manager.null import NullConversationManager
 from ray_harness.agent.conversation_manager.sliding_window import SlidingWindowConversationManager
 from ray_harness.testing import ScriptedModel, text, tool_call
+from tests.integration.test_node_slots_ray import without_ids
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 
@@ -32,15 +33,6 @@ def filler(count: int) -> list[dict[str, Any]]:
     return [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"text": f"turn {i}"}]} for i in range(count)]
 
 
-def without_ids(messages: list[Any]) -> Any:
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "toolUseId"}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return strip(messages)
 
 
 async def slot(pool: Any, orchestrator: Any, node_id: str) -> dict[str, Any]:
