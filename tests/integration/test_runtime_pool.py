@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,18 @@ def pool(ray_session: Any) -> Iterator[Any]:
     created = AgentPool(size=2)
     yield created
     created.shutdown()
+
+
+def test_the_driver_and_every_ray_process_share_one_state_dir(ray_session: Any) -> None:
+    """One ``ray_session`` for the whole test session: a second instance (a module importing the fixture)
+    would point the driver's RAY_HARNESS_STATE_DIR away from the one the raylet, so every host, started with."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    def state_dir() -> str | None:
+        return os.environ.get("RAY_HARNESS_STATE_DIR")
+
+    assert ray.get(state_dir.remote()) == os.environ["RAY_HARNESS_STATE_DIR"] == ray_session["state_dir"]
 
 
 async def _wait_running(pool: Any, count: int, timeout: float = 120) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from ray_harness.types.exceptions import ConcurrencyException, RemoteActorError
+from tests.conftest import RAY_NAMESPACE
 from tests.integration.agents import crashing_factory
-from tests.integration.conftest import RAY_NAMESPACE
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
 

@@ -9,8 +9,6 @@ import time
 
 import pytest
 
-from tests.integration.conftest import ray_session  # noqa: F401 - the shared session Ray
-
 pytestmark = [pytest.mark.ray, pytest.mark.reliability, pytest.mark.usefixtures("ray_session")]
 
 INVOCATIONS = int(os.environ.get("RAY_HARNESS_LOAD_INVOCATIONS", "500"))

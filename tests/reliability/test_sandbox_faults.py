@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from ray_harness.types.exceptions import RemoteActorError
-from tests.integration.conftest import ray_session  # noqa: F401 - the shared session Ray
 
 pytestmark = [pytest.mark.ray, pytest.mark.reliability, pytest.mark.usefixtures("ray_session")]
 

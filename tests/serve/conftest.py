@@ -1,6 +1,6 @@
 """Serving tests. Most run the real A2A app under uvicorn on loopback (no Ray): several "replicas" in this
 process share one task store, which is what makes a task movable between them. ``test_serve_ray.py``
-runs the same app on Ray Serve (it takes the integration ``ray_session`` fixture)."""
+runs the same app on Ray Serve (it takes the session-wide ``ray_session`` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import pytest
 
 from ray_harness.serve._server import AppSettings, build_asgi_app
 from ray_harness.serve._store import TaskRecords, open_repository
-from tests.integration.conftest import ray_session  # noqa: F401  (the shared Ray of test_serve_ray.py)
 from tests.session.conftest import moto_endpoint  # noqa: F401  (a real moto_server for the S3 store)
 
 TOKEN = "s3cret-token"
