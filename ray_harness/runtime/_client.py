@@ -95,19 +95,20 @@ class ActorClient:
 
         """
         traced = [self.traced(arg) if isinstance(arg, Request) else arg for arg in args]
-        first = self._method(method, traced, task).remote(*traced)  # submitted now: the caller's order is kept
+        bound = self._method(method, traced, task)  # named once: a re-sent call is the same task
+        first = bound.remote(*traced)  # submitted now: the caller's order is kept
         if cancel_call:
             cancel = None
-        return self._consume(first, method, traced, cancel, cancel_call, resend, done, what, task)
+        return self._consume(first, bound, traced, cancel, cancel_call, resend, done, what)
 
-    async def _consume(self, first: Any, method: str, args: list[Any], cancel: Callable[[], Any] | None,
-                       cancel_call: bool, resend: bool, done: Callable[[Any], bool], what: str,
-                       task: str | None = None) -> AsyncGenerator[Any, None]:
+    async def _consume(self, first: Any, bound: Any, args: list[Any], cancel: Callable[[], Any] | None,
+                       cancel_call: bool, resend: bool, done: Callable[[Any], bool],
+                       what: str) -> AsyncGenerator[Any, None]:
         generator, finished, lost = first, False, False
         try:
             for attempt in range(_RESENDS + 1):
                 if attempt:
-                    generator = self._method(method, args, task).remote(*args)
+                    generator = bound.remote(*args)
                 try:
                     async for item in stream_items(generator, self.name):
                         if done(item):
@@ -130,16 +131,23 @@ class ActorClient:
                     cancel()
 
     def _method(self, method: str, args: list[Any], task: str | None = None) -> Any:
-        """The actor method, named for the dashboard's task view (``task``, else the node or row it runs)."""
-        if task is not None:
-            return getattr(self.actor, method).options(name=task)
-        requests = [arg for arg in args if isinstance(arg, Request)]
-        for arg in args:
-            if isinstance(arg, list):  # a batch of runs
-                requests.extend(item for item in arg if isinstance(item, Request))
+        """The actor method, named for the dashboard's task view.
+
+        The name is ``task``, else the node(s) or row(s) its requests run (their trace context, see
+        :func:`~ray_harness.runtime._telemetry.task_name`), else Ray's default (the method's name).
+        """
         bound = getattr(self.actor, method)
-        name = task_name(*({"trace_context": request.trace_context} for request in requests))
+        name = task if task is not None else _task_of(args)
         return bound.options(name=name) if name else bound
 
     def __repr__(self) -> str:
         return f"ActorClient({self.name!r})"
+
+
+def _task_of(args: list[Any]) -> str:
+    """The task name the requests among ``args`` (a list among them: a batch of runs) carry, else ``""``."""
+    requests = [arg for arg in args if isinstance(arg, Request)]
+    for arg in args:
+        if isinstance(arg, list):
+            requests.extend(item for item in arg if isinstance(item, Request))
+    return task_name(*({"trace_context": request.trace_context} for request in requests))

@@ -35,16 +35,19 @@ def acquire_host(namespace: str, name: str, index: int, options: dict[str, Any])
     key = _host_key(namespace, name)
     with _HOSTS_LOCK:
         live = _LIVE_HOSTS.get(key)
+        current = None
         if live is not None:
-            if _registered_id(name, namespace) == live._actor_id:
+            current = _registered(name, namespace)
+            if current is not None and current._actor_id == live._actor_id:
                 return live
             # Killed by another process (a driver's pool.shutdown() while a long-lived orchestration host
-            # holds this handle): attach to whatever now holds the name, or start it again.
+            # holds this handle): attach to whatever now holds the name (looked up just now), or start it again.
             del _LIVE_HOSTS[key]
         retired = _RETIRED_HOSTS.pop(key, None)
         if retired is not None:
             _wait_gone(name, namespace, retired)
-        handle = host_class().options(name=name, **options).remote(index)
+            current = None
+        handle = current if current is not None else host_class().options(name=name, **options).remote(index)
         _LIVE_HOSTS[key] = handle
         return handle
 
@@ -59,10 +62,10 @@ def forget_host(namespace: str, name: str, handle: Any, *, retired: bool) -> Non
             _RETIRED_HOSTS[key] = handle._actor_id
 
 
-def _registered_id(name: str, namespace: str) -> Any:
-    """The id of the actor registered under ``name`` now (a GCS lookup), else None."""
+def _registered(name: str, namespace: str) -> Any:
+    """The actor registered under ``name`` now (a GCS lookup), else None."""
     try:
-        return ray.get_actor(name, namespace=namespace)._actor_id
+        return ray.get_actor(name, namespace=namespace)
     except ValueError:
         return None
 
