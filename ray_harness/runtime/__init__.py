@@ -139,7 +139,8 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    ``AgentHost.stream_many`` call, their items multiplexed and handed back to
    each node's stream, :mod:`~ray_harness.runtime._stream_batching`). The agent itself goes along only with
    the slot's first request, or once more after the host answered ``SlotMissItem("unknown")``.
-3. **Host.** ``AgentHost.stream`` finds the node's resident slot (or opens it
+3. **Host.** ``AgentHost.stream`` finds the node's resident slot
+   (``HostSlots.stream``, :mod:`~ray_harness.runtime._host_slots`; or opens it
    from the spec) and runs it with ``AgentRunner.wire_stream`` under placement
    ``"in_process"`` (trace context attached); at the run's turn the slot checks
    the revision (or restores the snapshot sent). The agent — its hooks, tools,
@@ -168,7 +169,7 @@ shipped once, addressed by key, released at ``shutdown()``, garbage collection,
 :func:`shutdown` and after an idle timeout. A slot journals from its run's first
 tool result on; a host's death mid-request re-sends the request, re-ships the
 agent and re-creates the slot from its journal (completed tools do not run
-again; see :mod:`ray_harness.runtime._host`).
+again; see :mod:`ray_harness.runtime._host_slots`).
 """
 
 from __future__ import annotations

@@ -12,18 +12,11 @@ with a :class:`Slot` (the agent, its concurrency mode, its journal), which stays
 restarted actor restores it and continues a re-sent invocation by id); ephemeral pooled runs (evaluation rows,
 ``AgentPool.run``) that lose their process fail with ``RemoteActorError``.
 
-Graph/Swarm agent nodes are resident **node slots** (:mod:`ray_harness.runtime._slots`): a ``stream`` request
-with ``slot`` set runs in the slot ``agent_key`` (``"<uid>/<node id>"``), built from the spec that comes with the
-slot's first request only; a slot the host does not have answers ``SlotMissItem("unknown")`` and one at another
-revision than the caller's copy ``"stale"``, so the caller sends the spec or its snapshot once. ``release_prefix``
-drops a Graph/Swarm's slots in one message; slots idle for the idle timeout are dropped by the host.
-
-Node slots journal too, from an invocation's first tool result on (``journal="side_effects"`` of
-:class:`~ray_harness.runtime._runner.AgentRunner`), under the key ``slot:<agent_key>`` in the state directory. When
-the host's process dies mid-request, its caller sends the same request again (``AgentPool.stream_slot``); the
-restarted host does not have the slot, the caller ships the agent, and the slot opened from it adopts the journal
-that names the request's invocation id: completed tools are not re-run, the running step runs again. A dropped
-slot's journal is deleted.
+Graph/Swarm agent nodes are resident **node slots**: a ``stream`` request with ``slot`` set runs in the slot
+``agent_key`` (``"<uid>/<node id>"``), shipped with its first request only, journalled from its first tool result
+on, dropped by ``release_prefix`` (one Graph/Swarm's slots) or after the idle timeout. The host delegates them to
+:class:`~ray_harness.runtime._host_slots.HostSlots` (opening, requests, revisions, the idle sweep; see
+:mod:`ray_harness.runtime._host_slots`); their runners are resident runners of the host like any other.
 
 Messages (typed requests of :mod:`ray_harness.runtime._wire`): ``run`` and ``stream`` (one
 :class:`~ray_harness.runtime._wire.InvokeRequest`), ``stream_many`` (several streams in one call, their items
@@ -53,7 +46,7 @@ import ray
 from ray.experimental import internal_kv
 
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
+from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
 from ray_harness.models.rate_limit import (
     forwarded_rate_limits,
@@ -63,10 +56,10 @@ from ray_harness.models.rate_limit import (
 )
 from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
+from ray_harness.runtime._host_slots import HostSlots
 from ray_harness.runtime._multiplex import Entry, multiplex
 from ray_harness.runtime._orchestration import Orchestrations
-from ray_harness.runtime._runner import AgentRunner, SlotMiss
-from ray_harness.runtime._slots import RunBaseline, SlotBook, node_state, slot_idle_timeout
+from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import flush_metrics
@@ -77,10 +70,8 @@ from ray_harness.runtime._wire import (
     OrchestratorRequest,
     ResultItem,
     SlotMissItem,
-    SlotSync,
     SnapshotItem,
     SnapshotRequest,
-    unpack_snapshot,
 )
 from ray_harness.sandbox import _binding
 
@@ -139,10 +130,8 @@ class AgentHost:
         self._early = EarlyCancels(_KEPT_EARLY_CANCELS)  # cancels that overtook their run
         self._guard = threading.Lock()  # cancel() runs on the control group's thread
         self._restored = False
-        self._slots = SlotBook()  # Graph/Swarm node slots (see _slots.py); their runners are in _resident
-        self._slot_store = FileAgentStore()  # their journals (the state directory)
-        self._idle_timeout = slot_idle_timeout()
-        self._sweeper: asyncio.Task[None] | None = None
+        # Graph/Swarm node slots (see _host_slots.py); their runners are in _resident
+        self._slots = HostSlots(index, self._resident, self._register, self._unregister, self._drop_resident)
         self._orchestrations = Orchestrations(_run_orchestration)  # Graph/Swarm runs shipped here
         self._calls: collections.Counter[str] = collections.Counter()  # streamed calls served, for stats()
         if _was_reconstructed():
@@ -228,12 +217,13 @@ class AgentHost:
                      ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
         """Run one agent invocation; its events as wire items (the last a ``ResultItem``).
 
-        A node slot request (``request.slot``) runs in its resident slot (see :meth:`_stream_slot`).
+        A node slot request (``request.slot``) runs in its resident slot (``HostSlots.stream``, see
+        :mod:`ray_harness.runtime._host_slots`).
         """
         if counted:
             self._calls["stream"] += 1
         if request.slot is not None:
-            async for slot_item in self._stream_slot(request, spec):
+            async for slot_item in self._slots.stream(request, spec):
                 yield slot_item
             return
         runner = self._runner_for(spec, request.agent_key, request.invocation_id)
@@ -337,10 +327,7 @@ class AgentHost:
         agent = runner.agent
         info = {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
                 "restored": self._restored, "tool_names": agent.tool_names, "busy": runner.busy}
-        entry = self._slots.get(agent_key) if agent_key is not None else None
-        if entry is not None:  # a node slot: how often it was built, restored and run, its revision, its journal
-            info.update(revision=entry.revision, builds=entry.builds, restores=entry.restores, runs=entry.runs,
-                        deltas=entry.deltas, snapshots=entry.snapshots, journal=runner.journal_path())
+        info.update(self._slots.info(agent_key, runner))  # a node slot: builds, restores, runs, revision, journal
         return info
 
     async def resident_state(self, agent_key: str | None = None) -> dict[str, Any]:
@@ -367,7 +354,7 @@ class AgentHost:
 
         Its slot bookkeeping and the sandboxes only it held go with it; a run still in flight finishes on its own.
         """
-        self._slots.drop(agent_key)
+        self._slots.forget(agent_key)
         runner = self._resident.pop(agent_key, None)
         if runner is not None:
             runner.forget()  # a node slot's journal
@@ -395,104 +382,11 @@ class AgentHost:
         """The ids of the orchestrations running here."""
         return self._orchestrations.running()
 
-    # -- Graph/Swarm node slots ------------------------------------------------------------------------------
-
-    async def _stream_slot(self, request: InvokeRequest, spec: AgentSpec | None
-                           ) -> AsyncGenerator[EventItem | ResultItem | SnapshotItem | SlotMissItem, None]:
-        """Run a node's request in its resident slot ``request.agent_key``.
-
-        A slot the host does not have and no spec: a ``SlotMissItem("unknown")``. With a spec: the slot is opened
-        from it (or, when it exists, restored from it). Results and failed runs' snapshots carry the revision
-        their snapshot holds; a run that only appended to the caller's copy's history sends a delta instead of the
-        snapshot (:func:`~ray_harness.runtime._slots.node_state`; the baseline is taken at the run's turn).
-        """
-        key, sync = str(request.agent_key), request.slot or SlotSync()
-        runner = self._resident.get(key)
-        if runner is not None and key not in self._slots:
-            raise ValueError(f"agent_key {key!r} is a resident agent of another kind on host {self._index}")
-        opened = False
-        if runner is None:
-            if spec is None:
-                yield SlotMissItem(agent_key=key, reason="unknown")
-                return
-            runner = self._open_node_slot(key, spec)
-            opened = True
-            if runner.adopt(request.invocation_id):  # re-sent after the process that ran it died
-                logger.info("host=<%d>, slot=<%s>, run=<%s> | slot re-created from its journal", self._index, key,
-                            request.invocation_id)
-        self._register(request.invocation_id, runner)
-        self._slots.enter(key)
-        try:
-            await _binding.settled(sandboxes.resident_holder(key))
-            baseline: list[RunBaseline] = []  # the messages the run starts from, set by prepare at its turn
-            prepare = functools.partial(self._prepare_slot, key, runner, sync, None if opened else spec, opened,
-                                        baseline)
-            state = functools.partial(self._slot_state, key, runner.agent, baseline)
-            async for item in runner.wire_stream(request, prepare, state):
-                if isinstance(item, ResultItem | SnapshotItem):
-                    item = item.model_copy(update={"revision": self._slots.revision(key)})
-                yield item
-        finally:
-            self._unregister(request.invocation_id)
-            self._slots.leave(key)
-
-    def _open_node_slot(self, key: str, spec: AgentSpec) -> AgentRunner:
-        runner = self._resident[key] = AgentRunner(sandboxes.build(spec, sandboxes.resident_holder(key)),
-                                                   mode="queue", store=self._slot_store, key=f"slot:{key}",
-                                                   journal="side_effects")
-        self._slots.open(key)
-        self._start_sweeper()
-        return runner
-
-    def _prepare_slot(self, key: str, runner: AgentRunner, sync: SlotSync, spec: AgentSpec | None,
-                      opened: bool, baseline: list[RunBaseline]) -> None:
-        """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
-
-        A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
-        (its configuration stays as first shipped). When the slot now has as many messages as the caller's copy
-        (``sync.messages``), they are the run's ``baseline``: its end sends a delta over them if it only appended.
-        """
-        if key not in self._slots:  # released while this request waited: its caller ships the agent again
-            raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))
-        restored = spec is not None or sync.snapshot is not None
-        if opened:
-            pass
-        elif spec is not None:
-            runner.agent.restore(spec.build().snapshot())
-        elif sync.snapshot is not None:
-            runner.agent.restore(unpack_snapshot(sync.snapshot))
-        elif sync.revision != self._slots.revision(key):
-            raise SlotMiss(SlotMissItem(agent_key=key, reason="stale"))
-        self._slots.started(key, restored=restored)
-        messages = runner.agent.messages
-        if sync.messages is not None and sync.messages == len(messages):
-            baseline.append(RunBaseline(messages))
-
-    def _slot_state(self, key: str, agent: Any, baseline: list[RunBaseline]) -> AgentSnapshot | SnapshotDelta:
-        """A node slot run's state for its caller: a delta over the run's baseline when it only appended."""
-        state = node_state(agent, baseline[0] if baseline else None)
-        self._slots.sent(key, state)
-        return state
-
-    def _start_sweeper(self) -> None:
-        if self._idle_timeout > 0 and (self._sweeper is None or self._sweeper.done()):
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle_slots())
-
-    async def _sweep_idle_slots(self) -> None:
-        period = max(1.0, min(self._idle_timeout / 4, 30.0))
-        while len(self._slots):
-            await asyncio.sleep(period)
-            await self.drop_idle_slots()
+    # -- Graph/Swarm node slots (see runtime._host_slots) ------------------------------------------------------
 
     async def drop_idle_slots(self) -> list[str]:
         """Drop the node slots idle for the idle timeout (see :mod:`ray_harness.runtime._slots`); their keys."""
-        expired = self._slots.expired(self._idle_timeout, lambda key: key in self._resident
-                                      and self._resident[key].busy)
-        for key in expired:
-            await self._drop_resident(key)
-        if expired:
-            logger.debug("host=<%d>, slots=<%d> | idle node slots released", self._index, len(expired))
-        return expired
+        return await self._slots.drop_idle()
 
     async def resident_messages(self, agent_key: str | None = None) -> list[Any]:
         """Return the history of a resident agent (default: the slot's)."""

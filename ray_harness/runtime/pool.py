@@ -299,7 +299,7 @@ class AgentPool:
 
         When the host's process dies mid-run, the same request is sent again once the host is back (Ray restarts
         it; up to :data:`HOST_LOSS_RESENDS` times): the new process does not have the slot, so the agent ships
-        again and the slot adopts the journal the run left (see :mod:`ray_harness.runtime._host`). Events of the
+        again and the slot adopts the journal the run left (see :mod:`ray_harness.runtime._host_slots`). Events of the
         step that was running when the process died may come twice.
 
         Raises:
