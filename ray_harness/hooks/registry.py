@@ -122,6 +122,11 @@ class HookRegistry:
         """
         provider.register_hooks(self)
 
+    @property
+    def callback_count(self) -> int:
+        """How many callbacks are registered (a runtime that keeps a copy elsewhere tells additions by it)."""
+        return sum(len(entries) for entries in self._entries.values())
+
     def has_callbacks(self, event_type: type[BaseHookEvent]) -> bool:
         """Whether any callback is registered for ``event_type`` (the loop skips building events nobody hears)."""
         return event_type in self._entries

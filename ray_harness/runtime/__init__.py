@@ -52,7 +52,8 @@ actor (module)                     messages (requests from :mod:`~ray_harness.ru
                                    ``resident_state``, ``slot_info``, ``release``,
                                    ``release_prefix``, ``forget``, ``stats``; ``orchestrate``
                                    (``OrchestratorRequest``: one Graph/Swarm invocation, on the
-                                   orchestration hosts), ``cancel_orchestration``, ``orchestrations``
+                                   orchestration hosts), ``cancel_orchestration``, ``orchestrations``,
+                                   ``release_orchestrations``, ``resident_orchestrations``
 ``SandboxActor`` (``sandbox``)     ``stream`` / ``call`` (``SandboxRequest``: the ``Sandbox`` surface)
 =================================  ===========================================================
 
@@ -123,12 +124,16 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    ``Graph._stream`` asks its node runner (``runtime.multiagent.RayNodeRunner``)
    to run the orchestration elsewhere: ``delegated_stream(..., events="result")``
    → ``RayNodeRunner.stream_orchestrator`` (placement ``"driver"``) →
-   ``_orchestrator.drive``, which pickles the graph (agents by value; its local
-   parts as references, :mod:`ray_harness.runtime._orchestrator_wire`) and sends one
-   ``OrchestratorRequest`` through ``ActorClient.stream`` to the graph's
-   orchestration host (pre-started; no actor per graph).
+   ``_orchestrator.drive``, which sends one ``OrchestratorRequest`` through
+   ``ActorClient.stream`` to the graph's orchestration host (pre-started; no
+   actor per graph). The first invocation pickles the graph into it (agents by
+   value; its local parts as references, :mod:`ray_harness.runtime._orchestrator_wire`);
+   later ones name the host's resident copy by its token and carry only what
+   changed in the driver (``DriverCopy.sync``, :mod:`ray_harness.runtime._resident`).
 2. **Orchestration host.** ``AgentHost.orchestrate`` (:mod:`~ray_harness.runtime._orchestration`)
-   unpickles the graph and runs the same ``Graph._quiet_stream`` under placement ``"orchestrator"``: the
+   unpickles the graph (or takes its resident copy and applies the sync; a
+   ``ResidentMissItem`` when it has none at that token, and the driver ships it)
+   and runs the same ``Graph._quiet_stream`` under placement ``"orchestrator"``: the
    scheduler picks the ready batch and starts one task per node;
    ``RayNodeRunner.run_node`` builds the node's ``InvokeRequest``
    (``events="result"``, ``snapshot=True``, ``agent_key="<uid>/<node id>"``,
@@ -154,11 +159,13 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    became ready. After the last node the host sends an ``EndItem``
    (``_orchestrator_wire.pack_end``), whose run state carries the node
    runner's revisions and digests, and each agent's state (a delta over the
-   history it was shipped with, when the run only appended).
+   history it started from, when the run only appended), and keeps the graph
+   resident under a new token.
 5. **Driver.** ``drive`` applies the end state to the driver's graph and agents
    (``apply_end``: ``apply_run_state``, ``agent.restore``) and yields the final
    ``multiagent_result`` event, so ``graph.nodes["a"].executor.messages`` and
-   interrupt resume work as with ``runtime="local"``.
+   interrupt resume work as with ``runtime="local"``; it remembers the token and
+   what it applied (a ``DriverCopy``) for the next invocation.
 
 Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestration host,
 which broadcasts one ``CancelRequest`` per host (and per dedicated actor) of the

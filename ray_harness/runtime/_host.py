@@ -25,7 +25,7 @@ multiplexed), ``run_batch`` (many, results back in groups), ``cancel``
 ``release``, ``release_prefix``, ``resident_messages``, ``resident_state``, ``slot_info``, ``forget``,
 ``stats``; and for Graph/Swarm orchestrations (:mod:`ray_harness.runtime._orchestration`): ``orchestrate`` (an
 :class:`~ray_harness.runtime._wire.OrchestratorRequest`, streamed), ``cancel_orchestration`` and
-``orchestrations`` (both in the control group).
+``orchestrations``, ``release_orchestrations`` and ``resident_orchestrations`` (all three in the control group).
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._host_slots import HostSlots
 from ray_harness.runtime._multiplex import Entry, multiplex
 from ray_harness.runtime._orchestration import Orchestrations
+from ray_harness.runtime._resident import Residents
 from ray_harness.runtime._runner import AgentRunner
+from ray_harness.runtime._slots import slot_idle_timeout
 from ray_harness.runtime._spec import AgentSpec, cloudpickle
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import flush_metrics
@@ -132,7 +134,8 @@ class AgentHost:
         self._restored = False
         # Graph/Swarm node slots (see _host_slots.py); their runners are in _resident
         self._slots = HostSlots(index, self._resident, self._register, self._unregister, self._drop_resident)
-        self._orchestrations = Orchestrations(_run_orchestration)  # Graph/Swarm runs shipped here
+        # Graph/Swarm runs shipped here, and the orchestrators kept between invocations (runtime._resident)
+        self._orchestrations = Orchestrations(_run_orchestration, Residents(idle_timeout=slot_idle_timeout()))
         self._calls: collections.Counter[str] = collections.Counter()  # streamed calls served, for stats()
         if _was_reconstructed():
             _restore_rate_limits()
@@ -382,6 +385,16 @@ class AgentHost:
         """The ids of the orchestrations running here."""
         return self._orchestrations.running()
 
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def release_orchestrations(self, prefixes: list[str]) -> int:
+        """Drop the resident orchestrators whose keys start with any of ``prefixes``; return how many."""
+        return self._orchestrations.release(prefixes)
+
+    @ray.method(concurrency_group=_CONTROL_GROUP)
+    async def resident_orchestrations(self) -> list[str]:
+        """The keys of the orchestrators kept here between invocations (least recently used first)."""
+        return self._orchestrations.residents.keys()
+
     # -- Graph/Swarm node slots (see runtime._host_slots) ------------------------------------------------------
 
     async def drop_idle_slots(self) -> list[str]:
@@ -414,10 +427,11 @@ class AgentHost:
                 "rate_limits": sorted(registered_rate_limits()), "calls": dict(self._calls)}
 
 
-def _run_orchestration(request: OrchestratorRequest, started: Callable[[Any], None]) -> AsyncGenerator[Any, None]:
+def _run_orchestration(request: OrchestratorRequest, started: Callable[[Any], None],
+                       residents: Residents) -> AsyncGenerator[Any, None]:
     from ray_harness.runtime._orchestrator import run_request  # the multi-agent layer, loaded on first use
 
-    return run_request(request, started)
+    return run_request(request, started, residents)
 
 
 RATE_LIMITS_KV_NAMESPACE = "ray_harness_rate_limits"

@@ -10,6 +10,10 @@ variable, so the host's agent calls keep theirs) and streams its events, session
 **Cancel** arrives on another thread (the host's control concurrency group) and is handed to the run's event
 loop; a cancel that arrives before its run starts is remembered (bounded) and applied when it starts.
 
+**Resident copies.** A Graph/Swarm object's orchestrator stays here between its invocations
+(:mod:`ray_harness.runtime._resident`): the first invocation ships it, later ones name it and send what changed in
+the driver. :meth:`Orchestrations.release` drops copies by key prefix (with the object's node slots).
+
 The run itself is a function given to :class:`Orchestrations` (:func:`ray_harness.runtime._orchestrator.run_request`
 on a host), so the bookkeeping here is tested without Ray.
 """
@@ -23,6 +27,7 @@ from typing import Any, Protocol
 
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._placement import placed
+from ray_harness.runtime._resident import Residents
 from ray_harness.runtime._wire import CancelRequest, OrchestratorRequest
 
 __all__ = ("Orchestrations", "Run")
@@ -35,8 +40,9 @@ class Run(Protocol):
         """Stop the run (every slot it involves)."""
 
 
-Starter = Callable[[OrchestratorRequest, Callable[[Run], None]], AsyncGenerator[Any, None]]
-"""Runs one request: calls ``started(orchestrator)`` once the run exists, then yields its wire items."""
+Starter = Callable[[OrchestratorRequest, Callable[[Run], None], Residents], AsyncGenerator[Any, None]]
+"""Runs one request: calls ``started(orchestrator)`` once the run exists, then yields its wire items; takes and
+keeps resident orchestrators in the :class:`~ray_harness.runtime._resident.Residents` given."""
 
 
 class Orchestrations:
@@ -44,11 +50,13 @@ class Orchestrations:
 
     Args:
         start: Runs one request (see :data:`Starter`).
+        residents: The orchestrators kept here between invocations (:mod:`ray_harness.runtime._resident`).
 
     """
 
-    def __init__(self, start: Starter) -> None:
+    def __init__(self, start: Starter, residents: Residents | None = None) -> None:
         self._start = start
+        self.residents = residents if residents is not None else Residents()
         self._runs: dict[str, tuple[Run, asyncio.AbstractEventLoop]] = {}
         self._early = EarlyCancels()
         self._guard = threading.Lock()  # cancel() comes from the control group's thread
@@ -74,11 +82,15 @@ class Orchestrations:
         try:
             # The run's steps (and the tasks it starts, which copy this context) run under "orchestrator".
             with placed("orchestrator"):
-                async for item in self._start(request, started):
+                async for item in self._start(request, started, self.residents):
                     yield item
         finally:
             with self._guard:
                 self._runs.pop(invocation_id, None)
+
+    def release(self, prefixes: list[str]) -> int:
+        """Drop the resident orchestrators whose keys start with any of ``prefixes``; return how many."""
+        return self.residents.release(prefixes)
 
     def cancel(self, request: CancelRequest) -> int:
         """Cancel the request's runs (all when it names none) from any thread; return how many were running.

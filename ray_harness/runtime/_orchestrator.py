@@ -13,24 +13,31 @@ remote calls and handles completions as they arrive. The orchestration hosts are
 purpose: a Ray actor that consumes a streaming generator of its own methods can wait forever for the next
 item (reproduced on Ray 2.60), so an orchestration never sends a node to its own process.
 
-**One invocation.** The driver pickles the Graph/Swarm (its agents with their conversations, hooks,
-conditions), the host unpickles it (:func:`run_request`, under :class:`~ray_harness.runtime._orchestration.Orchestrations`)
-and runs its ``stream_async`` under placement ``"orchestrator"``; every event comes back, in order, as one
-item of a Ray streaming generator. The last item carries the end-of-run state: the orchestrators'
-attributes (results, scheduler, interrupt state, ...), their nodes' attributes and each agent node's
-:class:`~ray_harness.agent.AgentSnapshot`. The driver writes it into its own objects *before* it yields the
-final ``multiagent_result`` event, so after a run the driver's Graph/Swarm and node Agents are
-authoritative and up to date (``graph.nodes["a"].executor.messages``, interrupt resume by calling the
-driver's graph again, ``graph.state``). Node objects, agents, edges, hook registries and session managers
-cross in both directions as references (pickle persistent ids; :mod:`ray_harness.runtime._orchestrator_wire`),
-so ``result.execution_order`` holds the driver's own ``GraphNode`` objects. The host keeps no run state
-between invocations; the node slots keep the agents (:mod:`ray_harness.runtime.multiagent`).
+**One invocation.** The first invocation of a Graph/Swarm object pickles it (its agents with their
+conversations, hooks, conditions) and ships it; the host unpickles it (:func:`run_request`, under
+:class:`~ray_harness.runtime._orchestration.Orchestrations`), runs its ``stream_async`` under placement
+``"orchestrator"`` and **keeps that copy resident** (:mod:`ray_harness.runtime._resident`), so every later
+invocation sends only the task and what the driver changed meanwhile (changed agents as snapshots, reassigned
+run state; a changed structure or a host without the copy ships the object again). Every event comes back, in
+order, as one item of a Ray streaming generator. The last item carries the end-of-run state: each orchestrator's
+run state (results, scheduler, interrupt state, ...) and each agent node's :class:`~ray_harness.agent.AgentSnapshot`
+(a delta over the history it started from, when it only appended) with a token naming that copy. The driver
+writes it into its own objects *before* it yields the final ``multiagent_result`` event, so after a run the
+driver's Graph/Swarm and node Agents are authoritative and up to date (``graph.nodes["a"].executor.messages``,
+interrupt resume by calling the driver's graph again, ``graph.state``), and agree with the host's copy. Node
+objects, agents, edges, hook registries and session managers cross in both directions as references
+(:mod:`ray_harness.runtime._orchestrator_wire`), so ``result.execution_order`` holds the driver's own
+``GraphNode`` objects. The resident copy goes with the node slots (``shutdown()``, garbage collection,
+``ray_harness.runtime.shutdown()``, the idle timeout); the node slots keep the agents
+(:mod:`ray_harness.runtime.multiagent`).
 
 **What runs where.** Hooks registered on the Graph/Swarm (the multi-agent events, ``BeforeNodeCallEvent``
 interrupts and ``cancel_node``) and edge conditions run on the orchestration host, as an agent's hooks run
-in its actor for ``RemoteAgent``: state they keep in Python objects changes the host's copy, not the
-driver's (assert on results and events). ``MultiAgentInitializedEvent`` fires at construction, in the
-driver. ``invocation_state`` is shipped by value.
+in its actor for ``RemoteAgent``: state they keep in Python objects lives in the host's resident copy — it
+carries over between invocations of the same object, as in-process, but the driver's objects do not see it
+(assert on results and events). Hooks or conditions added to the driver's object after its first invocation
+ship it again; other configuration edits need ``shutdown()`` first. ``MultiAgentInitializedEvent`` fires at
+construction, in the driver. ``invocation_state`` is shipped by value.
 
 **Persistence.** Session managers stay in the driver: on the host each one is replaced by a relay whose
 writes travel back in the event stream, and the driver writes them with its own session manager, in order.
@@ -54,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import threading
@@ -85,6 +93,7 @@ from ray_harness.runtime._orchestrator_wire import (
     object_table,
     pack_end,
 )
+from ray_harness.runtime._resident import DriverCopy, Resident, Residents, apply_sync
 from ray_harness.runtime._slots import RunBaseline
 from ray_harness.runtime._telemetry import flush_metrics, flush_spans, prepare_actor_process
 from ray_harness.runtime._wire import (
@@ -93,6 +102,7 @@ from ray_harness.runtime._wire import (
     EndItem,
     OrchestratorEventItem,
     OrchestratorRequest,
+    ResidentMissItem,
     SessionWriteItem,
 )
 from ray_harness.telemetry.propagation import attached
@@ -126,22 +136,43 @@ async def _pump(events: AsyncGenerator[dict[str, Any], None], outbox: asyncio.Qu
         outbox.put_nowait(_DONE)
 
 
-async def run_request(request: OrchestratorRequest, started: Callable[[Any], None]
-                      ) -> AsyncGenerator[OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem, None]:
-    """Run one shipped invocation, streaming its events and session writes, and last its end state.
+async def run_request(request: OrchestratorRequest, started: Callable[[Any], None], residents: Residents
+                      ) -> AsyncGenerator[OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem
+                                          | ResidentMissItem, None]:
+    """Run one invocation, streaming its events and session writes, and last its end state.
 
-    ``started(orchestrator)`` is called once the run exists (for cancel). Items that piled up while the
-    previous one was sent travel as one ``BatchItem``; the last item is an ``EndItem`` with the end-of-run
-    state. Runs under the placement its caller set (``"orchestrator"``).
+    The orchestrator is the request's (shipped) or the resident copy it names (:mod:`ray_harness.runtime._resident`;
+    a ``ResidentMissItem`` when there is none at its token). ``started(orchestrator)`` is called once the run
+    exists (for cancel). Items that piled up while the previous one was sent travel as one ``BatchItem``; the
+    last item is an ``EndItem`` with the end-of-run state. Runs under the placement its caller set
+    (``"orchestrator"``).
     """
     prepare_actor_process()
     task, invocation_state = request.task, request.invocation_state
     # One channel, in order: the run's events and its session writes, as they happen.
     outbox: asyncio.Queue[Any] = asyncio.Queue()
-    orchestrator = load_orchestrator(request.payload, outbox)
-    table = object_table(orchestrator)
-    baselines = agent_baselines(table)  # the histories as shipped: the end state sends deltas over them
+    resident: Resident | None = None
+    if request.payload is None:
+        assert request.resident is not None and request.token is not None  # checked by the request's model
+        resident = residents.take(request.resident, request.token)
+        if resident is None:
+            yield ResidentMissItem(resident=request.resident)
+            return
+        orchestrator, table = resident.orchestrator, resident.table
+        resident.bind(outbox)
+    else:
+        relays: list[Any] = []
+        orchestrator = load_orchestrator(request.payload, outbox, relays)
+        table = object_table(orchestrator)
+        if request.resident is not None:
+            resident = Resident(orchestrator, table, "", functools.partial(_bind_relays, relays))
+            for runner in _node_runners(table):
+                runner.keep_copies()
     refs = {id(value): key for key, value in table.items()}
+    if request.sync is not None:
+        sync = loads(request.sync, by_table(table))
+        apply_sync(sync, table)
+    baselines = agent_baselines(table)  # the histories now: the end state sends deltas over them
     size_token = pool_size_for_call(request.pool_size)
     try:
         await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
@@ -170,8 +201,13 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
         # an unreachable collector must not delay the end of the run.
         threading.Thread(target=flush_spans, name="ray_harness-span-flush", daemon=True).start()
         flush_metrics()  # the run's node durations too (in-process hand-off to Ray, cheap)
-        yield EndItem.model_construct(payload=_dump_end(table, outcome["final"], outcome["error"], refs,
-                                                        baselines))
+        end = _dump_end(table, outcome["final"], outcome["error"], refs, baselines)
+        token = None
+        if resident is not None and request.resident is not None:
+            # Kept before the end state is sent: the driver's next request may come as soon as it has it.
+            token = resident.token = uuid.uuid4().hex
+            residents.keep(request.resident, resident)
+        yield EndItem.model_construct(payload=end, token=token)
     finally:
         if not pump.done():
             pump.cancel()  # the driver went away: stop the run
@@ -191,11 +227,20 @@ def _dump_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None, e
         return dumps(pack_end(table, final, RuntimeError(f"{type(error).__name__}: {error}"), baselines), refs)
 
 
+def _bind_relays(relays: list[Any], outbox: asyncio.Queue[Any]) -> None:
+    for relay in relays:
+        relay.bind(outbox)
+
+
+def _node_runners(table: dict[tuple[str, ...], Any]) -> list[Any]:
+    """The tree's Ray node runners (the ones with slots)."""
+    return [runner for key, runner in table.items() if key[0] == "node_runner" and hasattr(runner, "check_pool")]
+
+
 def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
-    """Attach the node runners' host pools before the run (a blocking GCS look-up per host)."""
-    for key, runner in table.items():
-        if key[0] == "node_runner" and hasattr(runner, "pool"):
-            runner.pool  # noqa: B018 - the property attaches (and checks) the pool
+    """Attach (and check) the node runners' host pools before the run (a blocking GCS look-up per host)."""
+    for runner in _node_runners(table):
+        runner.check_pool()
 
 
 class OrchestratorClient:
@@ -215,6 +260,10 @@ class OrchestratorClient:
         self.task_name = f"ray_harness.{kind}:{orchestrator.id}"
         self.invocation: str | None = None
         self.pool_size: int | None = None  # the size of the driver's default pool, for the host's copy of it
+        # Under the object's slot prefix ("<key>/"), so releasing its slots releases this too; its own part keeps
+        # copies of the object in other processes (same key) apart.
+        self.resident = f"{key}/orchestrator:{uuid.uuid4().hex[:12]}"
+        self.copy: DriverCopy | None = None  # the host's resident copy, as of the end state applied last
 
     def current(self) -> bool:
         """Whether the orchestration pool this client was built from is still the live one (a GCS lookup per host).
@@ -235,30 +284,66 @@ class OrchestratorClient:
 
 
 async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
-                cancelled: Any = None, *, events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None]:
+                cancelled: Any = None, *, events: EventFilter = "all",
+                resident_copy: Callable[[], DriverCopy | None] | None = None
+                ) -> AsyncGenerator[dict[str, Any], None]:
     """Run ``orchestrator``'s invocation on its orchestration host; yields its events; applies the end state.
 
     ``client_of(orchestrator)`` returns its :class:`OrchestratorClient`; ``cancelled()`` tells whether a cancel
-    came before the invocation was registered with the client.
+    came before the invocation was registered with the client; ``resident_copy()`` returns what the driver knows
+    of the host's resident copy (the client's, when it has one; checked without the client's pool checks), so an
+    orchestrator that must ship and cannot sends nothing.
     """
     ensure_initialized()
     table = object_table(orchestrator)
-    payload = dump_orchestrator(orchestrator, table)  # first: a graph that cannot ship sends nothing
-    baselines = agent_baselines(table)  # the histories as shipped: end-state deltas apply over them
+    copy = resident_copy() if resident_copy is not None else None
+    sync = copy.sync(table) if copy is not None else None
+    # First, before anything is sent: an orchestrator that cannot ship sends nothing.
+    payload = None if sync is not None else dump_orchestrator(orchestrator, table)
     client: OrchestratorClient = client_of(orchestrator)
-    request = OrchestratorRequest(invocation_id=uuid.uuid4().hex, payload=payload, task=task,
-                                  invocation_state=invocation_state, events=events, pool_size=client.pool_size)
+    if copy is not None and client.copy is not copy:  # a new client (its pool was replaced): no copy there
+        copy = None
+        if payload is None:
+            payload, sync = dump_orchestrator(orchestrator, table), None
+    client.copy = None  # none until this run's end state is applied
+    baselines = agent_baselines(table)  # the histories now: end-state deltas apply over them
+    refs = {id(value): key for key, value in table.items()}
+    while True:
+        resident = payload is None and copy is not None
+        request = OrchestratorRequest(
+            invocation_id=uuid.uuid4().hex, payload=payload, task=task, invocation_state=invocation_state,
+            events=events, pool_size=client.pool_size, resident=client.resident,
+            token=copy.token if resident and copy is not None else None,
+            sync=dumps(sync, refs) if resident and sync else None)
+        missed: list[bool] = []
+        async for event in _exchange(client, request, table, baselines, cancelled, missed, orchestrator.id):
+            yield event
+        if not missed:
+            return
+        # The host has no copy at that token (restarted, released, idle, evicted): ship the orchestrator.
+        payload, sync = dump_orchestrator(orchestrator, table), None
+
+
+async def _exchange(client: OrchestratorClient, request: OrchestratorRequest, table: dict[tuple[str, ...], Any],
+                    baselines: dict[tuple[str, ...], RunBaseline], cancelled: Any, missed: list[bool],
+                    name: str) -> AsyncGenerator[dict[str, Any], None]:
+    """One orchestrate call: yields the run's events, applies its end state (``missed`` gets True on a miss)."""
     resolve = by_table(table)
     client.invocation = request.invocation_id
-    items = client.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
-                                 cancel=client.cancel, task=client.task_name)  # the consumer stopped early: stop the run too
+    items = client.client.stream("orchestrate", request, what=f"the run of {name!r}",
+                                 cancel=client.cancel, task=client.task_name)  # stopped early: stop the run
     try:
         if cancelled is not None and cancelled():
             client.cancel()  # cancel() landed while the run was being shipped; the host applies it at start
         async for item in items:
+            if isinstance(item, ResidentMissItem):
+                missed.append(True)  # the last item: the stream ends
+                continue
             if isinstance(item, EndItem):
                 end = loads(item.payload, resolve)
                 apply_end(end, table, baselines)
+                if item.token is not None:  # both copies agree now
+                    client.copy = DriverCopy(item.token, table, _digest_of(table))
                 if end.error is not None:
                     raise end.error
                 if end.final is not None:
@@ -272,6 +357,15 @@ async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocat
     finally:
         await items.aclose()  # sends the cancel while the invocation is still registered
         client.invocation = None
+
+
+def _digest_of(table: dict[tuple[str, ...], Any]) -> Callable[[tuple[str, ...], Any], str | None]:
+    """The digests of the agents' end state that came with their node runners' run state (none: hashed here)."""
+    def digest(key: tuple[str, ...], agent: Any) -> str | None:
+        runner = table.get(("node_runner", key[1]))
+        known = getattr(runner, "state_digest", None)
+        return known(key[2]) if callable(known) else None
+    return digest
 
 
 def _save(orchestrator: MultiAgentBase, data: dict[str, Any]) -> None:

@@ -173,6 +173,10 @@ class _SessionRelay:
         self._path = path
         self._outbox = outbox
 
+    def bind(self, outbox: asyncio.Queue[Any]) -> None:
+        """Send the writes to ``outbox`` from now on (a resident orchestrator's next invocation)."""
+        self._outbox = outbox
+
     def write_multi_agent_json(self, data: dict[str, Any]) -> None:
         # Sent at once (not with the next event): a quiet run has almost no events to ride on.
         self._outbox.put_nowait(SessionWriteItem(path=self._path, data=data))
@@ -181,12 +185,16 @@ class _SessionRelay:
         return None  # state is restored in the driver (at construction), never in the actor
 
 
-def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any]) -> MultiAgentBase:
+def load_orchestrator(payload: bytes, outbox: asyncio.Queue[Any], relays: list[Any] | None = None) -> MultiAgentBase:
+    """Unpickle a shipped orchestrator; its session managers become relays to ``outbox`` (appended to ``relays``)."""
     def resolve(key: tuple[str, ...]) -> Any:
         if key[0] == "lock":
             return threading.Lock()
         if key[0] == "session_manager":
-            return _SessionRelay(key[1], outbox)
+            relay = _SessionRelay(key[1], outbox)
+            if relays is not None:
+                relays.append(relay)
+            return relay
         raise pickle.UnpicklingError(f"unexpected reference {key!r}")
 
     orchestrator = loads(payload, resolve)
@@ -203,8 +211,9 @@ class OrchestratorState:
     """One orchestrator's part of the end state: its run state and its agent nodes' pickled snapshots."""
 
     run: RunState
-    agents: dict[str, bytes]
-    """node id → ``pickle.dumps(AgentSnapshot or SnapshotDelta)`` (the C pickler: a snapshot is plain data)."""
+    agents: bytes
+    """``pickle.dumps({node id: AgentSnapshot or SnapshotDelta})``: the C pickler (a snapshot is plain data), all
+    of an orchestrator's agents in one pickle, so the field names they share are written once."""
 
 
 @dataclass(frozen=True)
@@ -242,9 +251,9 @@ def pack_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None,
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
-        agents = {node_id: pickle.dumps(node_state(node.executor, known.get(("target", key[1], node_id))),
-                                        pickle.HIGHEST_PROTOCOL)
-                  for node_id, node in orchestrator.nodes.items() if _is_agent(node.executor)}
+        agents = pickle.dumps({node_id: node_state(node.executor, known.get(("target", key[1], node_id)))
+                               for node_id, node in orchestrator.nodes.items() if _is_agent(node.executor)},
+                              pickle.HIGHEST_PROTOCOL)
         orchestrators[key[1]] = OrchestratorState(run=orchestrator.run_state(), agents=agents)
     return EndState(orchestrators=orchestrators, final=final, error=error)
 
@@ -260,9 +269,9 @@ def apply_end(end: EndState, table: dict[tuple[str, ...], Any],
         raise TypeError(f"expected the orchestrator's EndState, got {type(end).__name__}")
     for path, part in end.orchestrators.items():
         table[("orch", path)].apply_run_state(part.run)
-        for node_id, snapshot in part.agents.items():
+        for node_id, state in pickle.loads(part.agents).items():
             key = ("target", path, node_id)
-            agent, state = table[key], pickle.loads(snapshot)
+            agent = table[key]
             if isinstance(state, SnapshotDelta) and state.base_messages != len(agent.messages):
                 base = (baselines or {}).get(key)
                 if base is None:

@@ -50,6 +50,7 @@ __all__ = (
     "InvokeRequest",
     "OrchestratorEventItem",
     "OrchestratorRequest",
+    "ResidentMissItem",
     "Request",
     "ResultItem",
     "ResumeRequest",
@@ -208,16 +209,31 @@ class OrchestratorRequest(Request):
         events: Which events the driver wants (``"result"``: the orchestrator runs quiet).
         pool_size: The size of the driver's default host pool, so the orchestration host attaches to the same
             hosts (``None``: the host's own default).
+        resident: The key the host keeps the orchestrator under between invocations (``None``: not kept).
+        token: With no ``payload``: the end token of the run whose end state the driver applied last; the host
+            runs its resident copy only when it is that run's (else it answers with a ``ResidentMissItem``).
+        sync: With no ``payload``: what changed in the driver since (pickled with references; see
+            :mod:`ray_harness.runtime._resident`).
 
     """
 
     kind: Literal["orchestrate"] = "orchestrate"
     invocation_id: str = Field(min_length=1)
-    payload: bytes
+    payload: bytes | None = None
     task: Any = None
     invocation_state: dict[str, Any] = Field(default_factory=dict)
     events: EventFilter = "all"
     pool_size: int | None = Field(default=None, ge=1)
+    resident: str | None = Field(default=None, min_length=1)
+    token: str | None = Field(default=None, min_length=1)
+    sync: bytes | None = None
+
+    @model_validator(mode="after")
+    def _shipped_or_resident(self) -> OrchestratorRequest:
+        if self.payload is None and (self.resident is None or self.token is None):
+            raise ValueError("payload: an orchestrate request ships the orchestrator or names its resident copy "
+                             "(resident and token)")
+        return self
 
 
 SandboxOperation = Literal["execute", "execute_code", "read_file", "write_file", "remove_file", "list_files",
@@ -377,15 +393,29 @@ class BatchItem(_Item):
 
 
 class EndItem(_Item):
-    """The end of an orchestrator run: the pickled end state (run states, snapshots, final event, error)."""
+    """The end of an orchestrator run: the pickled end state (run states, snapshots, final event, error).
+
+    ``token``: the host kept the orchestrator resident under the request's key; the driver names this token in
+    its next request to run that copy again.
+    """
 
     terminal: ClassVar[bool] = True
     kind: Literal["end"] = "end"
     payload: bytes
+    token: str | None = None
+
+
+class ResidentMissItem(_Item):
+    """The orchestration host's answer when it has no resident copy at the request's token; ship it again."""
+
+    terminal: ClassVar[bool] = True
+    kind: Literal["resident_miss"] = "resident_miss"
+    resident: str
 
 
 WireItem = Annotated[
-    EventItem | ResultItem | SnapshotItem | SlotMissItem | OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem,
+    EventItem | ResultItem | SnapshotItem | SlotMissItem | OrchestratorEventItem | SessionWriteItem | BatchItem | EndItem
+    | ResidentMissItem,
     Field(discriminator="kind"),
 ]
 """Everything a runtime actor's stream sends (sandbox streams send the sandbox's own chunk types)."""

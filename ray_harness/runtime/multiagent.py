@@ -155,6 +155,7 @@ class RayNodeRunner:
         self._remote: dict[str, tuple[RemoteAgent, str]] = {}  # node id -> (agent, invocation id) in flight
         self._checked_pool = False
         self._new_copy = True  # built or unpickled for the coming invocation: its pool check counts for it
+        self._kept = False  # a resident orchestration host's copy: changes reach it only through copy_changed()
         self._broadcasts: set[asyncio.Task[Any]] = set()
         self._guard = threading.Lock()  # cancel() may come from another thread
         self._client: OrchestratorClient | None = None  # the driver's orchestration host, chosen lazily
@@ -189,7 +190,11 @@ class RayNodeRunner:
         with self._guard:
             self._cancelled = False
         return drive(self._orchestrator_client, orchestrator, task, invocation_state, lambda: self._cancelled,
-                     events=events)
+                     events=events, resident_copy=self._resident_copy)
+
+    def _resident_copy(self) -> Any:
+        client = self._client
+        return None if client is None else client.copy
 
     def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
         # The driver starts (so owns) the host pools, checked once per invocation: hosts started by an
@@ -200,6 +205,10 @@ class RayNodeRunner:
         # Its orchestration host too, once per invocation: another driver may have shut that pool down.
         if client is None or not client.current():
             client = self._client = OrchestratorClient(orchestrator, self._uid)
+            if self._lease is not None:
+                # Its resident copy goes with the slots (the host's handle and key only: the lease outlives the
+                # Graph/Swarm in a finalizer and must not hold the driver's copy of its objects).
+                self._lease.attach_orchestration(client.client, client.resident)
         client.pool_size = None if self._pool is not None else pool.size
         return client
 
@@ -211,6 +220,8 @@ class RayNodeRunner:
         """Release this Graph/Swarm's node slots (one message per host) and those of nested Graph/Swarm nodes."""
         if self._lease is not None:
             self._lease.release()
+        if self._client is not None:
+            self._client.copy = None  # released with the slots (by the lease): the next invocation ships it
         self._synced.clear()
         self._dirty.clear()
         for target in self._nodes.values():
@@ -241,7 +252,8 @@ class RayNodeRunner:
         else:
             self._checked_pool = False
         self._seen = set()
-        self._chains = {}
+        if not self._kept:  # a kept copy's running digests stay right between invocations
+            self._chains = {}
         self._local.start_invocation()
 
     def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
@@ -289,7 +301,13 @@ class RayNodeRunner:
             return SlotSync(messages=messages)  # a new slot: the agent ships with the request
         revision, digest = known
         changed = node_id in self._dirty
-        if first and not changed:
+        if first and not changed and self._kept:
+            # A resident copy: the driver sent what it changed (copy_changed); the running digest, kept from the
+            # last invocation, is extended by this one's deltas.
+            chain = self._chains.get(node_id)
+            if chain is None or chain.count != messages:
+                self._chains[node_id] = MessagesDigest(agent.messages)
+        elif first and not changed:
             # A new invocation's copy came from the driver, where the user (or a session) may have changed it:
             # its history is hashed here, once; the runs' deltas extend that digest (see _run_pooled).
             chain = self._chains[node_id] = MessagesDigest(agent.messages)
@@ -357,8 +375,33 @@ class RayNodeRunner:
                 digest = None  # changed after its last run: the next request restores the copy
             elif digest is None:
                 digest = conversation_digest(self._nodes[node_id], self._chains.get(node_id))
+                self._synced[node_id] = (revision, digest)  # a kept copy does not hash it again next time
             synced[node_id] = (revision, digest)
         return {"synced": synced}
+
+    def state_digest(self, node_id: str) -> str | None:
+        """The digest of the node's state its slot holds, when known (``None``: not run, or changed since)."""
+        known = self._synced.get(node_id)
+        return None if known is None or node_id in self._dirty else known[1]
+
+    def keep_copies(self) -> None:
+        """This runner's copy stays on its orchestration host between invocations (a resident orchestrator).
+
+        Its node copies are not hashed again at each invocation: what the driver changes arrives through
+        :meth:`copy_changed`, and the running digests are kept.
+        """
+        self._kept = True
+
+    def copy_changed(self, node_id: str) -> None:
+        """The node's copy was restored from outside a run (a resident copy's sync): its next request carries it."""
+        self._dirty.add(node_id)
+        self._chains.pop(node_id, None)
+
+    def check_pool(self) -> None:
+        """Check (or attach) the node pool now, for the coming invocation (blocking: a GCS lookup per host)."""
+        self._checked_pool = False
+        self.pool  # noqa: B018 - the property attaches (and checks) the pool
+        self._new_copy = True  # start_invocation() keeps this check
 
     def apply_run_state(self, state: dict[str, Any]) -> None:
         """Take over :meth:`run_state` of this node runner's copy that ran the invocation (in the driver)."""
@@ -485,11 +528,12 @@ class RayNodeRunner:
 class _SlotLease:
     """The driver's claim on one node runner's slots (``"<uid>/"`` on its pool's hosts); released once."""
 
-    __slots__ = ("__weakref__", "pool", "prefix")
+    __slots__ = ("__weakref__", "orchestration", "pool", "prefix")
 
     def __init__(self, prefix: str, pool: AgentPool | None) -> None:
         self.prefix = prefix
         self.pool: AgentPool | None = None
+        self.orchestration: tuple[Any, str] | None = None  # (host client, key) of the resident orchestrator
         if pool is not None:
             self.attach(pool)
 
@@ -499,10 +543,24 @@ class _SlotLease:
             _start_reaper()
         self.pool = pool
 
+    def attach_orchestration(self, host: Any, key: str) -> None:
+        """The resident orchestrator is kept under ``key`` on ``host`` (an ActorClient); released with the slots."""
+        if self.pool is None and self.orchestration is None:
+            _start_reaper()
+        self.orchestration = (host, key)
+
     def release(self) -> None:
-        """Drop the slots on every host of the pool, waiting for the hosts' answers (dead hosts skipped)."""
+        """Drop the resident orchestrator and the slots on every host of the pool (dead hosts skipped)."""
+        if (self.pool is None and self.orchestration is None) or not ray_is_connected():
+            return
+        if self.orchestration is not None:
+            host, key = self.orchestration
+            try:  # fire and forget (a lost message leaves the copy to the idle timeout)
+                host.submit("release_orchestrations", [key])
+            except Exception as error:
+                logger.debug("key=<%s>, error=<%s> | resident orchestrator not released", key, error)
         pool = self.pool
-        if pool is None or not ray_is_connected():
+        if pool is None:
             return
         try:
             pool.release_slots_sync([self.prefix])
@@ -520,7 +578,7 @@ _reaper_guard = threading.Lock()
 
 
 def _release_later(lease: _SlotLease) -> None:
-    if lease.pool is not None:  # else it never used slots
+    if lease.pool is not None or lease.orchestration is not None:  # else it never used a host
         _doomed.put(lease)  # SimpleQueue.put is safe in finalizers
 
 
@@ -547,11 +605,20 @@ def release_all_slots() -> None:
     One message per host of each pool, naming every Graph/Swarm's prefix.
     """
     by_pool: dict[int, tuple[AgentPool, list[str]]] = {}
+    by_host: dict[int, tuple[Any, list[str]]] = {}
     for lease in list(_leases):
         if lease.pool is not None:
             by_pool.setdefault(id(lease.pool), (lease.pool, []))[1].append(lease.prefix)
-    if not by_pool or not ray_is_connected():
+        if lease.orchestration is not None:
+            host, key = lease.orchestration
+            by_host.setdefault(id(host), (host, []))[1].append(key)
+    if not (by_pool or by_host) or not ray_is_connected():
         return
+    for host, keys in by_host.values():  # the resident orchestrators, one message per orchestration host
+        try:
+            host.call_sync("release_orchestrations", keys, timeout=10.0)
+        except Exception as error:
+            logger.debug("error=<%s> | resident orchestrators not released", error)
     for pool, prefixes in by_pool.values():
         try:
             pool.release_slots_sync(prefixes)

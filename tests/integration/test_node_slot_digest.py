@@ -130,8 +130,8 @@ def test_the_end_state_sends_deltas_over_the_shipped_histories() -> None:
     driver_baselines, host_baselines = agent_baselines(driver_table), agent_baselines(host_table)
     host("task")
     end = pack_end(host_table, None, None, host_baselines)
-    for blob in end.orchestrators[""].agents.values():
-        assert isinstance(pickle.loads(blob), SnapshotDelta)
+    for state in pickle.loads(end.orchestrators[""].agents).values():
+        assert isinstance(state, SnapshotDelta)
     driver.nodes["b"].executor.messages.append({"role": "user", "content": [{"text": "the driver's edit meanwhile"}]})
     apply_end(end, driver_table, driver_baselines)
     for name in ("a", "b"):
@@ -140,5 +140,6 @@ def test_the_end_state_sends_deltas_over_the_shipped_histories() -> None:
         apply_end(end, object_table(small_team(3)))  # a delta without the driver's baselines must fit the agent
     host.nodes["a"].executor.messages.pop(0)  # trimmed on the host: the full snapshot travels
     again = pack_end(host_table, None, None, host_baselines)
-    assert isinstance(pickle.loads(again.orchestrators[""].agents["a"]), AgentSnapshot)
-    assert isinstance(pickle.loads(again.orchestrators[""].agents["b"]), SnapshotDelta)
+    states = pickle.loads(again.orchestrators[""].agents)
+    assert isinstance(states["a"], AgentSnapshot)
+    assert isinstance(states["b"], SnapshotDelta)

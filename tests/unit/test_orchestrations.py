@@ -10,6 +10,7 @@ from typing import Any
 
 from ray_harness.runtime._orchestration import Orchestrations
 from ray_harness.runtime._placement import current_placement
+from ray_harness.runtime._resident import Residents
 from ray_harness.runtime._wire import CancelRequest, OrchestratorRequest
 
 
@@ -27,8 +28,9 @@ class FakeRun:
 
 
 def starter(runs: dict[str, FakeRun], placements: list[str]
-            ) -> Callable[[OrchestratorRequest, Callable[[Any], None]], AsyncGenerator[Any, None]]:
-    async def start(request: OrchestratorRequest, started: Callable[[Any], None]) -> AsyncGenerator[Any, None]:
+            ) -> Callable[[OrchestratorRequest, Callable[[Any], None], Residents], AsyncGenerator[Any, None]]:
+    async def start(request: OrchestratorRequest, started: Callable[[Any], None],
+                    residents: Residents) -> AsyncGenerator[Any, None]:
         placements.append(current_placement())
         run = runs[request.invocation_id] = FakeRun()
         started(run)
