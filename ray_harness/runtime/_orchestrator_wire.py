@@ -251,7 +251,8 @@ def pack_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None,
     for key, orchestrator in table.items():
         if key[0] != "orch":
             continue
-        agents = pickle.dumps({node_id: node_state(node.executor, known.get(("target", key[1], node_id)))
+        # Pickled here, at once: the snapshots may share the agents' own objects (no copies).
+        agents = pickle.dumps({node_id: node_state(node.executor, known.get(("target", key[1], node_id)), copy=False)
                                for node_id, node in orchestrator.nodes.items() if _is_agent(node.executor)},
                               pickle.HIGHEST_PROTOCOL)
         orchestrators[key[1]] = OrchestratorState(run=orchestrator.run_state(), agents=agents)

@@ -123,12 +123,18 @@ class DriverCopy:
                 self._digests[key] = known if known is not None else conversation_digest(target)
 
     def sync(self, table: Table) -> Sync | None:
-        """What to send with the next request; ``None`` when the structure changed (ship the orchestrator)."""
+        """What to send with the next request; ``None`` when the structure changed (ship the orchestrator).
+
+        The snapshots in it share the agents' objects: pickle it before they change.
+        """
         if table.keys() != self._ids.keys() or any(id(value) != self._ids[key] for key, value in table.items()):
             return None
         if _hook_counts(table) != self._hooks:
             return None
-        agents = {key: target.snapshot() for key, digest in self._digests.items()
+        from ray_harness.agent.snapshot import take_snapshot
+
+        # Not copies: the caller pickles the sync before the agents run again.
+        agents = {key: take_snapshot(target, copy=False) for key, digest in self._digests.items()
                   if conversation_digest(target := table[key]) != digest}
         from ray_harness.multiagent.base import RunState
 

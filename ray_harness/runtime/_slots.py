@@ -252,14 +252,14 @@ class RunBaseline:
         return len(messages) >= len(base) and all(now is then for now, then in zip(messages, base, strict=False))
 
 
-def node_state(agent: Any, baseline: RunBaseline | None) -> AgentSnapshot | SnapshotDelta:
+def node_state(agent: Any, baseline: RunBaseline | None, *, copy: bool = True) -> AgentSnapshot | SnapshotDelta:
     """What a node run sends back: a ``SnapshotDelta`` over ``baseline`` when the run only appended.
 
-    Else the agent's full ``AgentSnapshot`` (no baseline, or the history was trimmed or replaced).
+    Else the agent's full ``AgentSnapshot`` (no baseline, or the history was trimmed or replaced). ``copy=False``:
+    for a caller that pickles it at once (see :func:`~ray_harness.agent.snapshot.take_snapshot`).
     """
-    from ray_harness.agent.snapshot import take_delta
+    from ray_harness.agent.snapshot import take_delta, take_snapshot
 
     if baseline is not None and baseline.only_appended(agent.messages):
-        return take_delta(agent, baseline.count)
-    snapshot: AgentSnapshot = agent.snapshot()
-    return snapshot
+        return take_delta(agent, baseline.count, copy=copy)
+    return take_snapshot(agent, copy=copy)

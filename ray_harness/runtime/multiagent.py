@@ -100,7 +100,7 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import SnapshotDelta, conversation
+from ray_harness.agent.snapshot import SnapshotDelta, conversation, take_snapshot
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult
 from ray_harness.multiagent.node_runner import EventFilter, LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
@@ -314,7 +314,8 @@ class RayNodeRunner:
             changed = digest is None or digest != conversation_digest(agent, chain)
         if changed:
             self._chains.pop(node_id, None)  # hashed again when needed (the run state)
-        return SlotSync(revision=revision, snapshot=pack_snapshot(agent.snapshot()) if changed else None,
+        # Pickled at once: the snapshot may share the copy's own objects.
+        return SlotSync(revision=revision, snapshot=pack_snapshot(take_snapshot(agent, copy=False)) if changed else None,
                         messages=messages)
 
     def cancel_node(self, node_id: str) -> None:
