@@ -119,7 +119,8 @@ class Agent:
         for provider in (self.conversation_manager, session_manager):
             if provider is not None and is_hook_provider(provider):
                 provider.register_hooks(self.hooks, agent=self)
-        self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
+        if self.hooks.has_callbacks(AgentInitializedEvent):  # agents are built per row: no event nobody hears
+            self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
 
     def _init_runtime_fields(self) -> None:
         self._lock = threading.Lock()
