@@ -2,16 +2,18 @@
 
 A host collects its youngest generation after 300,000 net new containers (``_host._tune_gc``). Such a
 collection walks every young object still alive; with an evaluation's 500 rows in flight (≈350 containers
-each) it takes 150–200 ms, during which the host's event loop, and so every row on it, stands still. Rows
-free their objects by reference counting, so the count falls back when they finish, but not to zero: it creeps
-up across evaluations until one of them crosses the threshold mid-flight.
+each) it took 140–220 ms in the P2 benchmark's hosts, during which the host's event loop, and so every row on
+it, stands still. Rows free their objects by reference counting, so the count falls back when they finish, but
+not to zero (10,000–30,000 were left after each evaluation), and now and then a burst crosses the threshold.
+Part of each collection's cost was what the first rows imported (a target's module and its dependencies:
+≈64,000 objects for the benchmark's), young since the start-up ``gc.freeze()`` until a collection promotes it.
 
 :class:`IdleCollector` counts the invocations running in the process and, when the last one ends and the young
 generation holds at least :data:`MIN_YOUNG` objects, collects that generation :data:`IDLE_DELAY_S` later if the
 process is still idle then (by then the finished runs' results were sent back and freed): with nothing in flight
-few young objects are alive, so the collection costs little, and the next burst of rows starts from an empty
-young generation. Enabled only in host processes (by ``_host._tune_gc``); elsewhere begin/end count
-and never collect.
+few young objects are alive, the first such collection promotes the imported modules' objects, and the next
+burst of rows starts from an empty young generation. Enabled only in host processes (by ``_host._tune_gc``);
+elsewhere begin/end count and never collect.
 """
 
 from __future__ import annotations
