@@ -112,7 +112,7 @@ class InterruptState:
         """The state as a JSON-ready dict (stored in sessions and snapshots)."""
         return {
             "interrupts": {key: item.to_dict() for key, item in self.interrupts.items()},
-            "context": copy.deepcopy(self.context),
+            "context": copy.deepcopy(self.context) if self.context else {},
             "activated": self.activated,
         }
 

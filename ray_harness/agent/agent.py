@@ -75,7 +75,8 @@ class Agent:
         max_guide_retries: int = 3,
     ) -> None:
         self.model: Model = _resolve_model(model)
-        self.messages: list[Message] = validate(MESSAGES, copy.deepcopy(messages or []), "messages")
+        # A fresh agent (one per node per evaluation row) skips copying and validating an empty history.
+        self.messages: list[Message] = validate(MESSAGES, copy.deepcopy(messages), "messages") if messages else []
         self.system_prompt = system_prompt
         if not isinstance(name, str) or not name:
             raise ValueError("name must be a non-empty string")
@@ -119,7 +120,8 @@ class Agent:
         for provider in (self.conversation_manager, session_manager):
             if provider is not None and is_hook_provider(provider):
                 provider.register_hooks(self.hooks, agent=self)
-        self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
+        if self.hooks.has_callbacks(AgentInitializedEvent):  # agents are built per row: no event nobody hears
+            self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
 
     def _init_runtime_fields(self) -> None:
         self._lock = threading.Lock()

@@ -43,7 +43,7 @@ class AgentState:
 
     def to_dict(self) -> dict[str, Any]:
         """A deep copy of the whole state."""
-        return copy.deepcopy(self._state)
+        return copy.deepcopy(self._state) if self._state else {}
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, AgentState):

@@ -54,8 +54,24 @@ def reachable(edges: Iterable[tuple[str, str]], starts: Iterable[str], *, exclud
 
 
 def has_cycle(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -> bool:
-    edge_list = list(edges)
-    return any(node in reachable(edge_list, [t for s, t in edge_list if s == node]) for node in nodes)
+    """Whether the edges among ``nodes`` form a cycle (Kahn's algorithm: linear, a graph is built per row)."""
+    names = set(nodes)
+    incoming = dict.fromkeys(names, 0)
+    outgoing: dict[str, list[str]] = {name: [] for name in names}
+    for source, target in edges:
+        if source in names and target in names:
+            outgoing[source].append(target)
+            incoming[target] += 1
+    ready = [name for name, count in incoming.items() if count == 0]
+    removed = 0
+    while ready:
+        name = ready.pop()
+        removed += 1
+        for target in outgoing[name]:
+            incoming[target] -= 1
+            if incoming[target] == 0:
+                ready.append(target)
+    return removed < len(names)
 
 
 def skipped_nodes(nodes: Iterable[str], edges: Iterable[tuple[str, str]], ran: set[str],

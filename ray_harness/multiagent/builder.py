@@ -198,8 +198,8 @@ class GraphBuilder:
             if not entry_points:
                 raise ValueError("No entry points found - all nodes have dependencies; call set_entry_point()")
         pairs = [(edge.from_node.node_id, edge.to_node.node_id) for edge in self.edges]
-        if (has_cycle(self.nodes, pairs) and self._max_node_executions is None
-                and self._execution_timeout is None):
+        if (self._max_node_executions is None and self._execution_timeout is None
+                and has_cycle(self.nodes, pairs)):
             # logging, not warnings.warn: a cycle may be intended (feedback loops) and tests run -W error.
             logger.warning("graph_id=<%s> | graph has a cycle and neither max_node_executions nor "
                            "execution_timeout: execution may never end", self._graph_id)

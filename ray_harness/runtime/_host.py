@@ -57,6 +57,7 @@ from ray_harness.models.rate_limit import (
 from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._host_slots import HostSlots
+from ray_harness.runtime._idle_gc import idle_collector
 from ray_harness.runtime._multiplex import Entry, multiplex
 from ray_harness.runtime._orchestration import Orchestrations
 from ray_harness.runtime._resident import Residents
@@ -481,6 +482,7 @@ def _tune_gc() -> None:
     if 0 < young < _HOST_GC_YOUNG:
         gc.set_threshold(_HOST_GC_YOUNG, max(middle, _HOST_GC_MIDDLE), old)
     gc.freeze()
+    idle_collector.enable()  # and collect the young generation when no invocation runs (see _idle_gc)
 
 
 def _collect(finished: collections.deque[tuple[str, asyncio.Task[Any]]], wakeup: asyncio.Event, run_id: str,

@@ -42,6 +42,7 @@ from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
 from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.runtime._early import EarlyCancels
+from ray_harness.runtime._idle_gc import idle_collector
 from ray_harness.runtime._order import ArrivalGate
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._signal import CancelSignal
@@ -135,11 +136,15 @@ class AgentRunner:
         raise :class:`SlotMiss` instead.
         """
         prepare_actor_process()
-        # The caller's span is the parent of this invocation's spans; its metrics carry the caller's run tags; a
-        # Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
-        with attached(request.trace_context), scoped({"run": request.invocation_id}), placed("in_process"):
-            async for event in self._stream(request, events or request.events, prepare):
-                yield event
+        idle_collector.begin()
+        try:
+            # The caller's span is the parent of this invocation's spans; its metrics carry the caller's run tags;
+            # a Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
+            with attached(request.trace_context), scoped({"run": request.invocation_id}), placed("in_process"):
+                async for event in self._stream(request, events or request.events, prepare):
+                    yield event
+        finally:
+            idle_collector.end()  # the process's last invocation in flight ended: a cheap young collection
 
     async def wire_stream(self, request: InvokeRequest, prepare: Callable[[], None] | None = None,
                           state: Callable[[], AgentSnapshot | SnapshotDelta] | None = None

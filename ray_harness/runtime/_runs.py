@@ -5,7 +5,8 @@ driver of an evaluation) also has a :class:`RunReporter` sink. It keeps what the
 :mod:`ray_harness.telemetry.runs` tell it (a run started or ended, a node started or finished, a model
 call's tokens and cost, an evaluation row) per run, and writes that record, once a second and only when
 something changed, to the GCS key-value store under its own key (one per process, namespace
-``ray_harness_runs``). No actor is needed (an actor costs a process, ≈1 s to start). :func:`runs_snapshot`
+``ray_harness_runs``). Each record is JSON-encoded once per change, not at every write: a host that ran an
+evaluation's rows holds thousands of finished runs (one per row) for :data:`KEEP_FINISHED_S`. No actor is needed (an actor costs a process, ≈1 s to start). :func:`runs_snapshot`
 merges the records of all processes — a graph's nodes come from its orchestrator, its tokens from the
 hosts that ran them. Runs stay listed for :data:`KEEP_FINISHED_S` after they ended or went quiet.
 """
@@ -26,7 +27,7 @@ from ray_harness.runtime._telemetry import job_id
 from ray_harness.telemetry.metrics import BaseSink
 from ray_harness.telemetry.runs import current_tags
 
-__all__ = ("KEEP_FINISHED_S", "RunReporter", "merge_records", "runs_snapshot")
+__all__ = ("KEEP_FINISHED_S", "RunReporter", "merge_records", "published", "runs_snapshot")
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class RunReporter(BaseSink):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[str, dict[str, Any]] = {}
+        self._encoded: dict[str, str] = {}  # run -> its record's JSON, as last published (unchanged since)
         self._changed = False
         self._key = f"{ray.get_runtime_context().get_worker_id()}".encode()
         self._job = job_id() or None
@@ -58,6 +60,7 @@ class RunReporter(BaseSink):
             record = self._runs[run] = {"run": run, "nodes_started": [], "nodes_finished": {},
                                         **dict.fromkeys(_SUMMED, 0)}
         record["updated_at"] = time.time()
+        self._encoded.pop(run, None)
         self._changed = True
         return record
 
@@ -109,7 +112,8 @@ class RunReporter(BaseSink):
             now = time.time()
             for run in [key for key, record in self._runs.items() if now - record["updated_at"] > KEEP_FINISHED_S]:
                 del self._runs[run]
-            payload = json.dumps({"updated_at": now, "runs": list(self._runs.values())})
+                self._encoded.pop(run, None)
+            payload = published(now, self._runs, self._encoded)
             self._changed = False
         if ray.is_initialized():
             internal_kv._internal_kv_put(self._key, payload, overwrite=True, namespace=KV_NAMESPACE)
@@ -122,6 +126,20 @@ class RunReporter(BaseSink):
                 self.flush()
             except Exception as error:  # status is best effort: it must never disturb a run
                 logger.warning("error=<%s> | could not publish run progress", error)
+
+
+def published(now: float, runs: dict[str, dict[str, Any]], encoded: dict[str, str]) -> str:
+    """``json.dumps({"updated_at": now, "runs": list(runs.values())})``, reusing ``encoded[run]`` where present.
+
+    ``encoded`` gains the encodings it lacked; the caller drops a run's entry whenever its record changes.
+    """
+    parts = []
+    for run, record in runs.items():
+        text = encoded.get(run)
+        if text is None:
+            text = encoded[run] = json.dumps(record)
+        parts.append(text)
+    return f'{{"updated_at": {json.dumps(now)}, "runs": [{", ".join(parts)}]}}'
 
 
 def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:

@@ -93,13 +93,23 @@ class _OtelTracer(Tracer):
                 pass
 
 
-@contextlib.contextmanager
-def span_scope(name: str, attributes: dict[str, Any] | None = None) -> Iterator[Any]:
-    """A span that is current for the block (children created inside nest under it); no-op when off."""
+_NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
+"""What :func:`span_scope` returns with tracing off (stateless, so one instance serves every block)."""
+
+
+def span_scope(name: str, attributes: dict[str, Any] | None = None) -> contextlib.AbstractContextManager[Any]:
+    """A span that is current for the block (children created inside nest under it); no-op when off.
+
+    With tracing off no generator-based context manager is created: graphs open one per node and per invocation.
+    """
     tracer = get_tracer()
     if not tracer.enabled:
-        yield None
-        return
+        return _NO_SPAN
+    return _span_scope(tracer, name, attributes)
+
+
+@contextlib.contextmanager
+def _span_scope(tracer: Tracer, name: str, attributes: dict[str, Any] | None) -> Iterator[Any]:
     span = tracer.start_span(name, None, attributes)
     token = tracer.attach(span)
     error: BaseException | None = None
