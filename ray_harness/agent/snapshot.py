@@ -179,12 +179,15 @@ def _same(value: Any) -> Any:
     return value
 
 
-def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta) -> None:
+def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta, *, copy: bool = True) -> None:
     """``agent.restore(snapshot)``: everything is checked and built before the agent changes.
 
     A :class:`SnapshotDelta` keeps the agent's first ``base_messages`` messages (the same objects) and appends
     copies of the delta's; an agent with another number of messages is refused (``ValueError``).
+    ``copy=False``: the agent takes the snapshot's messages and state objects themselves — for a caller that owns
+    a snapshot nobody else holds (one it just unpickled).
     """
+    keep = copy_json if copy else _same
     from ray_harness.agent.result import EventLoopMetrics, ToolMetrics
     from ray_harness.agent.state import AgentState
 
@@ -203,11 +206,11 @@ def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta) -> Non
     if snapshot.agent_id != agent.agent_id:
         raise ValueError(f"snapshot of agent_id {snapshot.agent_id!r} cannot be restored into the agent with "
                          f"agent_id {agent.agent_id!r}")
-    messages = copy_json(snapshot.messages)
+    messages = keep(snapshot.messages) if copy else list(snapshot.messages)
     if base is not None:
         messages = [*base, *messages]
-    state = AgentState(copy_json(snapshot.state))
-    interrupts = InterruptState.from_dict(copy_json(snapshot.interrupt_state))
+    state = AgentState(keep(snapshot.state))
+    interrupts = InterruptState.from_dict(keep(snapshot.interrupt_state))
     m = snapshot.metrics
     metrics = EventLoopMetrics(
         cycle_count=m.cycle_count, model_calls=m.model_calls, accumulated_usage=dict(m.accumulated_usage),
@@ -222,13 +225,13 @@ def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta) -> Non
         manager = agent.conversation_manager
         if snapshot.conversation_manager_state is not None and manager is not None:
             previous = manager.get_state()
-            manager.restore_from_session(copy_json(snapshot.conversation_manager_state))
+            manager.restore_from_session(keep(snapshot.conversation_manager_state))
             undo.append(lambda: manager.restore_from_session(previous))
         model = agent.model
         set_model_state = getattr(model, "set_state", None)
         if snapshot.model_state is not None and callable(set_model_state):
             previous_model = model.get_state()
-            set_model_state(copy_json(snapshot.model_state))
+            set_model_state(keep(snapshot.model_state))
             undo.append(lambda: set_model_state(previous_model))
     except BaseException:
         for step in reversed(undo):  # a failed restore leaves the agent as it was

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
+import time
 
 import ray
 
@@ -68,8 +69,22 @@ def default_pool_size() -> int:
         if size < 1:
             raise ValueError(f"{POOL_SIZE_ENV} must be a positive int, got {configured!r}")
         return size
+    return max(2, min(_MAX_DEFAULT_SIZE, _cluster_cpus()))
+
+
+_CPUS_TTL_S = 5.0
+"""How long the cluster's CPU count is reused: asking the GCS costs about a millisecond, at every invocation."""
+_cpus: list[tuple[float, int]] = []
+
+
+def _cluster_cpus() -> int:
+    """The cluster's CPUs, as of at most :data:`_CPUS_TTL_S` seconds ago (a node that joins counts after that)."""
+    now = time.monotonic()
+    if _cpus and now - _cpus[0][0] < _CPUS_TTL_S:
+        return _cpus[0][1]
     cpus = int(ray.cluster_resources().get("CPU", 2))  # type: ignore[no-untyped-call]
-    return max(2, min(_MAX_DEFAULT_SIZE, cpus))
+    _cpus[:] = [(now, cpus)]
+    return cpus
 
 
 def pool_is_alive(pool: AgentPool) -> bool:

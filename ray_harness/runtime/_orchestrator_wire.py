@@ -23,7 +23,7 @@ from typing import Any
 
 from ray import cloudpickle as _cloudpickle
 
-from ray_harness.agent.snapshot import SnapshotDelta
+from ray_harness.agent.snapshot import SnapshotDelta, restore_snapshot
 from ray_harness.multiagent.base import MultiAgentBase, RunState
 from ray_harness.multiagent.graph_model import GraphNode
 from ray_harness.multiagent.swarm import SwarmNode
@@ -279,7 +279,7 @@ def apply_end(end: EndState, table: dict[tuple[str, ...], Any],
                     raise ValueError(f"node {node_id!r}: the run's end state is a delta over {state.base_messages} "
                                      f"messages, the agent has {len(agent.messages)}")
                 state = state.over(base.messages)
-            agent.restore(state)
+            restore_snapshot(agent, state, copy=False)  # just unpickled: nobody else holds it
 
 
 def _is_agent(target: Any) -> bool:

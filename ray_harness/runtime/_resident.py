@@ -159,8 +159,10 @@ def apply_sync(sync: Sync, table: Table) -> None:
         raise TypeError(f"expected the driver's Sync, got {type(sync).__name__}")
     for path, state in sync.runs.items():
         table[("orch", path)].apply_run_state(state)
+    from ray_harness.agent.snapshot import restore_snapshot
+
     for key, snapshot in sync.agents.items():
-        table[key].restore(snapshot)
+        restore_snapshot(table[key], snapshot, copy=False)  # the sync was just unpickled: nobody else holds it
         changed = getattr(table.get(("node_runner", key[1])), "copy_changed", None)
         if callable(changed):
             changed(key[2])

@@ -100,7 +100,7 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.snapshot import SnapshotDelta, conversation, take_snapshot
+from ray_harness.agent.snapshot import SnapshotDelta, conversation, restore_snapshot, take_snapshot
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult
 from ray_harness.multiagent.node_runner import EventFilter, LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
@@ -462,12 +462,13 @@ class RayNodeRunner:
     def _restore(self, node_id: str, agent: Any, state: Any) -> None:
         """Restore a node run's state into the copy; a delta extends the copy's running messages digest."""
         chain = self._chains.get(node_id)
+        # The state was just unpickled from the node's result: nobody else holds it (no copies).
         if isinstance(state, SnapshotDelta) and chain is not None and chain.count == len(agent.messages):
-            agent.restore(state)
+            restore_snapshot(agent, state, copy=False)
             chain.extend(state.snapshot.messages)
             return
         self._chains.pop(node_id, None)  # a full snapshot (or no digest kept): the run state hashes it again
-        agent.restore(state)
+        restore_snapshot(agent, state, copy=False)
 
     # -- RemoteAgent nodes --------------------------------------------------------------------------------
 
