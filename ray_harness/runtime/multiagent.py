@@ -57,7 +57,8 @@ the host, a ``RayNodeRunner`` runs the nodes:
   The swarm learns about a handoff from the member's streamed tool events.
 * **Release.** ``graph.shutdown()`` / ``swarm.shutdown()``, garbage collection
   of the driver's Graph/Swarm (a weakref finalizer) and
-  ``ray_harness.runtime.shutdown()`` release the slots (one message per host,
+  ``ray_harness.runtime.shutdown()`` release the slots (the driver's lease,
+  :mod:`ray_harness.runtime._slot_lease`; one message per host,
   by key prefix; nested Graph/Swarm nodes' too); a host drops slots idle for
   ``RAY_HARNESS_SLOT_IDLE_TIMEOUT`` seconds (default 600; ``0``: never).
 * **Nested Graph/Swarm nodes** run their own orchestration in the parent's
@@ -90,7 +91,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import queue
 import threading
 import time
 import uuid
@@ -107,6 +107,7 @@ from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._multiagent_pool import default_pool
 from ray_harness.runtime._orchestrator import OrchestratorClient, drive
 from ray_harness.runtime._placement import current_placement
+from ray_harness.runtime._slot_lease import SlotLease, leases, release_all_slots, release_later
 from ray_harness.runtime._slots import MessagesDigest, conversation_digest, slot_key
 from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SlotSync, pack_snapshot
 from ray_harness.runtime.pool import AgentPool
@@ -140,9 +141,9 @@ class RayNodeRunner:
         self._dirty: set[str] = set()  # nodes whose copy changed here (reset, session restore) since it matched
         self._setup()
         # Only the object built here (the driver's) releases the slots: its copies in orchestrators do not.
-        self._lease: _SlotLease | None = _SlotLease(f"{self._uid}/", pool)
-        _leases.add(self._lease)
-        weakref.finalize(self, _release_later, self._lease).atexit = False
+        self._lease: SlotLease | None = SlotLease(f"{self._uid}/", pool)
+        leases.add(self._lease)
+        weakref.finalize(self, release_later, self._lease).atexit = False
 
     def _setup(self) -> None:
         """Per-process state (also after unpickling on an orchestration host)."""
@@ -525,114 +526,6 @@ class RayNodeRunner:
         self._broadcasts.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.warning("prefix=<%s>, error=<%s> | cancel broadcast failed", self._prefix, task.exception())
-
-
-class _SlotLease:
-    """The driver's claim on one node runner's slots (``"<uid>/"`` on its pool's hosts); released once."""
-
-    __slots__ = ("__weakref__", "orchestration", "pool", "prefix")
-
-    def __init__(self, prefix: str, pool: AgentPool | None) -> None:
-        self.prefix = prefix
-        self.pool: AgentPool | None = None
-        self.orchestration: tuple[Any, str] | None = None  # (host client, key) of the resident orchestrator
-        if pool is not None:
-            self.attach(pool)
-
-    def attach(self, pool: AgentPool) -> None:
-        """The slots live on ``pool``'s hosts (the reaper thread is started here, never in a finalizer)."""
-        if self.pool is None:
-            _start_reaper()
-        self.pool = pool
-
-    def attach_orchestration(self, host: Any, key: str) -> None:
-        """The resident orchestrator is kept under ``key`` on ``host`` (an ActorClient); released with the slots."""
-        if self.pool is None and self.orchestration is None:
-            _start_reaper()
-        self.orchestration = (host, key)
-
-    def release(self) -> None:
-        """Drop the resident orchestrator and the slots on every host of the pool (dead hosts skipped)."""
-        if (self.pool is None and self.orchestration is None) or not ray_is_connected():
-            return
-        if self.orchestration is not None:
-            host, key = self.orchestration
-            try:  # fire and forget (a lost message leaves the copy to the idle timeout)
-                host.submit("release_orchestrations", [key])
-            except Exception as error:
-                logger.debug("key=<%s>, error=<%s> | resident orchestrator not released", key, error)
-        pool = self.pool
-        if pool is None:
-            return
-        try:
-            pool.release_slots_sync([self.prefix])
-        except Exception as error:  # shutting down: a failed release leaves the slots to the idle timeout
-            logger.debug("prefix=<%s>, error=<%s> | node slots not released", self.prefix, error)
-
-
-_leases: weakref.WeakSet[_SlotLease] = weakref.WeakSet()
-
-# A finalizer runs inside garbage collection, which can happen inside Ray's own code: it only queues the lease,
-# a thread sends the release (as the orchestrator module does for its actors).
-_doomed: queue.SimpleQueue[_SlotLease] = queue.SimpleQueue()
-_reaper: list[threading.Thread] = []
-_reaper_guard = threading.Lock()
-
-
-def _release_later(lease: _SlotLease) -> None:
-    if lease.pool is not None or lease.orchestration is not None:  # else it never used a host
-        _doomed.put(lease)  # SimpleQueue.put is safe in finalizers
-
-
-def _start_reaper() -> None:
-    with _reaper_guard:
-        if not _reaper:
-            thread = threading.Thread(target=_release_forever, name="ray_harness-slot-reaper", daemon=True)
-            thread.start()
-            _reaper.append(thread)
-
-
-def _release_forever() -> None:
-    while True:
-        lease = _doomed.get()
-        try:
-            lease.release()
-        except SystemExit:  # Ray ends a thread blocked in ray.get this way when this process disconnects
-            return
-
-
-def release_all_slots() -> None:
-    """Release the node slots of every Graph/Swarm of this process (``ray_harness.runtime.shutdown()``).
-
-    One message per host of each pool, naming every Graph/Swarm's prefix.
-    """
-    by_pool: dict[int, tuple[AgentPool, list[str]]] = {}
-    by_host: dict[int, tuple[Any, list[str]]] = {}
-    for lease in list(_leases):
-        if lease.pool is not None:
-            by_pool.setdefault(id(lease.pool), (lease.pool, []))[1].append(lease.prefix)
-        if lease.orchestration is not None:
-            host, key = lease.orchestration
-            by_host.setdefault(id(host), (host, []))[1].append(key)
-    if not (by_pool or by_host) or not ray_is_connected():
-        return
-    for host, keys in by_host.values():  # the resident orchestrators, one message per orchestration host
-        try:
-            host.call_sync("release_orchestrations", keys, timeout=10.0)
-        except Exception as error:
-            logger.debug("error=<%s> | resident orchestrators not released", error)
-    for pool, prefixes in by_pool.values():
-        try:
-            pool.release_slots_sync(prefixes)
-        except Exception as error:
-            logger.debug("error=<%s> | node slots not released", error)
-
-
-def ray_is_connected() -> bool:
-    """Whether this process is connected to Ray (a release after disconnecting has nowhere to go)."""
-    import ray
-
-    return bool(ray.is_initialized())
 
 
 class RayRuntime:
