@@ -52,7 +52,9 @@ def _tool_outputs(messages: list[Any]) -> list[list[str]]:
 
 
 def _containers(client: Any, sandbox: Sandbox) -> list[Any]:
-    return list(client.containers.list(all=True, filters={"label": f"ray_harness.sandbox={sandbox.sandbox_id}"}))
+    # ignore_removed: the SDK lists ids, then inspects each; one removed in between is gone, not an error
+    return list(client.containers.list(all=True, filters={"label": f"ray_harness.sandbox={sandbox.sandbox_id}"},
+                                       ignore_removed=True))
 
 
 def _keys_on_different_hosts(prefix: str, size: int) -> tuple[str, str]:
@@ -140,9 +142,11 @@ def _has_file(container: Any, path: str) -> bool:
         return False
 
 
-async def _wait_for(predicate: Any, what: str) -> None:
+async def _wait_for(predicate: Any, what: str, running: asyncio.Task[Any] | None = None) -> None:
     deadline = time.monotonic() + 120
     while not predicate():
+        if running is not None and running.done():  # say why, instead of waiting out the deadline
+            raise AssertionError(f"the run ended before {what}: {running.exception()!r}")
         assert time.monotonic() < deadline, f"not reached: {what}"
         await asyncio.sleep(0.1)
 
@@ -156,7 +160,7 @@ async def test_a_host_killed_mid_run_leaves_no_container(docker_engine: Any, ray
         agent = _shell_agent(sandbox, "touch /tmp/started; sleep 300", "victim")
         running = asyncio.create_task(pool.run(agent, "go", agent_key="victim"))
         await _wait_for(lambda: any(_has_file(c, "/tmp/started") for c in _containers(docker_engine, sandbox)),
-                        "the command started")
+                        "the command started", running)
         pid = await _host_pid(pool)
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(RemoteActorError):

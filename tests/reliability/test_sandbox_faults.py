@@ -90,7 +90,7 @@ async def test_docker_sandbox_actor_killed_leaves_nothing_running(tmp_path: Path
 
     client, image = _docker()
     # Containers of this image that other tests or sessions own are not ours to count.
-    preexisting = {c.id for c in client.containers.list(all=True, filters={"ancestor": image})}
+    preexisting = {c.id for c in client.containers.list(all=True, filters={"ancestor": image}, ignore_removed=True)}
     attached = client.containers.run(image, ["sleep", "2147483647"], detach=True, init=True, network_mode="none")
     created_by_dead_actor = None
     try:
@@ -103,8 +103,8 @@ async def test_docker_sandbox_actor_killed_leaves_nothing_running(tmp_path: Path
                 command = asyncio.create_task(sandbox.execute(f"echo $$ > {marker}; sleep 300; echo finished"))
                 await asyncio.sleep(1.0)
                 if mode == "image":
-                    created_by_dead_actor = [c.id for c in client.containers.list(filters={"ancestor": image})
-                                             if c.id != attached.id and c.id not in preexisting]
+                    listed = client.containers.list(filters={"ancestor": image}, ignore_removed=True)
+                    created_by_dead_actor = [c.id for c in listed if c.id != attached.id and c.id not in preexisting]
                 os.kill(_sandbox_actor_pid(sandbox), signal.SIGKILL)
                 with pytest.raises(RemoteActorError):
                     await asyncio.wait_for(command, 60)
@@ -113,7 +113,7 @@ async def test_docker_sandbox_actor_killed_leaves_nothing_running(tmp_path: Path
                     processes = attached.exec_run(["ps", "-o", "args"]).output.decode().splitlines()
                     assert not [line for line in processes if "sleep 300" in line]  # the command is gone
                 else:
-                    alive = {c.id for c in client.containers.list(filters={"ancestor": image})}
+                    alive = {c.id for c in client.containers.list(filters={"ancestor": image}, ignore_removed=True)}
                     assert created_by_dead_actor and not (set(created_by_dead_actor) & alive)
             finally:
                 sandbox.shutdown()

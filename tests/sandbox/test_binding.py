@@ -127,7 +127,8 @@ def test_an_agent_spec_names_the_sandboxes_pickled_into_it() -> None:
 
 
 def _labelled(client: Any, sandbox: DockerSandbox) -> list[Any]:
-    return list(client.containers.list(all=True, filters={"label": f"ray_harness.sandbox={sandbox.sandbox_id}"}))
+    return list(client.containers.list(all=True, filters={"label": f"ray_harness.sandbox={sandbox.sandbox_id}"},
+                                       ignore_removed=True))
 
 
 async def test_docker_copies_in_one_process_share_one_container(docker_client: Any) -> None:
@@ -168,7 +169,8 @@ def test_remove_owned_containers_removes_only_the_labelled_ones(docker_client: A
                                           network_mode="none", labels={"ray_harness.owner": owner + "-other"})
     try:
         assert remove_owned_containers({"ray_harness.owner": owner}, [""]) == 1
-        remaining = {c.id for c in docker_client.containers.list(all=True, filters={"label": "ray_harness.owner"})}
+        remaining = {c.id for c in docker_client.containers.list(all=True, filters={"label": "ray_harness.owner"},
+                                                                 ignore_removed=True)}
         assert mine.id not in remaining and theirs.id in remaining
         with pytest.raises(ValueError, match="label"):
             remove_owned_containers({}, [""])
