@@ -27,6 +27,7 @@ from ray_harness.agent.snapshot import SnapshotDelta, restore_snapshot
 from ray_harness.multiagent.base import MultiAgentBase, RunState
 from ray_harness.multiagent.graph_model import GraphNode
 from ray_harness.multiagent.swarm import SwarmNode
+from ray_harness.runtime._pickling import FastPickler
 from ray_harness.runtime._slots import RunBaseline, node_state
 from ray_harness.runtime._wire import SessionWriteItem
 
@@ -74,7 +75,7 @@ def _ref(key: tuple[str, ...]) -> Any:
     return _resolver.get()(key)
 
 
-class _RefPickler(cloudpickle.CloudPickler):  # type: ignore[misc]
+class _RefPickler(FastPickler):
     """cloudpickle, with the objects of ``refs`` (``id(obj)`` → key) written as references for :func:`loads`.
 
     The references are reductions (``_ref(key)``) from ``reducer_override``, not persistent ids: the pickler
@@ -84,7 +85,7 @@ class _RefPickler(cloudpickle.CloudPickler):  # type: ignore[misc]
     """
 
     def __init__(self, file: io.BytesIO, refs: dict[int, tuple[str, ...]]) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        super().__init__(file)
         self._refs = refs
 
     def reducer_override(self, obj: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from ray import cloudpickle as _cloudpickle
 
 from ray_harness.agent.agent import Agent
+from ray_harness.runtime import _pickling
 from ray_harness.sandbox._binding import pickled_identities
 
 __all__ = ("AgentSpec", "agent_spec", "build_agent", "load_factory")
@@ -46,7 +47,7 @@ def agent_spec(source: Any) -> AgentSpec:
         return source
     if isinstance(source, Agent):
         with pickled_identities() as sandbox_ids:
-            payload = cloudpickle.dumps(source)
+            payload = _pickling.dumps(source)
         return AgentSpec("pickled", payload, source.name, tuple(sandbox_ids))
     if isinstance(source, bytes | bytearray):
         return AgentSpec("pickled", bytes(source), "agent")
@@ -57,7 +58,7 @@ def agent_spec(source: Any) -> AgentSpec:
         return AgentSpec("factory_path", source, function)
     if callable(source):
         with pickled_identities() as sandbox_ids:  # a factory closing over a sandbox object shares it
-            payload = cloudpickle.dumps(source)
+            payload = _pickling.dumps(source)
         return AgentSpec("factory", payload, getattr(source, "__name__", "factory"), tuple(sandbox_ids))
     raise TypeError(
         f"expected an Agent, pickled agent bytes, a 'module:function' factory string or a factory callable, "

@@ -1,0 +1,46 @@
+"""cloudpickle with a plain-dict dispatch table: the same bytes, without a Python call per pickled object.
+
+cloudpickle's ``CloudPickler.dispatch_table`` is a ``ChainMap`` of its own reducers and ``copyreg``'s. The C
+pickler looks every object's type up in it, and for a ``ChainMap`` each lookup is a Python call that usually
+ends in ``KeyError``: about a third of the time it takes to pickle a 40-agent Graph. One dict merged the same
+way (cloudpickle's entries win, as in the ``ChainMap``) is looked up in C. It is merged per pickler, from the
+live maps, so reducers registered with ``copyreg`` later still apply.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+from ray import cloudpickle as _cloudpickle
+
+__all__ = ("FastPickler", "dispatch_table", "dumps")
+
+_cloudpickle_module: Any = _cloudpickle
+CloudPickler: Any = _cloudpickle_module.CloudPickler
+_MAPS: list[dict[type, Any]] = list(reversed(CloudPickler.dispatch_table.maps))
+"""cloudpickle's ``ChainMap`` of reducers (its own, then ``copyreg``'s), the last one first: the live dicts."""
+
+
+def dispatch_table() -> dict[type, Any]:
+    """The reducers of cloudpickle's ``ChainMap`` as one dict (an earlier map's entry wins, as there)."""
+    merged: dict[type, Any] = {}
+    for reducers in _MAPS:
+        merged.update(reducers)
+    return merged
+
+
+class FastPickler(CloudPickler):  # type: ignore[misc]
+    """A ``CloudPickler`` whose dispatch table is a plain dict (see the module docstring)."""
+
+    def __init__(self, file: Any, protocol: int = pickle.HIGHEST_PROTOCOL) -> None:
+        self.dispatch_table = dispatch_table()  # read by the C pickler's __init__
+        super().__init__(file, protocol=protocol)
+
+
+def dumps(value: Any) -> bytes:
+    """``cloudpickle.dumps(value)`` (highest protocol), faster."""
+    buffer = io.BytesIO()
+    FastPickler(buffer).dump(value)
+    return buffer.getvalue()
