@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE
+from ray_harness.runtime import _pickling
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._multiplex import fresh_error as _fresh
-from ray_harness.runtime._spec import cloudpickle
 from ray_harness.runtime._wire import InvokeRequest
 from ray_harness.types.exceptions import RemoteActorError
 
@@ -93,7 +93,7 @@ class Batcher:
 
 def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes, spent: Any) -> None:
     try:
-        value = cloudpickle.loads(payload)
+        value = _pickling.loads(payload)
     except Exception as error:  # e.g. the result's class cannot be imported here
         future.set_exception(error)
         return

@@ -37,8 +37,9 @@ from ray_harness.evaluation._records import SPENT_ATTRIBUTE, not_results_error, 
 from ray_harness.evaluation._scoring import Scorer, score_names, score_row
 from ray_harness.evaluation._summary import summarize_columns
 from ray_harness.models.rate_limit import RateLimit, register_rate_limits
+from ray_harness.runtime import _pickling
 from ray_harness.runtime._placement import placed
-from ray_harness.runtime._spec import agent_spec, cloudpickle
+from ray_harness.runtime._spec import agent_spec
 from ray_harness.runtime._telemetry import with_actor_env
 from ray_harness.telemetry.propagation import attached, current_carrier
 from ray_harness.types.exceptions import ModelThrottledException
@@ -95,7 +96,7 @@ class EvaluationHost:
         self._prompt_key: str = options["prompt_key"]
         self._id_key: str | None = options["id_key"]
         self._limits = options["limits"]
-        self._scorers: list[Scorer] = cloudpickle.loads(options["scorers"])
+        self._scorers: list[Scorer] = _pickling.loads(options["scorers"])
         self._score_names: list[str] = options["score_names"]
         self._schema = options["schema"]
         self._counters = options["counters"]
@@ -302,7 +303,7 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
             done_ref = ray.remote(num_cpus=0)(_done_keys).remote(output, filesystem, id_key)
     schema = record_schema(pa.struct(list(arrow_schema)), names)
     counters: Any = ray.remote(num_cpus=0)(_Counters).remote()
-    options = {"prompt_key": prompt_key, "id_key": id_key, "limits": limits, "scorers": cloudpickle.dumps(scorers),
+    options = {"prompt_key": prompt_key, "id_key": id_key, "limits": limits, "scorers": _pickling.dumps(scorers),
                "score_names": names, "schema": schema, "counters": counters, "done": done_ref,
                "rate_limits": rate_limits or {}, "max_throttle_retries": max_throttle_retries,
                "trace_context": current_carrier()}
@@ -406,7 +407,7 @@ def _grade_batch(table: Any, scorers: Any, schema: Any) -> Any:
 
     from ray_harness.evaluation._grade import grade_record
 
-    loaded = cloudpickle.loads(scorers)
+    loaded = _pickling.loads(scorers)
     graded = [grade_record(loaded, record) for record in table.to_pylist()]
     kept = table.drop_columns([name for name in ("scores", "error") if name in table.column_names])
     error_type = schema.field("error").type
@@ -447,7 +448,7 @@ def grade_dataset(results: Any, scorers: list[Scorer], output: str | None, *, fi
     wanted = record_schema(pa.null(), names)
     schema = pa.schema([*base, wanted.field("error"), *([wanted.field("scores")] if names else [])])
     grader: Any = _grade_batch  # Ray's stubs allow only one-argument functions here, fn_kwargs aside
-    graded = dataset.map_batches(grader, fn_kwargs={"scorers": cloudpickle.dumps(scorers), "schema": schema},
+    graded = dataset.map_batches(grader, fn_kwargs={"scorers": _pickling.dumps(scorers), "schema": schema},
                                  batch_format="pyarrow")
     tables = None
     if output is not None:

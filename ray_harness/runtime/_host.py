@@ -54,7 +54,7 @@ from ray_harness.models.rate_limit import (
     register_rate_limits,
     registered_rate_limits,
 )
-from ray_harness.runtime import _sandbox_owner as sandboxes
+from ray_harness.runtime import _pickling, _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._host_slots import HostSlots
 from ray_harness.runtime._idle_gc import idle_collector
@@ -63,7 +63,7 @@ from ray_harness.runtime._orchestration import Orchestrations
 from ray_harness.runtime._resident import Residents
 from ray_harness.runtime._runner import AgentRunner
 from ray_harness.runtime._slots import slot_idle_timeout
-from ray_harness.runtime._spec import AgentSpec, cloudpickle
+from ray_harness.runtime._spec import AgentSpec
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._telemetry import flush_metrics
 from ray_harness.runtime._wire import (
@@ -505,24 +505,24 @@ def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] 
         if exception is None:
             try:
                 result = task.result()
-                return run_id, True, cloudpickle.dumps(result if digest is None else digest(result)), None
+                return run_id, True, _pickling.dumps(result if digest is None else digest(result)), None
             except Exception as pickling:  # as a single run: a result that cannot leave the host fails its run
                 error = TypeError(f"the result of run {run_id!r} could not be returned: {pickling}")
         else:
             error = exception
     spent = getattr(error, SPENT_ATTRIBUTE, None)
     try:
-        return run_id, False, cloudpickle.dumps(error), spent
+        return run_id, False, _pickling.dumps(error), spent
     except Exception:
-        return run_id, False, cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}")), spent
+        return run_id, False, _pickling.dumps(RuntimeError(f"{type(error).__name__}: {error}")), spent
 
 
 def _pickled_error(error: BaseException) -> bytes:
     """A multiplexed run's exception for the wire (as the run's own call would raise it, or its text)."""
     try:
-        return bytes(cloudpickle.dumps(error))
+        return bytes(_pickling.dumps(error))
     except Exception:
-        return bytes(cloudpickle.dumps(RuntimeError(f"{type(error).__name__}: {error}")))
+        return bytes(_pickling.dumps(RuntimeError(f"{type(error).__name__}: {error}")))
 
 
 def _rss_bytes() -> int:

@@ -70,8 +70,6 @@ import zlib
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from ray import cloudpickle as _cloudpickle
-
 from ray_harness.multiagent.base import MultiAgentBase
 from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.multiagent.swarm import Swarm
@@ -110,9 +108,6 @@ from ray_harness.telemetry.propagation import attached
 __all__ = ("OrchestratorClient", "drive", "run_request")
 
 logger = logging.getLogger(__name__)
-
-cloudpickle: Any = _cloudpickle
-
 
 
 # -- the host's side -----------------------------------------------------------------------------------------------

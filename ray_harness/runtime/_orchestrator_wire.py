@@ -21,20 +21,17 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ray import cloudpickle as _cloudpickle
-
 from ray_harness.agent.snapshot import SnapshotDelta, restore_snapshot
 from ray_harness.multiagent.base import MultiAgentBase, RunState
 from ray_harness.multiagent.graph_model import GraphNode
 from ray_harness.multiagent.swarm import SwarmNode
+from ray_harness.runtime import _pickling
 from ray_harness.runtime._pickling import FastPickler
 from ray_harness.runtime._slots import RunBaseline, node_state
 from ray_harness.runtime._wire import SessionWriteItem
 
 __all__ = ("EndState", "OrchestratorState", "agent_baselines", "apply_end", "by_table", "dump_orchestrator", "dumps",
            "load_orchestrator", "loads", "object_table", "pack_end")
-
-cloudpickle: Any = _cloudpickle
 
 
 # -- what crosses as a reference ------------------------------------------------------------------------------
@@ -154,7 +151,7 @@ def _unpicklable_message(orchestrator: MultiAgentBase, table: dict[tuple[str, ..
         if kind == "target" and isinstance(value, MultiAgentBase):
             continue  # its own parts are checked under their own keys
         try:
-            cloudpickle.dumps(value)
+            _pickling.dumps(value)
         except Exception as part_error:
             place = f" of {key[1].lstrip('/')!r}" if key[1] else ""
             what = "the hook registry" if kind == "hooks" else (f"node {key[2]!r}" if kind == "target"

@@ -4,7 +4,9 @@ cloudpickle's ``CloudPickler.dispatch_table`` is a ``ChainMap`` of its own reduc
 pickler looks every object's type up in it, and for a ``ChainMap`` each lookup is a Python call that usually
 ends in ``KeyError``: about a third of the time it takes to pickle a 40-agent Graph. One dict merged the same
 way (cloudpickle's entries win, as in the ``ChainMap``) is looked up in C. It is merged per pickler, from the
-live maps, so reducers registered with ``copyreg`` later still apply.
+live maps, so reducers registered with ``copyreg`` later still apply. Every runtime module pickles and
+unpickles through :func:`dumps` / :func:`loads` here (agent specs, shipped Graphs, row results and errors,
+scorers).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from ray import cloudpickle as _cloudpickle
 
-__all__ = ("FastPickler", "dispatch_table", "dumps")
+__all__ = ("FastPickler", "dispatch_table", "dumps", "loads")
 
 _cloudpickle_module: Any = _cloudpickle
 CloudPickler: Any = _cloudpickle_module.CloudPickler
@@ -37,6 +39,10 @@ class FastPickler(CloudPickler):  # type: ignore[misc]
     def __init__(self, file: Any, protocol: int = pickle.HIGHEST_PROTOCOL) -> None:
         self.dispatch_table = dispatch_table()  # read by the C pickler's __init__
         super().__init__(file, protocol=protocol)
+
+
+loads: Any = pickle.loads
+"""cloudpickle's ``loads`` (it is the C unpickler's)."""
 
 
 def dumps(value: Any) -> bytes:

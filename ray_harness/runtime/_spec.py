@@ -13,15 +13,11 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ray import cloudpickle as _cloudpickle
-
 from ray_harness.agent.agent import Agent
 from ray_harness.runtime import _pickling
 from ray_harness.sandbox._binding import pickled_identities
 
 __all__ = ("AgentSpec", "agent_spec", "build_agent", "load_factory")
-
-cloudpickle: Any = _cloudpickle  # untyped module; dumps/loads are all we use
 
 
 @dataclass(frozen=True)
@@ -79,9 +75,9 @@ def build_agent(spec: AgentSpec) -> Agent:
     if spec.kind == "factory_path":
         agent = load_factory(str(spec.payload))()
     elif spec.kind == "factory":
-        agent = cloudpickle.loads(spec.payload)()
+        agent = _pickling.loads(spec.payload)()
     else:
-        agent = cloudpickle.loads(spec.payload)
+        agent = _pickling.loads(spec.payload)
     if not isinstance(agent, Agent):
         from ray_harness.runtime._targets import MultiAgentTarget, is_multi_agent
 

@@ -16,9 +16,10 @@ import functools
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+from ray_harness.runtime import _pickling
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._multiplex import Demultiplexer, Entry
-from ray_harness.runtime._spec import AgentSpec, cloudpickle
+from ray_harness.runtime._spec import AgentSpec
 from ray_harness.runtime._wire import CancelRequest, InvokeRequest
 from ray_harness.types.exceptions import RemoteActorError
 
@@ -132,7 +133,7 @@ async def _pump(host: ActorClient, groups: AsyncGenerator[list[Entry], None], de
 
 def _unpickled_error(payload: Any) -> BaseException:
     try:
-        error = cloudpickle.loads(payload)
+        error = _pickling.loads(payload)
     except Exception as failure:  # e.g. the exception's class cannot be imported here
         return failure
     return error if isinstance(error, BaseException) else TypeError(f"a run's error arrived as {type(error).__name__}")
