@@ -260,9 +260,13 @@ class MultiAgentBase(ABC):
         references (each side keeps its own) instead of copying them, and rebuilds the lock and the session
         manager there (a relay). Roles an orchestrator does not have are left out.
         """
-        parts = {"hooks": getattr(self, "hooks", None), "node_runner": getattr(self, "_node_runner", None),
-                 "lock": getattr(self, "_lock", None), "session_manager": getattr(self, "session_manager", None)}
-        return {role: part for role, part in parts.items() if part is not None}
+        parts: dict[str, Any] = {}
+        for role, name in (("hooks", "hooks"), ("node_runner", "_node_runner"), ("lock", "_lock"),
+                           ("session_manager", "session_manager")):
+            part = getattr(self, name, None)
+            if part is not None:
+                parts[role] = part
+        return parts
 
     @property
     def node_runner(self) -> Any:
@@ -292,7 +296,7 @@ class MultiAgentBase(ABC):
             for name in self.NODE_RUN_FIELDS:
                 if name in fields:
                     setattr(node, name, fields[name])
-        apply_runner = getattr(self.node_runner, "apply_run_state", None)
+        apply_runner = getattr(getattr(self, "_node_runner", None), "apply_run_state", None)
         if state.runner is not None and callable(apply_runner):
             apply_runner(state.runner)
 

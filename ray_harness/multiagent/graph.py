@@ -41,7 +41,7 @@ from ray_harness.multiagent.events import (
     result_event,
 )
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
-from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, delegated_stream, make_node_runner, node_type
+from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, make_node_runner, node_type
 from ray_harness.telemetry.runs import node_scope, run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
@@ -161,9 +161,10 @@ class Graph(MultiAgentBase):
         try:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
-            delegated = delegated_stream(self._node_runner, self, task, state,
-                                         events="result" if quiet else "all")
-            if delegated is not None:  # e.g. runtime="ray": the orchestration runs in its actor
+            # A node runner may run the whole orchestration elsewhere (runtime="ray": on an orchestration host).
+            elsewhere = getattr(self._node_runner, "stream_orchestrator", None)
+            delegated = None if elsewhere is None else elsewhere(self, task, state, events="result" if quiet else "all")
+            if delegated is not None:
                 async for event in delegated:
                     yield event
                 return

@@ -22,7 +22,7 @@ Optional: a node runner may also run the *orchestration* elsewhere. When it has
 ``stream_orchestrator(orchestrator, task, invocation_state)`` returning an async
 generator of the invocation's events (or None to run it here), Graph and Swarm
 delegate their whole invocation to it at the entry of ``stream_async``
-(:func:`delegated_stream`); the Ray node runner runs it in the orchestrator's
+(with ``events=``, what the caller wants of them); the Ray node runner runs it in the orchestrator's
 actor. ``shutdown()``, when present, releases what the node runner holds
 (``MultiAgentBase.shutdown``). ``run_state()`` / ``apply_run_state(state)``,
 when present, carry the node runner's own bookkeeping of a run from the copy
@@ -44,7 +44,7 @@ from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conv
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
 from ray_harness.types.validation import copy_json
 
-__all__ = ("DEFAULT_RUNTIME", "EventFilter", "LocalNodeRunner", "NodeRunner", "delegated_stream", "make_node_runner",
+__all__ = ("DEFAULT_RUNTIME", "EventFilter", "LocalNodeRunner", "NodeRunner", "make_node_runner",
            "node_result_from_agent", "node_result_from_multiagent", "node_type")
 
 DEFAULT_RUNTIME = "ray"
@@ -94,18 +94,6 @@ class NodeRunner(Protocol):
 
     def import_node_state(self, node_id: str, data: dict[str, Any]) -> None:
         """Restore a snapshot made by :meth:`export_node_state`."""
-
-
-def delegated_stream(runner: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
-                     *, events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None] | None:
-    """The invocation's events when ``runner`` runs the orchestration elsewhere, else None (run it here).
-
-    ``events="result"``: the caller wants only the result (see ``MultiAgentBase._quiet_stream``).
-    """
-    method = getattr(runner, "stream_orchestrator", None)
-    if method is None:
-        return None
-    return method(orchestrator, task, invocation_state, events=events)  # type: ignore[no-any-return]
 
 
 def node_type(target: Any) -> str:

@@ -121,15 +121,31 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
 -----------------------------------------------------------------------------------
 
 1. **Driver.** ``Graph.invoke_async`` → ``Graph._quiet_stream`` →
-   ``Graph._stream`` asks its node runner (``runtime.multiagent.RayNodeRunner``)
-   to run the orchestration elsewhere: ``delegated_stream(..., events="result")``
-   → ``RayNodeRunner.stream_orchestrator`` (placement ``"driver"``) →
-   ``_orchestrator.drive``, which sends one ``OrchestratorRequest`` through
-   ``ActorClient.stream`` to the graph's orchestration host (pre-started; no
-   actor per graph). The first invocation pickles the graph into it (agents by
-   value; its local parts as references, :mod:`ray_harness.runtime._orchestrator_wire`);
-   later ones name the host's resident copy by its token and carry only what
-   changed in the driver (``DriverCopy.sync``, :mod:`ray_harness.runtime._resident`).
+   ``Graph._stream`` takes the graph's lock and, when its node runner can run
+   the orchestration elsewhere, hands the invocation to it:
+   ``RayNodeRunner.stream_orchestrator(graph, task, state, events="result")``
+   (:mod:`~ray_harness.runtime.multiagent`). Under placement ``"driver"`` it
+   returns ``OrchestratorClient.invoke`` (:mod:`~ray_harness.runtime._orchestrator`;
+   one client per graph object, made at its first invocation; elsewhere it
+   returns ``None`` and the graph runs here). ``invoke`` builds the graph's
+   object table (``object_table``: the graph, its nodes, agents, edges and
+   local parts by key, :mod:`~ray_harness.runtime._orchestrator_wire`), then
+   ``OrchestratorClient._prepare`` decides what to send: with a resident copy
+   on the host, ``DriverCopy.sync`` (:mod:`~ray_harness.runtime._resident`)
+   compares the table with what the driver applied last — the objects' ids and
+   hook counts (a difference ships the graph), each agent's digest
+   (``_slots.conversation_digest``: a changed agent goes as its snapshot) and
+   each run field by identity (a reassigned one goes as the run state) — else
+   the graph is pickled (agents by value, local parts as references,
+   ``dump_orchestrator``). Then the pools, once per invocation: the node pool
+   (``default_pool``) and the orchestration pool (``orchestration_pool``), a
+   GCS look-up per host; the graph is keyed to one orchestration host
+   (pre-started; no actor per graph). ``invoke`` notes the agents' histories
+   (``agent_baselines``) and sends one ``OrchestratorRequest`` (the pickled
+   graph, or the resident key, its token and the sync, empty when nothing
+   changed) with ``ActorClient.stream`` (:mod:`~ray_harness.runtime._client`:
+   trace context, Ray's errors translated, the cancel sent when the driver
+   stops early).
 2. **Orchestration host.** ``AgentHost.orchestrate`` (:mod:`~ray_harness.runtime._orchestration`)
    unpickles the graph (or takes its resident copy and applies the sync; a
    ``ResidentMissItem`` when it has none at that token, and the driver ships it)
@@ -161,11 +177,19 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    runner's revisions and digests, and each agent's state (a delta over the
    history it started from, when the run only appended), and keeps the graph
    resident under a new token.
-5. **Driver.** ``drive`` applies the end state to the driver's graph and agents
-   (``apply_end``: ``apply_run_state``, ``agent.restore``) and yields the final
-   ``multiagent_result`` event, so ``graph.nodes["a"].executor.messages`` and
-   interrupt resume work as with ``runtime="local"``; it remembers the token and
-   what it applied (a ``DriverCopy``) for the next invocation.
+5. **Driver.** ``OrchestratorClient.invoke`` yields the events as they
+   arrive (``loads`` resolves their references in the driver's table, so
+   results name the driver's own nodes); session writes go to the driver's
+   session manager. On the ``EndItem`` it applies the end state to the
+   driver's graph and agents (``apply_end``: ``apply_run_state``, which also
+   hands the node runner its revisions and digests, and ``restore_snapshot``,
+   a delta applied over the noted history), keeps a new ``DriverCopy`` (the
+   token; the structure taken over from the copy whose sync this request
+   carried; the run fields' values; the agents' digests as the host computed
+   them, ``RayNodeRunner.state_digest``), then yields the final
+   ``multiagent_result`` event. So ``graph.nodes["a"].executor.messages`` and
+   interrupt resume work as with ``runtime="local"``. A ``ResidentMissItem``
+   instead (the host has no copy at that token) ships the graph again, once.
 
 Cancel (``graph.cancel()``) is one ``CancelRequest`` to the orchestration host,
 which broadcasts one ``CancelRequest`` per host (and per dedicated actor) of the

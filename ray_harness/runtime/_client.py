@@ -94,7 +94,10 @@ class ActorClient:
             The items (raises ``RemoteActorError`` when the stream ends before its last item and is not re-sent).
 
         """
-        traced = [self.traced(arg) if isinstance(arg, Request) else arg for arg in args]
+        traced = list(args)
+        for index, arg in enumerate(traced):
+            if isinstance(arg, Request):
+                traced[index] = self.traced(arg)
         bound = self._method(method, traced, task)  # named once: a re-sent call is the same task
         first = bound.remote(*traced)  # submitted now: the caller's order is kept
         if cancel_call:

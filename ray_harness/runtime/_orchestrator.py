@@ -76,6 +76,7 @@ from ray_harness.multiagent.swarm import Swarm
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import ensure_initialized
 from ray_harness.runtime._multiagent_pool import (
+    default_pool,
     orchestration_pool,
     pool_size_for_call,
     reset_pool_size,
@@ -83,7 +84,6 @@ from ray_harness.runtime._multiagent_pool import (
 from ray_harness.runtime._orchestrator_wire import (
     agent_baselines,
     apply_end,
-    by_table,
     dump_orchestrator,
     dumps,
     load_orchestrator,
@@ -92,6 +92,7 @@ from ray_harness.runtime._orchestrator_wire import (
     pack_end,
 )
 from ray_harness.runtime._resident import DriverCopy, Resident, Residents, apply_sync
+from ray_harness.runtime._slot_lease import SlotLease
 from ray_harness.runtime._slots import RunBaseline
 from ray_harness.runtime._telemetry import flush_metrics, flush_spans, prepare_actor_process
 from ray_harness.runtime._wire import (
@@ -103,9 +104,10 @@ from ray_harness.runtime._wire import (
     ResidentMissItem,
     SessionWriteItem,
 )
+from ray_harness.runtime.pool import AgentPool
 from ray_harness.telemetry.propagation import attached
 
-__all__ = ("OrchestratorClient", "drive", "run_request")
+__all__ = ("OrchestratorClient", "run_request")
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +167,7 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
                 runner.keep_copies()
     refs = {id(value): key for key, value in table.items()}
     if request.sync is not None:
-        sync = loads(request.sync, by_table(table))
+        sync = loads(request.sync, table)
         apply_sync(sync, table)
     baselines = agent_baselines(table)  # the histories now: the end state sends deltas over them
     size_token = pool_size_for_call(request.pool_size)
@@ -239,128 +241,136 @@ def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
 
 
 class OrchestratorClient:
-    """The driver's handle on where one Graph/Swarm object's invocations run: one orchestration host.
+    """The driver's side of one Graph/Swarm object's invocations: its orchestration host and its resident copy.
 
-    The object is keyed to one host of the orchestration pool (``crc32(key) % size``); no actor is started
-    for it. Its invocations appear on the dashboard as tasks ``ray_harness.graph:<id>`` /
+    One per node runner in the driver. The object is keyed to one host of the orchestration pool
+    (``crc32(key) % size``, chosen at the first invocation and again when that pool was replaced); no actor is
+    started for it. Its invocations appear on the dashboard as tasks ``ray_harness.graph:<id>`` /
     ``ray_harness.swarm:<id>`` of that host.
+
+    Args:
+        orchestrator: The driver's Graph/Swarm.
+        key: Its node runner's uid (the slots' prefix).
+        node_pool: The node runner's own host pool (``None``: the shared default pool).
+        lease: The driver's slot lease (releases the resident copy with the slots), if this runner has one.
+
     """
 
-    def __init__(self, orchestrator: MultiAgentBase, key: str) -> None:
-        pool = self.pool = orchestration_pool()  # the pool it was built from (see current())
-        index = zlib.crc32(key.encode()) % pool.size
-        self.name = pool.host_names[index]
-        self.client = ActorClient(pool.hosts[index], self.name)
+    def __init__(self, orchestrator: MultiAgentBase, key: str, node_pool: AgentPool | None = None,
+                 lease: SlotLease | None = None) -> None:
+        self.key = key
+        self.node_pool = node_pool
+        self.lease = lease
         kind = "swarm" if isinstance(orchestrator, Swarm) else "graph"
         self.task_name = f"ray_harness.{kind}:{orchestrator.id}"
-        self.invocation: str | None = None
-        self.pool_size: int | None = None  # the size of the driver's default pool, for the host's copy of it
-        # Under the object's slot prefix ("<key>/"), so releasing its slots releases this too; its own part keeps
-        # copies of the object in other processes (same key) apart.
-        self.resident = f"{key}/orchestrator:{uuid.uuid4().hex[:12]}"
+        self.pool: AgentPool | None = None  # the orchestration pool the host is from (see invoke())
+        self.client: ActorClient | None = None
+        self.name: str | None = None
+        self.resident = ""  # the host's key for the resident copy, new with each host
         self.copy: DriverCopy | None = None  # the host's resident copy, as of the end state applied last
-
-    def current(self) -> bool:
-        """Whether the orchestration pool this client was built from is still the live one (a GCS lookup per host).
-
-        Called once per invocation; a client of a pool that was replaced (shut down by another driver, Ray
-        restarted) is built again.
-        """
-        return orchestration_pool() is self.pool
+        self.invocation: str | None = None
+        self.cancelled = False  # a cancel came in this invocation (reset by the node runner when one starts)
 
     def cancel(self) -> None:
         """Ask the running invocation to stop (fire and forget; safe from any thread)."""
-        invocation = self.invocation
-        if invocation is not None:
-            self.client.submit("cancel_orchestration", CancelRequest(invocation_ids=(invocation,)))
+        self.cancelled = True
+        invocation, client = self.invocation, self.client
+        if invocation is not None and client is not None:
+            client.submit("cancel_orchestration", CancelRequest(invocation_ids=(invocation,)))
 
+    def _use(self, pool: AgentPool) -> None:
+        """Key the object to its host of ``pool`` (a new resident key: that host has no copy of it)."""
+        index = zlib.crc32(self.key.encode()) % pool.size
+        self.pool, self.name = pool, pool.host_names[index]
+        self.client = ActorClient(pool.hosts[index], self.name)
+        # Under the object's slot prefix ("<key>/"), so releasing its slots releases this too; its own part keeps
+        # copies of the object in other processes (same key) apart.
+        self.resident = f"{self.key}/orchestrator:{uuid.uuid4().hex[:12]}"
+        if self.lease is not None:
+            # The host's handle and key only: the lease outlives the Graph/Swarm in a finalizer and must not hold
+            # the driver's copy of its objects.
+            self.lease.attach_orchestration(self.client, self.resident)
 
-# -- one invocation, seen from the driver -------------------------------------------------------------------
+    def _prepare(self, orchestrator: MultiAgentBase, table: dict[tuple[str, ...], Any]
+                 ) -> tuple[bytes | None, bytes | None, DriverCopy | None, int | None]:
+        """What this invocation sends: the pickled orchestrator, or the resident copy's pickled sync and that copy.
 
+        The sync (or the pickle) first, so an orchestrator that must ship and cannot sends nothing and starts
+        nothing; then the pools, checked once per invocation (a GCS look-up per host: another driver may have shut
+        them down; the driver starts, so owns, them: hosts started by an orchestration host would die with it).
+        Last, the size of the driver's default pool (``None``: the node runner has its own), for the host's copy.
+        An empty sync (nothing changed) is not sent.
+        """
+        copy = self.copy
+        sync = copy.sync(table) if copy is not None else None
+        payload = None if sync is not None else dump_orchestrator(orchestrator, table)
+        node_pool = self.node_pool if self.node_pool is not None else default_pool()
+        if self.lease is not None and self.lease.pool is not node_pool:
+            self.lease.attach(node_pool)  # the driver's: its slots are released there
+        pool_size = None if self.node_pool is not None else node_pool.size
+        pool = orchestration_pool()
+        if pool is not self.pool or self.client is None:  # the first invocation, or the pool was replaced
+            self._use(pool)  # a new host key: no copy there
+            if payload is None:
+                payload = dump_orchestrator(orchestrator, table)
+            copy = sync = None
+        self.copy = None  # none until this run's end state is applied
+        if sync is not None and (sync.agents or sync.runs):  # pickled now: its snapshots share the agents' objects
+            return None, dumps(sync, {id(value): key for key, value in table.items()}), copy, pool_size
+        return payload, None, copy, pool_size
 
-async def drive(client_of: Any, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
-                cancelled: Any = None, *, events: EventFilter = "all",
-                resident_copy: Callable[[], DriverCopy | None] | None = None
-                ) -> AsyncGenerator[dict[str, Any], None]:
-    """Run ``orchestrator``'s invocation on its orchestration host; yields its events; applies the end state.
+    async def invoke(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
+                     events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None]:
+        """Run ``orchestrator``'s invocation on its orchestration host; yields its events; applies the end state.
 
-    ``client_of(orchestrator)`` returns its :class:`OrchestratorClient`; ``cancelled()`` tells whether a cancel
-    came before the invocation was registered with the client; ``resident_copy()`` returns what the driver knows
-    of the host's resident copy (the client's, when it has one; checked without the client's pool checks), so an
-    orchestrator that must ship and cannot sends nothing.
-    """
-    ensure_initialized()
-    table = object_table(orchestrator)
-    copy = resident_copy() if resident_copy is not None else None
-    sync = copy.sync(table) if copy is not None else None
-    # First, before anything is sent: an orchestrator that cannot ship sends nothing.
-    payload = None if sync is not None else dump_orchestrator(orchestrator, table)
-    client: OrchestratorClient = client_of(orchestrator)
-    if copy is not None and client.copy is not copy:  # a new client (its pool was replaced): no copy there
-        copy = None
-        if payload is None:
-            payload, sync = dump_orchestrator(orchestrator, table), None
-    client.copy = None  # none until this run's end state is applied
-    baselines = agent_baselines(table)  # the histories now: end-state deltas apply over them
-    refs = {id(value): key for key, value in table.items()}
-    while True:
-        resident = payload is None and copy is not None
-        request = OrchestratorRequest(
-            invocation_id=uuid.uuid4().hex, payload=payload, task=task, invocation_state=invocation_state,
-            events=events, pool_size=client.pool_size, resident=client.resident,
-            token=copy.token if resident and copy is not None else None,
-            sync=dumps(sync, refs) if resident and sync else None)
-        missed: list[bool] = []
-        async for event in _exchange(client, request, table, baselines, cancelled, missed, orchestrator.id):
-            yield event
-        if not missed:
-            return
-        # The host has no copy at that token (restarted, released, idle, evicted): ship the orchestrator.
-        payload, sync = dump_orchestrator(orchestrator, table), None
-
-
-async def _exchange(client: OrchestratorClient, request: OrchestratorRequest, table: dict[tuple[str, ...], Any],
-                    baselines: dict[tuple[str, ...], RunBaseline], cancelled: Any, missed: list[bool],
-                    name: str) -> AsyncGenerator[dict[str, Any], None]:
-    """One orchestrate call: yields the run's events, applies its end state (``missed`` gets True on a miss)."""
-    resolve = by_table(table)
-    client.invocation = request.invocation_id
-    items = client.client.stream("orchestrate", request, what=f"the run of {name!r}",
-                                 cancel=client.cancel, task=client.task_name)  # stopped early: stop the run
-    try:
-        if cancelled is not None and cancelled():
-            client.cancel()  # cancel() landed while the run was being shipped; the host applies it at start
-        async for item in items:
-            if isinstance(item, ResidentMissItem):
-                missed.append(True)  # the last item: the stream ends
-                continue
-            if isinstance(item, EndItem):
-                end = loads(item.payload, resolve)
-                apply_end(end, table, baselines)
-                if item.token is not None:  # both copies agree now
-                    client.copy = DriverCopy(item.token, table, _digest_of(table))
-                if end.error is not None:
-                    raise end.error
-                if end.final is not None:
-                    yield end.final
-                continue
-            for part in (item.items if isinstance(item, BatchItem) else [item]):
-                if isinstance(part, OrchestratorEventItem):
-                    yield loads(part.payload, resolve)
-                else:
-                    _save(table[("orch", part.path)], part.data)
-    finally:
-        await items.aclose()  # sends the cancel while the invocation is still registered
-        client.invocation = None
-
-
-def _digest_of(table: dict[tuple[str, ...], Any]) -> Callable[[tuple[str, ...], Any], str | None]:
-    """The digests of the agents' end state that came with their node runners' run state (none: hashed here)."""
-    def digest(key: tuple[str, ...], agent: Any) -> str | None:
-        runner = table.get(("node_runner", key[1]))
-        known = getattr(runner, "state_digest", None)
-        return known(key[2]) if callable(known) else None
-    return digest
+        In order: the tree's object table; what to send (:meth:`_prepare`: the changes since the resident copy,
+        :meth:`DriverCopy.sync`, else the pickled orchestrator); one streamed ``orchestrate`` call, whose events
+        are yielded as they come and whose end state is applied to the driver's objects before its final event is
+        yielded. A host without the copy answers ``ResidentMissItem``: the orchestrator is shipped again, once.
+        """
+        ensure_initialized()
+        table = object_table(orchestrator)
+        payload, sync, copy, pool_size = self._prepare(orchestrator, table)
+        baselines = agent_baselines(table)  # the histories now: end-state deltas apply over them
+        while True:
+            resident = copy if payload is None else None
+            request = OrchestratorRequest(
+                invocation_id=uuid.uuid4().hex, payload=payload, task=task, invocation_state=invocation_state,
+                events=events, pool_size=pool_size,
+                resident=self.resident, token=None if resident is None else resident.token, sync=sync)
+            self.invocation = request.invocation_id
+            assert self.client is not None  # chosen by _prepare
+            items = self.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
+                                  cancel=self.cancel, task=self.task_name)  # stopped early: stop the run
+            missed = False
+            try:
+                if self.cancelled:
+                    self.cancel()  # cancel() landed while the run was being shipped; the host applies it at start
+                async for item in items:
+                    if isinstance(item, ResidentMissItem):
+                        missed = True  # the last item: the stream ends
+                    elif isinstance(item, EndItem):
+                        end = loads(item.payload, table)
+                        apply_end(end, table, baselines)
+                        if item.token is not None:  # both copies agree now
+                            self.copy = DriverCopy(item.token, table, resident)
+                        if end.error is not None:
+                            raise end.error
+                        if end.final is not None:
+                            yield end.final
+                    else:
+                        for part in (item.items if isinstance(item, BatchItem) else (item,)):
+                            if isinstance(part, OrchestratorEventItem):
+                                yield loads(part.payload, table)
+                            else:
+                                _save(table[("orch", part.path)], part.data)
+            finally:
+                await items.aclose()  # sends the cancel while the invocation is still registered
+                self.invocation = None
+            if not missed:
+                return
+            # The host has no copy at that token (restarted, released, idle, evicted): ship the orchestrator.
+            payload, sync, copy = dump_orchestrator(orchestrator, table), None, None
 
 
 def _save(orchestrator: MultiAgentBase, data: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from ray_harness.runtime._pickling import FastPickler
 from ray_harness.runtime._slots import RunBaseline, node_state
 from ray_harness.runtime._wire import SessionWriteItem
 
-__all__ = ("EndState", "OrchestratorState", "agent_baselines", "apply_end", "by_table", "dump_orchestrator", "dumps",
+__all__ = ("EndState", "OrchestratorState", "agent_baselines", "apply_end", "dump_orchestrator", "dumps",
            "load_orchestrator", "loads", "object_table", "pack_end")
 
 
@@ -39,28 +39,27 @@ __all__ = ("EndState", "OrchestratorState", "agent_baselines", "apply_end", "by_
 _NODE_TYPES = (GraphNode, SwarmNode)
 
 
-def object_table(root: MultiAgentBase) -> dict[tuple[str, ...], Any]:
+def object_table(root: MultiAgentBase, path: str = "",
+                 table: dict[tuple[str, ...], Any] | None = None) -> dict[tuple[str, ...], Any]:
     """Key → object for everything of an orchestrator tree that crosses by reference.
 
     Keys name the object's place (``path`` is ``""`` for the root, ``"/inner"`` for a nested node), so the
-    driver's and the actor's copies of one tree map onto each other.
+    driver's and the actor's copies of one tree map onto each other. Nested orchestrators are walked by the
+    same call (``path`` and ``table``: where it is in the tree, and the table being filled).
     """
-    table: dict[tuple[str, ...], Any] = {}
-
-    def walk(orchestrator: MultiAgentBase, path: str) -> None:
-        table[("orch", path)] = orchestrator
-        for role, part in orchestrator.local_parts().items():  # hooks, node runner, lock, session manager
-            table[(role, path)] = part
-        for index, edge in enumerate(getattr(orchestrator, "edges", None) or []):
-            table[("edge", path, str(index))] = edge
-        for node_id, node in getattr(orchestrator, "nodes", {}).items():
-            table[("node", path, node_id)] = node
-            target = node.executor
-            table[("target", path, node_id)] = target
-            if isinstance(target, MultiAgentBase):
-                walk(target, f"{path}/{node_id}")
-
-    walk(root, "")
+    if table is None:
+        table = {}
+    table[("orch", path)] = root
+    for role, part in root.local_parts().items():  # hooks, node runner, lock, session manager
+        table[(role, path)] = part
+    for index, edge in enumerate(getattr(root, "edges", None) or []):
+        table[("edge", path, str(index))] = edge
+    for node_id, node in getattr(root, "nodes", {}).items():
+        table[("node", path, node_id)] = node
+        target = node.executor
+        table[("target", path, node_id)] = target
+        if isinstance(target, MultiAgentBase):
+            object_table(target, f"{path}/{node_id}", table)
     return table
 
 
@@ -69,7 +68,13 @@ _resolver: contextvars.ContextVar[Any] = contextvars.ContextVar("ray_harness_orc
 
 
 def _ref(key: tuple[str, ...]) -> Any:
-    return _resolver.get()(key)
+    where = _resolver.get()
+    if type(where) is not dict:
+        return where(key)
+    try:
+        return where[key]
+    except KeyError:
+        raise pickle.UnpicklingError(f"orchestrator state refers to {key!r}, which this side does not have") from None
 
 
 class _RefPickler(FastPickler):
@@ -108,21 +113,13 @@ def dumps(value: Any, refs: dict[int, tuple[str, ...]]) -> bytes:
     return buffer.getvalue()
 
 
-def loads(payload: bytes, resolve: Any) -> Any:
+def loads(payload: bytes, resolve: dict[tuple[str, ...], Any] | Any) -> Any:
+    """Unpickle ``payload``; its references resolve in ``resolve``: an object table, or ``key -> object``."""
     token = _resolver.set(resolve)
     try:
         return pickle.loads(payload)
     finally:
         _resolver.reset(token)
-
-
-def by_table(table: dict[tuple[str, ...], Any]) -> Any:
-    def resolve(key: tuple[str, ...]) -> Any:
-        try:
-            return table[key]
-        except KeyError:
-            raise pickle.UnpicklingError(f"orchestrator state refers to {key!r}, which this side does not have") from None
-    return resolve
 
 
 # -- the driver ships the orchestrator -----------------------------------------------------------------------
@@ -232,8 +229,13 @@ class EndState:
 
 def agent_baselines(table: dict[tuple[str, ...], Any]) -> dict[tuple[str, ...], RunBaseline]:
     """The agent nodes' messages now (by table key), to tell at the end of the run which only appended."""
-    return {key: RunBaseline(target.messages) for key, target in table.items()
-            if key[0] == "target" and _is_agent(target)}
+    from ray_harness.agent.agent import Agent
+
+    baselines: dict[tuple[str, ...], RunBaseline] = {}
+    for key, target in table.items():
+        if key[0] == "target" and isinstance(target, Agent):
+            baselines[key] = RunBaseline(target.messages)
+    return baselines
 
 
 def pack_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None,

@@ -72,80 +72,86 @@ class Sync:
         return bool(self.agents or self.runs)
 
 
-def _is_agent(target: Any) -> bool:
-    from ray_harness.agent.agent import Agent
-
-    return isinstance(target, Agent)
-
-
-def _hook_counts(table: Table) -> dict[tuple[str, ...], int]:
-    return {key: registry.callback_count for key, registry in table.items()
-            if key[0] == "hooks" and hasattr(registry, "callback_count")}
-
-
-def _run_values(orchestrator: MultiAgentBase) -> tuple[Any, ...]:
-    """The orchestrator's run fields and its nodes' run fields, the objects themselves (compared by identity)."""
-    nodes: dict[str, Any] = getattr(orchestrator, "nodes", {})
-    return (*(getattr(orchestrator, name) for name in orchestrator.RUN_FIELDS),
-            *(getattr(node, name) for node in nodes.values() for name in orchestrator.NODE_RUN_FIELDS))
-
-
 class DriverCopy:
     """What the driver knows of its orchestrator's resident copy on the host (see the module docstring).
 
     Built right after the driver applied a run's end state, when both copies agree. It holds the tree's objects
-    and run values themselves (an id can be reused once its object is gone), except the root orchestrator and
-    its node runner, which own this copy (held by id: no reference cycle that would keep a Graph/Swarm from
-    being freed, and their ids cannot be reused while they are in use).
+    themselves (an id can be reused once its object is gone), except the root orchestrator and its node runner,
+    which own this copy (held by id: no reference cycle that would keep a Graph/Swarm from being freed, and their
+    ids cannot be reused while they are in use). What it compares is flat, computed here once: the objects' ids
+    and hook counts (the structure), each run field with its value (``(path, object key, name, value)``) and each
+    agent node's digest.
 
     Args:
         token: The end state's token (named in the next request).
         table: The driver's object table (:func:`~ray_harness.runtime._orchestrator_wire.object_table`).
-        digest_of: ``(key, agent) -> digest or None``: the digest the host computed for that agent's end state,
-            when it sent one (else it is computed here).
+        same_structure: The copy whose :meth:`sync` passed for the request this end state answers: the structure
+            it checked is this table's, so it is taken over instead of read again.
 
     """
 
-    __slots__ = ("_digests", "_hooks", "_ids", "_objects", "_runs", "token")
+    __slots__ = ("_digests", "_hooks", "_ids", "_objects", "_watch", "token")
 
-    def __init__(self, token: str, table: Table,
-                 digest_of: Callable[[tuple[str, ...], Any], str | None] | None = None) -> None:
+    def __init__(self, token: str, table: Table, same_structure: DriverCopy | None = None) -> None:
+        from ray_harness.agent.agent import Agent
+
         self.token = token
-        self._objects = {key: (id(value) if key[1] == "" and key[0] in _OWNERS else value)
-                         for key, value in table.items()}
-        self._hooks = _hook_counts(table)
-        self._runs = {key[1]: _run_values(value) for key, value in table.items() if key[0] == "orch"}
-        self._ids = {key: id(value) for key, value in table.items()}
+        self._objects: dict[tuple[str, ...], Any]
+        self._ids: dict[tuple[str, ...], int]
+        self._hooks: dict[tuple[str, ...], int]
+        if same_structure is not None:
+            self._objects, self._ids, self._hooks = same_structure._objects, same_structure._ids, same_structure._hooks
+        else:
+            self._objects, self._ids, self._hooks = {}, {}, {}
+            for key, value in table.items():
+                self._ids[key] = id(value)
+                self._objects[key] = id(value) if key[1] == "" and key[0] in _OWNERS else value
+                if key[0] == "hooks" and hasattr(value, "callback_count"):
+                    self._hooks[key] = value.callback_count
+        self._watch: list[tuple[str, tuple[str, ...], str, Any]] = []
         self._digests: dict[tuple[str, ...], str] = {}
-        for key, target in table.items():
-            if key[0] == "target" and _is_agent(target):
-                known = digest_of(key, target) if digest_of is not None else None
-                self._digests[key] = known if known is not None else conversation_digest(target)
+        for key, value in table.items():
+            if key[0] == "orch":
+                path = key[1]
+                for name in value.RUN_FIELDS:
+                    self._watch.append((path, key, name, getattr(value, name)))
+                for node_id, node in getattr(value, "nodes", {}).items():
+                    for name in value.NODE_RUN_FIELDS:
+                        self._watch.append((path, ("node", path, node_id), name, getattr(node, name)))
+            elif key[0] == "target" and isinstance(value, Agent):
+                # The digest the host computed for the agent's end state, when its node runner sent one.
+                runner: Any = table.get(("node_runner", key[1]))
+                known = runner.state_digest(key[2]) if hasattr(runner, "state_digest") else None
+                self._digests[key] = known if known is not None else conversation_digest(value)
 
     def sync(self, table: Table) -> Sync | None:
         """What to send with the next request; ``None`` when the structure changed (ship the orchestrator).
 
         The snapshots in it share the agents' objects: pickle it before they change.
         """
-        if table.keys() != self._ids.keys() or any(id(value) != self._ids[key] for key, value in table.items()):
+        ids = self._ids
+        if len(table) != len(ids):
             return None
-        if _hook_counts(table) != self._hooks:
-            return None
-        from ray_harness.agent.snapshot import take_snapshot
+        for key, value in table.items():
+            if ids.get(key) != id(value):
+                return None
+        for key, count in self._hooks.items():
+            if table[key].callback_count != count:
+                return None
+        agents: dict[tuple[str, ...], AgentSnapshot] = {}
+        for key, digest in self._digests.items():
+            target = table[key]
+            if conversation_digest(target) != digest:
+                from ray_harness.agent.snapshot import take_snapshot
 
-        # Not copies: the caller pickles the sync before the agents run again.
-        agents = {key: take_snapshot(target, copy=False) for key, digest in self._digests.items()
-                  if conversation_digest(target := table[key]) != digest}
-        from ray_harness.multiagent.base import RunState
-
+                agents[key] = take_snapshot(target, copy=False)  # not a copy: the caller pickles the sync at once
         runs: dict[str, RunState] = {}
-        for key, orchestrator in table.items():
-            if key[0] != "orch":
-                continue
-            now, then = _run_values(orchestrator), self._runs[key[1]]
-            if len(now) != len(then) or any(a is not b for a, b in zip(now, then, strict=True)):
-                state = orchestrator.run_state()
-                runs[key[1]] = RunState(fields=state.fields, nodes=state.nodes)
+        for path, key, name, value in self._watch:
+            if path not in runs and getattr(table[key], name) is not value:
+                from ray_harness.multiagent.base import RunState
+
+                state = table[("orch", path)].run_state()
+                runs[path] = RunState(fields=state.fields, nodes=state.nodes)
         return Sync(agents=agents, runs=runs)
 
 

@@ -222,9 +222,12 @@ def conversation_digest(agent: Any, messages: MessagesDigest | None = None) -> s
     ``messages``: the running digest of the agent's messages, when the caller keeps one (used when it covers as
     many messages as the agent has; else the messages are hashed here).
     """
-    if messages is None or messages.count != len(agent.messages):
-        messages = MessagesDigest(agent.messages)
-    payload = [messages.count, messages.hexdigest(), agent.state.to_dict(), agent.interrupt_state.to_dict()]
+    history = agent.messages
+    if messages is not None and messages.count == len(history):
+        count, hexdigest = messages.count, messages.hexdigest()
+    else:  # what MessagesDigest(history) holds, hashed in one piece
+        count, hexdigest = len(history), hashlib.blake2b(_json(history)[1:-1], digest_size=16).hexdigest()
+    payload = [count, hexdigest, agent.state.to_dict(), agent.interrupt_state.to_dict()]
     return hashlib.blake2b(_json(payload), digest_size=16).hexdigest()
 
 

@@ -105,7 +105,7 @@ from ray_harness.multiagent.base import MultiAgentBase, NodeResult
 from ray_harness.multiagent.node_runner import EventFilter, LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._multiagent_pool import default_pool
-from ray_harness.runtime._orchestrator import OrchestratorClient, drive
+from ray_harness.runtime._orchestrator import OrchestratorClient
 from ray_harness.runtime._placement import current_placement
 from ray_harness.runtime._slot_lease import SlotLease, leases, release_all_slots, release_later
 from ray_harness.runtime._slots import MessagesDigest, conversation_digest, slot_key
@@ -159,7 +159,7 @@ class RayNodeRunner:
         self._kept = False  # a resident orchestration host's copy: changes reach it only through copy_changed()
         self._broadcasts: set[asyncio.Task[Any]] = set()
         self._guard = threading.Lock()  # cancel() may come from another thread
-        self._client: OrchestratorClient | None = None  # the driver's orchestration host, chosen lazily
+        self._client: OrchestratorClient | None = None  # the driver's side of its orchestration (first invocation)
 
     def __getstate__(self) -> dict[str, Any]:
         """Return what an orchestration host needs: the nodes, their initial state, the pool; nothing of this process."""
@@ -188,30 +188,12 @@ class RayNodeRunner:
         """
         if current_placement() != "driver":
             return None  # the actor running this call already placed it (see runtime._placement)
+        client = self._client
+        if client is None:
+            client = self._client = OrchestratorClient(orchestrator, self._uid, self._pool, self._lease)
         with self._guard:
-            self._cancelled = False
-        return drive(self._orchestrator_client, orchestrator, task, invocation_state, lambda: self._cancelled,
-                     events=events, resident_copy=self._resident_copy)
-
-    def _resident_copy(self) -> Any:
-        client = self._client
-        return None if client is None else client.copy
-
-    def _orchestrator_client(self, orchestrator: MultiAgentBase) -> OrchestratorClient:
-        # The driver starts (so owns) the host pools, checked once per invocation: hosts started by an
-        # orchestration host would die with it.
-        self._checked_pool = False
-        pool = self.pool  # the property starts or checks the pool
-        client = self._client
-        # Its orchestration host too, once per invocation: another driver may have shut that pool down.
-        if client is None or not client.current():
-            client = self._client = OrchestratorClient(orchestrator, self._uid)
-            if self._lease is not None:
-                # Its resident copy goes with the slots (the host's handle and key only: the lease outlives the
-                # Graph/Swarm in a finalizer and must not hold the driver's copy of its objects).
-                self._lease.attach_orchestration(client.client, client.resident)
-        client.pool_size = None if self._pool is not None else pool.size
-        return client
+            self._cancelled = client.cancelled = False
+        return client.invoke(orchestrator, task, invocation_state, events)
 
     def shutdown(self) -> None:
         """Release the node slots (of nested Graph/Swarm nodes too); the next invocation ships every agent again."""

@@ -128,3 +128,33 @@ def test_a_sync_is_checked_by_type() -> None:
     with pytest.raises(TypeError, match="Sync"):
         apply_sync({"agents": {}}, {})  # type: ignore[arg-type]
     assert not Sync()
+
+
+def test_a_copy_that_takes_over_the_structure_still_sees_what_changes_after_it() -> None:
+    g = graph()
+    first = DriverCopy("t1", object_table(g))
+    assert first.sync(object_table(g)) is not None  # the structure the next copy takes over was checked
+    second = DriverCopy("t2", object_table(g), first)
+    assert second.token == "t2"
+    empty = second.sync(object_table(g))
+    assert empty is not None and not empty
+    g.nodes["b"].executor.messages.append({"role": "user", "content": [{"text": "edited"}]})
+    g.state = GraphState(task="restored")
+    sync = second.sync(object_table(g))
+    assert sync is not None and list(sync.agents) == [("target", "", "b")] and list(sync.runs) == [""]
+
+    def skip(event: BeforeNodeCallEvent) -> None:
+        event.cancel_node = True
+
+    g.add_hook(skip)
+    assert second.sync(object_table(g)) is None
+
+
+def test_a_digest_hashed_at_once_equals_the_running_digest_also_for_no_messages() -> None:
+    from ray_harness.runtime._slots import MessagesDigest, conversation_digest
+
+    agent = make_agent("a", text("a done"))
+    assert agent.messages == []
+    assert conversation_digest(agent) == conversation_digest(agent, MessagesDigest())
+    agent.messages.append({"role": "user", "content": [{"text": "hi"}]})
+    assert conversation_digest(agent) == conversation_digest(agent, MessagesDigest(agent.messages))
