@@ -137,10 +137,15 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    (``_slots.conversation_digest``: a changed agent goes as its snapshot) and
    each run field by identity (a reassigned one goes as the run state) — else
    the graph is pickled (agents by value, local parts as references,
-   ``dump_orchestrator``). Then the pools, once per invocation: the node pool
-   (``default_pool``) and the orchestration pool (``orchestration_pool``), a
-   GCS look-up per host; the graph is keyed to one orchestration host
-   (pre-started; no actor per graph). ``invoke`` notes the agents' histories
+   ``dump_orchestrator``). Then the pools (``OrchestratorClient._pools``): the
+   node pool (``default_pool``) and the orchestration pool
+   (``orchestration_pool``) it checked last — a GCS look-up per host, done again
+   after ``POOL_CHECK_INTERVAL_S`` (5 s), a re-initialized Ray or a pool shut
+   down in this process; an orchestration host found dead before the run began
+   gets it on its replacement — and the graph is keyed to one orchestration host
+   (pre-started; no actor per graph). The request names the node pool's host
+   actor ids (``pool_hosts``), so the host attaches to the same pool without a
+   look-up. ``invoke`` notes the agents' histories
    (``agent_baselines``) and sends one ``OrchestratorRequest`` (the pickled
    graph, or the resident key, its token and the sync, empty when nothing
    changed) with ``ActorClient.stream`` (:mod:`~ray_harness.runtime._client`:

@@ -23,8 +23,9 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar
 
 import ray
+from ray.exceptions import RayError
 
-from ray_harness.runtime._errors import await_ref, call_sync, stream_items
+from ray_harness.runtime._errors import await_ref, call_sync, translate
 from ray_harness.runtime._telemetry import task_name
 from ray_harness.runtime._wire import Request, is_terminal
 from ray_harness.telemetry.propagation import current_carrier
@@ -112,14 +113,21 @@ class ActorClient:
             for attempt in range(_RESENDS + 1):
                 if attempt:
                     generator = bound.remote(*args)
-                try:
-                    async for item in stream_items(generator, self.name):
-                        if done(item):
-                            finished = True
-                        yield item
-                except RemoteActorError as error:
-                    lost = error.actor_name == self.name  # not a nested actor's error the callee raised
-                    raise
+                while True:  # each item in order, Ray's errors translated (the one such loop of the runtime)
+                    try:
+                        item = await (await generator.__anext__())
+                    except StopAsyncIteration:
+                        break
+                    except RayError as error:
+                        translated = translate(error, self.name)
+                        # A dead callee, not a nested actor's error it raised: no cancel to send.
+                        lost = isinstance(translated, RemoteActorError) and translated.actor_name == self.name
+                        if translated is error:
+                            raise
+                        raise translated from error
+                    if done(item):
+                        finished = True
+                    yield item
                 if finished:
                     return
                 if not resend or attempt == _RESENDS:
@@ -128,10 +136,7 @@ class ActorClient:
                                            "process died or restarted)", actor_name=self.name)
         finally:
             if not finished and not lost:
-                if cancel_call:
-                    ray.cancel(generator)
-                elif cancel is not None:
-                    cancel()
+                _stop(generator, cancel, cancel_call)
 
     def _method(self, method: str, args: list[Any], task: str | None = None) -> Any:
         """The actor method, named for the dashboard's task view.
@@ -145,6 +150,14 @@ class ActorClient:
 
     def __repr__(self) -> str:
         return f"ActorClient({self.name!r})"
+
+
+def _stop(generator: Any, cancel: Callable[[], Any] | None, cancel_call: bool) -> None:
+    """Stop the run of a stream that did not reach its end (the callee is alive): its cancel, or the call's."""
+    if cancel_call:
+        ray.cancel(generator)
+    elif cancel is not None:
+        cancel()
 
 
 def _task_of(args: list[Any]) -> str:

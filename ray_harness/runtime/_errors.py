@@ -10,7 +10,7 @@ naming the actor.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar
 
 import ray
@@ -18,7 +18,7 @@ from ray import exceptions as ray_exceptions
 
 from ray_harness.types.exceptions import RemoteActorError
 
-__all__ = ("await_ref", "call_sync", "raise_translated", "stream_items", "translate")
+__all__ = ("await_ref", "call_sync", "raise_translated", "translate")
 
 T = TypeVar("T")
 
@@ -57,22 +57,6 @@ async def await_ref(ref: Awaitable[T], actor_name: str) -> T:
         return await ref
     except ray_exceptions.RayError as error:
         raise_translated(error, actor_name)
-
-
-async def stream_items(generator: Any, actor_name: str) -> AsyncGenerator[Any, None]:
-    """Each item of a Ray streaming generator from ``actor_name``, Ray's errors translated into ours.
-
-    The one loop every client of an actor stream runs (hosts, dedicated agents, orchestrators, sandboxes);
-    what to do when the stream ends early (re-send, cancel) stays with the caller, which knows its protocol.
-    """
-    while True:
-        try:
-            ref = await generator.__anext__()
-        except StopAsyncIteration:
-            return
-        except ray_exceptions.RayError as error:
-            raise_translated(error, actor_name)
-        yield await await_ref(ref, actor_name)
 
 
 def call_sync(ref: Any, actor_name: str, *, timeout: float | None = None) -> Any:

@@ -17,13 +17,19 @@ import ray
 from ray_harness.runtime._host import host_class
 from ray_harness.types.exceptions import RemoteActorError
 
-__all__ = ("acquire_host", "forget_host")
+__all__ = ("acquire_host", "forget_host", "retirements")
 
 _GONE_TIMEOUT_S = 60.0
 
 _LIVE_HOSTS: dict[tuple[str, str, str], Any] = {}
 _RETIRED_HOSTS: dict[tuple[str, str, str], Any] = {}
 _HOSTS_LOCK = threading.Lock()
+_retired_count = [0]  # hosts this process retired so far: a pool checked before may hold one of them
+
+
+def retirements() -> int:
+    """How many hosts this process has retired (``AgentPool.shutdown()``): a change means re-check cached pools."""
+    return _retired_count[0]
 
 
 def _host_key(namespace: str, name: str) -> tuple[str, str, str]:
@@ -60,6 +66,7 @@ def forget_host(namespace: str, name: str, handle: Any, *, retired: bool) -> Non
             del _LIVE_HOSTS[key]
         if retired:
             _RETIRED_HOSTS[key] = handle._actor_id
+            _retired_count[0] += 1
 
 
 def _registered(name: str, namespace: str) -> Any:

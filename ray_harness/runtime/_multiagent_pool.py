@@ -13,8 +13,12 @@ their own small pool of the same host class, ``ray_harness:orchestrator:<i>``
 an orchestration never sends a node to its own host. (A Ray actor that consumes
 a streaming generator of its own methods can wait forever for its next item,
 reproduced on Ray 2.60; so the orchestration and its agent nodes live in
-different processes.) An orchestration host attaches to the driver's node pool
-by its size (``OrchestratorRequest.pool_size``, :func:`pool_size_for_call`).
+different processes.) An orchestration host attaches to the driver's node pool:
+the request names its hosts' actor ids (``OrchestratorRequest.pool_hosts``, :func:`pool_for_call`), so the
+host's check is a comparison, not a GCS look-up.
+
+**Checks.** A driver checks a pool's hosts (a GCS look-up each) when it asks for the pool with ``check``;
+a Graph/Swarm object does so at most every few seconds (see ``runtime._orchestrator``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from ray_harness.runtime._host import ORCHESTRATION_HOST_PREFIX
 from ray_harness.runtime.pool import AgentPool
 
 __all__ = ("ORCHESTRATION_HOSTS_ENV", "POOL_SIZE_ENV", "default_pool", "default_pool_size", "orchestration_pool",
-           "pool_is_alive", "pool_size_for_call", "reset_pool_size")
+           "pool_for_call", "pool_is_alive", "reset_pool_for_call", "shipped_pool_ready")
 
 POOL_SIZE_ENV = "RAY_HARNESS_POOL_SIZE"
 ORCHESTRATION_HOSTS_ENV = "RAY_HARNESS_ORCHESTRATION_HOSTS"
@@ -39,17 +43,19 @@ _MAX_DEFAULT_SIZE = 8
 _pools: dict[tuple[str, int], AgentPool] = {}
 _orchestration_pools: dict[str, AgentPool] = {}
 _guard = threading.Lock()
-_CALL_SIZE: contextvars.ContextVar[int | None] = contextvars.ContextVar("ray_harness_pool_size", default=None)
+_CALL_HOSTS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("ray_harness_pool_hosts",
+                                                                                   default=None)
+_shipped: dict[tuple[str, int], tuple[str, ...]] = {}  # (namespace, size) -> the driver's host ids it was built for
 
 
-def pool_size_for_call(size: int | None) -> contextvars.Token[int | None]:
-    """Within this context (and tasks started in it) the default pool has ``size`` hosts (an orchestration's)."""
-    return _CALL_SIZE.set(size)
+def pool_for_call(hosts: tuple[str, ...] | None) -> contextvars.Token[tuple[str, ...] | None]:
+    """Within this context (and tasks started in it) the default pool is the driver's, whose hosts' ids these are."""
+    return _CALL_HOSTS.set(hosts)
 
 
-def reset_pool_size(token: contextvars.Token[int | None]) -> None:
-    """Undo :func:`pool_size_for_call`."""
-    _CALL_SIZE.reset(token)
+def reset_pool_for_call(token: contextvars.Token[tuple[str, ...] | None]) -> None:
+    """Undo :func:`pool_for_call`."""
+    _CALL_HOSTS.reset(token)
 
 
 def default_pool_size() -> int:
@@ -57,9 +63,9 @@ def default_pool_size() -> int:
 
     In an orchestration shipped by a driver: the driver's size.
     """
-    shipped = _CALL_SIZE.get()
+    shipped = _CALL_HOSTS.get()
     if shipped is not None:
-        return shipped
+        return len(shipped)
     configured = os.environ.get(POOL_SIZE_ENV)
     if configured:
         try:
@@ -100,19 +106,37 @@ def pool_is_alive(pool: AgentPool) -> bool:
 
 
 def default_pool(*, check: bool = True) -> AgentPool:
-    """Return the shared pool of this driver's namespace; starts Ray (embedded) and the hosts on first use."""
+    """Return the shared pool of this driver's namespace; starts Ray (embedded) and the hosts on first use.
+
+    ``check``: look each host up first (a GCS look-up each) and start a new pool if one is gone. In an
+    orchestration shipped by a driver (:func:`pool_for_call`) the check is a comparison with the driver's hosts.
+    """
     ensure_initialized()
     namespace = current_namespace()
     size = default_pool_size()
+    expected = _CALL_HOSTS.get()
+    key = (namespace, size)
     with _guard:
-        pool = _pools.get((namespace, size))
-        started = pool is None or (check and not pool_is_alive(pool))
+        pool = _pools.get(key)
+        if expected is not None:
+            started = pool is None or (pool.host_ids != expected and _shipped.get(key) != expected)
+        else:
+            started = pool is None or (check and not pool_is_alive(pool))
         if started:
-            pool = _pools[(namespace, size)] = AgentPool(size=size, max_restarts=-1)  # hosts come back after a crash
+            pool = _pools[key] = AgentPool(size=size, max_restarts=-1)  # hosts come back after a crash
+            if expected is not None:
+                _shipped[key] = expected  # attached by name: not built again for the same driver pool
     if started and ray.get_runtime_context().get_actor_id() is None:
         orchestration_pool()  # a driver's pool comes with its orchestration hosts: a new Graph/Swarm starts none
     assert pool is not None
     return pool
+
+
+def shipped_pool_ready(hosts: tuple[str, ...]) -> bool:
+    """Whether :func:`default_pool` under ``pool_for_call(hosts)`` returns at once (no blocking attach first)."""
+    key = (current_namespace(), len(hosts))
+    pool = _pools.get(key)
+    return pool is not None and (pool.host_ids == hosts or _shipped.get(key) == hosts)
 
 
 def orchestration_hosts() -> int:

@@ -65,21 +65,26 @@ import functools
 import inspect
 import logging
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
+
+import ray
 
 from ray_harness.multiagent.base import MultiAgentBase
 from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.multiagent.swarm import Swarm
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import ensure_initialized
+from ray_harness.runtime._host_registry import retirements
 from ray_harness.runtime._multiagent_pool import (
     default_pool,
     orchestration_pool,
-    pool_size_for_call,
-    reset_pool_size,
+    pool_for_call,
+    reset_pool_for_call,
+    shipped_pool_ready,
 )
 from ray_harness.runtime._orchestrator_wire import (
     agent_baselines,
@@ -106,6 +111,7 @@ from ray_harness.runtime._wire import (
 )
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.telemetry.propagation import attached
+from ray_harness.types.exceptions import RemoteActorError
 
 __all__ = ("OrchestratorClient", "run_request")
 
@@ -170,9 +176,9 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
         sync = loads(request.sync, table)
         apply_sync(sync, table)
     baselines = agent_baselines(table)  # the histories now: the end state sends deltas over them
-    size_token = pool_size_for_call(request.pool_size)
+    pool_token = pool_for_call(request.pool_hosts)
     try:
-        await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
+        await _attach_pools(table, request.pool_hosts)
         outcome: dict[str, Any] = {"final": None, "error": None}
         quiet = request.events == "result"
         events = (orchestrator._quiet_stream if quiet else orchestrator.stream_async)(task, invocation_state)
@@ -181,7 +187,7 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
         with attached(request.trace_context):
             pump = asyncio.ensure_future(_pump(events, outbox, refs, outcome))
     finally:
-        reset_pool_size(size_token)
+        reset_pool_for_call(pool_token)
     started(orchestrator)
     try:
         done = False
@@ -234,10 +240,20 @@ def _node_runners(table: dict[tuple[str, ...], Any]) -> list[Any]:
     return [runner for key, runner in table.items() if key[0] == "node_runner" and hasattr(runner, "check_pool")]
 
 
+async def _attach_pools(table: dict[tuple[str, ...], Any], hosts: tuple[str, ...] | None) -> None:
+    """Have the node runners' pools ready before the run: at once when the driver's is known here already."""
+    if hosts is None or not shipped_pool_ready(hosts):
+        await asyncio.to_thread(_warm_pools, table)  # pool look-ups block: not on this loop
+
+
 def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
     """Attach (and check) the node runners' host pools before the run (a blocking GCS look-up per host)."""
     for runner in _node_runners(table):
         runner.check_pool()
+
+
+POOL_CHECK_INTERVAL_S = 5.0
+"""How long a Graph/Swarm object's invocations reuse the pools they checked (a GCS look-up per host)."""
 
 
 class OrchestratorClient:
@@ -270,6 +286,8 @@ class OrchestratorClient:
         self.copy: DriverCopy | None = None  # the host's resident copy, as of the end state applied last
         self.invocation: str | None = None
         self.cancelled = False  # a cancel came in this invocation (reset by the node runner when one starts)
+        self.checked: tuple[str, int, float] | None = None  # the last pool check: Ray job, retirements, when
+        self.pools: tuple[AgentPool, AgentPool] | None = None  # the node and orchestration pools it found
 
     def cancel(self) -> None:
         """Ask the running invocation to stop (fire and forget; safe from any thread)."""
@@ -291,24 +309,62 @@ class OrchestratorClient:
             # the driver's copy of its objects.
             self.lease.attach_orchestration(self.client, self.resident)
 
+    def _pools(self) -> tuple[AgentPool, AgentPool]:
+        """The node pool and the orchestration pool, checked (a GCS look-up per host) every few seconds.
+
+        Reused unchecked for :data:`POOL_CHECK_INTERVAL_S` unless Ray was re-initialized or this process retired
+        a host since (a pool's ``shutdown()``). Another driver that shuts the pools down is noticed at the next
+        check; a dead orchestration host at once (:meth:`invoke` sends the run again). The driver starts, so
+        owns, the pools: hosts started by an orchestration host would die with it.
+        """
+        checked, pools = self.checked, self.pools
+        if (checked is None or pools is None or not ray.is_initialized() or checked[1] != retirements()
+                or time.monotonic() - checked[2] > POOL_CHECK_INTERVAL_S
+                or checked[0] != ray.get_runtime_context().get_job_id()):
+            pools = self.pools = (self.node_pool if self.node_pool is not None else default_pool(),
+                                  orchestration_pool())
+            self.checked = (ray.get_runtime_context().get_job_id(), retirements(), time.monotonic())
+        return pools
+
+    def _take(self, item: Any, table: dict[tuple[str, ...], Any], baselines: dict[tuple[str, ...], RunBaseline],
+              resident: DriverCopy | None) -> list[dict[str, Any]]:
+        """The caller's events in ``item``; relayed session writes saved; the end state applied (its error raised)."""
+        if isinstance(item, EndItem):
+            end = loads(item.payload, table)
+            apply_end(end, table, baselines)
+            if item.token is not None:  # both copies agree now
+                self.copy = DriverCopy(item.token, table, resident)
+            if end.error is not None:
+                raise end.error
+            return [] if end.final is None else [end.final]
+        events = []
+        for part in (item.items if isinstance(item, BatchItem) else (item,)):
+            if isinstance(part, OrchestratorEventItem):
+                events.append(loads(part.payload, table))
+            else:
+                _save(table[("orch", part.path)], part.data)
+        return events
+
+    def _host_replaced(self) -> bool:
+        """After a call into the orchestration host failed: whether its pool is gone for good (checked now)."""
+        self.checked = None
+        return self._pools()[1] is not self.pool
+
     def _prepare(self, orchestrator: MultiAgentBase, table: dict[tuple[str, ...], Any]
-                 ) -> tuple[bytes | None, bytes | None, DriverCopy | None, int | None]:
+                 ) -> tuple[bytes | None, bytes | None, DriverCopy | None, tuple[str, ...] | None]:
         """What this invocation sends: the pickled orchestrator, or the resident copy's pickled sync and that copy.
 
         The sync (or the pickle) first, so an orchestrator that must ship and cannot sends nothing and starts
-        nothing; then the pools, checked once per invocation (a GCS look-up per host: another driver may have shut
-        them down; the driver starts, so owns, them: hosts started by an orchestration host would die with it).
-        Last, the size of the driver's default pool (``None``: the node runner has its own), for the host's copy.
-        An empty sync (nothing changed) is not sent.
+        nothing; then the pools (:meth:`_pools`). Last, the driver's default pool's host ids (``None``: the
+        node runner has its own), for the host's copy. An empty sync (nothing changed) is not sent.
         """
         copy = self.copy
         sync = copy.sync(table) if copy is not None else None
         payload = None if sync is not None else dump_orchestrator(orchestrator, table)
-        node_pool = self.node_pool if self.node_pool is not None else default_pool()
+        node_pool, pool = self._pools()
         if self.lease is not None and self.lease.pool is not node_pool:
             self.lease.attach(node_pool)  # the driver's: its slots are released there
-        pool_size = None if self.node_pool is not None else node_pool.size
-        pool = orchestration_pool()
+        pool_hosts = None if self.node_pool is not None else node_pool.host_ids
         if pool is not self.pool or self.client is None:  # the first invocation, or the pool was replaced
             self._use(pool)  # a new host key: no copy there
             if payload is None:
@@ -316,8 +372,8 @@ class OrchestratorClient:
             copy = sync = None
         self.copy = None  # none until this run's end state is applied
         if sync is not None and (sync.agents or sync.runs):  # pickled now: its snapshots share the agents' objects
-            return None, dumps(sync, {id(value): key for key, value in table.items()}), copy, pool_size
-        return payload, None, copy, pool_size
+            return None, dumps(sync, {id(value): key for key, value in table.items()}), copy, pool_hosts
+        return payload, None, copy, pool_hosts
 
     async def invoke(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
                      events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None]:
@@ -327,46 +383,46 @@ class OrchestratorClient:
         :meth:`DriverCopy.sync`, else the pickled orchestrator); one streamed ``orchestrate`` call, whose events
         are yielded as they come and whose end state is applied to the driver's objects before its final event is
         yielded. A host without the copy answers ``ResidentMissItem``: the orchestrator is shipped again, once.
+        A host found dead before the first item, whose pool turns out replaced, gets the run on the new pool, once.
         """
         ensure_initialized()
         table = object_table(orchestrator)
-        payload, sync, copy, pool_size = self._prepare(orchestrator, table)
+        payload, sync, copy, pool_hosts = self._prepare(orchestrator, table)
         baselines = agent_baselines(table)  # the histories now: end-state deltas apply over them
+        retried = False
         while True:
             resident = copy if payload is None else None
             request = OrchestratorRequest(
                 invocation_id=uuid.uuid4().hex, payload=payload, task=task, invocation_state=invocation_state,
-                events=events, pool_size=pool_size,
+                events=events, pool_hosts=pool_hosts,
                 resident=self.resident, token=None if resident is None else resident.token, sync=sync)
             self.invocation = request.invocation_id
             assert self.client is not None  # chosen by _prepare
             items = self.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
                                   cancel=self.cancel, task=self.task_name)  # stopped early: stop the run
-            missed = False
+            missed = received = moved = False
             try:
                 if self.cancelled:
                     self.cancel()  # cancel() landed while the run was being shipped; the host applies it at start
-                async for item in items:
-                    if isinstance(item, ResidentMissItem):
-                        missed = True  # the last item: the stream ends
-                    elif isinstance(item, EndItem):
-                        end = loads(item.payload, table)
-                        apply_end(end, table, baselines)
-                        if item.token is not None:  # both copies agree now
-                            self.copy = DriverCopy(item.token, table, resident)
-                        if end.error is not None:
-                            raise end.error
-                        if end.final is not None:
-                            yield end.final
-                    else:
-                        for part in (item.items if isinstance(item, BatchItem) else (item,)):
-                            if isinstance(part, OrchestratorEventItem):
-                                yield loads(part.payload, table)
-                            else:
-                                _save(table[("orch", part.path)], part.data)
+                try:
+                    async for item in items:
+                        received = True
+                        if isinstance(item, ResidentMissItem):
+                            missed = True  # the last item: the stream ends
+                            continue
+                        for event in self._take(item, table, baselines, resident):
+                            yield event
+                except RemoteActorError as error:
+                    if received or retried or error.actor_name != self.name or not self._host_replaced():
+                        raise
+                    moved = True
             finally:
                 await items.aclose()  # sends the cancel while the invocation is still registered
                 self.invocation = None
+            if moved:  # its host was gone for good before the run began (its pool shut down elsewhere)
+                retried = True
+                payload, sync, copy, pool_hosts = self._prepare(orchestrator, table)
+                continue
             if not missed:
                 return
             # The host has no copy at that token (restarted, released, idle, evicted): ship the orchestrator.

@@ -207,8 +207,8 @@ class OrchestratorRequest(Request):
         task: The invocation's task.
         invocation_state: Shipped by value; changes the run makes stay in the actor.
         events: Which events the driver wants (``"result"``: the orchestrator runs quiet).
-        pool_size: The size of the driver's default host pool, so the orchestration host attaches to the same
-            hosts (``None``: the host's own default).
+        pool_hosts: The actor ids of the driver's default host pool's hosts, so the orchestration host attaches
+            to the same hosts, and knows them without a GCS look-up (``None``: the host's own default).
         resident: The key the host keeps the orchestrator under between invocations (``None``: not kept).
         token: With no ``payload``: the end token of the run whose end state the driver applied last; the host
             runs its resident copy only when it is that run's (else it answers with a ``ResidentMissItem``).
@@ -223,7 +223,7 @@ class OrchestratorRequest(Request):
     task: Any = None
     invocation_state: dict[str, Any] = Field(default_factory=dict)
     events: EventFilter = "all"
-    pool_size: int | None = Field(default=None, ge=1)
+    pool_hosts: tuple[str, ...] | None = Field(default=None, min_length=1)
     resident: str | None = Field(default=None, min_length=1)
     token: str | None = Field(default=None, min_length=1)
     sync: bytes | None = None

@@ -115,6 +115,8 @@ class AgentPool:
                     self._hosts[i] = acquire_host(self.namespace, name, i, options)
                     ActorClient(self._hosts[i], name).call_sync("ready")
         self._clients = [ActorClient(host, name) for host, name in zip(self._hosts, self.host_names, strict=True)]
+        # The hosts' actor ids: an orchestration host tells the driver's pool by them (no GCS look-up).
+        self.host_ids = tuple(host._actor_id.hex() for host in self._hosts)
         self._load = [0] * size
         self._where: dict[str, int] = {}
         self._placed: dict[str, int] = {}  # resident agents placed by sandbox affinity

@@ -327,3 +327,57 @@ def test_orchestrator_spans_are_children_of_the_driver_span(otlp: Any) -> None: 
     nodes = [s for s in otlp.spans if s.name.startswith("execute_node") and s.trace_id == trace_id]
     assert len(nodes) == 2 and all(s.parent_span_id == graph_span.span_id for s in nodes)
     graph.shutdown()
+
+
+def test_invocations_reuse_the_checked_pools_and_a_shutdown_here_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray_harness.runtime import _multiagent_pool, _orchestrator
+
+    checks: list[str] = []
+    alive = _multiagent_pool.pool_is_alive
+
+    def counted(pool: Any) -> bool:
+        checks.append(pool.host_names[0])
+        return alive(pool)
+
+    monkeypatch.setattr(_multiagent_pool, "pool_is_alive", counted)
+    monkeypatch.setattr(_orchestrator, "POOL_CHECK_INTERVAL_S", 3600.0)  # no check falls due during the test
+    graph = two_node_graph()
+    assert graph("first").status == Status.COMPLETED
+    checks.clear()
+    assert graph("second").status == Status.COMPLETED
+    assert checks == []  # no GCS look-up: the pools checked at the first invocation are reused
+    old_host = actor_of(graph._node_runner.orchestration_host_name)._actor_id
+    _multiagent_pool.orchestration_pool(check=False).shutdown()  # this process retires the host: checked again
+    assert graph("third").status == Status.COMPLETED
+    assert checks, "a pool shut down in this process must be checked before the next invocation"
+    assert actor_of(graph._node_runner.orchestration_host_name)._actor_id != old_host
+    graph.shutdown()
+
+
+def test_an_orchestration_host_killed_elsewhere_gets_the_run_on_its_replacement(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    from ray_harness.runtime import _orchestrator
+
+    monkeypatch.setattr(_orchestrator, "POOL_CHECK_INTERVAL_S", 3600.0)  # the kill is not noticed by a check
+    graph = two_node_graph()
+    assert graph("first").status == Status.COMPLETED
+    name = graph._node_runner.orchestration_host_name
+    old = actor_of(name)
+    ray.kill(old, no_restart=True)  # as another driver's shutdown would: nothing in this process knows
+    deadline = time.monotonic() + 60
+    while True:  # until the killed actor gave up its name
+        try:
+            if actor_of(name)._actor_id != old._actor_id:
+                break
+        except ValueError:
+            break
+        assert time.monotonic() < deadline, "the killed host kept its name"
+        time.sleep(0.05)
+    result = graph("second")  # the dead host fails the call before the run began: sent again to the new host
+    assert result.status == Status.COMPLETED
+    assert [n.node_id for n in result.execution_order] == ["a", "b"]
+    assert len(graph.nodes["b"].executor.messages) == 4  # both runs' turns, none twice
+    assert actor_of(name)._actor_id != old._actor_id
+    graph.shutdown()
