@@ -10,11 +10,15 @@ the figure is the median over the runs, in ms per node.
     python -m benchmarks.node_overhead --size [--source DIR]   # modules and lines of ray_harness/runtime/
     python -m benchmarks.node_overhead --path                  # functions one node's invocation runs (Ray)
 
-``--path`` counts the ray_harness functions that one invocation of a one-node graph on Ray runs in the
-driver (a profile hook on the driver's loop, after a warm-up invocation): distinct functions and modules,
-all and those of ``runtime/`` and ``multiagent/``. The actors' halves of the path (orchestrator actor,
-host) are not hooked: an async actor runs its calls on loop threads a hook installed from a
-``__ray_call__`` does not reach.
+``--path`` counts the ray_harness functions that one invocation of a one-node graph on Ray runs, in each
+process of its path: the driver (a profile hook on the driver's loop, after a warm-up invocation), the
+orchestration host and the node's host. The hosts are reached through the graph's own hooks (a
+:class:`PathProbe` on the graph and one on the agent, whose callbacks run on the host's event-loop thread,
+where a hook installed from a ``__ray_call__`` would not reach): the end of the first invocation installs a
+profile hook on that thread and the start of the third writes what it saw to a file and removes it, so the
+second invocation is seen whole (with the first one's end and the third one's start, the same functions;
+and whatever else that loop ran meanwhile). Reported per process and for the whole path: distinct functions
+and modules, all and those of ``runtime/`` and ``multiagent/``.
 
 ``--size`` counts what the node's path is made of: the modules of ``ray_harness/runtime/`` and their lines
 (all lines, and without docstrings and comments: code), for before/after comparisons of one checkout with
@@ -122,21 +126,83 @@ def _stop_profile() -> list[tuple[str, str]]:
     return sorted(_SEEN)
 
 
-async def node_path() -> dict[str, Any]:
-    """Distinct ray_harness functions and modules one invocation of a one-node graph on Ray runs in the driver."""
-    graph = chain(1, "ray")
-    try:
-        await graph.invoke_async("warm-up")
-        _start_profile()
-        await graph.invoke_async("go")
-        seen = set(_stop_profile())
-    finally:
-        graph.shutdown()
+class PathProbe:
+    """Profiles the thread its hook callbacks run on (a host's event loop) over the second of three invocations.
+
+    Args:
+        path: Where the third invocation's start writes the functions seen (JSON list of [module, name]).
+        before: The event that starts an invocation (``BeforeMultiAgentInvocationEvent`` / ``BeforeInvocationEvent``).
+        after: The event that ends one.
+
+    """
+
+    def __init__(self, path: str, before: type, after: type) -> None:
+        self.path, self.before, self.after = path, before, after
+        self.invocations = 0
+
+    def register_hooks(self, registry: Any, **_: Any) -> None:
+        registry.add_callback(self.before, self._before)
+        registry.add_callback(self.after, self._after)
+
+    def _before(self, _event: Any) -> None:
+        self.invocations += 1
+        if self.invocations == 3:
+            Path(self.path).write_text(json.dumps(_stop_profile()), encoding="utf-8")
+
+    def _after(self, _event: Any) -> None:
+        if self.invocations == 1:
+            _start_profile()
+
+
+def _listing(file: str) -> set[tuple[str, str]]:
+    """What a :class:`PathProbe` wrote."""
+    return {(module, name) for module, name in json.loads(Path(file).read_text(encoding="utf-8"))}
+
+
+def _counts(seen: set[tuple[str, str]]) -> dict[str, Any]:
     ours = {item for item in seen if item[0].startswith(("runtime/", "multiagent/"))}
     return {"functions": len(seen), "modules": len({module for module, _ in seen}),
             "runtime_and_multiagent_functions": len(ours),
             "runtime_and_multiagent_modules": len({module for module, _ in ours}),
             "listing": sorted(f"{module}:{name}" for module, name in ours)}
+
+
+async def node_path() -> dict[str, Any]:
+    """Distinct ray_harness functions and modules one invocation of a one-node graph on Ray runs, per process."""
+    import tempfile
+
+    from ray_harness.hooks import (
+        AfterInvocationEvent,
+        AfterMultiAgentInvocationEvent,
+        BeforeInvocationEvent,
+        BeforeMultiAgentInvocationEvent,
+    )
+
+    with tempfile.TemporaryDirectory() as directory:
+        host_file, node_file = f"{directory}/orchestration_host.json", f"{directory}/node_host.json"
+        builder = GraphBuilder()
+        agent = Agent(ScriptedModel("ok", loop=True, record_calls=False), name="n0", retry_strategy=None,
+                      hooks=[PathProbe(node_file, BeforeInvocationEvent, AfterInvocationEvent)])
+        builder.add_node(agent, "n0")
+        builder.set_hook_providers([PathProbe(host_file, BeforeMultiAgentInvocationEvent,
+                                              AfterMultiAgentInvocationEvent)])
+        graph = builder.build(runtime="ray")
+        try:
+            await graph.invoke_async("warm-up")
+            _start_profile()
+            await graph.invoke_async("go")
+            driver = set(_stop_profile())
+            await graph.invoke_async("write")
+        finally:
+            graph.shutdown()
+        halves = {"driver": driver}
+        for name, file in (("orchestration_host", host_file), ("node_host", node_file)):
+            halves[name] = _listing(file)
+    report = {name: _counts(seen) for name, seen in halves.items()}
+    whole = _counts(set().union(*halves.values()))
+    whole.pop("listing")
+    report["whole_path"] = whole
+    return report
 
 
 def run_suite(*, quick: bool = False) -> list[dict[str, Any]]:
