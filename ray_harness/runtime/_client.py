@@ -27,7 +27,7 @@ from ray.exceptions import RayError
 
 from ray_harness.runtime._errors import await_ref, call_sync, translate
 from ray_harness.runtime._telemetry import task_name
-from ray_harness.runtime._wire import Request, is_terminal
+from ray_harness.runtime._wire import OrchestratorRequest, Request, is_terminal
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.exceptions import RemoteActorError
 
@@ -75,8 +75,8 @@ class ActorClient:
         return call_sync(self.submit(method, *args), self.name, timeout=timeout)
 
     def stream(self, method: str, *args: Any, cancel: Callable[[], Any] | None = None, cancel_call: bool = False,
-               resend: bool = False, done: Callable[[Any], bool] = is_terminal, what: str = "the call",
-               task: str | None = None) -> AsyncGenerator[Any, None]:
+               resend: bool = False, done: Callable[[Any], bool] = is_terminal, what: str = "the call"
+               ) -> AsyncGenerator[Any, None]:
         """Send one streamed call now; its items, in order, Ray's errors translated.
 
         Args:
@@ -89,7 +89,6 @@ class ActorClient:
                 stream short, send the same call again (up to three times) instead of failing.
             done: Whether an item is the stream's last one (default: a wire item marked terminal).
             what: Names the call in the error for a stream cut short.
-            task: The call's task name on the dashboard (default: after the node or row its request runs).
 
         Returns:
             The items (raises ``RemoteActorError`` when the stream ends before its last item and is not re-sent).
@@ -99,7 +98,7 @@ class ActorClient:
         for index, arg in enumerate(traced):
             if isinstance(arg, Request):
                 traced[index] = self.traced(arg)
-        bound = self._method(method, traced, task)  # named once: a re-sent call is the same task
+        bound = self._method(method, traced)  # named once: a re-sent call is the same task
         first = bound.remote(*traced)  # submitted now: the caller's order is kept
         if cancel_call:
             cancel = None
@@ -138,14 +137,10 @@ class ActorClient:
             if not finished and not lost:
                 _stop(generator, cancel, cancel_call)
 
-    def _method(self, method: str, args: list[Any], task: str | None = None) -> Any:
-        """The actor method, named for the dashboard's task view.
-
-        The name is ``task``, else the node(s) or row(s) its requests run (their trace context, see
-        :func:`~ray_harness.runtime._telemetry.task_name`), else Ray's default (the method's name).
-        """
+    def _method(self, method: str, args: list[Any]) -> Any:
+        """The actor method, named for the dashboard's task view (:func:`_task_of`)."""
         bound = getattr(self.actor, method)
-        name = task if task is not None else _task_of(args)
+        name = _task_of(args)
         return bound.options(name=name) if name else bound
 
     def __repr__(self) -> str:
@@ -161,8 +156,16 @@ def _stop(generator: Any, cancel: Callable[[], Any] | None, cancel_call: bool) -
 
 
 def _task_of(args: list[Any]) -> str:
-    """The task name the requests among ``args`` (a list among them: a batch of runs) carry, else ``""``."""
+    """The task name the requests among ``args`` (a list among them: a batch of runs) carry, else ``""``.
+
+    A request's own ``label`` (an orchestrator's invocation), else the node(s) or row(s) its requests run (their
+    trace context, see :func:`~ray_harness.runtime._telemetry.task_name`); ``""`` leaves Ray's default (the
+    method's name).
+    """
     requests = [arg for arg in args if isinstance(arg, Request)]
+    for request in requests:
+        if isinstance(request, OrchestratorRequest) and request.label:
+            return request.label
     for arg in args:
         if isinstance(arg, list):
             requests.extend(item for item in arg if isinstance(item, Request))

@@ -395,11 +395,12 @@ class OrchestratorClient:
             request = OrchestratorRequest(
                 invocation_id=uuid.uuid4().hex, payload=payload, task=task, invocation_state=invocation_state,
                 events=events, pool_hosts=pool_hosts,
-                resident=self.resident, token=None if resident is None else resident.token, sync=sync)
+                resident=self.resident, token=None if resident is None else resident.token, sync=sync,
+                label=self.task_name)
             self.invocation = request.invocation_id
             assert self.client is not None  # chosen by _prepare
             items = self.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
-                                  cancel=self.cancel, task=self.task_name)  # stopped early: stop the run
+                                  cancel=self.cancel)  # stopped early: stop the run
             missed = received = moved = False
             try:
                 if self.cancelled:

@@ -214,6 +214,7 @@ class OrchestratorRequest(Request):
             runs its resident copy only when it is that run's (else it answers with a ``ResidentMissItem``).
         sync: With no ``payload``: what changed in the driver since (pickled with references; see
             :mod:`ray_harness.runtime._resident`).
+        label: The call's task name on the dashboard (``"ray_harness.graph:<id>"``), read by the client helper.
 
     """
 
@@ -227,6 +228,7 @@ class OrchestratorRequest(Request):
     resident: str | None = Field(default=None, min_length=1)
     token: str | None = Field(default=None, min_length=1)
     sync: bytes | None = None
+    label: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _shipped_or_resident(self) -> OrchestratorRequest:

@@ -45,14 +45,15 @@ _DRIVER = """
         exact = [t.name for t in list_tasks(address=gcs, filters=[("name", "=", node)], limit=100)]
         names = sorted({t.name for t in list_tasks(address=gcs, limit=10_000) if t.name.startswith("ray_harness.")})
         rows = [n for n in names if n.startswith("ray_harness.row:")]
-        if (exact and "ray_harness.node:observed_swarm/solo" in names and len(names) >= 4
+        if (exact and "ray_harness.node:observed_swarm/solo" in names and len(names) >= 6
+                and f"ray_harness.graph:{graph.id}" in names and f"ray_harness.swarm:{swarm.id}" in names
                 and sorted(i for n in rows for i in n.rpartition("/")[2].split(",")) == ["0", "1"]) \\
                 or time.monotonic() > deadline:
             break
         time.sleep(1)
     graph.shutdown()
     swarm.shutdown()
-    print(json.dumps({"exact": exact, "names": names}))
+    print(json.dumps({"exact": exact, "names": names, "graph": graph.id, "swarm": swarm.id}))
 """
 
 
@@ -73,6 +74,8 @@ def test_node_and_row_tasks_are_named_in_the_state_api() -> None:
     names = set(seen["names"])
     assert {"ray_harness.node:observed/research", "ray_harness.node:observed/write",
             "ray_harness.node:observed_swarm/solo"} <= names, names
+    # each invocation of an orchestrator is the task named after it, on its orchestration host
+    assert {f"ray_harness.graph:{seen['graph']}", f"ray_harness.swarm:{seen['swarm']}"} <= names, names
     rows = [name for name in names if name.startswith("ray_harness.row:")]
     assert rows and all(name.startswith("ray_harness.row:tests.integration.observed_agents:metered/")
                         for name in rows), names
