@@ -95,10 +95,14 @@ class RayBackend(Backend):
 
     async def start(self) -> None:
         from ray_harness.runtime import AgentPool
+        from ray_harness.runtime._telemetry import prepare_driver_process
 
         if self._pool is None:
             options = {"max_restarts": -1, **self._pool_options}  # hosts come back after a crash
             self._pool = AgentPool(size=self._pool_size or 2, **options)
+        # The evaluation's run and its rows are reported from this process (ray-harness status, the eval metrics),
+        # also when the script started Ray with ray.init() rather than ray_harness.runtime.init().
+        prepare_driver_process()
         self._spec = self._pool.prepare(self._factory)  # pickled once, shared by every row
         if self._rate_limits:
             await self._pool.register_rate_limits(self._rate_limits)

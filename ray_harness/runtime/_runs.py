@@ -5,10 +5,15 @@ driver of an evaluation) also has a :class:`RunReporter` sink. It keeps what the
 :mod:`ray_harness.telemetry.runs` tell it (a run started or ended, a node started or finished, a model
 call's tokens and cost, an evaluation row) per run, and writes that record, once a second and only when
 something changed, to the GCS key-value store under its own key (one per process, namespace
-``ray_harness_runs``). Each record is JSON-encoded once per change, not at every write: a host that ran an
-evaluation's rows holds thousands of finished runs (one per row) for :data:`KEEP_FINISHED_S`. No actor is needed (an actor costs a process, ≈1 s to start). :func:`runs_snapshot`
+``ray_harness_runs``). Each record is JSON-encoded once per change, not at every write, and stays as large as
+its run has nodes: a node's executions in flight are counted, not listed (an evaluation's rows run the same
+nodes thousands of times). No actor is needed (an actor costs a process, ≈1 s to start). :func:`runs_snapshot`
 merges the records of all processes — a graph's nodes come from its orchestrator, its tokens from the
 hosts that ran them. Runs stay listed for :data:`KEEP_FINISHED_S` after they ended or went quiet.
+
+A run's kind, name and status are its outermost scope's (``run_started`` / ``run_finished``): a graph run inside
+it — a graph per evaluation row on a host, a graph as a node — shares its id and only adds nodes and tokens, so
+an evaluation of graph rows is one ``eval`` run, running until its driver ends it.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ class RunReporter(BaseSink):
         """Return the record of ``run`` to update (the caller holds the lock)."""
         record = self._runs.get(run)
         if record is None:
-            record = self._runs[run] = {"run": run, "nodes_started": [], "nodes_finished": {},
+            record = self._runs[run] = {"run": run, "nodes_running": {}, "nodes_finished": {},
                                         **dict.fromkeys(_SUMMED, 0)}
         record["updated_at"] = time.time()
         self._encoded.pop(run, None)
@@ -93,11 +98,21 @@ class RunReporter(BaseSink):
 
     def node_started(self, run: str, node: str) -> None:
         with self._lock:
-            self._run(run)["nodes_started"].append(node)
+            # How many executions of the node run now (an evaluation's rows run the same nodes many times over):
+            # the record stays as large as the run has nodes, however many rows or revisits it has.
+            running = self._run(run)["nodes_running"]
+            running[node] = running.get(node, 0) + 1
 
     def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
         with self._lock:
-            self._run(run)["nodes_finished"][node] = status
+            record = self._run(run)
+            record["nodes_finished"][node] = status
+            running = record["nodes_running"]
+            count = running.get(node, 0) - 1
+            if count > 0:
+                running[node] = count
+            else:
+                running.pop(node, None)
 
     def eval_row(self, run: str, name: str, status: str, total: int) -> None:
         with self._lock:
@@ -147,7 +162,7 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
     merged: dict[str, dict[str, Any]] = {}
     for record in records:
         run = merged.setdefault(record["run"], {"run": record["run"], "status": "running", "nodes_total": 0,
-                                                "started": set(), "finished": {}, **dict.fromkeys(_SUMMED, 0),
+                                                "running": set(), "finished": {}, **dict.fromkeys(_SUMMED, 0),
                                                 **dict.fromkeys(_FIRST)})
         for key in _FIRST:
             if run[key] is None and record.get(key) is not None:
@@ -155,7 +170,7 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
         if record.get("status") and record["status"] != "running":
             run["status"] = record["status"]
         run["nodes_total"] = max(run["nodes_total"], int(record.get("nodes_total") or 0))
-        run["started"] |= set(record["nodes_started"])
+        run["running"] |= set(record["nodes_running"])
         run["finished"].update(record["nodes_finished"])
         for key in _SUMMED:
             run[key] += record[key]
@@ -163,10 +178,11 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
     for run in merged.values():
         if run["kind"] is None:
             continue
-        finished, started = run.pop("finished"), run.pop("started")
+        finished, running = run.pop("finished"), run.pop("running")
         run["nodes_done"] = finished
-        run["nodes_running"] = sorted(started - set(finished)) if run["status"] == "running" else []
-        run["nodes_pending"] = max(0, run["nodes_total"] - len(finished) - len(run["nodes_running"])) \
+        run["nodes_running"] = sorted(running) if run["status"] == "running" else []
+        # A node running again (a revisit, the next row) counts once, as running.
+        run["nodes_pending"] = max(0, run["nodes_total"] - len(set(finished) | running)) \
             if run["status"] == "running" else 0
         run["age_s"] = round((run["ended_at"] or now) - (run["started_at"] or now), 3)
         shown.append(run)

@@ -213,6 +213,10 @@ class RayMetricsSink:
     def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
         self._count_run(kind, name, -1)
 
+    # ``runs_active`` counts every Graph/Swarm invocation in progress, nested ones too (by their own kind and name).
+    nested_run_started = run_started
+    nested_run_finished = run_finished
+
     def _count_run(self, kind: str, name: str, delta: int) -> None:
         with self._lock:
             count = max(0, self._run_counts.get((kind, name), 0) + delta)

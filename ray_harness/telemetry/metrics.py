@@ -27,7 +27,10 @@ class MetricsSink(Protocol):
     """What a metrics sink receives: one call per model call, tool call and change of the agent counts.
 
     The run-level reports (``run_started``, ``node_finished``, ``eval_row``, ``rate_limit_wait``, ...) are
-    optional methods: a sink that lacks one is not told about that event.
+    optional methods: a sink that lacks one is not told about that event. ``run_started`` / ``run_finished`` report
+    outermost runs only; a Graph/Swarm invocation inside another run (a graph per evaluation row, a graph or swarm
+    as a node, one started by a tool) shares that run's id and comes as ``nested_run_started`` /
+    ``nested_run_finished``, so a sink keeping one record per run keeps the outer run's kind, name and status.
     """
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
@@ -125,6 +128,15 @@ def run_started(run: str, kind: str, name: str, nodes: int) -> None:
 
 def run_finished(run: str, kind: str, name: str, status: str) -> None:
     _optional("run_finished", run, kind, name, status)
+
+
+def nested_run_started(run: str, kind: str, name: str, nodes: int) -> None:
+    """A Graph/Swarm invocation began inside run ``run`` (whose id it shares), here or in the process that sent it."""
+    _optional("nested_run_started", run, kind, name, nodes)
+
+
+def nested_run_finished(run: str, kind: str, name: str, status: str) -> None:
+    _optional("nested_run_finished", run, kind, name, status)
 
 
 def node_started(run: str, node: str) -> None:

@@ -78,22 +78,26 @@ def node_scope(node_id: str) -> _NodeScope:
 class _RunScope:
     # A class, not a generator-based context manager: one is entered per Graph/Swarm invocation (per evaluation
     # row), where the generator's setup costs more than the scope's own work.
-    __slots__ = ("_kind", "_name", "_nodes", "_run", "_run_id", "_token")
+    __slots__ = ("_kind", "_name", "_nested", "_nodes", "_run", "_run_id", "_token")
 
     def __init__(self, kind: str, name: str, nodes: int, run_id: str | None) -> None:
         self._kind, self._name, self._nodes, self._run_id = kind, name, nodes, run_id
 
     def __enter__(self) -> str:
         outer = current_tags()
-        run = self._run = outer.get("run") or self._run_id or uuid.uuid4().hex[:16]
+        inherited = outer.get("run")
+        self._nested = bool(inherited)  # part of the outer run: its report stays the outer run's
+        run = self._run = inherited or self._run_id or uuid.uuid4().hex[:16]
         self._token = _tags.set({**{key: value for key, value in outer.items() if key != "node"},
                                  self._kind: self._name, "run": run})
-        metrics.run_started(run, self._kind, self._name, self._nodes)
+        report = metrics.nested_run_started if self._nested else metrics.run_started
+        report(run, self._kind, self._name, self._nodes)
         return run
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         _reset(self._token)
-        metrics.run_finished(self._run, self._kind, self._name, _status(kind))
+        report = metrics.nested_run_finished if self._nested else metrics.run_finished
+        report(self._run, self._kind, self._name, _status(kind))
 
 
 class _NodeScope:

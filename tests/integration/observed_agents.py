@@ -81,3 +81,23 @@ def held_graph(release: str | Path) -> Any:
     builder.add_edge("held", "last")
     builder.set_graph_id("held_graph")
     return builder.build(runtime="ray")
+
+
+def _gate(call: Any) -> Any:
+    if any("toolResult" in block for message in call.messages for block in message["content"]):
+        return text("released", usage=USAGE)
+    if call.last_text.startswith("hold:"):
+        return tool_calls(("wait_for_release", {"path": call.last_text.removeprefix("hold:")}), usage=USAGE)
+    return text("passed", usage=USAGE)
+
+
+def gated_row_graph() -> Any:
+    """An evaluation target, one graph per row: gate → after; a row whose prompt is ``hold:<path>`` waits for it."""
+    builder = GraphBuilder()
+    builder.add_node(Agent(ScriptedModel(_gate, loop=True, record_calls=False), tools=[wait_for_release], name="gate",
+                           retry_strategy=None), "gate")
+    builder.add_node(Agent(ScriptedModel(text("after", usage=USAGE), loop=True, record_calls=False), name="after",
+                           retry_strategy=None), "after")
+    builder.add_edge("gate", "after")
+    builder.set_graph_id("gated_rows")
+    return builder.build(runtime="ray")

@@ -28,11 +28,12 @@ def _status(gcs_address: str) -> dict[str, Any]:
     return json.loads(shown.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def _wait_for_run(gcs_address: str, predicate: Any) -> dict[str, Any]:
+def _wait_for_run(gcs_address: str, predicate: Any, name: str = "held_graph") -> dict[str, Any]:
     deadline = time.monotonic() + 240
     while True:
-        runs = [run for run in _status(gcs_address)["runs"] if run["name"] == "held_graph"]
+        runs = [run for run in _status(gcs_address)["runs"] if run["name"] == name]
         if runs and predicate(runs[0]):
+            assert len(runs) == 1, runs  # one run, whatever its nested graphs and its processes report
             return runs[0]
         assert time.monotonic() < deadline, f"the run never reached the expected state; last seen: {runs}"
         time.sleep(1)
@@ -73,3 +74,38 @@ def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str,
     assert finished["status"] == "completed" and finished["nodes_running"] == []
     assert finished["nodes_done"] == {"first": "completed", "held": "completed", "last": "completed"}
     assert finished["run"] == running["run"]
+
+
+def test_status_json_shows_an_evaluation_of_graph_rows_as_one_eval_run(ray_session: dict[str, Any],
+                                                                      tmp_path: Path) -> None:
+    # Each row's graph runs on a host inside the evaluation's run: it must not turn the run into a "graph", nor
+    # report it completed when a row's graph completes while other rows still run.
+    from ray_harness.evaluation import evaluate
+
+    target = "tests.integration.observed_agents:gated_row_graph"
+    release = tmp_path / "release"
+    rows = [{"prompt": "row zero"}, {"prompt": "row one"}, {"prompt": f"hold:{release}"}]
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["summary"] = evaluate(target, rows, runtime="ray", pool_size=1, progress=False)
+        except BaseException as error:  # surfaced by the assertion below
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        running = _wait_for_run(ray_session["gcs_address"], lambda run: run["rows_completed"] == 2, name=target)
+        assert running["kind"] == "eval" and running["status"] == "running", running
+        assert running["rows_failed"] == 0 and running["input_tokens"] > 0
+    finally:
+        release.touch()
+        worker.join(timeout=240)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["summary"]["errors"] == 0
+
+    finished = _wait_for_run(ray_session["gcs_address"], lambda run: run["rows_completed"] == 3, name=target)
+    assert finished["kind"] == "eval" and finished["status"] == "completed", finished
+    assert finished["run"] == running["run"] and finished["nodes_running"] == []
+    assert finished["nodes_done"] == {"gate": "completed", "after": "completed"}

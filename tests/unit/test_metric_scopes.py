@@ -31,6 +31,12 @@ class _Recorder(metrics.BaseSink):
     def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
         self.events.append(("run_finished", kind, name, status))
 
+    def nested_run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
+        self.events.append(("nested_run_started", kind, name, nodes))
+
+    def nested_run_finished(self, run: str, kind: str, name: str, status: str) -> None:
+        self.events.append(("nested_run_finished", kind, name, status))
+
     def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
         assert duration_s >= 0
         self.events.append(("node_finished", node, status))
@@ -97,3 +103,29 @@ def test_per_run_tags_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None
             assert runs.metric_tags("a") == {"agent": "a", "eval": "nightly"}
     finally:
         runs.run_tags_enabled.cache_clear()
+
+
+def _one_node_graph(graph_id: str, node: Any) -> Any:
+    builder = GraphBuilder()
+    builder.add_node(node, "only")
+    builder.set_graph_id(graph_id)
+    return builder.build(runtime="local")
+
+
+def test_a_graph_inside_an_evaluation_row_reports_as_nested_in_the_evaluations_run(recorder: _Recorder) -> None:
+    with runs.run_scope("eval", "nightly") as run:
+        assert _one_node_graph("per_row", _agent("a"))("go").status == Status.COMPLETED
+    assert recorder.events == [("run_started", "eval", "nightly", 0), ("nested_run_started", "graph", "per_row", 1),
+                               ("node_finished", "only", "completed"),
+                               ("nested_run_finished", "graph", "per_row", "completed"),
+                               ("run_finished", "eval", "nightly", "completed")]
+    assert dict(recorder.calls)["a"]["run"] == run  # the row's model calls count for the evaluation's run
+
+
+def test_a_graph_as_a_node_reports_as_nested_in_the_outer_graphs_run(recorder: _Recorder) -> None:
+    outer = _one_node_graph("outer", _one_node_graph("inner", _agent("a")))
+    assert outer("go").status == Status.COMPLETED
+    assert [event[:3] for event in recorder.events] == [
+        ("run_started", "graph", "outer"), ("nested_run_started", "graph", "inner"), ("node_finished", "only", "completed"),
+        ("nested_run_finished", "graph", "inner"), ("node_finished", "only", "completed"),
+        ("run_finished", "graph", "outer")]
