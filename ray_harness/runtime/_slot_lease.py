@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 import weakref
 from typing import Any
@@ -126,7 +127,10 @@ def release_all_slots() -> None:
 
 
 def ray_is_connected() -> bool:
-    """Whether this process is connected to Ray (a release after disconnecting has nowhere to go)."""
-    import ray
+    """Whether this process is connected to Ray (a release after disconnecting has nowhere to go).
 
-    return bool(ray.is_initialized())
+    Looked up, not imported: the reaper thread and finalizers call it at any time, also when ``import ray`` would
+    fail or start importing Ray in a process that never used it.
+    """
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
