@@ -91,6 +91,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import threading
 import time
 import uuid
@@ -117,6 +118,18 @@ __all__ = ("RayNodeRunner", "RayRuntime", "release_all_slots")
 
 logger = logging.getLogger(__name__)
 
+# Node runner ids: this process's random part and a counter. A uuid4 each (a getrandom call) was ≈2 % of a host's
+# CPU in an evaluation, whose rows each build a graph there; a forked child draws its own random part.
+_PROCESS_ID = [uuid.uuid4().hex[:10]]
+_NEXT_ID = itertools.count()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PROCESS_ID.__setitem__(0, uuid.uuid4().hex[:10]))
+
+
+def _unique_id() -> str:
+    """An id (16 hex digits) that no other node runner of this or another process has."""
+    return f"{_PROCESS_ID[0]}{next(_NEXT_ID):06x}"
+
 
 class RayNodeRunner:
     """Runs the nodes of one Graph or Swarm on Ray (see the module docstring).
@@ -136,7 +149,7 @@ class RayNodeRunner:
         self._nodes: dict[str, Any] = {}
         self._local = LocalNodeRunner()  # nested orchestrators and the orchestrator-side node state
         self._cancelled = False
-        self._uid = uuid.uuid4().hex[:16]  # the slots' address: "<uid>/<node id>", kept through pickling
+        self._uid = _unique_id()  # the slots' address: "<uid>/<node id>", kept through pickling
         self._synced: dict[str, tuple[int, str | None]] = {}  # node id -> (slot revision, digest of that state)
         self._dirty: set[str] = set()  # nodes whose copy changed here (reset, session restore) since it matched
         self._setup()
@@ -147,7 +160,7 @@ class RayNodeRunner:
 
     def _setup(self) -> None:
         """Per-process state (also after unpickling on an orchestration host)."""
-        self._prefix = f"ray_harness-node-{uuid.uuid4().hex[:12]}"
+        self._prefix = f"ray_harness-node-{_unique_id()}"
         self._counter = itertools.count()
         self._seen: set[str] = set()  # nodes that ran in this invocation (their copy's digest was checked)
         self._chains: dict[str, MessagesDigest] = {}  # node id -> running digest of its copy's messages (here)
