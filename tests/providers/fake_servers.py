@@ -308,6 +308,16 @@ class BedrockServer(FakeServer):
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def hold_stream(self) -> tuple[threading.Event, threading.Event]:
+        """Pause the next stream after its first bytes until the caller sets ``release`` (at most 30 s).
+
+        Returns ``(holding, release)``: ``holding`` is set once the stream pauses. :attr:`released_in_time` tells
+        afterwards whether ``release`` came before the 30 s were up.
+        """
+        self._hold = (threading.Event(), threading.Event())
+        self.released_in_time: bool | None = None
+        return self._hold
+
     async def answer(self, request: web.Request, body: dict[str, Any], reply: Answer) -> web.StreamResponse:
         frames = [encode_frame("messageStart", {"role": "assistant"})]
         for index, block in enumerate(reply.blocks):
@@ -340,8 +350,14 @@ class BedrockServer(FakeServer):
         response = web.StreamResponse(headers={"Content-Type": "application/vnd.amazon.eventstream"})
         await response.prepare(request)
         data = b"".join(frames)
+        hold, self._hold = getattr(self, "_hold", None), None
         for start in range(0, len(data), 37):  # frames split at arbitrary places, as on a real network
             await response.write(data[start:start + 37])
+            if hold is not None:
+                holding, release = hold
+                hold = None
+                holding.set()
+                self.released_in_time = await asyncio.to_thread(release.wait, 30)
         await response.write_eof()
         return response
 

@@ -68,21 +68,22 @@ async def test_events_pass_through_with_usage_normalised(bedrock_server: Bedrock
 
 
 async def test_streaming_does_not_block_the_event_loop(bedrock_server: BedrockServer) -> None:
+    # The server pauses the stream after its first bytes until another task of this loop releases it: only a model
+    # that reads the stream off the event loop lets that task run (else the server gives up after 30 s).
     bedrock_server.script(text("x" * 2000))
-    ticks = 0
+    holding, release = bedrock_server.hold_stream()
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
+    async def other_task() -> None:
+        await asyncio.to_thread(holding.wait, 30)
+        release.set()  # on this loop: only once it runs this task again
 
-    task = asyncio.create_task(ticker())
+    task = asyncio.create_task(other_task())
     try:
-        await drain(bedrock_model(bedrock_server), [{"role": "user", "content": [{"text": "hi"}]}])
+        events = await drain(bedrock_model(bedrock_server), [{"role": "user", "content": [{"text": "hi"}]}])
     finally:
         task.cancel()
-    assert ticks > 200  # the loop kept running other tasks while boto3 read the stream
+    assert bedrock_server.released_in_time  # the loop ran another task while boto3 waited for the stream
+    assert "".join(e["contentBlockDelta"]["delta"]["text"] for e in events if "contentBlockDelta" in e) == "x" * 2000
 
 
 async def test_closing_the_stream_early_ends_the_worker_thread(bedrock_server: BedrockServer) -> None:
