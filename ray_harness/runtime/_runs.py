@@ -12,8 +12,9 @@ merges the records of all processes — a graph's nodes come from its orchestrat
 hosts that ran them. Runs stay listed for :data:`KEEP_FINISHED_S` after they ended or went quiet.
 
 A run's kind, name and status are its outermost scope's (``run_started`` / ``run_finished``): a graph run inside
-it — a graph per evaluation row on a host, a graph as a node — shares its id and only adds nodes and tokens, so
-an evaluation of graph rows is one ``eval`` run, running until its driver ends it.
+it — a graph per evaluation row on a host, a graph as a node — shares its id and only adds tokens and its own nodes
+(listed as ``"<graph>/<node>"``, apart from the run's), so an evaluation of graph rows is one ``eval`` run, running
+until its driver ends it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ray.experimental import internal_kv
 
 from ray_harness.runtime._telemetry import job_id
 from ray_harness.telemetry.metrics import BaseSink
-from ray_harness.telemetry.runs import current_tags
+from ray_harness.telemetry.runs import current_owner, current_tags
 
 __all__ = ("KEEP_FINISHED_S", "RunReporter", "merge_records", "published", "runs_snapshot")
 
@@ -62,8 +63,8 @@ class RunReporter(BaseSink):
         """Return the record of ``run`` to update (the caller holds the lock)."""
         record = self._runs.get(run)
         if record is None:
-            record = self._runs[run] = {"run": run, "nodes_running": {}, "nodes_finished": {},
-                                        **dict.fromkeys(_SUMMED, 0)}
+            record = self._runs[run] = {"run": run, "nodes_running": {}, "nodes_finished": {}, "inner_running": {},
+                                        "inner_finished": {}, **dict.fromkeys(_SUMMED, 0)}
         record["updated_at"] = time.time()
         self._encoded.pop(run, None)
         self._changed = True
@@ -98,21 +99,24 @@ class RunReporter(BaseSink):
 
     def node_started(self, run: str, node: str) -> None:
         with self._lock:
+            record = self._run(run)
+            key, inner = _node_key(record, node)
             # How many executions of the node run now (an evaluation's rows run the same nodes many times over):
             # the record stays as large as the run has nodes, however many rows or revisits it has.
-            running = self._run(run)["nodes_running"]
-            running[node] = running.get(node, 0) + 1
+            running = record["inner_running" if inner else "nodes_running"]
+            running[key] = running.get(key, 0) + 1
 
     def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
         with self._lock:
             record = self._run(run)
-            record["nodes_finished"][node] = status
-            running = record["nodes_running"]
-            count = running.get(node, 0) - 1
+            key, inner = _node_key(record, node)
+            record["inner_finished" if inner else "nodes_finished"][key] = status
+            running = record["inner_running" if inner else "nodes_running"]
+            count = running.get(key, 0) - 1
             if count > 0:
-                running[node] = count
+                running[key] = count
             else:
-                running.pop(node, None)
+                running.pop(key, None)
 
     def eval_row(self, run: str, name: str, status: str, total: int) -> None:
         with self._lock:
@@ -143,6 +147,18 @@ class RunReporter(BaseSink):
                 logger.warning("error=<%s> | could not publish run progress", error)
 
 
+def _node_key(record: dict[str, Any], node: str) -> tuple[str, bool]:
+    """How a node of the current scope is recorded in ``record``: its id, and whether it belongs to an inner run.
+
+    A node of a graph run inside the record's run (a graph as a node, a graph per evaluation row) is no node of the
+    run itself: it is recorded as ``"<graph>/<node>"``.
+    """
+    owner = current_owner()
+    if owner and owner != record.get("name"):
+        return f"{owner}/{node}", True
+    return node, False
+
+
 def published(now: float, runs: dict[str, dict[str, Any]], encoded: dict[str, str]) -> str:
     """``json.dumps({"updated_at": now, "runs": list(runs.values())})``, reusing ``encoded[run]`` where present.
 
@@ -162,7 +178,8 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
     merged: dict[str, dict[str, Any]] = {}
     for record in records:
         run = merged.setdefault(record["run"], {"run": record["run"], "status": "running", "nodes_total": 0,
-                                                "running": set(), "finished": {}, **dict.fromkeys(_SUMMED, 0),
+                                                "running": set(), "finished": {}, "inner_running": set(),
+                                                "inner_finished": {}, **dict.fromkeys(_SUMMED, 0),
                                                 **dict.fromkeys(_FIRST)})
         for key in _FIRST:
             if run[key] is None and record.get(key) is not None:
@@ -172,6 +189,8 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
         run["nodes_total"] = max(run["nodes_total"], int(record.get("nodes_total") or 0))
         run["running"] |= set(record["nodes_running"])
         run["finished"].update(record["nodes_finished"])
+        run["inner_running"] |= set(record.get("inner_running", ()))
+        run["inner_finished"].update(record.get("inner_finished", {}))
         for key in _SUMMED:
             run[key] += record[key]
     shown = []
@@ -179,8 +198,10 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
         if run["kind"] is None:
             continue
         finished, running = run.pop("finished"), run.pop("running")
-        run["nodes_done"] = finished
-        run["nodes_running"] = sorted(running) if run["status"] == "running" else []
+        inner_finished, inner_running = run.pop("inner_finished"), run.pop("inner_running")
+        # The nodes of inner graphs are listed as "<graph>/<node>" beside the run's own, and count for nothing else.
+        run["nodes_done"] = {**finished, **inner_finished}
+        run["nodes_running"] = sorted(running | inner_running) if run["status"] == "running" else []
         # A node running again (a revisit, the next row) counts once, as running.
         run["nodes_pending"] = max(0, run["nodes_total"] - len(set(finished) | running)) \
             if run["status"] == "running" else 0

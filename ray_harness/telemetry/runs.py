@@ -24,13 +24,15 @@ from collections.abc import Iterator
 
 from ray_harness.telemetry import metrics
 
-__all__ = ("TAG_KEYS", "current_row", "current_tags", "eval_row_finished", "metric_tags", "node_scope", "row_scope",
-           "run_scope", "run_tags_enabled", "scoped", "task_label")
+__all__ = ("TAG_KEYS", "current_owner", "current_row", "current_tags", "eval_row_finished", "metric_tags",
+           "node_scope", "row_scope", "run_scope", "run_tags_enabled", "scoped", "task_label")
 
 TAG_KEYS = ("run", "graph", "swarm", "eval", "node")
 _tags: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("ray_harness_metric_tags", default=None)
 # The evaluation row being run: it names the row's Ray task, and is no metric tag (one value per row).
 _row: contextvars.ContextVar[str | None] = contextvars.ContextVar("ray_harness_row", default=None)
+# The name of the innermost run scope entered in this process (tags hold a graph and a swarm key side by side).
+_owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("ray_harness_run_owner", default=None)
 
 
 @functools.cache
@@ -78,7 +80,7 @@ def node_scope(node_id: str) -> _NodeScope:
 class _RunScope:
     # A class, not a generator-based context manager: one is entered per Graph/Swarm invocation (per evaluation
     # row), where the generator's setup costs more than the scope's own work.
-    __slots__ = ("_kind", "_name", "_nested", "_nodes", "_run", "_run_id", "_token")
+    __slots__ = ("_kind", "_name", "_nested", "_nodes", "_owner", "_run", "_run_id", "_token")
 
     def __init__(self, kind: str, name: str, nodes: int, run_id: str | None) -> None:
         self._kind, self._name, self._nodes, self._run_id = kind, name, nodes, run_id
@@ -90,12 +92,15 @@ class _RunScope:
         run = self._run = inherited or self._run_id or uuid.uuid4().hex[:16]
         self._token = _tags.set({**{key: value for key, value in outer.items() if key != "node"},
                                  self._kind: self._name, "run": run})
+        self._owner = _owner.set(self._name)
         report = metrics.nested_run_started if self._nested else metrics.run_started
         report(run, self._kind, self._name, self._nodes)
         return run
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         _reset(self._token)
+        with contextlib.suppress(ValueError):  # reset from another context (see _reset)
+            _owner.reset(self._owner)
         report = metrics.nested_run_finished if self._nested else metrics.run_finished
         report(self._run, self._kind, self._name, _status(kind))
 
@@ -127,6 +132,11 @@ def row_scope(row_id: str) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):
             _row.reset(token)
+
+
+def current_owner() -> str | None:
+    """The name of the innermost run scope (Graph/Swarm id, evaluation name) entered in this process; None outside."""
+    return _owner.get()
 
 
 def current_row() -> str | None:

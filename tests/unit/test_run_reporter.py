@@ -3,7 +3,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ray_harness.runtime._runs import published
+from ray_harness.runtime._runs import _node_key, merge_records, published
+from ray_harness.telemetry import runs
 
 
 def _record(run: str, status: str = "completed") -> dict[str, Any]:
@@ -28,3 +29,25 @@ def test_published_reuses_the_encoding_of_an_unchanged_record() -> None:
     runs["new"]["status"] = "completed"
     encoded.pop("new")  # what RunReporter does when a record changes
     assert json.loads(published(4.0, runs, encoded))["runs"][1]["status"] == "completed"
+
+
+def test_the_nodes_of_an_inner_run_are_recorded_apart_from_the_runs_own() -> None:
+    record = {"run": "r", "name": "outer"}  # what run_started recorded in this process
+    with runs.run_scope("graph", "outer"):
+        assert _node_key(record, "a") == ("a", False)
+        with runs.run_scope("swarm", "inner"):  # a swarm as a node: its members are no nodes of the graph
+            assert _node_key(record, "m") == ("inner/m", True)
+        assert _node_key(record, "b") == ("b", False)
+    with runs.run_scope("graph", "per_row"):  # a host's row graph: this process never saw the run's own scope
+        assert _node_key({"run": "r"}, "gate") == ("per_row/gate", True)
+
+
+def test_a_merged_run_lists_inner_nodes_but_counts_only_its_own_as_pending() -> None:
+    own = {"run": "r", "kind": "graph", "name": "outer", "status": "running", "nodes_total": 3, "started_at": 1.0,
+           "nodes_running": {"b": 1}, "nodes_finished": {"a": "completed"},
+           "inner_running": {"inner/m": 2}, "inner_finished": {"inner/n": "completed"},
+           "input_tokens": 5, "output_tokens": 1, "cost_usd": 0.0, "rows_completed": 0, "rows_failed": 0}
+    [run] = merge_records([own], now=2.0)
+    assert run["nodes_done"] == {"a": "completed", "inner/n": "completed"}
+    assert run["nodes_running"] == ["b", "inner/m"]
+    assert run["nodes_pending"] == 1  # c: neither done nor running
