@@ -27,7 +27,7 @@ from ray.exceptions import RayError
 
 from ray_harness.runtime._errors import await_ref, call_sync, translate
 from ray_harness.runtime._telemetry import task_name
-from ray_harness.runtime._wire import OrchestratorRequest, Request, is_terminal
+from ray_harness.runtime._wire import Request, is_terminal
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.exceptions import RemoteActorError
 
@@ -158,14 +158,15 @@ def _stop(generator: Any, cancel: Callable[[], Any] | None, cancel_call: bool) -
 def _task_of(args: list[Any]) -> str:
     """The task name the requests among ``args`` (a list among them: a batch of runs) carry, else ``""``.
 
-    A request's own ``label`` (an orchestrator's invocation), else the node(s) or row(s) its requests run (their
+    A request's own :meth:`~ray_harness.runtime._wire.Request.task_label` (an orchestrator's invocation), else the node(s) or row(s) its requests run (their
     trace context, see :func:`~ray_harness.runtime._telemetry.task_name`); ``""`` leaves Ray's default (the
     method's name).
     """
     requests = [arg for arg in args if isinstance(arg, Request)]
     for request in requests:
-        if isinstance(request, OrchestratorRequest) and request.label:
-            return request.label
+        label = request.task_label()
+        if label:
+            return label
     for arg in args:
         if isinstance(arg, list):
             requests.extend(item for item in arg if isinstance(item, Request))

@@ -99,19 +99,15 @@ class RunReporter(BaseSink):
 
     def node_started(self, run: str, node: str) -> None:
         with self._lock:
-            record = self._run(run)
-            key, inner = _node_key(record, node)
+            key, running, _ = _node_entry(self._run(run), node)
             # How many executions of the node run now (an evaluation's rows run the same nodes many times over):
             # the record stays as large as the run has nodes, however many rows or revisits it has.
-            running = record["inner_running" if inner else "nodes_running"]
             running[key] = running.get(key, 0) + 1
 
     def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
         with self._lock:
-            record = self._run(run)
-            key, inner = _node_key(record, node)
-            record["inner_finished" if inner else "nodes_finished"][key] = status
-            running = record["inner_running" if inner else "nodes_running"]
+            key, running, finished = _node_entry(self._run(run), node)
+            finished[key] = status
             count = running.get(key, 0) - 1
             if count > 0:
                 running[key] = count
@@ -147,16 +143,16 @@ class RunReporter(BaseSink):
                 logger.warning("error=<%s> | could not publish run progress", error)
 
 
-def _node_key(record: dict[str, Any], node: str) -> tuple[str, bool]:
-    """How a node of the current scope is recorded in ``record``: its id, and whether it belongs to an inner run.
+def _node_entry(record: dict[str, Any], node: str) -> tuple[str, dict[str, int], dict[str, str]]:
+    """Where a node of the current scope goes in ``record``: its key, its running counts and its finished statuses.
 
     A node of a graph run inside the record's run (a graph as a node, a graph per evaluation row) is no node of the
-    run itself: it is recorded as ``"<graph>/<node>"``.
+    run itself: it goes to the inner tables as ``"<graph>/<node>"``.
     """
     owner = current_owner()
     if owner and owner != record.get("name"):
-        return f"{owner}/{node}", True
-    return node, False
+        return f"{owner}/{node}", record["inner_running"], record["inner_finished"]
+    return node, record["nodes_running"], record["nodes_finished"]
 
 
 def published(now: float, runs: dict[str, dict[str, Any]], encoded: dict[str, str]) -> str:

@@ -82,6 +82,10 @@ class Request(_Wire):
 
     trace_context: dict[str, str] | None = None
 
+    def task_label(self) -> str | None:
+        """The call's task name on the dashboard, when the request names it (else: after its trace context)."""
+        return None
+
 
 class SlotSync(_Wire):
     """How a resident node slot is brought in line with the caller's copy of its agent before a run.
@@ -229,6 +233,9 @@ class OrchestratorRequest(Request):
     token: str | None = Field(default=None, min_length=1)
     sync: bytes | None = None
     label: str | None = Field(default=None, min_length=1)
+
+    def task_label(self) -> str | None:
+        return self.label
 
     @model_validator(mode="after")
     def _shipped_or_resident(self) -> OrchestratorRequest:

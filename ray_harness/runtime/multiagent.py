@@ -120,15 +120,23 @@ logger = logging.getLogger(__name__)
 
 # Node runner ids: this process's random part and a counter. A uuid4 each (a getrandom call) was ≈2 % of a host's
 # CPU in an evaluation, whose rows each build a graph there; a forked child draws its own random part.
-_PROCESS_ID = [uuid.uuid4().hex[:10]]
 _NEXT_ID = itertools.count()
+_PROCESS_ID = ""
+
+
+def _new_process_id() -> None:
+    global _PROCESS_ID
+    _PROCESS_ID = uuid.uuid4().hex[:10]
+
+
+_new_process_id()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _PROCESS_ID.__setitem__(0, uuid.uuid4().hex[:10]))
+    os.register_at_fork(after_in_child=_new_process_id)
 
 
 def _unique_id() -> str:
     """An id (16 hex digits) that no other node runner of this or another process has."""
-    return f"{_PROCESS_ID[0]}{next(_NEXT_ID):06x}"
+    return f"{_PROCESS_ID}{next(_NEXT_ID):06x}"
 
 
 class RayNodeRunner:

@@ -21,6 +21,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 from ray_harness.telemetry import metrics
 
@@ -60,7 +61,7 @@ def scoped(tags: dict[str, str]) -> Iterator[None]:
     try:
         yield
     finally:
-        _reset(token)
+        _reset(_tags, token)
 
 
 def run_scope(kind: str, name: str, *, nodes: int = 0, run_id: str | None = None) -> _RunScope:
@@ -98,9 +99,8 @@ class _RunScope:
         return run
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
-        _reset(self._token)
-        with contextlib.suppress(ValueError):  # reset from another context (see _reset)
-            _owner.reset(self._owner)
+        _reset(_tags, self._token)
+        _reset(_owner, self._owner)
         report = metrics.nested_run_finished if self._nested else metrics.run_finished
         report(self._run, self._kind, self._name, _status(kind))
 
@@ -119,7 +119,7 @@ class _NodeScope:
         self._started = time.perf_counter()
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
-        _reset(self._token)
+        _reset(_tags, self._token)
         metrics.node_finished(self._run, self._node, _status(kind), time.perf_counter() - self._started)
 
 
@@ -174,10 +174,10 @@ def metric_tags(agent: str) -> dict[str, str]:
     return tags
 
 
-def _reset(token: contextvars.Token[dict[str, str] | None]) -> None:
+def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
     # A scope inside an async generator that is closed from another context cannot be reset (and needs not).
     with contextlib.suppress(ValueError):
-        _tags.reset(token)
+        var.reset(token)
 
 
 def _status(kind: type[BaseException] | None) -> str:

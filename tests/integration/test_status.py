@@ -39,21 +39,27 @@ def _wait_for_run(gcs_address: str, predicate: Any, name: str = "held_graph") ->
         time.sleep(1)
 
 
+def _in_background(call: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """Run ``call()`` in a started thread; the dict gets its ``"result"`` or its ``"error"``."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call()
+        except BaseException as error:  # surfaced by the caller's assertion
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    return worker, outcome
+
+
 def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str, Any], tmp_path: Path) -> None:
     from tests.integration.observed_agents import held_graph
 
     release = tmp_path / "release"
     graph = held_graph(release)
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = graph("go")
-        except BaseException as error:  # surfaced by the assertion below
-            outcome["error"] = error
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
+    worker, outcome = _in_background(lambda: graph("go"))
     try:
         # Each process publishes its own view once a second: the orchestrator's node states can arrive before the
         # hosts' token counts, so wait for both.
@@ -85,16 +91,7 @@ def test_status_json_shows_an_evaluation_of_graph_rows_as_one_eval_run(ray_sessi
     target = "tests.integration.observed_agents:gated_row_graph"
     release = tmp_path / "release"
     rows = [{"prompt": "row zero"}, {"prompt": "row one"}, {"prompt": f"hold:{release}"}]
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["summary"] = evaluate(target, rows, runtime="ray", pool_size=1, progress=False)
-        except BaseException as error:  # surfaced by the assertion below
-            outcome["error"] = error
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
+    worker, outcome = _in_background(lambda: evaluate(target, rows, runtime="ray", pool_size=1, progress=False))
     try:
         # The driver publishes the rows, the host the tokens, each once a second: wait for both.
         running = _wait_for_run(ray_session["gcs_address"],
@@ -105,7 +102,7 @@ def test_status_json_shows_an_evaluation_of_graph_rows_as_one_eval_run(ray_sessi
         release.touch()
         worker.join(timeout=240)
     assert "error" not in outcome, outcome.get("error")
-    assert outcome["summary"]["errors"] == 0
+    assert outcome["result"]["errors"] == 0
 
     finished = _wait_for_run(ray_session["gcs_address"], lambda run: run["rows_completed"] == 3, name=target)
     assert finished["kind"] == "eval" and finished["status"] == "completed", finished

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ray_harness.runtime._runs import _node_key, merge_records, published
+from ray_harness.runtime._runs import _node_entry, merge_records, published
 from ray_harness.telemetry import runs
 
 
@@ -32,14 +32,17 @@ def test_published_reuses_the_encoding_of_an_unchanged_record() -> None:
 
 
 def test_the_nodes_of_an_inner_run_are_recorded_apart_from_the_runs_own() -> None:
-    record = {"run": "r", "name": "outer"}  # what run_started recorded in this process
+    own: tuple[dict[str, int], dict[str, str]] = ({}, {})
+    inner: tuple[dict[str, int], dict[str, str]] = ({}, {})
+    record = {"run": "r", "name": "outer", "nodes_running": own[0], "nodes_finished": own[1],
+              "inner_running": inner[0], "inner_finished": inner[1]}  # "name": what run_started recorded here
     with runs.run_scope("graph", "outer"):
-        assert _node_key(record, "a") == ("a", False)
+        assert _node_entry(record, "a") == ("a", *own)
         with runs.run_scope("swarm", "inner"):  # a swarm as a node: its members are no nodes of the graph
-            assert _node_key(record, "m") == ("inner/m", True)
-        assert _node_key(record, "b") == ("b", False)
+            assert _node_entry(record, "m") == ("inner/m", *inner)
+        assert _node_entry(record, "b") == ("b", *own)
     with runs.run_scope("graph", "per_row"):  # a host's row graph: this process never saw the run's own scope
-        assert _node_key({"run": "r"}, "gate") == ("per_row/gate", True)
+        assert _node_entry({**record, "name": None}, "gate") == ("per_row/gate", *inner)
 
 
 def test_a_merged_run_lists_inner_nodes_but_counts_only_its_own_as_pending() -> None:
