@@ -148,10 +148,15 @@ def task_label() -> str:
     """What the current work is, as the dashboard shows its Ray task (``""`` outside a node or a row).
 
     ``ray_harness.node:<graph or swarm>/<node>`` inside a node, ``ray_harness.row:<eval>/<row>`` inside an
-    evaluation row; the innermost wins (a graph run per row names its node tasks by node).
+    evaluation row; the innermost wins (a graph run per row names its node tasks by node, a swarm nested in a
+    graph by the swarm).
     """
     tags = current_tags()
-    owner = tags.get("graph") or tags.get("swarm")
+    graph, swarm = tags.get("graph"), tags.get("swarm")
+    # Tags hold a graph and a swarm key side by side; the innermost run scope of this process says which one the
+    # node is of. Tags that came from another process carry no owner: the graph is named then.
+    innermost = _owner.get()
+    owner = innermost if innermost is not None and innermost in (graph, swarm) else graph or swarm
     if tags.get("node") and owner:
         return f"ray_harness.node:{owner}/{tags['node']}"
     row = _row.get()

@@ -189,4 +189,11 @@ def test_task_label_names_the_innermost_node_or_row() -> None:
             assert task_label() == "ray_harness.row:my_eval/17"
     with run_scope("swarm", "team"), node_scope("solo"):
         assert task_label() == "ray_harness.node:team/solo"
+    with run_scope("graph", "pipeline"), node_scope("support"):
+        assert task_label() == "ray_harness.node:pipeline/support"
+        with run_scope("swarm", "desk"), node_scope("triage"):  # a swarm as a graph node: its members are its own
+            assert task_label() == "ray_harness.node:desk/triage"
+        assert task_label() == "ray_harness.node:pipeline/support"
+    with run_scope("swarm", "desk"), node_scope("triage"), run_scope("graph", "inner"), node_scope("step"):
+        assert task_label() == "ray_harness.node:inner/step"  # and a graph nested in a swarm member
 
