@@ -54,7 +54,7 @@ from ray_harness.models.rate_limit import (
     register_rate_limits,
     registered_rate_limits,
 )
-from ray_harness.runtime import _pickling, _sandbox_owner as sandboxes
+from ray_harness.runtime import _asyncgens as asyncgens, _pickling, _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._host_slots import HostSlots
 from ray_harness.runtime._idle_gc import idle_collector
@@ -127,6 +127,7 @@ class AgentHost:
 
     def __init__(self, index: int, slot: Slot | None = None) -> None:
         _tune_gc()
+        asyncgens.enable()  # its loops leave async generators unregistered (see _asyncgens)
         self._index = index
         self._runs: dict[str, AgentRunner] = {}
         self._resident: dict[str, AgentRunner] = {}

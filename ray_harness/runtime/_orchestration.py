@@ -25,6 +25,7 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
+from ray_harness.runtime import _asyncgens as asyncgens
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._placement import placed
 from ray_harness.runtime._resident import Residents
@@ -70,6 +71,7 @@ class Orchestrations:
         """Run ``request`` under placement ``"orchestrator"``, yielding its wire items."""
         invocation_id = request.invocation_id
         loop = asyncio.get_running_loop()
+        asyncgens.untrack_here()
 
         def started(run: Run) -> None:
             with self._guard:

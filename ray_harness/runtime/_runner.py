@@ -41,6 +41,7 @@ from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
 from ray_harness.multiagent.node_runner import EventFilter
+from ray_harness.runtime import _asyncgens as asyncgens
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._idle_gc import idle_collector
 from ray_harness.runtime._order import ArrivalGate
@@ -136,6 +137,7 @@ class AgentRunner:
         raise :class:`SlotMiss` instead.
         """
         prepare_actor_process()
+        asyncgens.untrack_here()
         idle_collector.begin()
         try:
             # The caller's span is the parent of this invocation's spans; its metrics carry the caller's run tags;

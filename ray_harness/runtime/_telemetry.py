@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 _Tags = tuple[tuple[str, str], ...]
 _ENV_PREFIXES = ("OTEL_", "RAY_HARNESS_CAPTURE_CONTENT", "RAY_HARNESS_SLOT_IDLE_TIMEOUT")
 _prepared = threading.Lock()
-_state: dict[str, Any] = {"sink": None, "runs": None}
+_state: dict[str, Any] = {"sink": None, "runs": None, "actor": False}
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]
 SCOPE_KEYS = (*TAG_KEYS, "job")
 
@@ -271,15 +271,19 @@ def prepare_actor_process() -> None:
     Only inside a Ray actor: a runner driven in the driver process (tests, local tools) leaves the driver's
     telemetry alone.
     """
+    if _state["actor"]:  # called at every invocation: once prepared, Ray is not asked again
+        return
     import ray
 
     if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
         return
     with _prepared:
-        if _state["sink"] is not None:
+        if _state["actor"]:
             return
         ensure_configured_from_env()
-        _install_sinks()
+        if _state["sink"] is None:
+            _install_sinks()
+        _state["actor"] = True
 
 
 def prepare_driver_process() -> None:
