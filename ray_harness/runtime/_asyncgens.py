@@ -1,7 +1,7 @@
 """Host event loops do not register the async generators they start.
 
-asyncio's loop registers every async generator at its first step (``sys.set_asyncgen_hooks(firstiter=...)``)
-in a ``WeakSet``, only so that ``loop.shutdown_asyncgens()`` can close the ones still suspended when the loop
+An event loop (asyncio's, and uvloop's, which Ray runs an async actor's loops on when it is installed) registers
+every async generator at its first step (``sys.set_asyncgen_hooks(firstiter=...)``) in a ``WeakSet``, only so that ``loop.shutdown_asyncgens()`` can close the ones still suspended when the loop
 is shut down. The registration (a weak reference with a callback, removed again when the generator is freed)
 costs about a microsecond, and one agent invocation steps through a few dozen async generators (the agent
 loop's layers, the model stream, a graph's nodes): ≈4 % of a host's CPU in the P2 benchmark. A host's loops
