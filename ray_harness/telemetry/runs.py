@@ -155,7 +155,7 @@ def task_label() -> str:
     graph, swarm = tags.get("graph"), tags.get("swarm")
     # Tags hold a graph and a swarm key side by side; the innermost run scope of this process says which one the
     # node is of. Tags that came from another process carry no owner: the graph is named then.
-    innermost = _owner.get()
+    innermost = current_owner()
     owner = innermost if innermost is not None and innermost in (graph, swarm) else graph or swarm
     if tags.get("node") and owner:
         return f"ray_harness.node:{owner}/{tags['node']}"

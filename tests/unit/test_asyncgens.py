@@ -18,7 +18,7 @@ def host_process(monkeypatch: pytest.MonkeyPatch) -> None:
     _asyncgens.enable()
 
 
-async def _suspended_twice(closed: list[str]) -> None:
+async def _drop_a_suspended_generator(closed: list[str]) -> None:
     async def numbers() -> AsyncGenerator[int, None]:
         try:
             yield 1
@@ -43,13 +43,13 @@ def _loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
-def _run(untrack: bool, kind: str = "asyncio") -> tuple[list[str], object, object]:
+def _run(kind: str = "asyncio") -> tuple[list[str], object, object]:
+    """Run a loop that calls ``untrack_here()`` and drops a suspended generator; what happened, and its hooks."""
     closed: list[str] = []
 
     async def main() -> tuple[object, object]:
-        if untrack:
-            _asyncgens.untrack_here()
-        await _suspended_twice(closed)
+        _asyncgens.untrack_here()
+        await _drop_a_suspended_generator(closed)
         hooks = sys.get_asyncgen_hooks()
         return hooks.firstiter, hooks.finalizer
 
@@ -61,7 +61,7 @@ def _run(untrack: bool, kind: str = "asyncio") -> tuple[list[str], object, objec
 @pytest.mark.usefixtures("host_process")
 @pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
 def test_a_host_loop_registers_no_generator_and_still_closes_a_dropped_one(kind: str) -> None:
-    closed, firstiter, finalizer = _run(untrack=True, kind=kind)
+    closed, firstiter, finalizer = _run(kind)
     assert firstiter is None
     assert finalizer is not None
     assert closed == (["registered=False", "closed"] if kind == "asyncio" else ["closed"])
@@ -69,6 +69,6 @@ def test_a_host_loop_registers_no_generator_and_still_closes_a_dropped_one(kind:
 
 def test_outside_a_host_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_asyncgens, "_enabled", False)
-    closed, firstiter, _ = _run(untrack=True)
+    closed, firstiter, _ = _run()
     assert firstiter is not None
     assert closed == ["registered=True", "closed"]
