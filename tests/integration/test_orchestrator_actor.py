@@ -381,3 +381,45 @@ def test_an_orchestration_host_killed_elsewhere_gets_the_run_on_its_replacement(
     assert len(graph.nodes["b"].executor.messages) == 4  # both runs' turns, none twice
     assert actor_of(name)._actor_id != old._actor_id
     graph.shutdown()
+
+
+async def test_an_orchestration_host_killed_mid_run_fails_it_and_the_next_run_starts_from_the_driver() -> None:
+    """kill -9 of the orchestration host while node "b" runs: the run fails with ``RemoteActorError``.
+
+    Nothing resumes it (docs/concepts/runtime.md says so); the driver's objects keep the state from before it, the
+    slot of "a" (which ran in the lost run) is restored to the driver's copy, and the next run completes.
+    """
+    import signal
+
+    from ray_harness.types.exceptions import RemoteActorError
+
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", *[text("a done")] * 3), "a")
+    builder.add_node(make_agent("b", text("b done"), *[text("b done", delay=2.0)] * 2), "b")
+    builder.add_edge("a", "b")
+    graph = builder.build(runtime="ray")
+    assert (await graph.invoke_async("first")).status == Status.COMPLETED
+    host = actor_of(graph._node_runner.orchestration_host_name)
+    pid = (await host.ready.remote())["pid"]
+    stopped: list[str] = []
+
+    async def second_run() -> None:
+        async for event in graph.stream_async("second"):
+            if event["type"] == "multiagent_node_stop":
+                stopped.append(event["node_id"])
+            if event["type"] == "multiagent_node_start" and event["node_id"] == "b":
+                os.kill(pid, signal.SIGKILL)  # "a" finished in this run, "b" is in its 2 s model call
+
+    with pytest.raises(RemoteActorError):
+        await second_run()
+    assert stopped == ["a"]
+    # The lost run's end state never arrived: the driver's agents are as after the first run.
+    assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [2, 2]
+    result = await graph.invoke_async("third")
+    assert result.status == Status.COMPLETED
+    assert [str(result.results[n].result).strip() for n in ("a", "b")] == ["a done", "b done"]
+    # First and third runs' turns: the lost run's turn of "a" (still in its slot) was replaced by the driver's copy.
+    assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [4, 4]
+    assert [m["content"][0]["text"] for m in graph.nodes["a"].executor.messages if m["role"] == "user"] == [
+        "first", "third"]
+    graph.shutdown()
