@@ -56,7 +56,7 @@ from ray_harness.models.rate_limit import (
 )
 from ray_harness.runtime import _asyncgens as asyncgens, _pickling, _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
-from ray_harness.runtime._host_slots import HostSlots
+from ray_harness.runtime._host_slots import HostSlots, RunInFlight
 from ray_harness.runtime._idle_gc import idle_collector
 from ray_harness.runtime._multiplex import Entry, multiplex
 from ray_harness.runtime._orchestration import Orchestrations
@@ -194,7 +194,7 @@ class AgentHost:
     def _register(self, run_id: str, runner: AgentRunner) -> None:
         with self._guard:
             if run_id in self._runs:
-                raise ValueError(f"run id {run_id!r} is already running on host {self._index}")
+                raise RunInFlight(f"run id {run_id!r} is already running on host {self._index}")
             self._runs[run_id] = runner
             if self._early.take(run_id):
                 runner.cancel(run_id)  # recorded by the runner; the run starts cancelled

@@ -16,6 +16,11 @@ restarted host does not have the slot, the caller ships the agent, and the slot 
 that names the request's invocation id: completed tools are not re-run, the running step runs again. A dropped
 slot's journal is deleted (by the host, which drops every resident runner in one place).
 
+When the *orchestration* host dies instead, its driver sends the whole run again with the same ids: a node's
+request for the slot's last completed run, from the revision that run started at, is answered from the runner's
+journal with the state the run left (:meth:`~ray_harness.runtime._slots.SlotBook.replays`); a request that
+restores the slot from the caller's copy drops any journaled result of its id, so it runs.
+
 A slot's runner lives among the host's resident runners (the dict is shared); runs register with the host (so
 ``cancel`` reaches them) and slots are dropped through the host (so their sandboxes close): :class:`HostSlots`
 takes those three from the host and holds the rest.
@@ -45,10 +50,18 @@ from ray_harness.runtime._wire import (
     unpack_snapshot,
 )
 from ray_harness.sandbox import _binding
+from ray_harness.types.exceptions import RayHarnessError
 
-__all__ = ("HostSlots",)
+__all__ = ("HostSlots", "RunInFlight")
 
 logger = logging.getLogger(__name__)
+
+_IN_FLIGHT_POLL_S = 0.05
+"""How often a re-sent node run checks whether the run of the same id (from a lost orchestration) ended."""
+
+
+class RunInFlight(RayHarnessError, ValueError):
+    """Raised by the host's ``register``: a run with that id is already running on this host."""
 
 
 class HostSlots:
@@ -121,15 +134,25 @@ class HostSlots:
             if runner.adopt(request.invocation_id):  # re-sent after the process that ran it died
                 logger.info("host=<%d>, slot=<%s>, run=<%s> | slot re-created from its journal", self._index, key,
                             request.invocation_id)
-        self._register(request.invocation_id, runner)
+        while True:
+            try:
+                self._register(request.invocation_id, runner)
+                break
+            except RunInFlight:
+                # The same run, sent again by a driver whose orchestration host died while it ran here: once it
+                # ends, this request is answered from the runner's journal (or, cancelled, runs it again).
+                await asyncio.sleep(_IN_FLIGHT_POLL_S)
         self._book.enter(key)
         try:
             await _binding.settled(sandboxes.resident_holder(key))
             baseline: list[RunBaseline] = []  # the messages the run starts from, set by prepare at its turn
-            prepare = functools.partial(self._prepare, key, runner, sync, None if opened else spec, opened, baseline)
+            prepare = functools.partial(self._prepare, key, runner, request.invocation_id, sync,
+                                        None if opened else spec, opened, baseline)
             state = functools.partial(self._state, key, runner.agent, baseline)
             async for item in runner.wire_stream(request, prepare, state):
                 if isinstance(item, ResultItem | SnapshotItem):
+                    if isinstance(item, ResultItem):
+                        self._book.completed(key, request.invocation_id, baseline[0] if baseline else None)
                     item = item.model_copy(update={"revision": self._book.revision(key)})
                 yield item
         finally:
@@ -144,17 +167,29 @@ class HostSlots:
         self._start_sweeper()
         return runner
 
-    def _prepare(self, key: str, runner: AgentRunner, sync: SlotSync, spec: AgentSpec | None, opened: bool,
-                 baseline: list[RunBaseline]) -> None:
+    def _prepare(self, key: str, runner: AgentRunner, invocation_id: str, sync: SlotSync, spec: AgentSpec | None,
+                 opened: bool, baseline: list[RunBaseline]) -> None:
         """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
 
         A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
         (its configuration stays as first shipped). When the slot now has as many messages as the caller's copy
         (``sync.messages``), they are the run's ``baseline``: its end sends a delta over them if it only appended.
+        A re-sent completed run (see the module docstring) changes nothing here: the runner answers it from its
+        journal, and its state goes back over that run's baseline.
         """
         if key not in self._book:  # released while this request waited: its caller ships the agent again
             raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))
+        # The revision the caller's copy matches: a copy that ships its agent (a new slot for it) matches revision 0.
+        copy_revision = sync.revision if spec is None else (0 if sync.revision is None else None)
+        if (not opened and sync.snapshot is None and runner.finished(invocation_id)
+                and self._book.replays(key, invocation_id, copy_revision)):
+            entry = self._book.get(key)
+            if entry is not None and entry.last_baseline is not None:
+                baseline.append(entry.last_baseline)
+            return
         restored = spec is not None or sync.snapshot is not None
+        if restored and not opened:
+            runner.drop_result(invocation_id)  # from the caller's copy: a result journaled under this id is not its
         if opened:
             pass
         elif spec is not None:

@@ -51,6 +51,19 @@ remembered and applied when the run starts.
 **Errors.** An exception raised by the run (``fail_fast``) is shipped back and raised in the driver as its
 original type, never ``RayTaskError``; a dead host becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
 
+**Host loss.** When the orchestration host dies with a Graph run in it (a crash, ``kill -9``; Ray restarts the
+host), the driver sends the run again (:mod:`ray_harness.runtime._resend`: up to three times) under the same
+invocation id, shipping the Graph from its own objects, which still hold the state from before the run (its end never came). The run starts
+over there, and its node runs carry the same names (:meth:`RayNodeRunner.name_runs
+<ray_harness.runtime.multiagent.RayNodeRunner.name_runs>`): a node slot answers a run it had completed from its
+journal, with the state that run left (``runtime._slots``, "Re-sent runs"), so completed nodes — and their tools —
+do not run again; the node that was running runs again unless it finished meanwhile (the re-sent request waits
+for it on its host). The driver does not yield the events of node runs it already yielded; the run that was going
+on is reported again from its start. The Graph's hooks and edge conditions run again on the new host (what they
+kept in the lost copy is gone), and relayed session writes are written again. A Swarm run (it learns its
+handoffs from its members' streamed events, which a journal answer does not repeat), or one with a Swarm inside,
+still fails with ``RemoteActorError``; the next invocation starts from the driver's objects.
+
 **Not here.** Where the orchestration already runs inside an actor (an evaluation row on a pooled host, a
 tool of a RemoteAgent, a nested Graph/Swarm inside an orchestration), nothing is shipped: nested
 orchestrators run inside their parent's orchestration, their agent nodes on the pool; graphs on pooled
@@ -69,7 +82,7 @@ import time
 import uuid
 import zlib
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, Literal
 
 import ray
 
@@ -96,6 +109,7 @@ from ray_harness.runtime._orchestrator_wire import (
     object_table,
     pack_end,
 )
+from ray_harness.runtime._resend import RUN_RESENDS, ReportedRuns, resendable
 from ray_harness.runtime._resident import DriverCopy, Resident, Residents, apply_sync
 from ray_harness.runtime._slot_lease import SlotLease
 from ray_harness.runtime._slots import RunBaseline
@@ -154,23 +168,12 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
     task, invocation_state = request.task, request.invocation_state
     # One channel, in order: the run's events and its session writes, as they happen.
     outbox: asyncio.Queue[Any] = asyncio.Queue()
-    resident: Resident | None = None
-    if request.payload is None:
-        assert request.resident is not None and request.token is not None  # checked by the request's model
-        resident = residents.take(request.resident, request.token)
-        if resident is None:
-            yield ResidentMissItem(resident=request.resident)
-            return
-        orchestrator, table = resident.orchestrator, resident.table
-        resident.bind(outbox)
-    else:
-        relays: list[Any] = []
-        orchestrator = load_orchestrator(request.payload, outbox, relays)
-        table = object_table(orchestrator)
-        if request.resident is not None:
-            resident = Resident(orchestrator, table, "", functools.partial(_bind_relays, relays))
-            for runner in _node_runners(table):
-                runner.keep_copies()
+    found = _orchestrator_of(request, residents, outbox)
+    if found is None:
+        assert request.resident is not None  # checked by the request's model
+        yield ResidentMissItem(resident=request.resident)
+        return
+    orchestrator, table, resident = found
     refs = {id(value): key for key, value in table.items()}
     if request.sync is not None:
         sync = loads(request.sync, table)
@@ -219,6 +222,34 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
             with contextlib.suppress(BaseException):
                 await pump
         await events.aclose()
+
+
+def _orchestrator_of(request: OrchestratorRequest, residents: Residents, outbox: asyncio.Queue[Any]
+                     ) -> tuple[MultiAgentBase, dict[tuple[str, ...], Any], Resident | None] | None:
+    """The request's orchestrator, its object table and its resident entry; ``None``: no resident copy at its token.
+
+    A shipped orchestrator is kept resident when the request names a key. Either way its node runs are named
+    after the request's invocation id (the same names when the driver sends the run again).
+    """
+    resident: Resident | None = None
+    if request.payload is None:
+        assert request.resident is not None and request.token is not None  # checked by the request's model
+        resident = residents.take(request.resident, request.token)
+        if resident is None:
+            return None
+        orchestrator, table = resident.orchestrator, resident.table
+        resident.bind(outbox)
+    else:
+        relays: list[Any] = []
+        orchestrator = load_orchestrator(request.payload, outbox, relays)
+        table = object_table(orchestrator)
+        if request.resident is not None:
+            resident = Resident(orchestrator, table, "", functools.partial(_bind_relays, relays))
+            for runner in _node_runners(table):
+                runner.keep_copies()
+    for runner in _node_runners(table):
+        runner.name_runs(request.invocation_id)
+    return orchestrator, table, resident
 
 
 def _dump_end(table: dict[tuple[str, ...], Any], final: dict[str, Any] | None, error: Exception | None,
@@ -377,6 +408,21 @@ class OrchestratorClient:
             return None, dumps(sync, {id(value): key for key, value in table.items()}), copy, pool_hosts
         return payload, None, copy, pool_hosts
 
+    def _after_loss(self, error: RemoteActorError, *, received: bool, retried: bool, can_resend: bool
+                    ) -> Literal["moved", "lost"] | None:
+        """What to do after the ``orchestrate`` stream failed with ``error`` (``None``: raise it).
+
+        ``"moved"``: the host was gone for good before the run began (its pool shut down elsewhere), once.
+        ``"lost"``: the host died (or restarts) with the run in it, which can be sent again, not cancelled.
+        """
+        if error.actor_name != self.name:
+            return None  # not this host's death: an error of the run
+        if not received and not retried and self._host_replaced():
+            return "moved"
+        if can_resend and not self.cancelled:
+            return "lost"
+        return None
+
     async def invoke(self, orchestrator: MultiAgentBase, task: Any, invocation_state: dict[str, Any],
                      events: EventFilter = "all") -> AsyncGenerator[dict[str, Any], None]:
         """Run ``orchestrator``'s invocation on its orchestration host; yields its events; applies the end state.
@@ -386,16 +432,22 @@ class OrchestratorClient:
         are yielded as they come and whose end state is applied to the driver's objects before its final event is
         yielded. A host without the copy answers ``ResidentMissItem``: the orchestrator is shipped again, once.
         A host found dead before the first item, whose pool turns out replaced, gets the run on the new pool, once.
+        A Graph run whose host died (:func:`~ray_harness.runtime._resend.resendable`) is sent again from this process's objects, under the
+        same invocation id (see "Host loss" in the module docstring), at most ``RUN_RESENDS`` times; the
+        events of node runs already yielded are not yielded again.
         """
         ensure_initialized()
         table = object_table(orchestrator)
         payload, sync, copy, pool_hosts = self._prepare(orchestrator, table)
         baselines = agent_baselines(table)  # the histories now: end-state deltas apply over them
+        invocation_id = uuid.uuid4().hex  # kept when the run is sent again: its node runs keep their names
         retried = False
+        resends = 0
+        reported = ReportedRuns()
         while True:
             resident = copy if payload is None else None
             request = OrchestratorRequest(
-                invocation_id=uuid.uuid4().hex, payload=payload, task=task, invocation_state=invocation_state,
+                invocation_id=invocation_id, payload=payload, task=task, invocation_state=invocation_state,
                 events=events, pool_hosts=pool_hosts,
                 resident=self.resident, token=None if resident is None else resident.token, sync=sync,
                 label=self.task_name)
@@ -403,7 +455,7 @@ class OrchestratorClient:
             assert self.client is not None  # chosen by _prepare
             items = self.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
                                   cancel=self.cancel)  # stopped early: stop the run
-            missed = received = moved = False
+            missed = received = moved = lost = False
             try:
                 if self.cancelled:
                     self.cancel()  # cancel() landed while the run was being shipped; the host applies it at start
@@ -414,11 +466,14 @@ class OrchestratorClient:
                             missed = True  # the last item: the stream ends
                             continue
                         for event in self._take(item, table, baselines, resident):
-                            yield event
+                            if reported.new(event):
+                                yield event
                 except RemoteActorError as error:
-                    if received or retried or error.actor_name != self.name or not self._host_replaced():
+                    next_step = self._after_loss(error, received=received, retried=retried,
+                                                 can_resend=resends < RUN_RESENDS and resendable(table))
+                    if next_step is None:
                         raise
-                    moved = True
+                    moved, lost = next_step == "moved", next_step == "lost"
             finally:
                 await items.aclose()  # sends the cancel while the invocation is still registered
                 self.invocation = None
@@ -426,8 +481,13 @@ class OrchestratorClient:
                 retried = True
                 payload, sync, copy, pool_hosts = self._prepare(orchestrator, table)
                 continue
-            if not missed:
+            if not (missed or lost):
                 return
+            if lost:  # the host died mid-run: the run again, from this process's objects (its end never came)
+                resends += 1
+                reported.resent()
+                logger.warning("graph=<%s>, host=<%s>, attempt=<%d> | orchestration host lost mid-run; sending "
+                               "the run again", orchestrator.id, self.name, resends + 1)
             # The host has no copy at that token (restarted, released, idle, evicted): ship the orchestrator.
             payload, sync, copy = dump_orchestrator(orchestrator, table), None, None
 

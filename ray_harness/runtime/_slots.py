@@ -19,6 +19,12 @@ objects, in order, at the front — and sends only what follows, else the full s
 that trimmed, a hook that replaced messages). A hook that edits an earlier message *in place* is not seen: the
 caller's copy keeps the message as it was (such edits belong in a new message, or a conversation manager).
 
+**Re-sent runs.** The entry remembers the slot's last completed run (its invocation id and baseline) until the
+next run starts. When an orchestration host dies, its driver sends the run again with the same ids
+(:mod:`ray_harness.runtime._orchestrator`): a node's request that names that run, from the revision it started
+at, is answered from the runner's journal with the state it left (:meth:`SlotBook.replays`) — the node does not
+run twice. Any other request runs as usual.
+
 **Digest.** :func:`conversation_digest` hashes what ``reset_on_revisit``, a session restore or a user's edit
 changes (messages, agent state, interrupt state): the node runner compares its copy's digest with the one taken
 when the copy last matched the slot, and sends its snapshot along only when they differ. Equal digests mean
@@ -86,6 +92,10 @@ class SlotEntry:
     deltas: int = 0
     """Runs whose state went back as a delta (the others: as the full snapshot, counted in ``snapshots``)."""
     snapshots: int = 0
+    last_run: str | None = None
+    """The invocation id of the last completed run, until another run starts (see "Re-sent runs")."""
+    last_baseline: RunBaseline | None = None
+    """That run's baseline (``None``: it sent its full snapshot)."""
 
 
 class SlotBook:
@@ -139,9 +149,25 @@ class SlotBook:
         entry = self._entries[key]
         entry.revision += 1
         entry.runs += 1
+        entry.last_run = entry.last_baseline = None
         if restored:
             entry.restores += 1
         return entry.revision
+
+    def completed(self, key: str, invocation_id: str, baseline: RunBaseline | None) -> None:
+        """The run ``invocation_id`` of ``key`` ended with a result, from ``baseline``."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.last_run, entry.last_baseline = invocation_id, baseline
+
+    def replays(self, key: str, invocation_id: str, revision: int | None) -> bool:
+        """Whether a request for run ``invocation_id`` from ``revision`` re-sends the slot's last completed run.
+
+        True when no run started since it and ``revision`` is the one it started from.
+        """
+        entry = self._entries.get(key)
+        return (entry is not None and entry.last_run == invocation_id and revision is not None
+                and revision == entry.revision - 1)
 
     def sent(self, key: str, state: Any) -> None:
         """A run of ``key`` sends its state back: count a delta or a full snapshot."""

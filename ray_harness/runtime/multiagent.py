@@ -170,6 +170,8 @@ class RayNodeRunner:
         """Per-process state (also after unpickling on an orchestration host)."""
         self._prefix = f"ray_harness-node-{_unique_id()}"
         self._counter = itertools.count()
+        self._run_base: str | None = None  # set by name_runs(): node runs named after the orchestration's request
+        self._visits: dict[str, int] = {}  # node id -> its runs so far in that request
         self._seen: set[str] = set()  # nodes that ran in this invocation (their copy's digest was checked)
         self._chains: dict[str, MessagesDigest] = {}  # node id -> running digest of its copy's messages (here)
         self._ordinals = {node_id: index for index, node_id in enumerate(self._nodes)}
@@ -268,7 +270,12 @@ class RayNodeRunner:
         in_process = current_placement() == "in_process"  # stated by the host or agent actor running this call
         if isinstance(target, MultiAgentBase) or (in_process and not isinstance(target, RemoteAgent)):
             return self._local.run_node(node_id, node_input, invocation_state, events=events)
-        run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
+        if self._run_base is not None:
+            visit = self._visits.get(node_id, 0)
+            self._visits[node_id] = visit + 1
+            run_id = f"{self._run_base}:{node_id}:{visit}"
+        else:
+            run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
         # The node's own request, stated once here: what the orchestrator wants of its events (nothing but the
         # result when it runs quiet; never the raw model chunks), the node's snapshot beside the result.
         remote = isinstance(target, RemoteAgent)
@@ -279,6 +286,16 @@ class RayNodeRunner:
         if remote:
             return self._run_remote(node_id, target, request)
         return self._run_pooled(node_id, target, request)
+
+    def name_runs(self, invocation_id: str) -> None:
+        """Name this orchestration request's node runs ``<invocation id>:<uid>:<node id>:<visit>``.
+
+        A driver sends a run whose orchestration host died again under the same invocation id: its node runs get
+        the same names, so a slot answers a run it already completed from its journal, and a RemoteAgent node's
+        actor too (see ``runtime._slots``, "Re-sent runs").
+        """
+        self._run_base = f"{invocation_id}:{self._uid}"
+        self._visits = {}
 
     def slot_key(self, node_id: str) -> str:
         """The resident key of agent node ``node_id``'s slot (``"<uid>/<node id>"``)."""

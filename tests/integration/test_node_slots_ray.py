@@ -200,3 +200,68 @@ async def test_a_restarted_host_answers_unknown_slot_and_the_agent_ships_again(p
     info = await pool.slot_info(runner.slot_key("a"))
     assert info is not None and (info["builds"], info["runs"]) == (1, 1)
     remote.shutdown()
+
+
+class _Host:
+    """The three things HostSlots takes from its host: the run registry, and dropping a slot."""
+
+    def __init__(self) -> None:
+        self.resident: dict[str, Any] = {}
+        self.runs: dict[str, Any] = {}
+
+    def register(self, run_id: str, runner: Any) -> None:
+        from ray_harness.runtime._host_slots import RunInFlight
+
+        if run_id in self.runs:
+            raise RunInFlight(run_id)
+        self.runs[run_id] = runner
+
+    def unregister(self, run_id: str) -> None:
+        self.runs.pop(run_id, None)
+
+    async def drop(self, key: str) -> bool:
+        return self.resident.pop(key, None) is not None
+
+
+async def test_a_re_sent_node_run_is_answered_from_the_slot_journal_unless_the_slot_moved_on(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a node host does when a driver sends a lost orchestration's run again (runtime._slots, "Re-sent runs").
+
+    The host's slots in this process, without an actor: the deterministic part of the orchestration-host kill tests.
+    """
+    from ray_harness.agent.snapshot import SnapshotDelta
+    from ray_harness.runtime._host_slots import HostSlots
+    from ray_harness.runtime._slots import SLOT_IDLE_TIMEOUT_ENV
+    from ray_harness.runtime._spec import agent_spec
+    from ray_harness.runtime._wire import InvokeRequest, ResultItem, SlotSync
+
+    monkeypatch.setenv("RAY_HARNESS_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv(SLOT_IDLE_TIMEOUT_ENV, "0")
+    host = _Host()
+    slots = HostSlots(0, host.resident, host.register, host.unregister, host.drop)
+    spec = agent_spec(Agent(ScriptedModel(text("one"), text("two"), text("three")), name="a"))
+
+    async def run(invocation_id: str, sync: SlotSync, with_spec: bool = False) -> ResultItem:
+        request = InvokeRequest(invocation_id=invocation_id, prompt=invocation_id, snapshot=True, agent_key="g/a",
+                                slot=sync)
+        items = [item async for item in slots.stream(request, spec if with_spec else None)]
+        assert isinstance(items[-1], ResultItem), items
+        return items[-1]
+
+    def model_calls() -> int:
+        return len(host.resident["g/a"].agent.model.calls)
+
+    first = await run("x", SlotSync(messages=0), with_spec=True)  # a new slot: the agent ships with the request
+    assert (first.revision, str(first.result).strip(), model_calls()) == (1, "one", 1)
+    again = await run("x", SlotSync(messages=0), with_spec=True)  # the same run from the same (new) copy
+    assert (again.revision, str(again.result).strip(), model_calls()) == (1, "one", 1)  # not run again
+    delta = again.node_state()
+    assert isinstance(delta, SnapshotDelta) and delta.base_messages == 0 and len(delta.snapshot.messages) == 2
+    second = await run("y", SlotSync(revision=1, messages=2))
+    assert (second.revision, str(second.result).strip(), model_calls()) == (2, "two", 2)
+    assert (await run("y", SlotSync(revision=1, messages=2))).revision == 2 and model_calls() == 2
+    # "x" again, now that "y" ran: the slot is restored from the copy that ships (its model too) and runs it.
+    redo = await run("x", SlotSync(messages=0), with_spec=True)
+    assert (redo.revision, str(redo.result).strip(), model_calls()) == (3, "one", 1)
+    assert host.resident["g/a"].agent.messages[0]["content"][0]["text"] == "x"
+    assert len(host.resident["g/a"].agent.messages) == 2 and not host.runs

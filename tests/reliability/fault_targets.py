@@ -97,13 +97,13 @@ def record(directory: str, label: str, seconds: float) -> str:
     return label
 
 
-def tool_node(directory: str, name: str = "tools") -> Agent:
+def tool_node(directory: str, name: str = "tools", b_seconds: float = 3.0) -> Agent:
     """A graph node running tool "a" (instant) and tool "b" (3 s) in one batch, then answering ``got a,b``."""
     def finish(call: Any) -> Any:
         labels = sorted(b["toolResult"]["content"][0]["text"] for b in call.messages[-1]["content"])
         return text("got " + ",".join(labels), usage=USAGE)
 
     model = ScriptedModel(tool_calls(("record", {"directory": directory, "label": "a", "seconds": 0.0}, "a"),
-                                     ("record", {"directory": directory, "label": "b", "seconds": 3.0}, "b")),
+                                     ("record", {"directory": directory, "label": "b", "seconds": b_seconds}, "b")),
                           finish, record_calls=False)
     return Agent(model, tools=[record], name=name)

@@ -129,3 +129,48 @@ async def test_host_killed_mid_tool_batch_completed_tools_do_not_run_again(tmp_p
         assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
         graph.shutdown()
         assert journal and not _file_exists(journal)  # a released slot leaves no journal
+
+
+async def _orchestration_host_pids() -> list[int]:
+    """The orchestration hosts' pids (waits for a host Ray is restarting)."""
+    from ray_harness.runtime._multiagent_pool import orchestration_pool
+
+    return [(await host.ready.remote())["pid"] for host in orchestration_pool(check=False).hosts]
+
+
+async def test_orchestration_host_killed_mid_graph_the_run_is_sent_again_and_completes(tmp_path: Path) -> None:
+    """kill -9 of the orchestration host while a graph's second node runs: the driver sends the run again.
+
+    The run completes; the first node (finished before the kill) and its tools do not run again; no node run is
+    reported twice.
+    """
+    from ray_harness.multiagent import GraphBuilder, Status
+
+    for attempt in range(KILLS):
+        marks = tmp_path / f"marks-{attempt}"
+        marks.mkdir()
+        builder = GraphBuilder()
+        builder.add_node(tool_node(str(marks), "first", b_seconds=0.05), "first")
+        builder.add_node(slow_node("second"), "second")
+        builder.add_edge("first", "second")
+        graph = builder.build(runtime="ray")
+        await _host_stats()
+        pids = await _orchestration_host_pids()
+        stops: list[str] = []
+        event: dict[str, Any] = {}
+        async for event in graph.stream_async("go"):
+            if event["type"] == "multiagent_node_stop":
+                stops.append(event["node_id"])
+            if event["type"] == "multiagent_node_start" and event["node_id"] == "second" and pids:
+                await asyncio.sleep(random.uniform(0.0, 0.4))  # somewhere in its 0.6 s model call
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                pids = []
+        assert not pids, "the second node never started"
+        result = event["result"]
+        assert result.status == Status.COMPLETED, _outcome(result)
+        assert [str(result.results[n].result).strip() for n in ("first", "second")] == ["got a,b", "second done"]
+        assert stops == ["first", "second"]
+        assert _all_starts(marks) == ["a", "b"]  # the first node's tools ran once
+        assert [len(graph.nodes[n].executor.messages) for n in ("first", "second")] == [4, 2]
+        graph.shutdown()

@@ -125,3 +125,16 @@ def test_slot_requests_need_a_key_and_misses_are_terminal_items() -> None:
     assert isinstance(miss, SlotMissItem) and is_terminal(miss)
     with pytest.raises(ValidationError, match="reason"):
         SlotMissItem(agent_key="g/a", reason="gone")  # type: ignore[arg-type]
+
+
+def test_a_completed_run_is_a_re_send_only_from_its_start_revision_until_another_run_starts() -> None:
+    book = SlotBook(FakeClock())
+    book.open("g/a")
+    book.started("g/a", restored=False)  # run "x" from revision 0
+    assert not book.replays("g/a", "x", 0)  # still running: not completed
+    book.completed("g/a", "x", None)
+    assert book.replays("g/a", "x", 0)
+    assert not book.replays("g/a", "x", 1) and not book.replays("g/a", "x", None)  # from another revision
+    assert not book.replays("g/a", "y", 0) and not book.replays("g/b", "x", 0)  # another run, another slot
+    book.started("g/a", restored=False)  # run "y" starts: "x" is no longer the slot's last state
+    assert not book.replays("g/a", "x", 0)
