@@ -206,7 +206,7 @@ shipped once, addressed by key, released at ``shutdown()``, garbage collection,
 tool result on; a host's death mid-request re-sends the request, re-ships the
 agent and re-creates the slot from its journal (completed tools do not run
 again; see :mod:`ray_harness.runtime._host_slots`). When the orchestration host
-dies mid-run instead, the driver sends a Graph's run again under the same
+dies mid-run instead, the driver sends the Graph/Swarm run again under the same
 invocation id; its node runs keep their names, so slots answer the runs they had
 completed from their journals (see "Host loss" in
 :mod:`ray_harness.runtime._orchestrator` and :mod:`ray_harness.runtime._resend`).

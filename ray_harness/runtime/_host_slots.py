@@ -17,8 +17,8 @@ that names the request's invocation id: completed tools are not re-run, the runn
 slot's journal is deleted (by the host, which drops every resident runner in one place).
 
 When the *orchestration* host dies instead, its driver sends the whole run again with the same ids: a node's
-request for the slot's last completed run, from the revision that run started at, is answered from the runner's
-journal with the state the run left (:meth:`~ray_harness.runtime._slots.SlotBook.replays`); a request that
+request for the slot's last completed run, from the revision that run started at, is answered with the event
+items that run streamed and, from the runner's journal, its result and the state it left (:meth:`~ray_harness.runtime._slots.SlotBook.replays`); a request that
 restores the slot from the caller's copy drops any journaled result of its id, so it runs.
 
 A slot's runner lives among the host's resident runners (the dict is shared); runs register with the host (so
@@ -134,30 +134,41 @@ class HostSlots:
             if runner.adopt(request.invocation_id):  # re-sent after the process that ran it died
                 logger.info("host=<%d>, slot=<%s>, run=<%s> | slot re-created from its journal", self._index, key,
                             request.invocation_id)
-        while True:
-            try:
-                self._register(request.invocation_id, runner)
-                break
-            except RunInFlight:
-                # The same run, sent again by a driver whose orchestration host died while it ran here: once it
-                # ends, this request is answered from the runner's journal (or, cancelled, runs it again).
-                await asyncio.sleep(_IN_FLIGHT_POLL_S)
+        await self._register_when_free(request.invocation_id, runner)
         self._book.enter(key)
         try:
             await _binding.settled(sandboxes.resident_holder(key))
             baseline: list[RunBaseline] = []  # the messages the run starts from, set by prepare at its turn
+            resent: list[bool] = []  # set by prepare when the request re-sends the slot's last completed run
             prepare = functools.partial(self._prepare, key, runner, request.invocation_id, sync,
-                                        None if opened else spec, opened, baseline)
+                                        None if opened else spec, opened, baseline, resent)
             state = functools.partial(self._state, key, runner.agent, baseline)
+            events: list[EventItem] = []  # what the run streams, kept with its result for a re-send
             async for item in runner.wire_stream(request, prepare, state):
+                if isinstance(item, EventItem):
+                    events.append(item)
+                elif isinstance(item, ResultItem) and resent:
+                    for event in self._book.last_events(key):
+                        yield event  # the journal answers with the result only
+                elif isinstance(item, ResultItem):
+                    self._book.completed(key, request.invocation_id, baseline[0] if baseline else None, events)
                 if isinstance(item, ResultItem | SnapshotItem):
-                    if isinstance(item, ResultItem):
-                        self._book.completed(key, request.invocation_id, baseline[0] if baseline else None)
                     item = item.model_copy(update={"revision": self._book.revision(key)})
                 yield item
         finally:
             self._unregister(request.invocation_id)
             self._book.leave(key)
+
+    async def _register_when_free(self, run_id: str, runner: AgentRunner) -> None:
+        """Register the run with the host, once no run of the same id is running here any more."""
+        while True:
+            try:
+                self._register(run_id, runner)
+                return
+            except RunInFlight:
+                # The same run, sent again by a driver whose orchestration host died while it ran here: once it
+                # ends, this request is answered from the runner's journal (or, cancelled, runs it again).
+                await asyncio.sleep(_IN_FLIGHT_POLL_S)
 
     def _open(self, key: str, spec: AgentSpec) -> AgentRunner:
         runner = self._resident[key] = AgentRunner(sandboxes.build(spec, sandboxes.resident_holder(key)),
@@ -168,14 +179,14 @@ class HostSlots:
         return runner
 
     def _prepare(self, key: str, runner: AgentRunner, invocation_id: str, sync: SlotSync, spec: AgentSpec | None,
-                 opened: bool, baseline: list[RunBaseline]) -> None:
+                 opened: bool, baseline: list[RunBaseline], resent: list[bool]) -> None:
         """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
 
         A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
         (its configuration stays as first shipped). When the slot now has as many messages as the caller's copy
         (``sync.messages``), they are the run's ``baseline``: its end sends a delta over them if it only appended.
-        A re-sent completed run (see the module docstring) changes nothing here: the runner answers it from its
-        journal, and its state goes back over that run's baseline.
+        A re-sent completed run (see the module docstring) changes nothing here (``resent`` is set): the runner
+        answers it from its journal, after the events that run streamed, and its state goes back over its baseline.
         """
         if key not in self._book:  # released while this request waited: its caller ships the agent again
             raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))
@@ -186,6 +197,7 @@ class HostSlots:
             entry = self._book.get(key)
             if entry is not None and entry.last_baseline is not None:
                 baseline.append(entry.last_baseline)
+            resent.append(True)
             return
         restored = spec is not None or sync.snapshot is not None
         if restored and not opened:

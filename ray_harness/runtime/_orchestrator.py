@@ -51,18 +51,19 @@ remembered and applied when the run starts.
 **Errors.** An exception raised by the run (``fail_fast``) is shipped back and raised in the driver as its
 original type, never ``RayTaskError``; a dead host becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
 
-**Host loss.** When the orchestration host dies with a Graph run in it (a crash, ``kill -9``; Ray restarts the
-host), the driver sends the run again (:mod:`ray_harness.runtime._resend`: up to three times) under the same
-invocation id, shipping the Graph from its own objects, which still hold the state from before the run (its end never came). The run starts
+**Host loss.** When the orchestration host dies with a Graph/Swarm run in it (a crash, ``kill -9``; Ray restarts
+the host), the driver sends the run again (:mod:`ray_harness.runtime._resend`: up to three times) under the same
+invocation id, shipping the Graph/Swarm from its own objects, which still hold the state from before the run (its end never came). The run starts
 over there, and its node runs carry the same names (:meth:`RayNodeRunner.name_runs
 <ray_harness.runtime.multiagent.RayNodeRunner.name_runs>`): a node slot answers a run it had completed from its
-journal, with the state that run left (``runtime._slots``, "Re-sent runs"), so completed nodes — and their tools —
-do not run again; the node that was running runs again unless it finished meanwhile (the re-sent request waits
-for it on its host). The driver does not yield the events of node runs it already yielded; the run that was going
-on is reported again from its start. The Graph's hooks and edge conditions run again on the new host (what they
-kept in the lost copy is gone), and relayed session writes are written again. A Swarm run (it learns its
-handoffs from its members' streamed events, which a journal answer does not repeat), or one with a Swarm inside,
-still fails with ``RemoteActorError``; the next invocation starts from the driver's objects.
+journal, after the events that run streamed (a Swarm hands off again from them), with the state that run left
+(``runtime._slots``, "Re-sent runs"), so completed nodes — and their tools — do not run again; the node that was
+running runs again unless it finished meanwhile (the re-sent request waits for it on its host). The driver does
+not yield the events of node runs and handoffs it already yielded; the run that was going on is reported again
+from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what they kept in the
+lost copy is gone), and relayed session writes are written again. A Swarm with a ``RemoteAgent`` member (its
+actor answers a completed invocation with the result only) still fails with ``RemoteActorError``; the next
+invocation starts from the driver's objects.
 
 **Not here.** Where the orchestration already runs inside an actor (an evaluation row on a pooled host, a
 tool of a RemoteAgent, a nested Graph/Swarm inside an orchestration), nothing is shipped: nested
@@ -432,8 +433,8 @@ class OrchestratorClient:
         are yielded as they come and whose end state is applied to the driver's objects before its final event is
         yielded. A host without the copy answers ``ResidentMissItem``: the orchestrator is shipped again, once.
         A host found dead before the first item, whose pool turns out replaced, gets the run on the new pool, once.
-        A Graph run whose host died (:func:`~ray_harness.runtime._resend.resendable`) is sent again from this process's objects, under the
-        same invocation id (see "Host loss" in the module docstring), at most ``RUN_RESENDS`` times; the
+        A run whose host died (:func:`~ray_harness.runtime._resend.resendable`) is sent again from this process's
+        objects, under the same invocation id (see "Host loss" in the module docstring), at most ``RUN_RESENDS`` times; the
         events of node runs already yielded are not yielded again.
         """
         ensure_initialized()

@@ -1,4 +1,4 @@
-"""Sending a Graph run again after its orchestration host died (no Ray here).
+"""Sending a Graph/Swarm run again after its orchestration host died (no Ray here).
 
 The driver's side of "Host loss" (:mod:`ray_harness.runtime._orchestrator`): which runs can be sent again
 (:func:`resendable`), how often (:data:`RUN_RESENDS`), and which of the re-sent run's events the caller already
@@ -10,50 +10,59 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ray_harness.agent.agent import Agent
 from ray_harness.multiagent.swarm import Swarm
 
 __all__ = ("RUN_RESENDS", "ReportedRuns", "resendable")
 
 RUN_RESENDS = 3
-"""How many times a Graph run whose orchestration host died is sent again before ``RemoteActorError``."""
+"""How many times a run whose orchestration host died is sent again before ``RemoteActorError``."""
 
 
 def resendable(table: dict[tuple[str, ...], Any]) -> bool:
-    """Whether the run of this object table's tree can be sent again after its host died: no Swarm in it.
+    """Whether the run of this object table's tree can be sent again after its host died.
 
-    A Swarm learns its handoffs from its members' streamed tool events, which a slot answering a re-sent run from
-    its journal does not stream again.
+    Not when a Swarm in it has a member that is no in-slot ``Agent`` (a ``RemoteAgent``): a Swarm learns its
+    handoffs from its members' streamed tool events, and a dedicated actor answers a re-sent invocation it had
+    completed with its result only.
     """
-    return not any(key[0] == "orch" and isinstance(target, Swarm) for key, target in table.items())
+    return all(isinstance(node.executor, Agent) for key, target in table.items()
+               if key[0] == "orch" and isinstance(target, Swarm) for node in target.nodes.values())
 
 
 class ReportedRuns:
-    """The node runs whose events the caller got, so that a run sent again does not report them twice.
+    """The node runs and handoffs whose events the caller got, so that a run sent again does not report them twice.
 
     A re-sent run starts from the beginning: each node's runs are reported again in order (the slots answer those
     that completed from their journals). Per node, as many runs as the caller saw end (``multiagent_node_stop``)
     are skipped, with all their events; the run that was going on when the host died is reported again from its
-    start. Events that name no node (the final result) always pass.
+    start. Handoffs (``multiagent_handoff``) the caller got are skipped by their from and to nodes, however the
+    re-sent run orders them. Other events (the final result) always pass.
     """
 
     def __init__(self) -> None:
-        self._stops: Counter[str] = Counter()  # node id -> its runs' stop events yielded
-        self._skip: Counter[str] = Counter()  # node id -> its runs the re-sent run reports again
+        self._seen: Counter[Any] = Counter()  # node id -> its runs' stop events yielded; handoff key -> yielded
+        self._skip: Counter[Any] = Counter()  # the same, for what the re-sent run reports again
 
     def resent(self) -> None:
-        """The run is sent again: the node runs the caller saw end will be reported again."""
-        self._skip = Counter(self._stops)
+        """The run is sent again: the node runs and handoffs the caller saw will be reported again."""
+        self._skip = Counter(self._seen)
 
     def new(self, event: dict[str, Any]) -> bool:
-        """Whether ``event`` is new to the caller (to yield); counts the node runs it ends."""
-        node_id = event.get("node_id")
-        if node_id is None:
-            return True
-        stop = event.get("type") == "multiagent_node_stop"
-        if self._skip[node_id]:
-            if stop:
-                self._skip[node_id] -= 1
+        """Whether ``event`` is new to the caller (to yield); counts the node runs and handoffs it reports."""
+        kind = event.get("type")
+        if kind == "multiagent_handoff":
+            key: Any = (tuple(event.get("from_node_ids") or ()), tuple(event.get("to_node_ids") or ()))
+            ends = True
+        else:
+            key = event.get("node_id")
+            if key is None:
+                return True
+            ends = kind == "multiagent_node_stop"
+        if self._skip[key]:
+            if ends:
+                self._skip[key] -= 1
             return False
-        if stop:
-            self._stops[node_id] += 1
+        if ends:
+            self._seen[key] += 1
         return True

@@ -22,8 +22,8 @@ caller's copy keeps the message as it was (such edits belong in a new message, o
 **Re-sent runs.** The entry remembers the slot's last completed run (its invocation id and baseline) until the
 next run starts. When an orchestration host dies, its driver sends the run again with the same ids
 (:mod:`ray_harness.runtime._orchestrator`): a node's request that names that run, from the revision it started
-at, is answered from the runner's journal with the state it left (:meth:`SlotBook.replays`) — the node does not
-run twice. Any other request runs as usual.
+at, is answered from the runner's journal with the state it left (:meth:`SlotBook.replays`), after the event
+items that run streamed — the node does not run twice. Any other request runs as usual.
 
 **Digest.** :func:`conversation_digest` hashes what ``reset_on_revisit``, a session restore or a user's edit
 changes (messages, agent state, interrupt state): the node runner compares its copy's digest with the one taken
@@ -96,6 +96,8 @@ class SlotEntry:
     """The invocation id of the last completed run, until another run starts (see "Re-sent runs")."""
     last_baseline: RunBaseline | None = None
     """That run's baseline (``None``: it sent its full snapshot)."""
+    last_events: tuple[Any, ...] = ()
+    """That run's streamed event items, sent again before its journaled result (a Swarm learns handoffs from them)."""
 
 
 class SlotBook:
@@ -150,15 +152,17 @@ class SlotBook:
         entry.revision += 1
         entry.runs += 1
         entry.last_run = entry.last_baseline = None
+        entry.last_events = ()
         if restored:
             entry.restores += 1
         return entry.revision
 
-    def completed(self, key: str, invocation_id: str, baseline: RunBaseline | None) -> None:
-        """The run ``invocation_id`` of ``key`` ended with a result, from ``baseline``."""
+    def completed(self, key: str, invocation_id: str, baseline: RunBaseline | None, events: Iterable[Any] = ()
+                  ) -> None:
+        """The run ``invocation_id`` of ``key`` ended with a result, from ``baseline``, after streaming ``events``."""
         entry = self._entries.get(key)
         if entry is not None:
-            entry.last_run, entry.last_baseline = invocation_id, baseline
+            entry.last_run, entry.last_baseline, entry.last_events = invocation_id, baseline, tuple(events)
 
     def replays(self, key: str, invocation_id: str, revision: int | None) -> bool:
         """Whether a request for run ``invocation_id`` from ``revision`` re-sends the slot's last completed run.
@@ -168,6 +172,11 @@ class SlotBook:
         entry = self._entries.get(key)
         return (entry is not None and entry.last_run == invocation_id and revision is not None
                 and revision == entry.revision - 1)
+
+    def last_events(self, key: str) -> tuple[Any, ...]:
+        """The event items the last completed run of ``key`` streamed (``()``: none kept)."""
+        entry = self._entries.get(key)
+        return () if entry is None else entry.last_events
 
     def sent(self, key: str, state: Any) -> None:
         """A run of ``key`` sends its state back: count a delta or a full snapshot."""

@@ -420,3 +420,40 @@ async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_co
     assert (await graph.invoke_async("third")).status == Status.COMPLETED
     assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [6, 6]
     graph.shutdown()
+
+
+async def test_an_orchestration_host_killed_mid_swarm_the_run_is_sent_again_and_the_handoff_is_replayed() -> None:
+    """kill -9 of the orchestration host while the second member runs: the swarm run is sent again and completes.
+
+    The first member's slot answers with the events its run streamed (the handoff tool's among them, which the
+    swarm needs to hand off again) and its journaled result: it does not run again; no event is yielded twice.
+    """
+    import signal
+
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    go = tool_call("handoff_to_agent", {"agent_name": "second", "message": "go", "context": {"k": 1}})
+    first = make_agent("first", go, text("handed"))
+    second = make_agent("second", text("second answer", delay=2.0))
+    swarm = Swarm([first, second], runtime="ray")
+    host_name: str | None = None
+    events: list[dict[str, Any]] = []
+    killed = False
+    async for event in swarm.stream_async("task"):
+        events.append(event)
+        if host_name is None:
+            host_name = swarm._node_runner.orchestration_host_name
+        if event["type"] == "multiagent_node_start" and event["node_id"] == "second" and not killed:
+            assert host_name is not None
+            os.kill((await actor_of(host_name).ready.remote())["pid"], signal.SIGKILL)
+            killed = True
+    assert killed, "the second member never started"
+    result = events[-1]["result"]
+    assert result.status == Status.COMPLETED, result
+    assert [n.node_id for n in result.node_history] == ["first", "second"]
+    assert str(result.results["second"].result).strip() == "second answer"
+    assert [e["node_id"] for e in events if e["type"] == "multiagent_node_stop"] == ["first", "second"]
+    assert [e["to_node_ids"] for e in events if e["type"] == "multiagent_handoff"] == [["second"]]
+    assert (await default_pool().slot_info(swarm._node_runner.slot_key("first")))["runs"] == 1  # not run again
+    assert len(swarm.nodes["first"].executor.messages) == 4  # prompt, handoff call, its result, "handed"
+    swarm.shutdown()

@@ -107,3 +107,14 @@ def tool_node(directory: str, name: str = "tools", b_seconds: float = 3.0) -> Ag
                                      ("record", {"directory": directory, "label": "b", "seconds": b_seconds}, "b")),
                           finish, record_calls=False)
     return Agent(model, tools=[record], name=name)
+
+
+def handing_tool_node(directory: str, name: str, target: str) -> Agent:
+    """A swarm member running tools "a" and "b" (both quick) in one batch, then handing off to ``target``."""
+    from ray_harness.testing import tool_call
+
+    model = ScriptedModel(tool_calls(("record", {"directory": directory, "label": "a", "seconds": 0.0}, "a"),
+                                     ("record", {"directory": directory, "label": "b", "seconds": 0.05}, "b")),
+                          tool_call("handoff_to_agent", {"agent_name": target, "message": "go"}),
+                          text("handed", usage=USAGE), record_calls=False)
+    return Agent(model, tools=[record], name=name)

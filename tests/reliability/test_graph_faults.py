@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ray_harness.types.exceptions import RemoteActorError
-from tests.reliability.fault_targets import slow_node, tool_node
+from tests.reliability.fault_targets import handing_tool_node, slow_node, tool_node
 
 pytestmark = [pytest.mark.ray, pytest.mark.reliability, pytest.mark.usefixtures("ray_session")]
 
@@ -138,6 +138,27 @@ async def _orchestration_host_pids() -> list[int]:
     return [(await host.ready.remote())["pid"] for host in orchestration_pool(check=False).hosts]
 
 
+async def _run_killing_the_orchestration_host(orchestrator: Any, node_id: str) -> tuple[list[str], Any]:
+    """Stream a run; kill -9 the orchestration hosts somewhere in ``node_id``'s 0.6 s model call.
+
+    Returns the node stops and handoffs the caller saw (in order) and the run's result.
+    """
+    await _host_stats()
+    pids = await _orchestration_host_pids()
+    seen: list[str] = []
+    event: dict[str, Any] = {}
+    async for event in orchestrator.stream_async("go"):
+        if event["type"] in ("multiagent_node_stop", "multiagent_handoff"):
+            seen.append(event.get("node_id") or f"handoff to {','.join(event['to_node_ids'])}")
+        if event["type"] == "multiagent_node_start" and event["node_id"] == node_id and pids:
+            await asyncio.sleep(random.uniform(0.0, 0.4))
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            pids = []
+    assert not pids, f"{node_id} never started"
+    return seen, event["result"]
+
+
 async def test_orchestration_host_killed_mid_graph_the_run_is_sent_again_and_completes(tmp_path: Path) -> None:
     """kill -9 of the orchestration host while a graph's second node runs: the driver sends the run again.
 
@@ -154,23 +175,30 @@ async def test_orchestration_host_killed_mid_graph_the_run_is_sent_again_and_com
         builder.add_node(slow_node("second"), "second")
         builder.add_edge("first", "second")
         graph = builder.build(runtime="ray")
-        await _host_stats()
-        pids = await _orchestration_host_pids()
-        stops: list[str] = []
-        event: dict[str, Any] = {}
-        async for event in graph.stream_async("go"):
-            if event["type"] == "multiagent_node_stop":
-                stops.append(event["node_id"])
-            if event["type"] == "multiagent_node_start" and event["node_id"] == "second" and pids:
-                await asyncio.sleep(random.uniform(0.0, 0.4))  # somewhere in its 0.6 s model call
-                for pid in pids:
-                    os.kill(pid, signal.SIGKILL)
-                pids = []
-        assert not pids, "the second node never started"
-        result = event["result"]
+        seen, result = await _run_killing_the_orchestration_host(graph, "second")
         assert result.status == Status.COMPLETED, _outcome(result)
         assert [str(result.results[n].result).strip() for n in ("first", "second")] == ["got a,b", "second done"]
-        assert stops == ["first", "second"]
+        assert seen == ["first", "handoff to second", "second"]
         assert _all_starts(marks) == ["a", "b"]  # the first node's tools ran once
         assert [len(graph.nodes[n].executor.messages) for n in ("first", "second")] == [4, 2]
         graph.shutdown()
+
+
+async def test_orchestration_host_killed_mid_swarm_the_run_is_sent_again_and_completes(tmp_path: Path) -> None:
+    """kill -9 of the orchestration host while a swarm's second member runs: the run is sent again and completes.
+
+    The first member (its tools, then a handoff) finished before the kill: its tools do not run again, and the
+    swarm hands off again from the events its slot replays; no member run or handoff is reported twice.
+    """
+    from ray_harness.multiagent import Status, Swarm
+
+    for attempt in range(max(1, KILLS // 2)):
+        marks = tmp_path / f"marks-{attempt}"
+        marks.mkdir()
+        swarm = Swarm([handing_tool_node(str(marks), "first", "second"), slow_node("second")], runtime="ray")
+        seen, result = await _run_killing_the_orchestration_host(swarm, "second")
+        assert result.status == Status.COMPLETED, _outcome(result)
+        assert [node.node_id for node in result.node_history] == ["first", "second"]
+        assert seen == ["first", "handoff to second", "second"]
+        assert _all_starts(marks) == ["a", "b"]  # the first member's tools ran once
+        swarm.shutdown()

@@ -31,17 +31,39 @@ def test_a_re_sent_run_reports_only_node_runs_the_caller_did_not_see_end() -> No
     assert [reported.new(event) for event in again] == [False] * 6 + [True]
 
 
+def test_handoffs_the_caller_got_are_not_reported_again_whatever_their_order() -> None:
+    reported = ReportedRuns()
+
+    def handoff(source: str, target: str) -> dict[str, Any]:
+        return {"type": "multiagent_handoff", "from_node_ids": [source], "to_node_ids": [target]}
+
+    assert [reported.new(e) for e in (_event("stop", "a"), handoff("a", "b"), handoff("a", "c"))] == [True] * 3
+    reported.resent()
+    replay = [_event("stop", "a"), handoff("a", "c"), handoff("a", "b"), _event("stop", "b"), handoff("b", "a")]
+    assert [reported.new(e) for e in replay] == [False, False, False, True, True]
+
+
 def _agent(name: str) -> Agent:
     return Agent(ScriptedModel(text("ok")), name=name)
 
 
-def test_graph_runs_can_be_sent_again_and_swarm_runs_anywhere_in_the_tree_cannot() -> None:
+class _Remote:
+    """Stands in for a member that is no in-slot Agent (a RemoteAgent): it has a tool registry and streams."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tool_registry = _agent(name).tool_registry
+
+    async def stream_async(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never run
+        yield {}
+
+
+def test_runs_can_be_sent_again_unless_a_swarm_has_a_member_outside_the_slots() -> None:
     builder = GraphBuilder()
     builder.add_node(_agent("a"), "a")
     assert resendable(object_table(builder.build(runtime="local")))
-    swarm = Swarm([_agent("s1"), _agent("s2")], runtime="local")
-    assert not resendable(object_table(swarm))
+    assert resendable(object_table(Swarm([_agent("s1"), _agent("s2")], runtime="local")))
     nested = GraphBuilder()
     nested.add_node(_agent("b"), "b")
-    nested.add_node(Swarm([_agent("s3"), _agent("s4")], runtime="local"), "team")
+    nested.add_node(Swarm([_agent("s3"), _Remote("s4")], runtime="local"), "team")
     assert not resendable(object_table(nested.build(runtime="local")))
