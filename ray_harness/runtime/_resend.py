@@ -15,6 +15,9 @@ from ray_harness.multiagent.swarm import Swarm
 
 __all__ = ("RUN_RESENDS", "ReportedRuns", "resendable")
 
+_RUN_ENDS = frozenset({"multiagent_node_stop", "multiagent_node_interrupt"})
+"""The events that end a node's run for the caller (an interrupted node has no stop event)."""
+
 RUN_RESENDS = 3
 """How many times a run whose orchestration host died is sent again before ``RemoteActorError``."""
 
@@ -34,8 +37,8 @@ class ReportedRuns:
     """The node runs and handoffs whose events the caller got, so that a run sent again does not report them twice.
 
     A re-sent run starts from the beginning: each node's runs are reported again in order (the slots answer those
-    that completed from their journals). Per node, as many runs as the caller saw end (``multiagent_node_stop``)
-    are skipped, with all their events; the run that was going on when the host died is reported again from its
+    that completed from their journals). Per node, as many runs as the caller saw end (``multiagent_node_stop``,
+    or ``multiagent_node_interrupt`` for a node that interrupted) are skipped, with all their events; the run that was going on when the host died is reported again from its
     start. Handoffs (``multiagent_handoff``) the caller got are skipped by their from and to nodes, however the
     re-sent run orders them. Other events (the final result) always pass.
     """
@@ -58,7 +61,7 @@ class ReportedRuns:
             key = event.get("node_id")
             if key is None:
                 return True
-            ends = kind == "multiagent_node_stop"
+            ends = kind in _RUN_ENDS
         if self._skip[key]:
             if ends:
                 self._skip[key] -= 1

@@ -31,6 +31,14 @@ def test_a_re_sent_run_reports_only_node_runs_the_caller_did_not_see_end() -> No
     assert [reported.new(event) for event in again] == [False] * 6 + [True]
 
 
+def test_an_interrupted_node_run_is_not_reported_again() -> None:
+    reported = ReportedRuns()
+    assert reported.new(_event("start", "ask")) and reported.new(_event("interrupt", "ask"))
+    reported.resent()
+    assert [reported.new(e) for e in (_event("start", "ask"), _event("interrupt", "ask"), _event("result"))] == [
+        False, False, True]
+
+
 def test_handoffs_the_caller_got_are_not_reported_again_whatever_their_order() -> None:
     reported = ReportedRuns()
 
