@@ -93,6 +93,9 @@ async def test_pooled_host_killed_mid_tool_batch_gives_a_typed_error_then_recove
         pool.shutdown()
 
 
+ROWS = 1000
+
+
 def test_evaluation_host_killed_mid_dataset_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     import threading
 
@@ -101,19 +104,21 @@ def test_evaluation_host_killed_mid_dataset_loses_and_duplicates_nothing(tmp_pat
 
     pool = AgentPool(size=2, max_restarts=-1, namespace="ray_harness_faults_eval")
     out = tmp_path / "rows.jsonl"
-    rows = [{"prompt": f"r{i}"} for i in range(400)]  # ≥ 400/16 × 0.15 s ≈ 3.8 s: time for several kills
+    # ≥ 1,000/16 × 0.15 s ≈ 9.4 s: time for several kills even when each host takes a second or two to come back
+    # (400 rows left room for only two on a fast machine).
+    rows = [{"prompt": f"r{i}"} for i in range(ROWS)]
     done = threading.Event()
     kills: list[int] = []
 
     def killer() -> None:
         from ray_harness.agent.agent import run_sync
 
-        for _ in range(KILLS):
+        while len(kills) < KILLS:
             if done.wait(random.uniform(0.2, 0.6)):
                 return
             try:
                 stats = run_sync(pool.stats())
-            except RemoteActorError:  # a host is still restarting from the previous kill
+            except RemoteActorError:  # a host is still restarting from the previous kill: not a kill yet
                 continue
             victim = random.choice(stats)["pid"]
             _kill(victim)
@@ -130,7 +135,7 @@ def test_evaluation_host_killed_mid_dataset_loses_and_duplicates_nothing(tmp_pat
         pool.shutdown()
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(kills) >= 3  # the faults really happened while rows were in flight
-    assert sorted(r["index"] for r in records) == list(range(400))  # none lost, none duplicated
+    assert sorted(r["index"] for r in records) == list(range(ROWS))  # none lost, none duplicated
     assert summary["errors"] == 0
     assert all(r["output"] == f"row r{r['index']}\n" for r in records)
 
