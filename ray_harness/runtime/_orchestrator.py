@@ -482,15 +482,17 @@ class OrchestratorClient:
                 retried = True
                 payload, sync, copy, pool_hosts = self._prepare(orchestrator, table)
                 continue
-            if not (missed or lost):
-                return
             if lost:  # the host died mid-run: the run again, from this process's objects (its end never came)
                 resends += 1
                 reported.resent()
                 logger.warning("graph=<%s>, host=<%s>, attempt=<%d> | orchestration host lost mid-run; sending "
                                "the run again", orchestrator.id, self.name, resends + 1)
-            # The host has no copy at that token (restarted, released, idle, evicted): ship the orchestrator.
-            payload, sync, copy = dump_orchestrator(orchestrator, table), None, None
+                self.checked = None  # a host gone for good (its pool shut down elsewhere) is replaced now
+                payload, sync, copy, pool_hosts = self._prepare(orchestrator, table)  # no copy there: it ships
+            elif missed:  # the host has no copy at that token (restarted, released, idle, evicted): ship it
+                payload, sync, copy = dump_orchestrator(orchestrator, table), None, None
+            else:
+                return
 
 
 def _save(orchestrator: MultiAgentBase, data: dict[str, Any]) -> None:

@@ -457,3 +457,35 @@ async def test_an_orchestration_host_killed_mid_swarm_the_run_is_sent_again_and_
     assert (await default_pool().slot_info(swarm._node_runner.slot_key("first")))["runs"] == 1  # not run again
     assert len(swarm.nodes["first"].executor.messages) == 4  # prompt, handoff call, its result, "handed"
     swarm.shutdown()
+
+
+async def test_an_orchestration_host_killed_for_good_mid_run_the_run_goes_to_its_replacement() -> None:
+    """The orchestration host is killed for good (as another driver's pool shutdown would) while node "b" runs.
+
+    The run is sent to a new orchestration host; node "a" (completed on the node pool, which lives on) is
+    answered by its slot, not run again.
+    """
+    import ray
+
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", *[text("a done")] * 2), "a")
+    builder.add_node(make_agent("b", *[text("b done", delay=2.0)] * 2), "b")
+    builder.add_edge("a", "b")
+    graph = builder.build(runtime="ray")
+    old: Any = None
+    events: list[dict[str, Any]] = []
+    async for event in graph.stream_async("go"):
+        events.append(event)
+        if event["type"] == "multiagent_node_start" and event["node_id"] == "b" and old is None:
+            old = actor_of(graph._node_runner.orchestration_host_name)
+            ray.kill(old, no_restart=True)
+    assert old is not None, "node b never started"
+    result = events[-1]["result"]
+    assert result.status == Status.COMPLETED
+    assert [e["node_id"] for e in events if e["type"] == "multiagent_node_stop"] == ["a", "b"]
+    assert actor_of(graph._node_runner.orchestration_host_name)._actor_id != old._actor_id
+    assert (await default_pool().slot_info(graph._node_runner.slot_key("a")))["runs"] == 1
+    assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [2, 2]
+    graph.shutdown()
