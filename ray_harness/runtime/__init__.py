@@ -208,7 +208,7 @@ agent and re-creates the slot from its journal (completed tools do not run
 again; see :mod:`ray_harness.runtime._host_slots`). When the orchestration host
 dies mid-run instead, the driver sends the Graph/Swarm run again under the same
 invocation id; its node runs keep their names, so slots answer the runs they had
-completed from their journals (see "Host loss" in
+completed with what those sent (see "Host loss" in
 :mod:`ray_harness.runtime._orchestrator` and :mod:`ray_harness.runtime._resend`).
 """
 

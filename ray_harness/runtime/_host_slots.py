@@ -17,9 +17,9 @@ that names the request's invocation id: completed tools are not re-run, the runn
 slot's journal is deleted (by the host, which drops every resident runner in one place).
 
 When the *orchestration* host dies instead, its driver sends the whole run again with the same ids: a node's
-request for the slot's last completed run, from the revision that run started at, is answered with the event
-items that run streamed and, from the runner's journal, its result and the state it left (:meth:`~ray_harness.runtime._slots.SlotBook.replays`); a request that
-restores the slot from the caller's copy drops any journaled result of its id, so it runs.
+request for a run the slot completed (one of its last few, from the revision that run started at) gets the items
+that run sent, again, without running (:meth:`~ray_harness.runtime._slots.SlotBook.completed_run`); a request
+that restores the slot from the caller's copy drops any journaled result of its id, so it runs.
 
 A slot's runner lives among the host's resident runners (the dict is shared); runs register with the host (so
 ``cancel`` reaches them) and slots are dropped through the host (so their sandboxes close): :class:`HostSlots`
@@ -37,7 +37,7 @@ from typing import Any
 from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._runner import AgentRunner, SlotMiss
-from ray_harness.runtime._slots import RunBaseline, SlotBook, node_state, slot_idle_timeout
+from ray_harness.runtime._slots import CompletedRun, RunBaseline, SlotBook, node_state, slot_idle_timeout
 from ray_harness.runtime._spec import AgentSpec
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._wire import (
@@ -62,6 +62,19 @@ _IN_FLIGHT_POLL_S = 0.05
 
 class RunInFlight(RayHarnessError, ValueError):
     """Raised by the host's ``register``: a run with that id is already running on this host."""
+
+
+def _copy_revision(sync: SlotSync, spec: AgentSpec | None) -> int | None:
+    """The slot revision a request's copy matches.
+
+    ``sync.revision``; 0 for a copy that ships its agent (its slot starts at 0); ``None`` for one that sends its
+    snapshot (a changed copy: its run is not kept for a re-send).
+    """
+    if sync.snapshot is not None:
+        return None
+    if spec is not None:
+        return 0 if sync.revision is None else None
+    return sync.revision
 
 
 class HostSlots:
@@ -137,23 +150,24 @@ class HostSlots:
         await self._register_when_free(request.invocation_id, runner)
         self._book.enter(key)
         try:
+            start = _copy_revision(sync, spec)
+            sent = self._book.completed_run(key, request.invocation_id, start)
+            if sent is not None:  # a re-send of a completed run (see the module docstring): what it sent, again
+                for item in sent.items:
+                    yield item
+                return
             await _binding.settled(sandboxes.resident_holder(key))
             baseline: list[RunBaseline] = []  # the messages the run starts from, set by prepare at its turn
-            resent: list[bool] = []  # set by prepare when the request re-sends the slot's last completed run
             prepare = functools.partial(self._prepare, key, runner, request.invocation_id, sync,
-                                        None if opened else spec, opened, baseline, resent)
+                                        None if opened else spec, opened, baseline)
             state = functools.partial(self._state, key, runner.agent, baseline)
-            events: list[EventItem] = []  # what the run streams, kept with its result for a re-send
+            items: list[Any] = []  # what the run sends, kept for a re-send once it completed
             async for item in runner.wire_stream(request, prepare, state):
-                if isinstance(item, EventItem):
-                    events.append(item)
-                elif isinstance(item, ResultItem) and resent:
-                    for event in self._book.last_events(key):
-                        yield event  # the journal answers with the result only
-                elif isinstance(item, ResultItem):
-                    self._book.completed(key, request.invocation_id, baseline[0] if baseline else None, events)
                 if isinstance(item, ResultItem | SnapshotItem):
                     item = item.model_copy(update={"revision": self._book.revision(key)})
+                items.append(item)
+                if isinstance(item, ResultItem) and start is not None:
+                    self._book.completed(key, request.invocation_id, CompletedRun(start, tuple(items)))
                 yield item
         finally:
             self._unregister(request.invocation_id)
@@ -167,7 +181,7 @@ class HostSlots:
                 return
             except RunInFlight:
                 # The same run, sent again by a driver whose orchestration host died while it ran here: once it
-                # ends, this request is answered from the runner's journal (or, cancelled, runs it again).
+                # ends, this request gets what it sent (or, cancelled, runs it again).
                 await asyncio.sleep(_IN_FLIGHT_POLL_S)
 
     def _open(self, key: str, spec: AgentSpec) -> AgentRunner:
@@ -179,26 +193,15 @@ class HostSlots:
         return runner
 
     def _prepare(self, key: str, runner: AgentRunner, invocation_id: str, sync: SlotSync, spec: AgentSpec | None,
-                 opened: bool, baseline: list[RunBaseline], resent: list[bool]) -> None:
+                 opened: bool, baseline: list[RunBaseline]) -> None:
         """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
 
         A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
         (its configuration stays as first shipped). When the slot now has as many messages as the caller's copy
         (``sync.messages``), they are the run's ``baseline``: its end sends a delta over them if it only appended.
-        A re-sent completed run (see the module docstring) changes nothing here (``resent`` is set): the runner
-        answers it from its journal, after the events that run streamed, and its state goes back over its baseline.
         """
         if key not in self._book:  # released while this request waited: its caller ships the agent again
             raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))
-        # The revision the caller's copy matches: a copy that ships its agent (a new slot for it) matches revision 0.
-        copy_revision = sync.revision if spec is None else (0 if sync.revision is None else None)
-        if (not opened and sync.snapshot is None and runner.finished(invocation_id)
-                and self._book.replays(key, invocation_id, copy_revision)):
-            entry = self._book.get(key)
-            if entry is not None and entry.last_baseline is not None:
-                baseline.append(entry.last_baseline)
-            resent.append(True)
-            return
         restored = spec is not None or sync.snapshot is not None
         if restored and not opened:
             runner.drop_result(invocation_id)  # from the caller's copy: a result journaled under this id is not its

@@ -55,13 +55,13 @@ original type, never ``RayTaskError``; a dead host becomes :class:`~ray_harness.
 the host), the driver sends the run again (:mod:`ray_harness.runtime._resend`: up to three times) under the same
 invocation id, shipping the Graph/Swarm from its own objects, which still hold the state from before the run (its
 end never came). The run starts over there, and its node runs carry the same names (:meth:`RayNodeRunner.name_runs
-<ray_harness.runtime.multiagent.RayNodeRunner.name_runs>`): a node slot answers a run it had completed from its
-journal, after the events that run streamed (a Swarm hands off again from them), with the state that run left
-(``runtime._slots``, "Re-sent runs"), so completed nodes — and their tools — do not run again; the node that was
-running runs again unless it finished meanwhile (the re-sent request waits for it on its host). A slot keeps only
-its last completed run: a node visited more than once in the run (a cycle, a member handed control twice) runs
-its visits again from the driver's state (at-least-once, tools included). The driver does not yield the events
-of node runs and handoffs it already yielded; the run that was going on is reported again from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what they kept in the
+<ray_harness.runtime.multiagent.RayNodeRunner.name_runs>`): a node slot answers a run it had completed with what
+that run sent — its events (a Swarm hands off again from them), its result and the state it left
+(``runtime._slots``, "Re-sent runs") — so completed nodes and their tools do not run again; the node that was
+running runs again unless it finished meanwhile (the re-sent request waits for it on its host). A slot keeps its
+last ``KEPT_RUNS`` (8) completed runs so: older ones run again from the driver's state (at-least-once, tools
+included). The driver does not yield the events of node runs and handoffs it already yielded; the run that was
+going on is reported again from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what they kept in the
 lost copy is gone), and relayed session writes are written again. A Swarm with a ``RemoteAgent`` member (its
 actor answers a completed invocation with the result only) still fails with ``RemoteActorError``; the next
 invocation starts from the driver's objects.

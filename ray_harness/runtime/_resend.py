@@ -37,7 +37,7 @@ class ReportedRuns:
     """The node runs and handoffs whose events the caller got, so that a run sent again does not report them twice.
 
     A re-sent run starts from the beginning: each node's runs are reported again in order (the slots answer those
-    that completed from their journals). Per node, as many runs as the caller saw end (``multiagent_node_stop``,
+    that completed with what those runs sent). Per node, as many runs as the caller saw end (``multiagent_node_stop``,
     or ``multiagent_node_interrupt`` for a node that interrupted) are skipped, with all their events; the run that was going on when the host died is reported again from its
     start. Handoffs (``multiagent_handoff``) the caller got are skipped by their from and to nodes, however the
     re-sent run orders them. Other events (the final result) always pass.

@@ -237,11 +237,6 @@ class AgentRunner:
                 self._step()
             raise
 
-    def finished(self, invocation_id: str) -> bool:
-        """Whether ``invocation_id`` finished here and its result is still journaled (a re-send gets it)."""
-        entry = self._journal.get(invocation_id)
-        return entry is not None and entry["status"] == "done"
-
     def drop_result(self, invocation_id: str) -> None:
         """Drop ``invocation_id``'s journal entry: a request under that id runs again (the agent was restored)."""
         self._journal.pop(invocation_id, None)

@@ -19,18 +19,12 @@ objects, in order, at the front — and sends only what follows, else the full s
 that trimmed, a hook that replaced messages). A hook that edits an earlier message *in place* is not seen: the
 caller's copy keeps the message as it was (such edits belong in a new message, or a conversation manager).
 
-**Re-sent runs.** The entry remembers the slot's last completed run (its invocation id and baseline) until the
-next run starts. When an orchestration host dies, its driver sends the run again with the same ids
-(:mod:`ray_harness.runtime._orchestrator`): a node's request that names that run, from the revision it started
-at, is answered from the runner's journal with the state it left (:meth:`SlotBook.replays`), after the event
-items that run streamed — the node does not run twice. Any other request runs as usual.
-
-**Digest.** :func:`conversation_digest` hashes what ``reset_on_revisit``, a session restore or a user's edit
-changes (messages, agent state, interrupt state): the node runner compares its copy's digest with the one taken
-when the copy last matched the slot, and sends its snapshot along only when they differ. Equal digests mean
-equal content; unequal ones (a dict built in another key order) only cost a restore that changes nothing. The
-messages are hashed as a chain (:class:`MessagesDigest`), so a delta's messages extend the digest without
-hashing the history again: a node's history is hashed once per invocation, at its first request.
+**Re-sent runs.** The entry keeps the slot's last :data:`KEPT_RUNS` completed runs as sent: the revision each
+started from, the event items it streamed and its result item (with its state and revision). When an
+orchestration host dies, its driver sends the run again with the same ids (:mod:`ray_harness.runtime._orchestrator`):
+a node's request that names a kept run, from the revision that run started at, gets those items again
+(:meth:`SlotBook.completed_run`) — the node does not run twice, whatever ran in the slot since. Any other request
+runs as usual.
 """
 
 from __future__ import annotations
@@ -41,15 +35,19 @@ import json
 import os
 import pickle
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 
-__all__ = ("DEFAULT_SLOT_IDLE_TIMEOUT", "SLOT_IDLE_TIMEOUT_ENV", "MessagesDigest", "RunBaseline", "SlotBook",
-           "SlotEntry", "conversation_digest", "node_state", "slot_idle_timeout", "slot_key")
+__all__ = ("DEFAULT_SLOT_IDLE_TIMEOUT", "KEPT_RUNS", "SLOT_IDLE_TIMEOUT_ENV", "CompletedRun", "MessagesDigest",
+           "RunBaseline", "SlotBook", "SlotEntry", "conversation_digest", "node_state", "slot_idle_timeout", "slot_key")
+
+KEPT_RUNS = 8
+"""Completed runs a slot keeps as sent, for re-sends after an orchestration host's loss."""
 
 SLOT_IDLE_TIMEOUT_ENV = "RAY_HARNESS_SLOT_IDLE_TIMEOUT"
 DEFAULT_SLOT_IDLE_TIMEOUT = 600.0
@@ -92,12 +90,18 @@ class SlotEntry:
     deltas: int = 0
     """Runs whose state went back as a delta (the others: as the full snapshot, counted in ``snapshots``)."""
     snapshots: int = 0
-    last_run: str | None = None
-    """The invocation id of the last completed run, until another run starts (see "Re-sent runs")."""
-    last_baseline: RunBaseline | None = None
-    """That run's baseline (``None``: it sent its full snapshot)."""
-    last_events: tuple[Any, ...] = ()
-    """That run's streamed event items, sent again before its journaled result (a Swarm learns handoffs from them)."""
+    runs_sent: OrderedDict[str, CompletedRun] = field(default_factory=OrderedDict)
+    """The last :data:`KEPT_RUNS` completed runs by invocation id, oldest first (see "Re-sent runs")."""
+
+
+@dataclass(frozen=True)
+class CompletedRun:
+    """A completed run of a slot as it was sent: what a re-send of it gets (see "Re-sent runs")."""
+
+    start_revision: int
+    """The revision the run started from (the caller's copy's)."""
+    items: tuple[Any, ...]
+    """Its event items and, last, its result item (with the run's state and revision)."""
 
 
 class SlotBook:
@@ -151,32 +155,25 @@ class SlotBook:
         entry = self._entries[key]
         entry.revision += 1
         entry.runs += 1
-        entry.last_run = entry.last_baseline = None
-        entry.last_events = ()
         if restored:
             entry.restores += 1
         return entry.revision
 
-    def completed(self, key: str, invocation_id: str, baseline: RunBaseline | None, events: Iterable[Any] = ()
-                  ) -> None:
-        """The run ``invocation_id`` of ``key`` ended with a result, from ``baseline``, after streaming ``events``."""
+    def completed(self, key: str, invocation_id: str, run: CompletedRun) -> None:
+        """The run ``invocation_id`` of ``key`` ended with a result; keep what it sent (the last :data:`KEPT_RUNS`)."""
         entry = self._entries.get(key)
-        if entry is not None:
-            entry.last_run, entry.last_baseline, entry.last_events = invocation_id, baseline, tuple(events)
+        if entry is None:
+            return
+        entry.runs_sent[invocation_id] = run
+        entry.runs_sent.move_to_end(invocation_id)
+        while len(entry.runs_sent) > KEPT_RUNS:
+            entry.runs_sent.popitem(last=False)
 
-    def replays(self, key: str, invocation_id: str, revision: int | None) -> bool:
-        """Whether a request for run ``invocation_id`` from ``revision`` re-sends the slot's last completed run.
-
-        True when no run started since it and ``revision`` is the one it started from.
-        """
+    def completed_run(self, key: str, invocation_id: str, revision: int | None) -> CompletedRun | None:
+        """The kept run ``invocation_id`` of ``key`` when it started from ``revision`` (a re-send of it), else None."""
         entry = self._entries.get(key)
-        return (entry is not None and entry.last_run == invocation_id and revision is not None
-                and revision == entry.revision - 1)
-
-    def last_events(self, key: str) -> tuple[Any, ...]:
-        """The event items the last completed run of ``key`` streamed (``()``: none kept)."""
-        entry = self._entries.get(key)
-        return () if entry is None else entry.last_events
+        run = None if entry is None or revision is None else entry.runs_sent.get(invocation_id)
+        return run if run is not None and run.start_revision == revision else None
 
     def sent(self, key: str, state: Any) -> None:
         """A run of ``key`` sends its state back: count a delta or a full snapshot."""

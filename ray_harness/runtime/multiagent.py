@@ -291,8 +291,8 @@ class RayNodeRunner:
         """Name this orchestration request's node runs ``<invocation id>:<uid>:<node id>:<visit>``.
 
         A driver sends a run whose orchestration host died again under the same invocation id: its node runs get
-        the same names, so a slot answers a run it already completed from its journal, and a RemoteAgent node's
-        actor too (see ``runtime._slots``, "Re-sent runs").
+        the same names, so a slot answers a run it already completed with what that run sent, and a RemoteAgent
+        node's actor from its journal (see ``runtime._slots``, "Re-sent runs").
         """
         self._run_base = f"{invocation_id}:{self._uid}"
         self._visits = {}

@@ -223,7 +223,7 @@ class _Host:
         return self.resident.pop(key, None) is not None
 
 
-async def test_a_re_sent_node_run_is_answered_from_the_slot_journal_unless_the_slot_moved_on(
+async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_again(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a node host does when a driver sends a lost orchestration's run again (runtime._slots, "Re-sent runs").
 
@@ -233,7 +233,7 @@ async def test_a_re_sent_node_run_is_answered_from_the_slot_journal_unless_the_s
     from ray_harness.runtime._host_slots import HostSlots
     from ray_harness.runtime._slots import SLOT_IDLE_TIMEOUT_ENV
     from ray_harness.runtime._spec import agent_spec
-    from ray_harness.runtime._wire import InvokeRequest, ResultItem, SlotSync
+    from ray_harness.runtime._wire import InvokeRequest, ResultItem, SlotSync, pack_snapshot
 
     monkeypatch.setenv("RAY_HARNESS_STATE_DIR", str(tmp_path))
     monkeypatch.setenv(SLOT_IDLE_TIMEOUT_ENV, "0")
@@ -260,8 +260,14 @@ async def test_a_re_sent_node_run_is_answered_from_the_slot_journal_unless_the_s
     second = await run("y", SlotSync(revision=1, messages=2))
     assert (second.revision, str(second.result).strip(), model_calls()) == (2, "two", 2)
     assert (await run("y", SlotSync(revision=1, messages=2))).revision == 2 and model_calls() == 2
-    # "x" again, now that "y" ran: the slot is restored from the copy that ships (its model too) and runs it.
-    redo = await run("x", SlotSync(messages=0), with_spec=True)
-    assert (redo.revision, str(redo.result).strip(), model_calls()) == (3, "one", 1)
-    assert host.resident["g/a"].agent.messages[0]["content"][0]["text"] == "x"
-    assert len(host.resident["g/a"].agent.messages) == 2 and not host.runs
+    # "x" again after "y" ran: still what "x" sent (its revision and state), without running.
+    late = await run("x", SlotSync(messages=0), with_spec=True)
+    assert (late.revision, str(late.result).strip(), model_calls()) == (1, "one", 2)
+    assert len(host.resident["g/a"].agent.messages) == 4  # the slot itself did not change
+    # A changed copy (its snapshot sent along: an empty history, the model at its first answer) is restored into
+    # the slot and runs, although "y" ran under that id before.
+    copy = Agent(ScriptedModel(text("unused")), name="a")
+    restored = await run("y", SlotSync(snapshot=pack_snapshot(copy.snapshot()), messages=0))
+    assert (restored.revision, str(restored.result).strip()) == (3, "one")
+    assert [m["content"][0]["text"] for m in host.resident["g/a"].agent.messages] == ["y", "one"]
+    assert not host.runs

@@ -489,3 +489,38 @@ async def test_an_orchestration_host_killed_for_good_mid_run_the_run_goes_to_its
     assert (await default_pool().slot_info(graph._node_runner.slot_key("a")))["runs"] == 1
     assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [2, 2]
     graph.shutdown()
+
+
+async def test_an_orchestration_host_killed_when_a_member_runs_again_no_completed_run_runs_again() -> None:
+    """A swarm hands back to its first member; the orchestration host dies during that second visit.
+
+    The re-sent run gets both completed runs (first's and second's) from their slots, each as it was sent — first's
+    slot has run again since, and still answers its earlier run — and only the visit that was going on runs.
+    """
+    import signal
+
+    from ray_harness.runtime._multiagent_pool import default_pool
+
+    go = tool_call("handoff_to_agent", {"agent_name": "second", "message": "go"})
+    back = tool_call("handoff_to_agent", {"agent_name": "first", "message": "back"})
+    swarm = Swarm([make_agent("first", go, text("handed"), text("final", delay=2.0)),
+                   make_agent("second", back, text("handed back"))], runtime="ray")
+    visits = 0
+    events: list[dict[str, Any]] = []
+    async for event in swarm.stream_async("task"):
+        events.append(event)
+        if event["type"] == "multiagent_node_start" and event["node_id"] == "first":
+            visits += 1
+            if visits == 2:
+                host = actor_of(swarm._node_runner.orchestration_host_name)
+                os.kill((await host.ready.remote())["pid"], signal.SIGKILL)
+    assert visits == 3, visits  # the visit that was going on is reported again from its start
+    result = events[-1]["result"]
+    assert result.status == Status.COMPLETED, result
+    assert [n.node_id for n in result.node_history] == ["first", "second", "first"]
+    assert [e["node_id"] for e in events if e["type"] == "multiagent_node_stop"] == ["first", "second", "first"]
+    assert [e["to_node_ids"] for e in events if e["type"] == "multiagent_handoff"] == [["second"], ["first"]]
+    runs = [(await default_pool().slot_info(swarm._node_runner.slot_key(n)))["runs"] for n in ("first", "second")]
+    assert runs == [2, 1]
+    assert str(result.results["first"].result).strip() == "final"
+    swarm.shutdown()

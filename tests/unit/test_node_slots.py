@@ -127,14 +127,25 @@ def test_slot_requests_need_a_key_and_misses_are_terminal_items() -> None:
         SlotMissItem(agent_key="g/a", reason="gone")  # type: ignore[arg-type]
 
 
-def test_a_completed_run_is_a_re_send_only_from_its_start_revision_until_another_run_starts() -> None:
+def test_completed_runs_are_kept_for_a_re_send_from_the_revision_they_started_at() -> None:
+    from ray_harness.runtime._slots import KEPT_RUNS, CompletedRun
+
     book = SlotBook(FakeClock())
     book.open("g/a")
     book.started("g/a", restored=False)  # run "x" from revision 0
-    assert not book.replays("g/a", "x", 0)  # still running: not completed
-    book.completed("g/a", "x", None)
-    assert book.replays("g/a", "x", 0)
-    assert not book.replays("g/a", "x", 1) and not book.replays("g/a", "x", None)  # from another revision
-    assert not book.replays("g/a", "y", 0) and not book.replays("g/b", "x", 0)  # another run, another slot
-    book.started("g/a", restored=False)  # run "y" starts: "x" is no longer the slot's last state
-    assert not book.replays("g/a", "x", 0)
+    assert book.completed_run("g/a", "x", 0) is None  # still running: nothing kept
+    x = CompletedRun(0, ("event", "result"))
+    book.completed("g/a", "x", x)
+    assert book.completed_run("g/a", "x", 0) is x
+    assert book.completed_run("g/a", "x", 1) is None and book.completed_run("g/a", "x", None) is None
+    assert book.completed_run("g/a", "y", 0) is None and book.completed_run("g/b", "x", 0) is None
+    book.started("g/a", restored=False)  # run "y" from revision 1: "x" stays kept
+    book.completed("g/a", "y", CompletedRun(1, ("result",)))
+    assert book.completed_run("g/a", "x", 0) is x
+    for n in range(KEPT_RUNS - 1):
+        book.completed("g/a", f"z{n}", CompletedRun(2 + n, ()))
+    assert book.completed_run("g/a", "x", 0) is None  # the oldest goes beyond KEPT_RUNS
+    assert book.completed_run("g/a", "y", 1) is not None
+    book.drop("g/a")
+    book.open("g/a")  # a new slot under the same key keeps nothing of the old one
+    assert book.completed_run("g/a", "y", 1) is None
