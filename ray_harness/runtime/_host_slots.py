@@ -151,9 +151,9 @@ class HostSlots:
         self._book.enter(key)
         try:
             start = _copy_revision(sync, spec)
-            sent = self._book.completed_run(key, request.invocation_id, start)
-            if sent is not None:  # a re-send of a completed run (see the module docstring): what it sent, again
-                for item in sent.items:
+            kept = self._book.completed_run(key, request.invocation_id, start)
+            if kept is not None:  # a re-send of a completed run (see the module docstring): what it sent, again
+                for item in kept.items:
                     yield item
                 return
             await _binding.settled(sandboxes.resident_holder(key))
@@ -161,13 +161,15 @@ class HostSlots:
             prepare = functools.partial(self._prepare, key, runner, request.invocation_id, sync,
                                         None if opened else spec, opened, baseline)
             state = functools.partial(self._state, key, runner.agent, baseline)
-            items: list[Any] = []  # what the run sends, kept for a re-send once it completed
+            # What the run sends, kept for a re-send once it completed (not for a changed copy's run: never matched).
+            items: list[Any] = []
             async for item in runner.wire_stream(request, prepare, state):
                 if isinstance(item, ResultItem | SnapshotItem):
                     item = item.model_copy(update={"revision": self._book.revision(key)})
-                items.append(item)
-                if isinstance(item, ResultItem) and start is not None:
-                    self._book.completed(key, request.invocation_id, CompletedRun(start, tuple(items)))
+                if start is not None:
+                    items.append(item)
+                    if isinstance(item, ResultItem):
+                        self._book.completed(key, request.invocation_id, CompletedRun(start, tuple(items)))
                 yield item
         finally:
             self._unregister(request.invocation_id)

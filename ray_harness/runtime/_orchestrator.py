@@ -234,6 +234,7 @@ def _orchestrator_of(request: OrchestratorRequest, residents: Residents, outbox:
     after the request's invocation id (the same names when the driver sends the run again).
     """
     resident: Resident | None = None
+    kept = False  # a copy shipped now that stays here: its node runners keep their copies
     if request.payload is None:
         assert request.resident is not None and request.token is not None  # checked by the request's model
         resident = residents.take(request.resident, request.token)
@@ -247,9 +248,10 @@ def _orchestrator_of(request: OrchestratorRequest, residents: Residents, outbox:
         table = object_table(orchestrator)
         if request.resident is not None:
             resident = Resident(orchestrator, table, "", functools.partial(_bind_relays, relays))
-            for runner in _node_runners(table):
-                runner.keep_copies()
+            kept = True
     for runner in _node_runners(table):
+        if kept:
+            runner.keep_copies()
         runner.name_runs(request.invocation_id)
     return orchestrator, table, resident
 

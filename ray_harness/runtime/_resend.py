@@ -45,7 +45,7 @@ class ReportedRuns:
 
     def __init__(self) -> None:
         self._seen: Counter[Any] = Counter()  # node id -> its runs' stop events yielded; handoff key -> yielded
-        self._skip: Counter[Any] = Counter()  # the same, for what the re-sent run reports again
+        self._skip: Counter[Any] | None = None  # the same, for what the re-sent run reports again (once re-sent)
 
     def resent(self) -> None:
         """The run is sent again: the node runs and handoffs the caller saw will be reported again."""
@@ -54,6 +54,8 @@ class ReportedRuns:
     def new(self, event: dict[str, Any]) -> bool:
         """Whether ``event`` is new to the caller (to yield); counts the node runs and handoffs it reports."""
         kind = event.get("type")
+        if self._skip is None and kind not in _RUN_ENDS and kind != "multiagent_handoff":
+            return True  # nothing re-sent (every event of a run passes here): no look-up
         if kind == "multiagent_handoff":
             key: Any = (tuple(event.get("from_node_ids") or ()), tuple(event.get("to_node_ids") or ()))
             ends = True
@@ -62,7 +64,7 @@ class ReportedRuns:
             if key is None:
                 return True
             ends = kind in _RUN_ENDS
-        if self._skip[key]:
+        if self._skip is not None and self._skip[key]:
             if ends:
                 self._skip[key] -= 1
             return False
