@@ -2,7 +2,9 @@
 
 A cancel can reach a host, a runner or an orchestration host before the run it names (the caller cancels
 while the request is still on its way). The id is remembered here, oldest first forgotten, and the run
-that starts under it takes it and starts cancelled. Not locked: each owner holds its own guard around it.
+that starts under it takes it and starts cancelled. A host remembers the ids of running runs it cancels as
+well: the same run sent again (after its orchestration host was lost) starts cancelled. Not locked: each owner
+holds its own guard around it.
 """
 
 from __future__ import annotations

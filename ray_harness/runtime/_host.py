@@ -297,7 +297,7 @@ class AgentHost:
         """Cancel the request's runs; return how many were running.
 
         A request naming no runs stops what each agent runs now (not the runs queued behind it); ids not
-        running yet start cancelled.
+        running yet start cancelled, and so does a named run that is sent again.
         """
         with self._guard:
             if request.invocation_ids is None:  # each agent's running invocation, not the ones queued behind it
@@ -305,8 +305,9 @@ class AgentHost:
                 found: list[tuple[str | None, AgentRunner | None]] = [(None, runner) for runner in runners.values()]
             else:
                 found = [(run_id, self._runs.get(run_id)) for run_id in request.invocation_ids]
-            for run_id, runner in found:
-                if runner is None and run_id is not None:
+                # Running ones too: a driver that lost the orchestration host sends the run again under its id, and
+                # that send may already wait here for the cancelled run to end (HostSlots._register_when_free).
+                for run_id in request.invocation_ids:
                     self._early.remember(run_id)
         return sum(runner.cancel(run_id, message=request.message, after_current_tools=request.after_current_tools)
                    for run_id, runner in found if runner is not None)

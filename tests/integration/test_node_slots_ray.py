@@ -271,3 +271,47 @@ async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_agai
     assert (restored.revision, str(restored.result).strip()) == (3, "one")
     assert [m["content"][0]["text"] for m in host.resident["g/a"].agent.messages] == ["y", "one"]
     assert not host.runs
+
+
+async def test_a_cancel_that_reaches_a_lost_run_holds_for_its_re_send(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user cancel that lands while a re-sent node run waits for the lost run of its id: the re-send is cancelled.
+
+    The double fault: the orchestration host died mid-run, the driver sent the run again and the request waits on
+    the node host for the old run (same id) to end; the cancel reaches the old run, whose stream is then closed
+    without its result being read (its consumer is gone). The re-send must start cancelled, not run the node again.
+    """
+    from ray_harness.runtime import _host
+    from ray_harness.runtime._slots import SLOT_IDLE_TIMEOUT_ENV
+    from ray_harness.runtime._spec import agent_spec
+    from ray_harness.runtime._wire import CancelRequest, EventItem, InvokeRequest, ResultItem, SlotSync
+    from ray_harness.tools import tool
+
+    @tool
+    async def wait_long() -> str:
+        """Wait a minute."""
+        await asyncio.sleep(60)
+        return "waited"
+
+    monkeypatch.setenv("RAY_HARNESS_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv(SLOT_IDLE_TIMEOUT_ENV, "0")
+    monkeypatch.setattr(_host, "_was_reconstructed", lambda: False)
+    host = _host.AgentHost(0)
+    agent = Agent(ScriptedModel(tool_call("wait_long", {}), text("done")), name="a", tools=[wait_long])
+    spec = agent_spec(agent)
+    request = InvokeRequest(invocation_id="x", prompt="x", snapshot=True, agent_key="g/a", slot=SlotSync(messages=0))
+
+    lost = host.stream(request, spec)  # the run of the orchestration host that died
+    assert isinstance(await lost.__anext__(), EventItem)  # running; nobody reads further
+    resent = asyncio.create_task(_items(host.stream(request, spec)))
+    await asyncio.sleep(0.2)  # the re-send waits for the run of its id (polls every 50 ms)
+    assert not resent.done()
+    assert await host.cancel(CancelRequest(invocation_ids=("x",))) == 1  # reaches the old run
+    await lost.aclose()  # its consumer is gone: the cancelled result is never read
+    items = await asyncio.wait_for(resent, 20)  # run again, it would wait out the tool's minute
+    assert isinstance(items[-1], ResultItem) and items[-1].result.stop_reason == "cancelled"
+    assert not host._runs
+
+
+async def _items(stream: Any) -> list[Any]:
+    return [item async for item in stream]
