@@ -19,12 +19,15 @@ objects, in order, at the front — and sends only what follows, else the full s
 that trimmed, a hook that replaced messages). A hook that edits an earlier message *in place* is not seen: the
 caller's copy keeps the message as it was (such edits belong in a new message, or a conversation manager).
 
-**Re-sent runs.** The entry keeps the slot's last :data:`KEPT_RUNS` completed runs as sent: the revision each
-started from, the event items it streamed and its result item (with its state and revision). When an
+**Re-sent runs.** The entry keeps the slot's completed runs of its latest orchestration request (at most
+:data:`KEPT_RUNS`) as sent: the revision each started from, the event items it streamed and its result item (with
+its state and revision, often the full snapshot: a conversation manager that trims sends no delta). When an
 orchestration host dies, its driver sends the run again with the same ids (:mod:`ray_harness.runtime._orchestrator`):
 a node's request that names a kept run, from the revision that run started at, gets those items again
 (:meth:`SlotBook.completed_run`) — the node does not run twice, whatever ran in the slot since. Any other request
-runs as usual.
+runs as usual. The runs of an earlier orchestration request are dropped when one of a later request completes:
+its driver had its end before it started another (a Graph/Swarm runs one invocation at a time), so it never sends
+them again.
 """
 
 from __future__ import annotations
@@ -91,7 +94,8 @@ class SlotEntry:
     """Runs whose state went back as a delta (the others: as the full snapshot, counted in ``snapshots``)."""
     snapshots: int = 0
     runs_sent: OrderedDict[str, CompletedRun] = field(default_factory=OrderedDict)
-    """The last :data:`KEPT_RUNS` completed runs by invocation id, oldest first (see "Re-sent runs")."""
+    """The latest orchestration request's completed runs (at most :data:`KEPT_RUNS`) by invocation id, oldest first
+    (see "Re-sent runs")."""
 
 
 @dataclass(frozen=True)
@@ -160,14 +164,18 @@ class SlotBook:
         return entry.revision
 
     def completed(self, key: str, invocation_id: str, run: CompletedRun) -> None:
-        """The run ``invocation_id`` of ``key`` ended with a result; keep what it sent (the last :data:`KEPT_RUNS`)."""
+        """The run ``invocation_id`` of ``key`` ended with a result; keep what it sent (see "Re-sent runs")."""
         entry = self._entries.get(key)
         if entry is None:
             return
-        entry.runs_sent[invocation_id] = run
-        entry.runs_sent.move_to_end(invocation_id)
-        while len(entry.runs_sent) > KEPT_RUNS:
-            entry.runs_sent.popitem(last=False)
+        kept = entry.runs_sent
+        orchestration = _orchestration_of(invocation_id)
+        for earlier in [run_id for run_id in kept if _orchestration_of(run_id) != orchestration]:
+            del kept[earlier]
+        kept[invocation_id] = run
+        kept.move_to_end(invocation_id)
+        while len(kept) > KEPT_RUNS:
+            kept.popitem(last=False)
 
     def completed_run(self, key: str, invocation_id: str, revision: int | None) -> CompletedRun | None:
         """The kept run ``invocation_id`` of ``key`` when it started from ``revision`` (a re-send of it), else None."""
@@ -295,6 +303,12 @@ class RunBaseline:
         """Whether ``messages`` start with the very message objects the run started from, in order."""
         base = self._messages
         return len(messages) >= len(base) and all(now is then for now, then in zip(messages, base, strict=False))
+
+
+def _orchestration_of(run_id: str) -> str:
+    # Node runs are named "<orchestration request id>:<uid>:<node id>:<visit>" (RayNodeRunner.name_runs); an
+    # unnamed run (no colon) is its own, and never sent again under its id.
+    return run_id.partition(":")[0]
 
 
 def node_state(agent: Any, baseline: RunBaseline | None, *, copy: bool = True) -> AgentSnapshot | SnapshotDelta:

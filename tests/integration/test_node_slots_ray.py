@@ -251,26 +251,32 @@ async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_agai
     def model_calls() -> int:
         return len(host.resident["g/a"].agent.model.calls)
 
-    first = await run("x", SlotSync(messages=0), with_spec=True)  # a new slot: the agent ships with the request
+    x, y = "o1:u:a:0", "o1:u:a:1"  # two visits of one orchestration request (RayNodeRunner.name_runs)
+    first = await run(x, SlotSync(messages=0), with_spec=True)  # a new slot: the agent ships with the request
     assert (first.revision, str(first.result).strip(), model_calls()) == (1, "one", 1)
-    again = await run("x", SlotSync(messages=0), with_spec=True)  # the same run from the same (new) copy
+    again = await run(x, SlotSync(messages=0), with_spec=True)  # the same run from the same (new) copy
     assert (again.revision, str(again.result).strip(), model_calls()) == (1, "one", 1)  # not run again
     delta = again.node_state()
     assert isinstance(delta, SnapshotDelta) and delta.base_messages == 0 and len(delta.snapshot.messages) == 2
-    second = await run("y", SlotSync(revision=1, messages=2))
+    second = await run(y, SlotSync(revision=1, messages=2))
     assert (second.revision, str(second.result).strip(), model_calls()) == (2, "two", 2)
-    assert (await run("y", SlotSync(revision=1, messages=2))).revision == 2 and model_calls() == 2
-    # "x" again after "y" ran: still what "x" sent (its revision and state), without running.
-    late = await run("x", SlotSync(messages=0), with_spec=True)
+    assert (await run(y, SlotSync(revision=1, messages=2))).revision == 2 and model_calls() == 2
+    # the first visit again after the second ran: still what it sent (its revision and state), without running.
+    late = await run(x, SlotSync(messages=0), with_spec=True)
     assert (late.revision, str(late.result).strip(), model_calls()) == (1, "one", 2)
     assert len(host.resident["g/a"].agent.messages) == 4  # the slot itself did not change
     # A changed copy (its snapshot sent along: an empty history, the model at its first answer) is restored into
-    # the slot and runs, although "y" ran under that id before.
+    # the slot and runs, although the second visit ran under that id before.
     copy = Agent(ScriptedModel(text("unused")), name="a")
-    restored = await run("y", SlotSync(snapshot=pack_snapshot(copy.snapshot()), messages=0))
+    restored = await run(y, SlotSync(snapshot=pack_snapshot(copy.snapshot()), messages=0))
     assert (restored.revision, str(restored.result).strip()) == (3, "one")
-    assert [m["content"][0]["text"] for m in host.resident["g/a"].agent.messages] == ["y", "one"]
+    assert [m["content"][0]["text"] for m in host.resident["g/a"].agent.messages] == [y, "one"]
     assert not host.runs
+    # A run of the next orchestration request: the runs kept for the earlier one are dropped (never sent again).
+    assert slots._book.completed_run("g/a", x, 0) is not None
+    later = await run("o2:u:a:0", SlotSync(revision=3, messages=2))
+    assert (later.revision, str(later.result).strip()) == (4, "two")
+    assert slots._book.completed_run("g/a", x, 0) is None
 
 
 async def test_a_cancel_that_reaches_a_lost_run_holds_for_its_re_send(
