@@ -17,9 +17,10 @@ that names the request's invocation id: completed tools are not re-run, the runn
 slot's journal is deleted (by the host, which drops every resident runner in one place).
 
 When the *orchestration* host dies instead, its driver sends the whole run again with the same ids: a node's
-request for a run the slot completed (one of its last few, from the revision that run started at) gets the items
-that run sent, again, without running (:meth:`~ray_harness.runtime._slots.SlotBook.completed_run`); a request
-that restores the slot from the caller's copy drops any journaled result of its id, so it runs.
+request for a run the slot completed (one of its last few, from the copy that run started from: the same revision,
+or the same state sent along by a changed copy) gets the items that run sent, again, without running
+(:meth:`~ray_harness.runtime._slots.SlotBook.completed_run`); any other request that restores the slot from the
+caller's copy drops a journaled result of its id, so it runs.
 
 A slot's runner lives among the host's resident runners (the dict is shared); runs register with the host (so
 ``cancel`` reaches them) and slots are dropped through the host (so their sandboxes close): :class:`HostSlots`
@@ -37,7 +38,14 @@ from typing import Any
 from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._runner import AgentRunner, SlotMiss
-from ray_harness.runtime._slots import CompletedRun, RunBaseline, SlotBook, node_state, slot_idle_timeout
+from ray_harness.runtime._slots import (
+    CompletedRun,
+    RunBaseline,
+    SlotBook,
+    node_state,
+    slot_idle_timeout,
+    snapshot_digest,
+)
 from ray_harness.runtime._spec import AgentSpec
 from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._wire import (
@@ -64,14 +72,16 @@ class RunInFlight(RayHarnessError, ValueError):
     """Raised by the host's ``register``: a run with that id is already running on this host."""
 
 
-def _copy_revision(sync: SlotSync, spec: AgentSpec | None) -> int | None:
-    """The slot revision a request's copy matches.
+def _copy_start(sync: SlotSync, spec: AgentSpec | None, sent: AgentSnapshot | None) -> int | str | None:
+    """What identifies the caller's copy a request starts from, to match a re-send with a kept run.
 
-    ``sync.revision``; 0 for a copy that ships its agent (its slot starts at 0); ``None`` for one that sends its
-    snapshot (a changed copy: its run is not kept for a re-send).
+    For a changed copy, the digest of the snapshot it sent along (``sent``: its conversation, state and interrupt
+    state; the same copy sent again has the same, while its pickle may differ between processes); else
+    ``sync.revision``; 0 for a copy that ships its agent to a new slot; ``None`` for one that ships it to restore an
+    existing slot (its run is not kept for a re-send).
     """
-    if sync.snapshot is not None:
-        return None
+    if sent is not None:
+        return "snapshot:" + snapshot_digest(sent)
     if spec is not None:
         return 0 if sync.revision is None else None
     return sync.revision
@@ -150,7 +160,8 @@ class HostSlots:
         await self._register_when_free(request.invocation_id, runner)
         self._book.enter(key)
         try:
-            start = _copy_revision(sync, spec)
+            sent = unpack_snapshot(sync.snapshot) if sync.snapshot is not None else None  # a changed copy's
+            start = _copy_start(sync, spec, sent)
             kept = self._book.completed_run(key, request.invocation_id, start)
             if kept is not None:  # a re-send of a completed run (see the module docstring): what it sent, again
                 for item in kept.items:
@@ -158,10 +169,10 @@ class HostSlots:
                 return
             await _binding.settled(sandboxes.resident_holder(key))
             baseline: list[RunBaseline] = []  # the messages the run starts from, set by prepare at its turn
-            prepare = functools.partial(self._prepare, key, runner, request.invocation_id, sync,
+            prepare = functools.partial(self._prepare, key, runner, request.invocation_id, sync, sent,
                                         None if opened else spec, opened, baseline)
             state = functools.partial(self._state, key, runner.agent, baseline)
-            # What the run sends, kept for a re-send once it completed (not for a changed copy's run: never matched).
+            # What the run sends, kept for a re-send once it completed (not when a spec restored the slot).
             items: list[Any] = []
             async for item in runner.wire_stream(request, prepare, state):
                 if isinstance(item, ResultItem | SnapshotItem):
@@ -194,25 +205,25 @@ class HostSlots:
         self._start_sweeper()
         return runner
 
-    def _prepare(self, key: str, runner: AgentRunner, invocation_id: str, sync: SlotSync, spec: AgentSpec | None,
-                 opened: bool, baseline: list[RunBaseline]) -> None:
+    def _prepare(self, key: str, runner: AgentRunner, invocation_id: str, sync: SlotSync, sent: AgentSnapshot | None,
+                 spec: AgentSpec | None, opened: bool, baseline: list[RunBaseline]) -> None:
         """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
 
         A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
-        (its configuration stays as first shipped). When the slot now has as many messages as the caller's copy
+        (its configuration stays as first shipped), or from the snapshot a changed copy sent (``sent``). When the slot now has as many messages as the caller's copy
         (``sync.messages``), they are the run's ``baseline``: its end sends a delta over them if it only appended.
         """
         if key not in self._book:  # released while this request waited: its caller ships the agent again
             raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))
-        restored = spec is not None or sync.snapshot is not None
+        restored = spec is not None or sent is not None
         if restored and not opened:
             runner.drop_result(invocation_id)  # from the caller's copy: a result journaled under this id is not its
         if opened:
             pass
         elif spec is not None:
             runner.agent.restore(spec.build().snapshot())
-        elif sync.snapshot is not None:
-            runner.agent.restore(unpack_snapshot(sync.snapshot))
+        elif sent is not None:
+            runner.agent.restore(sent)
         elif sync.revision != self._book.revision(key):
             raise SlotMiss(SlotMissItem(agent_key=key, reason="stale"))
         self._book.started(key, restored=restored)

@@ -20,10 +20,11 @@ that trimmed, a hook that replaced messages). A hook that edits an earlier messa
 caller's copy keeps the message as it was (such edits belong in a new message, or a conversation manager).
 
 **Re-sent runs.** The entry keeps the slot's completed runs of its latest orchestration request (at most
-:data:`KEPT_RUNS`) as sent: the revision each started from, the event items it streamed and its result item (with
+:data:`KEPT_RUNS`) as sent: the copy each started from, the event items it streamed and its result item (with
 its state and revision, often the full snapshot: a conversation manager that trims sends no delta). When an
 orchestration host dies, its driver sends the run again with the same ids (:mod:`ray_harness.runtime._orchestrator`):
-a node's request that names a kept run, from the revision that run started at, gets those items again
+a node's request that names a kept run, from the copy that run started from (the same slot revision, or the same
+state sent along by a changed copy, e.g. a history the caller cleared), gets those items again
 (:meth:`SlotBook.completed_run`) — the node does not run twice, whatever ran in the slot since. Any other request
 runs as usual. The runs of an earlier orchestration request are dropped when one of a later request completes:
 its driver had its end before it started another (a Graph/Swarm runs one invocation at a time), so it never sends
@@ -47,7 +48,8 @@ if TYPE_CHECKING:
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 
 __all__ = ("DEFAULT_SLOT_IDLE_TIMEOUT", "KEPT_RUNS", "SLOT_IDLE_TIMEOUT_ENV", "CompletedRun", "MessagesDigest",
-           "RunBaseline", "SlotBook", "SlotEntry", "conversation_digest", "node_state", "slot_idle_timeout", "slot_key")
+           "RunBaseline", "SlotBook", "SlotEntry", "conversation_digest", "node_state", "slot_idle_timeout", "slot_key",
+           "snapshot_digest")
 
 KEPT_RUNS = 8
 """Completed runs a slot keeps as sent, for re-sends after an orchestration host's loss."""
@@ -102,8 +104,9 @@ class SlotEntry:
 class CompletedRun:
     """A completed run of a slot as it was sent: what a re-send of it gets (see "Re-sent runs")."""
 
-    start_revision: int
-    """The revision the run started from (the caller's copy's)."""
+    start: int | str
+    """The caller's copy the run started from: the slot revision it matched, or the digest of the snapshot it sent
+    (a changed copy)."""
     items: tuple[Any, ...]
     """Its event items and, last, its result item (with the run's state and revision)."""
 
@@ -177,11 +180,11 @@ class SlotBook:
         while len(kept) > KEPT_RUNS:
             kept.popitem(last=False)
 
-    def completed_run(self, key: str, invocation_id: str, revision: int | None) -> CompletedRun | None:
-        """The kept run ``invocation_id`` of ``key`` when it started from ``revision`` (a re-send of it), else None."""
+    def completed_run(self, key: str, invocation_id: str, start: int | str | None) -> CompletedRun | None:
+        """The kept run ``invocation_id`` of ``key`` when it started from the copy ``start`` (a re-send), else None."""
         entry = self._entries.get(key)
-        run = None if entry is None or revision is None else entry.runs_sent.get(invocation_id)
-        return run if run is not None and run.start_revision == revision else None
+        run = None if entry is None or start is None else entry.runs_sent.get(invocation_id)
+        return run if run is not None and run.start == start else None
 
     def sent(self, key: str, state: Any) -> None:
         """A run of ``key`` sends its state back: count a delta or a full snapshot."""
@@ -273,12 +276,24 @@ def conversation_digest(agent: Any, messages: MessagesDigest | None = None) -> s
     history = agent.messages
     if messages is not None and messages.count == len(history):
         count, hexdigest = messages.count, messages.hexdigest()
-    else:  # what MessagesDigest(history) holds, hashed in one piece
-        count = len(history)
-        hexdigest = hashlib.blake2b(b"".join([_message_bytes(message) for message in history]),
-                                    digest_size=16).hexdigest()
-    payload = [count, hexdigest, agent.state.to_dict(), agent.interrupt_state.to_dict()]
-    return hashlib.blake2b(_json(payload), digest_size=16).hexdigest()
+    else:
+        count, hexdigest = len(history), _history_digest(history)
+    return _digest(count, hexdigest, agent.state.to_dict(), agent.interrupt_state.to_dict())
+
+
+def snapshot_digest(snapshot: AgentSnapshot) -> str:
+    """:func:`conversation_digest` of the agent ``snapshot`` holds."""
+    history = snapshot.messages
+    return _digest(len(history), _history_digest(history), snapshot.state, snapshot.interrupt_state)
+
+
+def _history_digest(history: list[Any]) -> str:
+    # What MessagesDigest(history) holds, hashed in one piece.
+    return hashlib.blake2b(b"".join([_message_bytes(message) for message in history]), digest_size=16).hexdigest()
+
+
+def _digest(count: int, history: str, state: dict[str, Any], interrupt_state: dict[str, Any]) -> str:
+    return hashlib.blake2b(_json([count, history, state, interrupt_state]), digest_size=16).hexdigest()
 
 
 class RunBaseline:

@@ -268,9 +268,14 @@ async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_agai
     # A changed copy (its snapshot sent along: an empty history, the model at its first answer) is restored into
     # the slot and runs, although the second visit ran under that id before.
     copy = Agent(ScriptedModel(text("unused")), name="a")
-    restored = await run(y, SlotSync(snapshot=pack_snapshot(copy.snapshot()), messages=0))
+    changed = SlotSync(snapshot=pack_snapshot(copy.snapshot()), messages=0)
+    restored = await run(y, changed)
     assert (restored.revision, str(restored.result).strip()) == (3, "one")
     assert [m["content"][0]["text"] for m in host.resident["g/a"].agent.messages] == [y, "one"]
+    # That run sent again from the same changed copy (the same snapshot): what it sent, without running.
+    calls = model_calls()
+    resent = await run(y, SlotSync(snapshot=pack_snapshot(copy.snapshot()), messages=0))
+    assert (resent.revision, str(resent.result).strip(), model_calls()) == (3, "one", calls)
     assert not host.runs
     # A run of the next orchestration request: the runs kept for the earlier one are dropped (never sent again).
     assert slots._book.completed_run("g/a", x, 0) is not None

@@ -383,11 +383,14 @@ def test_an_orchestration_host_killed_elsewhere_gets_the_run_on_its_replacement(
     graph.shutdown()
 
 
-async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_completed_nodes_do_not_rerun() -> None:
+@pytest.mark.parametrize("changed", [False, True], ids=["same-copies", "changed-copies"])
+async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_completed_nodes_do_not_rerun(
+        changed: bool) -> None:
     """kill -9 of the orchestration host while node "b" runs: the driver sends the run again; it completes.
 
-    Node "a" had completed in the lost run: its slot answers the re-sent run from its journal (it runs twice in
-    all, not three times), and its stop event is not yielded twice.
+    Node "a" had completed in the lost run: its slot answers the re-sent run with what that run sent (it runs twice
+    in all, not three times), and its stop event is not yielded twice. ``changed``: the driver cleared every node's
+    history before the run, so each copy ships its snapshot; the re-send ships the same state and is answered too.
     """
     import signal
 
@@ -399,6 +402,9 @@ async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_co
     builder.add_edge("a", "b")
     graph = builder.build(runtime="ray")
     assert (await graph.invoke_async("first")).status == Status.COMPLETED
+    if changed:
+        for node in graph.nodes.values():
+            node.executor.messages.clear()  # a changed copy: its next request sends the snapshot along
     host = actor_of(graph._node_runner.orchestration_host_name)
     pid = (await host.ready.remote())["pid"]
     events: list[dict[str, Any]] = []
@@ -413,12 +419,13 @@ async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_co
     assert [str(result.results[n].result).strip() for n in ("a", "b")] == ["a done", "b done"]
     assert [e["node_id"] for e in events if e["type"] == "multiagent_node_stop"] == ["a", "b"]
     assert (await default_pool().slot_info(graph._node_runner.slot_key("a")))["runs"] == 2  # not run again
+    turns = ["second"] if changed else ["first", "second"]
     for name in ("a", "b"):  # each node's turn of each run, once ("b" gets the task inside its input)
         messages = graph.nodes[name].executor.messages
         prompts = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
-        assert len(messages) == 4 and ["first" in prompts[0], "second" in prompts[1]] == [True, True], prompts
+        assert len(messages) == 2 * len(turns) and all(t in p for t, p in zip(turns, prompts, strict=True)), prompts
     assert (await graph.invoke_async("third")).status == Status.COMPLETED
-    assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [6, 6]
+    assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [2 * len(turns) + 2] * 2
     graph.shutdown()
 
 

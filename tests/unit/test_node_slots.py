@@ -108,6 +108,20 @@ def test_digest_survives_the_round_trip_and_sees_every_change() -> None:
     assert conversation_digest(copy) != before
 
 
+def test_a_snapshots_digest_is_its_agents_and_sees_every_change() -> None:
+    from ray_harness.runtime._slots import snapshot_digest
+
+    agent = _agent()
+    agent("hello")
+    agent.state.set("k", 1)
+    snapshot = unpack_snapshot(pack_snapshot(agent.snapshot()))  # what a host gets from a changed copy
+    assert snapshot_digest(snapshot) == conversation_digest(agent)
+    assert snapshot_digest(snapshot.model_copy(update={"messages": snapshot.messages[:1]})) != snapshot_digest(snapshot)
+    assert snapshot_digest(snapshot.model_copy(update={"state": {"k": 2}})) != snapshot_digest(snapshot)
+    agent.interrupt_state.activated = True
+    assert snapshot_digest(unpack_snapshot(pack_snapshot(agent.snapshot()))) != snapshot_digest(snapshot)
+
+
 def test_digest_of_bytes_content() -> None:
     agent = _agent()
     agent.messages.append({"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": b"\x89P"}}}]})
