@@ -56,7 +56,7 @@ from ray_harness.models.rate_limit import (
 )
 from ray_harness.runtime import _asyncgens as asyncgens, _pickling, _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
-from ray_harness.runtime._host_slots import HostSlots, RunInFlight
+from ray_harness.runtime._host_slots import HostSlots, RunInFlight, register_when_free
 from ray_harness.runtime._idle_gc import idle_collector
 from ray_harness.runtime._multiplex import Entry, multiplex
 from ray_harness.runtime._orchestration import Orchestrations
@@ -232,7 +232,10 @@ class AgentHost:
                 yield slot_item
             return
         runner = self._runner_for(spec, request.agent_key, request.invocation_id)
-        self._register(request.invocation_id, runner)
+        if request.agent_key is None:
+            self._register(request.invocation_id, runner)
+        else:  # a resident agent's run may be sent again while the lost one runs (a RemoteAgent node of a Graph)
+            await register_when_free(self._register, request.invocation_id, runner)
         try:
             await _binding.settled(self._holder(request))
             async for item in runner.wire_stream(request):

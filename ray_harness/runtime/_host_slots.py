@@ -60,7 +60,7 @@ from ray_harness.runtime._wire import (
 from ray_harness.sandbox import _binding
 from ray_harness.types.exceptions import RayHarnessError
 
-__all__ = ("HostSlots", "RunInFlight")
+__all__ = ("HostSlots", "RunInFlight", "register_when_free")
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,20 @@ _IN_FLIGHT_POLL_S = 0.05
 
 class RunInFlight(RayHarnessError, ValueError):
     """Raised by the host's ``register``: a run with that id is already running on this host."""
+
+
+async def register_when_free(register: Callable[[str, AgentRunner], None], run_id: str, runner: AgentRunner) -> None:
+    """Register a run of a resident agent with its host (``register``) once no run of that id is running there.
+
+    The same run, sent again by a driver whose orchestration host died while it ran here: once the lost one ends,
+    this request gets what it sent (a slot's kept run, a resident agent's journaled result), or continues it.
+    """
+    while True:
+        try:
+            register(run_id, runner)
+            return
+        except RunInFlight:
+            await asyncio.sleep(_IN_FLIGHT_POLL_S)
 
 
 def _copy_start(sync: SlotSync, spec: AgentSpec | None, sent: AgentSnapshot | None) -> int | str | None:
@@ -157,7 +171,7 @@ class HostSlots:
             if runner.adopt(request.invocation_id):  # re-sent after the process that ran it died
                 logger.info("host=<%d>, slot=<%s>, run=<%s> | slot re-created from its journal", self._index, key,
                             request.invocation_id)
-        await self._register_when_free(request.invocation_id, runner)
+        await register_when_free(self._register, request.invocation_id, runner)
         self._book.enter(key)
         try:
             sent = unpack_snapshot(sync.snapshot) if sync.snapshot is not None else None  # a changed copy's
@@ -185,17 +199,6 @@ class HostSlots:
         finally:
             self._unregister(request.invocation_id)
             self._book.leave(key)
-
-    async def _register_when_free(self, run_id: str, runner: AgentRunner) -> None:
-        """Register the run with the host, once no run of the same id is running here any more."""
-        while True:
-            try:
-                self._register(run_id, runner)
-                return
-            except RunInFlight:
-                # The same run, sent again by a driver whose orchestration host died while it ran here: once it
-                # ends, this request gets what it sent (or, cancelled, runs it again).
-                await asyncio.sleep(_IN_FLIGHT_POLL_S)
 
     def _open(self, key: str, spec: AgentSpec) -> AgentRunner:
         runner = self._resident[key] = AgentRunner(sandboxes.build(spec, sandboxes.resident_holder(key)),

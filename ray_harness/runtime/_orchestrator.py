@@ -58,7 +58,8 @@ end never came). The run starts over there, and its node runs carry the same nam
 <ray_harness.runtime.multiagent.RayNodeRunner.name_runs>`): a node slot answers a run it had completed with what
 that run sent — its events (a Swarm hands off again from them), its result and the state it left
 (``runtime._slots``, "Re-sent runs") — so completed nodes and their tools do not run again; the node that was
-running runs again unless it finished meanwhile (the re-sent request waits for it on its host). A slot keeps the
+running runs again unless it finished meanwhile (the re-sent request waits for it on its host; a ``RemoteAgent``
+node's actor then answers from its journal). A slot keeps the
 last ``KEPT_RUNS`` (8) completed runs of the latest run so: older ones run again from the driver's state (at-least-once, tools
 included). The driver does not yield the events of node runs and handoffs it already yielded; the run that was
 going on is reported again from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what they kept in the

@@ -51,6 +51,24 @@ def actor_of(name: str) -> Any:
     return ray.get_actor(name, namespace=current_namespace())
 
 
+async def stream_killing_the_orchestration_host(graph: Any, task: str, at_start_of: str) -> list[dict[str, Any]]:
+    """``graph.stream_async(task)``'s events; its orchestration host is killed (-9) when node ``at_start_of`` starts.
+
+    The node should then be in a slow model call, the nodes before it finished in this run.
+    """
+    import signal
+
+    pid = (await actor_of(graph._node_runner.orchestration_host_name).ready.remote())["pid"]
+    events: list[dict[str, Any]] = []
+    async for event in graph.stream_async(task):
+        events.append(event)
+        if event["type"] == "multiagent_node_start" and event["node_id"] == at_start_of and pid:
+            os.kill(pid, signal.SIGKILL)
+            pid = 0
+    assert not pid, f"node {at_start_of} never started"
+    return events
+
+
 def two_node_graph(graph_id: str | None = None, delay: float = 0.0) -> Any:
     builder = GraphBuilder()
     builder.add_node(make_agent("a", *[text("a done", delay=delay)] * 3), "a")
@@ -392,8 +410,6 @@ async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_co
     in all, not three times), and its stop event is not yielded twice. ``changed``: the driver cleared every node's
     history before the run, so each copy ships its snapshot; the re-send ships the same state and is answered too.
     """
-    import signal
-
     from ray_harness.runtime._multiagent_pool import default_pool
 
     builder = GraphBuilder()
@@ -405,15 +421,7 @@ async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_co
     if changed:
         for node in graph.nodes.values():
             node.executor.messages.clear()  # a changed copy: its next request sends the snapshot along
-    host = actor_of(graph._node_runner.orchestration_host_name)
-    pid = (await host.ready.remote())["pid"]
-    events: list[dict[str, Any]] = []
-    async for event in graph.stream_async("second"):
-        events.append(event)
-        if event["type"] == "multiagent_node_start" and event["node_id"] == "b" and pid:
-            os.kill(pid, signal.SIGKILL)  # "a" finished in this run, "b" is in its 2 s model call
-            pid = 0
-    assert not pid, "node b never started"
+    events = await stream_killing_the_orchestration_host(graph, "second", at_start_of="b")
     result = events[-1]["result"]
     assert result.status == Status.COMPLETED
     assert [str(result.results[n].result).strip() for n in ("a", "b")] == ["a done", "b done"]
@@ -427,6 +435,32 @@ async def test_an_orchestration_host_killed_mid_run_the_run_is_sent_again_and_co
     assert (await graph.invoke_async("third")).status == Status.COMPLETED
     assert [len(graph.nodes[n].executor.messages) for n in ("a", "b")] == [2 * len(turns) + 2] * 2
     graph.shutdown()
+
+
+async def test_an_orchestration_host_killed_while_a_remote_agent_node_runs_the_run_completes() -> None:
+    """kill -9 of the orchestration host while a ``RemoteAgent`` node runs: the re-sent run completes.
+
+    The re-sent request for that node reaches its actor while the lost run's invocation of the same id still runs
+    there: it waits for it and gets its result (the actor's model is not called again).
+    """
+    from ray_harness.runtime import RemoteAgent
+
+    remote = RemoteAgent(make_agent("r", text("r done"), *[text("r done", delay=2.0)] * 3))
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", *[text("a done")] * 3), "a")
+    builder.add_node(remote, "r")
+    builder.add_edge("a", "r")
+    graph = builder.build(runtime="ray")
+    try:
+        assert (await graph.invoke_async("first")).status == Status.COMPLETED
+        events = await stream_killing_the_orchestration_host(graph, "second", at_start_of="r")
+        result = events[-1]["result"]
+        assert result.status == Status.COMPLETED, result
+        assert [str(result.results[n].result).strip() for n in ("a", "r")] == ["a done", "r done"]
+        assert len(await remote.get_messages_async()) == 4  # the first and the second run's turn, once each
+    finally:
+        graph.shutdown()
+        remote.shutdown()
 
 
 async def test_an_orchestration_host_killed_mid_swarm_the_run_is_sent_again_and_the_handoff_is_replayed() -> None:
