@@ -63,8 +63,8 @@ node's actor then answers from its journal). A slot keeps the
 last ``KEPT_RUNS`` (8) completed runs of the latest run so: older ones run again from the driver's state (at-least-once, tools
 included). The driver does not yield the events of node runs and handoffs it already yielded; the run that was
 going on is reported again from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what they kept in the
-lost copy is gone), and relayed session writes are written again. A Swarm with a ``RemoteAgent`` member (its
-actor answers a completed invocation with the result only) still fails with ``RemoteActorError``; the next
+lost copy is gone), and relayed session writes are written again. A Swarm with a member that is not an ``Agent``
+(not in a slot: nothing would answer its handoff events again) still fails with ``RemoteActorError``; the next
 invocation starts from the driver's objects.
 
 **Not here.** Where the orchestration already runs inside an actor (an evaluation row on a pooled host, a

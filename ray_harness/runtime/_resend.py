@@ -25,9 +25,9 @@ RUN_RESENDS = 3
 def resendable(table: dict[tuple[str, ...], Any]) -> bool:
     """Whether the run of this object table's tree can be sent again after its host died.
 
-    Not when a Swarm in it has a member that is no in-slot ``Agent`` (a ``RemoteAgent``): a Swarm learns its
-    handoffs from its members' streamed tool events, and a dedicated actor answers a re-sent invocation it had
-    completed with its result only.
+    Not when a Swarm in it has a member that is no in-slot ``Agent`` (the Swarm takes any object with a tool
+    registry and ``stream_async``; a ``RemoteAgent`` has none): a Swarm learns its handoffs from its members'
+    streamed tool events, and only a node slot answers a re-sent run it had completed with those events again.
     """
     return all(isinstance(node.executor, Agent) for key, target in table.items()
                if key[0] == "orch" and isinstance(target, Swarm) for node in target.nodes.values())

@@ -56,7 +56,7 @@ def _agent(name: str) -> Agent:
 
 
 class _Remote:
-    """Stands in for a member that is no in-slot Agent (a RemoteAgent): it has a tool registry and streams."""
+    """A member that is no in-slot Agent: it has a tool registry and streams (a RemoteAgent has no tool registry)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
