@@ -202,3 +202,37 @@ async def test_orchestration_host_killed_mid_swarm_the_run_is_sent_again_and_com
         assert seen == ["first", "handoff to second", "second"]
         assert _all_starts(marks) == ["a", "b"]  # the first member's tools ran once
         swarm.shutdown()
+
+
+async def test_orchestration_host_killed_while_a_remote_agent_node_runs_the_run_completes(tmp_path: Path) -> None:
+    """kill -9 of the orchestration host while a graph's ``RemoteAgent`` node runs its tools: the run completes.
+
+    The re-sent request reaches the actor while the lost invocation of the same id may still run there: it waits
+    for it and gets its result, or continues it from the journal. Completed tools never run again (the one running
+    at the kill may: at-least-once); the actor's history has the run's turn once.
+    """
+    from ray_harness.multiagent import GraphBuilder, Status
+    from ray_harness.runtime import RemoteAgent
+
+    for attempt in range(max(1, KILLS // 2)):
+        first_marks, second_marks = tmp_path / f"first-{attempt}", tmp_path / f"second-{attempt}"
+        first_marks.mkdir()
+        second_marks.mkdir()
+        remote = RemoteAgent(tool_node(str(second_marks), "second", b_seconds=2.5))  # still running at the re-send
+        builder = GraphBuilder()
+        builder.add_node(tool_node(str(first_marks), "first", b_seconds=0.05), "first")
+        builder.add_node(remote, "second")
+        builder.add_edge("first", "second")
+        graph = builder.build(runtime="ray")
+        try:
+            seen, result = await _run_killing_the_orchestration_host(graph, "second")
+            assert result.status == Status.COMPLETED, _outcome(result)
+            assert [str(result.results[n].result).strip() for n in ("first", "second")] == ["got a,b"] * 2
+            assert seen == ["first", "handoff to second", "second"]
+            assert _all_starts(first_marks) == ["a", "b"]  # the slot's node did not run again
+            assert len(_starts(second_marks, "a")) == 1  # completed before the kill or not started: once
+            assert 1 <= len(_starts(second_marks, "b")) <= 2, _all_starts(second_marks)
+            assert [m["role"] for m in await remote.get_messages_async()] == ["user", "assistant"] * 2
+        finally:
+            graph.shutdown()
+            remote.shutdown()
