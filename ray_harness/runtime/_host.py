@@ -309,7 +309,7 @@ class AgentHost:
             else:
                 found = [(run_id, self._runs.get(run_id)) for run_id in request.invocation_ids]
                 # Running ones too: a driver that lost the orchestration host sends the run again under its id, and
-                # that send may already wait here for the cancelled run to end (HostSlots._register_when_free).
+                # that send may already wait here for the cancelled run to end (register_when_free).
                 for run_id in request.invocation_ids:
                     self._early.remember(run_id)
         return sum(runner.cancel(run_id, message=request.message, after_current_tools=request.after_current_tools)

@@ -213,8 +213,9 @@ class HostSlots:
         """At the run's turn: restore what the caller sent, or check it matches the slot; then bump the revision.
 
         A slot just opened from the caller's spec matches it; an existing one given a spec is restored from it
-        (its configuration stays as first shipped), or from the snapshot a changed copy sent (``sent``). When the slot now has as many messages as the caller's copy
-        (``sync.messages``), they are the run's ``baseline``: its end sends a delta over them if it only appended.
+        (its configuration stays as first shipped), or from the snapshot a changed copy sent (``sent``). When the
+        slot now has as many messages as the caller's copy (``sync.messages``), they are the run's ``baseline``:
+        its end sends a delta over them if it only appended.
         """
         if key not in self._book:  # released while this request waited: its caller ships the agent again
             raise SlotMiss(SlotMissItem(agent_key=key, reason="unknown"))

@@ -59,13 +59,14 @@ end never came). The run starts over there, and its node runs carry the same nam
 that run sent — its events (a Swarm hands off again from them), its result and the state it left
 (``runtime._slots``, "Re-sent runs") — so completed nodes and their tools do not run again; the node that was
 running runs again unless it finished meanwhile (the re-sent request waits for it on its host; a ``RemoteAgent``
-node's actor then answers from its journal). A slot keeps the
-last ``KEPT_RUNS`` (8) completed runs of the latest run so: older ones run again from the driver's state (at-least-once, tools
-included). The driver does not yield the events of node runs and handoffs it already yielded; the run that was
-going on is reported again from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what they kept in the
-lost copy is gone), and relayed session writes are written again. A Swarm with a member that is not an ``Agent``
-(not in a slot: nothing would answer its handoff events again) still fails with ``RemoteActorError``; the next
-invocation starts from the driver's objects.
+node's actor then answers from its journal). A slot keeps the last ``KEPT_RUNS`` (8) completed runs of the
+latest run so, also of a copy the driver had changed (matched by the state it sent): older ones run again from
+the driver's state (at-least-once, tools included). A cancel that reached the lost run holds for its re-send.
+The driver does not yield the events of node runs and handoffs it already yielded; the run that was going on is
+reported again from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what
+they kept in the lost copy is gone), and relayed session writes are written again. A Swarm with a member that is
+not an ``Agent`` (not in a slot: nothing would answer its handoff events again) still fails with
+``RemoteActorError``; the next invocation starts from the driver's objects.
 
 **Not here.** Where the orchestration already runs inside an actor (an evaluation row on a pooled host, a
 tool of a RemoteAgent, a nested Graph/Swarm inside an orchestration), nothing is shipped: nested
