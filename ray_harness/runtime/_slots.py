@@ -29,6 +29,14 @@ state sent along by a changed copy, e.g. a history the caller cleared), gets tho
 runs as usual. The runs of an earlier orchestration request are dropped when one of a later request completes:
 its driver had its end before it started another (a Graph/Swarm runs one invocation at a time), so it never sends
 them again.
+
+**Digest.** :func:`conversation_digest` hashes what ``reset_on_revisit``, a session restore or a user's edit
+changes (messages, agent state, interrupt state): the node runner compares its copy's digest with the one taken
+when the copy last matched the slot, and sends its snapshot along only when they differ. Equal digests mean
+equal content; unequal ones (a dict built in another key order) only cost a restore that changes nothing. The
+messages are hashed as a chain (:class:`MessagesDigest`), so a delta's messages extend the digest without
+hashing the history again: a node's history is hashed once per invocation, at its first request. The host takes
+the same digest of a snapshot it is sent (:func:`snapshot_digest`) as the copy a kept run started from.
 """
 
 from __future__ import annotations
