@@ -286,11 +286,12 @@ async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_agai
 
 async def test_a_cancel_that_reaches_a_lost_run_holds_for_its_re_send(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A user cancel that lands while a re-sent node run waits for the lost run of its id: the re-send is cancelled.
+    """A user cancel that reaches the lost run of a re-sent node run: the re-send is cancelled too.
 
-    The double fault: the orchestration host died mid-run, the driver sent the run again and the request waits on
-    the node host for the old run (same id) to end; the cancel reaches the old run, whose stream is then closed
-    without its result being read (its consumer is gone). The re-send must start cancelled, not run the node again.
+    The double fault: the orchestration host died mid-run and the driver sends the run again; the cancel reaches the
+    old run (same id) on the node host, whose stream is then closed without its result being read (its consumer is
+    gone). The re-send — whether it waited there already or comes after — must start cancelled, not run the node
+    again. Here it comes once the old invocation has unwound (a state, not a moment).
     """
     from ray_harness.runtime import _host
     from ray_harness.runtime._slots import SLOT_IDLE_TIMEOUT_ENV
@@ -314,12 +315,12 @@ async def test_a_cancel_that_reaches_a_lost_run_holds_for_its_re_send(
 
     lost = host.stream(request, spec)  # the run of the orchestration host that died
     assert isinstance(await lost.__anext__(), EventItem)  # running; nobody reads further
-    resent = asyncio.create_task(_items(host.stream(request, spec)))
-    await asyncio.sleep(0.2)  # the re-send waits for the run of its id (polls every 50 ms)
-    assert not resent.done()
     assert await host.cancel(CancelRequest(invocation_ids=("x",))) == 1  # reaches the old run
     await lost.aclose()  # its consumer is gone: the cancelled result is never read
-    items = await asyncio.wait_for(resent, 20)  # run again, it would wait out the tool's minute
+    slot_agent = host._resident["g/a"].agent
+    while "x" in host._runs or slot_agent._lock.locked():  # noqa: ASYNC110 - the old invocation unwound
+        await asyncio.sleep(0.01)
+    items = await asyncio.wait_for(_items(host.stream(request, spec)), 20)  # run again: the tool's minute
     assert isinstance(items[-1], ResultItem) and items[-1].result.stop_reason == "cancelled"
     assert not host._runs
 
