@@ -91,8 +91,9 @@ async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGen
     await agent.conversation_manager.before_model_call_async(agent)
     span = inv.tracer.start_span("chat", inv.cycle_span or inv.agent_span, chat_attributes(agent)) \
         if inv.tracer.enabled else None
+    events = _invoke_chain(agent, inv)
     try:
-        async for event in _invoke_chain(agent, inv):
+        async for event in events:
             if isinstance(event, ModelStopReason):
                 outcome.stop = event
             else:
@@ -108,6 +109,7 @@ async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGen
     except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
         outcome.error = caught
     finally:
+        await events.aclose()
         if span is not None:
             stop = outcome.stop
             result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None

@@ -73,8 +73,12 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
             results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
             yield {"type": "tool_result", "tool_result": results[use["toolUseId"]]}
     else:
-        async for event in _execute_pending(agent, inv, pending, results, interrupts):
-            yield event
+        executed = _execute_pending(agent, inv, pending, results, interrupts)
+        try:
+            async for event in executed:
+                yield event
+        finally:
+            await executed.aclose()  # closed mid-batch: the running tools end before the agent is released
     if interrupts:
         _suspend(agent, message, results, interrupts)
         yield {"type": "interrupt", "interrupts": interrupts}
@@ -109,14 +113,18 @@ async def _execute_pending(agent: Agent, inv: Invocation, pending: list[ToolUse]
     # TOOL_VISIBLE extensions wrap each whole tool call; without any, nothing wraps.
     run_one = (lambda use: execute_tool(agent, inv, use)) if inv.extensions is None \
         else inv.extensions.tool_runner(execute_tool)
-    async for event in agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped):
-        if isinstance(event, _ToolDone):
-            results[event.tool_use["toolUseId"]] = event.result
-            yield {"type": "tool_result", "tool_result": event.result}
-        elif isinstance(event, _ToolInterrupted):
-            interrupts.extend(event.interrupts)
-        elif not inv.quiet:
-            yield event
+    events = agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped)
+    try:
+        async for event in events:
+            if isinstance(event, _ToolDone):
+                results[event.tool_use["toolUseId"]] = event.result
+                yield {"type": "tool_result", "tool_result": event.result}
+            elif isinstance(event, _ToolInterrupted):
+                interrupts.extend(event.interrupts)
+            elif not inv.quiet:
+                yield event
+    finally:
+        await events.aclose()
 
 
 def _suspend(agent: Agent, message: Message, results: dict[str, ToolResult], interrupts: list[Interrupt]) -> None:
@@ -202,8 +210,9 @@ async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEv
                                  tool_attributes(agent, before.tool_use, inv.tracer.capture_content)
                                  ) if inv.tracer.enabled else None
     token = inv.tracer.attach(span)  # spans a tool creates become children of execute_tool
+    chain = _tool_chain(agent, inv, before.selected_tool, before.tool_use)
     try:
-        async for event in _tool_chain(agent, inv, before.selected_tool, before.tool_use):
+        async for event in chain:
             if isinstance(event, ToolResultEvent):
                 outcome = event
             else:
@@ -216,6 +225,7 @@ async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEv
         exception = error
         outcome = ToolResultEvent(error_result(use_id, f"Error: {error}"), exception=error)
     finally:
+        await chain.aclose()
         inv.tracer.detach(token)
         if span is not None:
             done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
@@ -253,6 +263,10 @@ def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: To
             raise
         except Exception as error:
             yield ToolResultEvent(error_result(ctx.tool_use["toolUseId"], f"Error: {error}"), exception=error)
+        finally:
+            close = getattr(stream, "aclose", None)  # a custom AgentTool's stream may be any async iterator
+            if close is not None:
+                await close()
 
     ctx = ExecuteToolContext(agent=agent, tool=selected, tool_use=tool_use, invocation_state=inv.state,
                              cancel_signal=inv.cancel_signal)

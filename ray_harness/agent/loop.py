@@ -108,12 +108,16 @@ async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGen
     try:
         if chain is not None:
             await chain.lifecycle("before_agent")
-        async for event in _run_invocation(agent, prompt, inv):
-            if event.get("type") == "result":
-                final = event["result"]
-                if chain is not None:
-                    await chain.lifecycle("after_agent", final)
-            yield event
+        events = _run_invocation(agent, prompt, inv)
+        try:
+            async for event in events:
+                if event.get("type") == "result":
+                    final = event["result"]
+                    if chain is not None:
+                        await chain.lifecycle("after_agent", final)
+                yield event
+        finally:
+            await events.aclose()  # see _cycles: a caller that stops reading closes this layer only
     except BaseException as caught:
         error = caught
         raise
@@ -173,11 +177,15 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
             else:
                 for message in messages or []:
                     await agent._append_message(message, inv.state)
-                async for event in _cycles(agent, inv):
-                    if isinstance(event, AgentResult):
-                        result = event
-                    else:
-                        yield event
+                cycles = _cycles(agent, inv)
+                try:
+                    async for event in cycles:
+                        if isinstance(event, AgentResult):
+                            result = event
+                        else:
+                            yield event
+                finally:
+                    await cycles.aclose()
                 agent.conversation_manager.apply_management(agent)
         except BaseException as error:
             if not isinstance(error, MaxTokensReachedException):  # that one keeps its partial answer (as Strands)
@@ -217,17 +225,27 @@ def _rollback(agent: Agent, inv: Invocation, length: int) -> None:
 
 
 async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
+    """The invocation's cycles; yields their events, the last an ``AgentResult``.
+
+    Each layer of the loop closes the generator it reads from when it is closed itself: a caller that stops
+    reading (``aclose()`` on the agent's stream) closes only the outermost, and an inner layer left to the event
+    loop's finalizer would roll the history back, end its tools and close the model stream only after the agent
+    had been released — and a next invocation started.
+    """
     while True:
         stop = _stop_at_cycle_top(agent, inv)
         if stop is not None:
             yield stop
             return
         ended = False
+        cycle = _cycle(agent, inv)
         if not inv.tracer.enabled:
-            # Drained to the end (never abandoned mid-way) so no generator is left for the GC to finalize.
-            async for event in _cycle(agent, inv):
-                ended = ended or isinstance(event, AgentResult)
-                yield event
+            try:
+                async for event in cycle:
+                    ended = ended or isinstance(event, AgentResult)
+                    yield event
+            finally:
+                await cycle.aclose()
             if ended:
                 return
             continue
@@ -235,13 +253,14 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                                                {"ray_harness.cycle_index": inv.cycle_index, **agent.trace_attributes})
         error: BaseException | None = None
         try:
-            async for event in _cycle(agent, inv):
+            async for event in cycle:
                 ended = ended or isinstance(event, AgentResult)
                 yield event
         except BaseException as caught:
             error = caught
             raise
         finally:
+            await cycle.aclose()
             inv.tracer.end_span(inv.cycle_span, error=error)
             inv.cycle_span = None
         if ended:
@@ -253,18 +272,26 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     message = _tool_use_to_resume(agent, inv)
     if message is None:
         turn = _ModelTurn()
-        async for event in _model_turn(agent, inv, turn):
-            yield event
+        model = _model_turn(agent, inv, turn)
+        try:
+            async for event in model:
+                yield event
+        finally:
+            await model.aclose()
         if turn.message is None:
             return  # the invocation ended here (its result was yielded), or the next cycle goes on
         message = turn.message
     inv.resumed_position = None
     tools: ToolsOutcome | None = None
-    async for event in run_tools(agent, inv, message):
-        if isinstance(event, ToolsOutcome):
-            tools = event
-        else:
-            yield event
+    batch = run_tools(agent, inv, message)
+    try:
+        async for event in batch:
+            if isinstance(event, ToolsOutcome):
+                tools = event
+            else:
+                yield event
+    finally:
+        await batch.aclose()
     assert tools is not None
     final_result = await _after_tools(agent, inv, message, tools)
     if final_result is not None:
@@ -304,11 +331,14 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
     """
     outcome: ModelStopReason | None = None
     model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
-    async for event in model_call:
-        if isinstance(event, ModelStopReason):
-            outcome = event
-        else:
-            yield event
+    try:
+        async for event in model_call:
+            if isinstance(event, ModelStopReason):
+                outcome = event
+            else:
+                yield event
+    finally:
+        await model_call.aclose()
     assert outcome is not None
     agent.event_loop_metrics.add_cycle()
     message, stop_reason = outcome.message, outcome.stop_reason

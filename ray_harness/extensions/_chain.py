@@ -297,10 +297,13 @@ class ExtensionChain:
             await self.lifecycle("before_model")
         stop = None
         events = self._logical(call_model) if self.logical_wrappers else call_model(self._agent, self._inv)
-        async for event in events:
-            if isinstance(event, ModelStopReason):
-                stop = event
-            yield event
+        try:
+            async for event in events:
+                if isinstance(event, ModelStopReason):
+                    stop = event
+                yield event
+        finally:
+            await events.aclose()  # closed mid-call: the layers inside end before the agent is released
         if self.standard:
             await self.lifecycle("after_model", stop)
 

@@ -228,8 +228,12 @@ class AgentHost:
         if counted:
             self._calls["stream"] += 1
         if request.slot is not None:
-            async for slot_item in self._slots.stream(request, spec):
-                yield slot_item
+            slot_run = self._slots.stream(request, spec)
+            try:
+                async for slot_item in slot_run:
+                    yield slot_item
+            finally:
+                await slot_run.aclose()  # closed by its caller: the run ends before this returns
             return
         runner = self._runner_for(spec, request.agent_key, request.invocation_id)
         if request.agent_key is None:
@@ -238,8 +242,12 @@ class AgentHost:
             await register_when_free(self._register, request.invocation_id, runner)
         try:
             await _binding.settled(self._holder(request))
-            async for item in runner.wire_stream(request):
-                yield item
+            run = runner.wire_stream(request)
+            try:
+                async for item in run:
+                    yield item
+            finally:
+                await run.aclose()
         finally:
             self._unregister(request.invocation_id)
             if request.agent_key is None:

@@ -188,14 +188,18 @@ class HostSlots:
             state = functools.partial(self._state, key, runner.agent, baseline)
             # What the run sends, kept for a re-send once it completed (not when a spec restored the slot).
             items: list[Any] = []
-            async for item in runner.wire_stream(request, prepare, state):
-                if isinstance(item, ResultItem | SnapshotItem):
-                    item = item.model_copy(update={"revision": self._book.revision(key)})
-                if start is not None:
-                    items.append(item)
-                    if isinstance(item, ResultItem):
-                        self._book.completed(key, request.invocation_id, CompletedRun(start, tuple(items)))
-                yield item
+            run = runner.wire_stream(request, prepare, state)
+            try:
+                async for item in run:
+                    if isinstance(item, ResultItem | SnapshotItem):
+                        item = item.model_copy(update={"revision": self._book.revision(key)})
+                    if start is not None:
+                        items.append(item)
+                        if isinstance(item, ResultItem):
+                            self._book.completed(key, request.invocation_id, CompletedRun(start, tuple(items)))
+                    yield item
+            finally:
+                await run.aclose()  # a closed request's run has ended when it leaves the host's registry
         finally:
             self._unregister(request.invocation_id)
             self._book.leave(key)

@@ -143,8 +143,12 @@ class AgentRunner:
             # The caller's span is the parent of this invocation's spans; its metrics carry the caller's run tags;
             # a Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
             with attached(request.trace_context), scoped({"run": request.invocation_id}), placed("in_process"):
-                async for event in self._stream(request, events or request.events, prepare):
-                    yield event
+                run = self._stream(request, events or request.events, prepare)
+                try:
+                    async for event in run:
+                        yield event
+                finally:
+                    await run.aclose()  # closed by its caller: the invocation ends before this returns (_stream)
         finally:
             idle_collector.end()  # the process's last invocation in flight ended: a cheap young collection
 
@@ -159,8 +163,9 @@ class AgentRunner:
         is what travels as the agent's state: a node slot sends a ``SnapshotDelta`` when it can.
         """
         take = state or self.agent.snapshot
+        events = self.stream(request, prepare=prepare)
         try:
-            async for event in self.stream(request, prepare=prepare):
+            async for event in events:
                 if event.get("type") == "result":
                     # Control data beside the event, never inside it; one Ray object for both (a streamed item
                     # costs a round trip per node).
@@ -174,6 +179,8 @@ class AgentRunner:
             if request.snapshot:
                 yield SnapshotItem.model_construct(**node_state_fields(take()))
             raise
+        finally:
+            await events.aclose()
 
     async def _stream(self, request: InvokeRequest, events: EventFilter, prepare: Callable[[], None] | None = None
                       ) -> AsyncGenerator[dict[str, Any], None]:
@@ -204,8 +211,14 @@ class AgentRunner:
                         self._finish(invocation_id, finished)
                         yield {"type": "result", "result": finished}
                         return
-                async for event in self._run(invocation_id, prompt, request.agent_options(), signal, events):
-                    yield event
+                run = self._run(invocation_id, prompt, request.agent_options(), signal, events)
+                try:
+                    async for event in run:
+                        yield event
+                finally:
+                    # A caller that stops reading closes this generator only: the run must end before the lock
+                    # is free (left to the loop's finalizer, it ended after the next invocation's turn began).
+                    await run.aclose()
             finally:
                 with self._guard:
                     self._running = None

@@ -17,6 +17,7 @@ from ray_harness.runtime._store import FileAgentStore
 from ray_harness.runtime._wire import InvokeRequest
 from ray_harness.testing import ModelCall, ScriptedModel, text, tool_calls
 from ray_harness.types.exceptions import SessionException
+from tests.closing import BOTH_ENDED, two_waiting_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,3 +161,35 @@ async def test_cancel_that_overtakes_its_invocation_lands() -> None:
     assert runner.cancel("inv-9") is False
     result = await asyncio.wait_for(runner.invoke(InvokeRequest(invocation_id="inv-9", prompt="hi")), 120)
     assert result.stop_reason == "cancelled"
+
+
+@pytest.mark.parametrize("layer", ["stream", "wire_stream"])
+async def test_the_next_invocation_starts_once_a_closed_one_has_ended(layer: str) -> None:
+    """A caller that stops reading mid-tool (its consumer is gone) frees the runner once the agent is idle.
+
+    At the next invocation's turn the closed one's tool has ended and its history is rolled back, and the agent
+    is free to restore (a host slot restores it there); the turn used to come while the closed invocation was
+    still unwinding (``ConcurrencyException``, the tool still running).
+    """
+    tools: list[str] = []
+    agent = two_waiting_tools(tools)
+    runner = AgentRunner(agent)
+    closed = getattr(runner, layer)(InvokeRequest(invocation_id="x", prompt="x", events="all"))
+    async for item in closed:  # nobody reads further once the tool runs
+        event = item if isinstance(item, dict) else item.event
+        if event.get("type") == "tool_start" and tools:
+            break
+    await closed.aclose()
+    seen: list[Any] = []
+
+    def prepare() -> None:  # what a host slot does at the run's turn
+        agent.restore(agent.snapshot())
+        seen.append((sorted(tools), len(agent.messages)))
+
+    events = runner.stream(InvokeRequest(invocation_id="y", prompt="y"), events="result", prepare=prepare)
+    results = await asyncio.wait_for(_collect(events), 20)
+    assert seen == [(BOTH_ENDED, 0)] and str(results[-1]["result"]).strip() == "next"
+
+
+async def _collect(events: Any) -> list[Any]:
+    return [event async for event in events]

@@ -10,6 +10,7 @@ from ray_harness import Agent, ToolContext, tool
 from ray_harness.models import ModelPrices
 from ray_harness.testing import ScriptedModel, step, text, tool_call, tool_calls
 from ray_harness.tools import SequentialToolExecutor
+from tests.closing import BOTH_ENDED, two_waiting_tools
 
 
 @tool
@@ -203,3 +204,28 @@ def test_cost_reported_in_metrics() -> None:
     result = Agent(model)("x")
     assert result.metrics.accumulated_cost_usd == pytest.approx(18.0)
     assert result.metrics.get_summary()["accumulated_cost_usd"] == pytest.approx(18.0)
+
+
+
+async def _close_mid_batch(agent: Agent, tools: list[str]) -> None:
+    """Read ``agent``'s stream until its tools run, then stop reading (close it) there."""
+    stream = agent.stream_async("x")
+    async for event in stream:
+        if event.get("type") == "tool_start" and tools:
+            break
+    await stream.aclose()
+
+
+async def test_a_stream_closed_mid_batch_has_ended_when_aclose_returns() -> None:
+    """``aclose()`` on the agent's stream returns once the invocation is over: tools ended, history rolled back.
+
+    Only the outermost generator is closed by the caller; each inner layer used to be left to the event loop's
+    finalizer, so the agent was free again while its tools still ran and before its history was rolled back.
+    """
+    tools: list[str] = []
+    agent = two_waiting_tools(tools)
+    await _close_mid_batch(agent, tools)
+    assert sorted(tools) == BOTH_ENDED
+    assert agent.messages == []
+    agent.restore(agent.snapshot())  # idle: no ConcurrencyException
+    assert str(await agent.invoke_async("y")).strip() == "next"

@@ -197,3 +197,15 @@ def test_task_label_names_the_innermost_node_or_row() -> None:
     with run_scope("swarm", "desk"), node_scope("triage"), run_scope("graph", "inner"), node_scope("step"):
         assert task_label() == "ray_harness.node:inner/step"  # and a graph nested in a swarm member
 
+
+
+async def test_a_stream_closed_mid_batch_has_ended_its_spans_when_aclose_returns(
+        spans: InMemorySpanExporter) -> None:
+    from tests.closing import two_waiting_tools
+    from tests.unit.test_cancel_limits import _close_mid_batch
+
+    tools: list[str] = []
+    await _close_mid_batch(two_waiting_tools(tools), tools)
+    names = sorted(span.name for span in spans.get_finished_spans())
+    assert names == ["chat", "execute_event_loop_cycle", "execute_tool wait_long", "execute_tool wait_long",
+                     "invoke_agent agent"]
