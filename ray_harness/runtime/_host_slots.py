@@ -196,7 +196,8 @@ class HostSlots:
                     if start is not None:
                         items.append(item)
                         if isinstance(item, ResultItem):
-                            self._book.completed(key, request.invocation_id, CompletedRun(start, tuple(items)))
+                            self._book.completed(key, request.invocation_id,
+                                                 CompletedRun(start, tuple(items), sync.orchestration))
                     yield item
             finally:
                 await run.aclose()  # a closed request's run has ended when it leaves the host's registry

@@ -26,9 +26,9 @@ orchestration host dies, its driver sends the run again with the same ids (:mod:
 a node's request that names a kept run, from the copy that run started from (the same slot revision, or the same
 state sent along by a changed copy, e.g. a history the caller cleared), gets those items again
 (:meth:`SlotBook.completed_run`) — the node does not run twice, whatever ran in the slot since. Any other request
-runs as usual. The runs of an earlier orchestration request are dropped when one of a later request completes:
-its driver had its end before it started another (a Graph/Swarm runs one invocation at a time), so it never sends
-them again.
+runs as usual. The runs of an earlier orchestration request (a node request names its own in
+``SlotSync.orchestration``) are dropped when one of a later request completes: its driver had its end before it
+started another (a Graph/Swarm runs one invocation at a time), so it never sends them again.
 
 **Digest.** :func:`conversation_digest` hashes what ``reset_on_revisit``, a session restore or a user's edit
 changes (messages, agent state, interrupt state): the node runner compares its copy's digest with the one taken
@@ -117,6 +117,8 @@ class CompletedRun:
     (a changed copy)."""
     items: tuple[Any, ...]
     """Its event items and, last, its result item (with the run's state and revision)."""
+    orchestration: str | None = None
+    """The orchestration request it was part of (``SlotSync.orchestration``; ``None``: a run of its own)."""
 
 
 class SlotBook:
@@ -180,8 +182,8 @@ class SlotBook:
         if entry is None:
             return
         kept = entry.runs_sent
-        orchestration = _orchestration_of(invocation_id)
-        for earlier in [run_id for run_id in kept if _orchestration_of(run_id) != orchestration]:
+        for earlier in [run_id for run_id, other in kept.items()
+                        if run.orchestration is None or other.orchestration != run.orchestration]:
             del kept[earlier]
         kept[invocation_id] = run
         kept.move_to_end(invocation_id)
@@ -326,12 +328,6 @@ class RunBaseline:
         """Whether ``messages`` start with the very message objects the run started from, in order."""
         base = self._messages
         return len(messages) >= len(base) and all(now is then for now, then in zip(messages, base, strict=False))
-
-
-def _orchestration_of(run_id: str) -> str:
-    # Node runs are named "<orchestration request id>:<uid>:<node id>:<visit>" (RayNodeRunner.name_runs); an
-    # unnamed run (no colon) is its own, and never sent again under its id.
-    return run_id.partition(":")[0]
 
 
 def node_state(agent: Any, baseline: RunBaseline | None, *, copy: bool = True) -> AgentSnapshot | SnapshotDelta:

@@ -97,12 +97,17 @@ class SlotSync(_Wire):
             a session restore, an edit); then the revision is not checked.
         messages: How many messages the caller's copy has: the run's state comes back as a delta over them when
             the slot's run starts from as many and only appends (``None``: always the full snapshot).
+        orchestration: The orchestration request the run is part of (the id its driver gave the Graph/Swarm
+            invocation; the same when that driver sends a lost orchestration again). The slot keeps the completed
+            runs of the latest one for their re-sends (:mod:`ray_harness.runtime._slots`, "Re-sent runs");
+            ``None``: a run of its own.
 
     """
 
     revision: int | None = None
     snapshot: bytes | None = None
     messages: int | None = Field(default=None, ge=0)
+    orchestration: str | None = Field(default=None, min_length=1)
 
 
 class InvokeRequest(Request):

@@ -172,6 +172,7 @@ class RayNodeRunner:
         self._counter = itertools.count()
         self._run_base: str | None = None  # set by name_runs(): node runs named after the orchestration's request
         self._visits: dict[str, int] = {}  # node id -> its runs so far in that request
+        self._orchestration: str | None = None  # that request's id, sent with each slot run (SlotSync)
         self._seen: set[str] = set()  # nodes that ran in this invocation (their copy's digest was checked)
         self._chains: dict[str, MessagesDigest] = {}  # node id -> running digest of its copy's messages (here)
         self._ordinals = {node_id: index for index, node_id in enumerate(self._nodes)}
@@ -290,11 +291,12 @@ class RayNodeRunner:
     def name_runs(self, invocation_id: str) -> None:
         """Name this orchestration request's node runs ``<invocation id>:<uid>:<node id>:<visit>``.
 
-        A driver sends a run whose orchestration host died again under the same invocation id: its node runs get
+        Their slot requests name the request itself (``SlotSync.orchestration``). A driver sends a run whose orchestration host died again under the same invocation id: its node runs get
         the same names, so a slot answers a run it already completed with what that run sent, and a RemoteAgent
         node's actor from its journal (see ``runtime._slots``, "Re-sent runs").
         """
         self._run_base = f"{invocation_id}:{self._uid}"
+        self._orchestration = invocation_id
         self._visits = {}
 
     def slot_key(self, node_id: str) -> str:
@@ -319,7 +321,7 @@ class RayNodeRunner:
         messages = len(agent.messages)  # the run's state comes back as a delta over as many, when it can
         if known is None:
             self._chains.pop(node_id, None)
-            return SlotSync(messages=messages)  # a new slot: the agent ships with the request
+            return SlotSync(messages=messages, orchestration=self._orchestration)  # a new slot: the agent ships along
         revision, digest = known
         changed = node_id in self._dirty
         if first and not changed and self._kept:
@@ -337,7 +339,7 @@ class RayNodeRunner:
             self._chains.pop(node_id, None)  # hashed again when needed (the run state)
         # Pickled at once: the snapshot may share the copy's own objects.
         return SlotSync(revision=revision, snapshot=pack_snapshot(take_snapshot(agent, copy=False)) if changed else None,
-                        messages=messages)
+                        messages=messages, orchestration=self._orchestration)
 
     def cancel_node(self, node_id: str) -> None:
         """Ask one running node to stop (one cancel message to where it runs)."""

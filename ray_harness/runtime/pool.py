@@ -337,9 +337,10 @@ class AgentPool:
                 raise RuntimeError(f"host answered {miss.reason!r} twice for slot {miss.agent_key!r}")
             misses.add(miss.reason)
             if miss.reason == "unknown":  # the copy is the slot's state: open it again from it
-                spec, sync = self._spec(agent), SlotSync(messages=sync.messages)
+                spec, sync = self._spec(agent), SlotSync(messages=sync.messages, orchestration=sync.orchestration)
             else:
-                spec, sync = None, SlotSync(snapshot=pack_snapshot(agent.snapshot()), messages=sync.messages)
+                spec, sync = None, SlotSync(snapshot=pack_snapshot(agent.snapshot()), messages=sync.messages,
+                                            orchestration=sync.orchestration)
             request = request.model_copy(update={"slot": sync})
 
     async def release_slots(self, prefixes: list[str]) -> int:

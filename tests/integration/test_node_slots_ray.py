@@ -241,9 +241,10 @@ async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_agai
     slots = HostSlots(0, host.resident, host.register, host.unregister, host.drop)
     spec = agent_spec(Agent(ScriptedModel(text("one"), text("two"), text("three")), name="a"))
 
-    async def run(invocation_id: str, sync: SlotSync, with_spec: bool = False) -> ResultItem:
+    async def run(invocation_id: str, sync: SlotSync, orchestration: str = "o1", *, with_spec: bool = False
+                  ) -> ResultItem:
         request = InvokeRequest(invocation_id=invocation_id, prompt=invocation_id, snapshot=True, agent_key="g/a",
-                                slot=sync)
+                                slot=sync.model_copy(update={"orchestration": orchestration}))
         items = [item async for item in slots.stream(request, spec if with_spec else None)]
         assert isinstance(items[-1], ResultItem), items
         return items[-1]
@@ -251,7 +252,7 @@ async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_agai
     def model_calls() -> int:
         return len(host.resident["g/a"].agent.model.calls)
 
-    x, y = "o1:u:a:0", "o1:u:a:1"  # two visits of one orchestration request (RayNodeRunner.name_runs)
+    x, y = "o1:u:a:0", "o1:u:a:1"  # two visits of one orchestration request "o1" (RayNodeRunner.name_runs)
     first = await run(x, SlotSync(messages=0), with_spec=True)  # a new slot: the agent ships with the request
     assert (first.revision, str(first.result).strip(), model_calls()) == (1, "one", 1)
     again = await run(x, SlotSync(messages=0), with_spec=True)  # the same run from the same (new) copy
@@ -279,7 +280,7 @@ async def test_a_re_sent_node_run_gets_what_it_sent_and_a_changed_copy_runs_agai
     assert not host.runs
     # A run of the next orchestration request: the runs kept for the earlier one are dropped (never sent again).
     assert slots._book.completed_run("g/a", x, 0) is not None
-    later = await run("o2:u:a:0", SlotSync(revision=3, messages=2))
+    later = await run("o2:u:a:0", SlotSync(revision=3, messages=2), "o2")
     assert (later.revision, str(later.result).strip()) == (4, "two")
     assert slots._book.completed_run("g/a", x, 0) is None
 

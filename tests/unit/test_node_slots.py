@@ -146,19 +146,19 @@ def test_completed_runs_are_kept_for_a_re_send_from_the_revision_they_started_at
 
     book = SlotBook(FakeClock())
     book.open("g/a")
-    first, second = "o1:u:a:0", "o1:u:a:1"  # node runs are named <orchestration request>:<uid>:<node>:<visit>
+    first, second = "o1:u:a:0", "o1:u:a:1"  # two visits of one orchestration request "o1"
     book.started("g/a", restored=False)  # the first visit, from revision 0
     assert book.completed_run("g/a", first, 0) is None  # still running: nothing kept
-    x = CompletedRun(0, ("event", "result"))
+    x = CompletedRun(0, ("event", "result"), "o1")
     book.completed("g/a", first, x)
     assert book.completed_run("g/a", first, 0) is x
     assert book.completed_run("g/a", first, 1) is None and book.completed_run("g/a", first, None) is None
     assert book.completed_run("g/a", second, 0) is None and book.completed_run("g/b", first, 0) is None
     book.started("g/a", restored=False)  # the second visit, from revision 1: the first stays kept
-    book.completed("g/a", second, CompletedRun(1, ("result",)))
+    book.completed("g/a", second, CompletedRun(1, ("result",), "o1"))
     assert book.completed_run("g/a", first, 0) is x
     for n in range(KEPT_RUNS - 1):
-        book.completed("g/a", f"o1:u:a:{2 + n}", CompletedRun(2 + n, ()))
+        book.completed("g/a", f"o1:u:a:{2 + n}", CompletedRun(2 + n, (), "o1"))
     assert book.completed_run("g/a", first, 0) is None  # the oldest goes beyond KEPT_RUNS
     assert book.completed_run("g/a", second, 1) is not None
     book.drop("g/a")
@@ -173,12 +173,14 @@ def test_a_later_orchestration_drops_the_runs_kept_for_an_earlier_one() -> None:
     book = SlotBook(FakeClock())
     book.open("g/a")
     book.open("g/b")
-    book.completed("g/a", "o1:u:a:0", CompletedRun(0, ("result",)))
-    book.completed("g/a", "o1:u:a:1", CompletedRun(1, ("result",)))
-    book.completed("g/b", "o1:u:b:0", CompletedRun(0, ("result",)))
-    book.completed("g/a", "o2:u:a:0", CompletedRun(2, ("result",)))
-    assert book.completed_run("g/a", "o1:u:a:0", 0) is None and book.completed_run("g/a", "o1:u:a:1", 1) is None
-    assert book.completed_run("g/a", "o2:u:a:0", 2) is not None
-    assert book.completed_run("g/b", "o1:u:b:0", 0) is not None  # another slot: its next run decides
-    book.completed("g/a", "unnamed", CompletedRun(3, ("result",)))  # a run without a name is its own
-    assert book.completed_run("g/a", "o2:u:a:0", 2) is None and book.completed_run("g/a", "unnamed", 3) is not None
+    book.completed("g/a", "a0", CompletedRun(0, ("result",), "o1"))
+    book.completed("g/a", "a1", CompletedRun(1, ("result",), "o1"))
+    book.completed("g/b", "b0", CompletedRun(0, ("result",), "o1"))
+    book.completed("g/a", "a2", CompletedRun(2, ("result",), "o2"))
+    assert book.completed_run("g/a", "a0", 0) is None and book.completed_run("g/a", "a1", 1) is None
+    assert book.completed_run("g/a", "a2", 2) is not None
+    assert book.completed_run("g/b", "b0", 0) is not None  # another slot: its next run decides
+    book.completed("g/a", "alone", CompletedRun(3, ("result",)))  # a run of no orchestration is its own
+    assert book.completed_run("g/a", "a2", 2) is None and book.completed_run("g/a", "alone", 3) is not None
+    book.completed("g/a", "alone too", CompletedRun(4, ("result",)))
+    assert book.completed_run("g/a", "alone", 3) is None and book.completed_run("g/a", "alone too", 4) is not None
