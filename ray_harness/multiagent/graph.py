@@ -164,15 +164,24 @@ class Graph(MultiAgentBase):
             # A node runner may run the whole orchestration elsewhere (runtime="ray": on an orchestration host).
             elsewhere = getattr(self._node_runner, "stream_orchestrator", None)
             delegated = None if elsewhere is None else elsewhere(self, task, state, events="result" if quiet else "all")
+            # Closed by its caller, this generator closes the one it reads: the run is over (its nodes stopped,
+            # their agents idle) when aclose() returns and the graph is free, not at the GC's next pass.
             if delegated is not None:
-                async for event in delegated:
-                    yield event
+                try:
+                    async for event in delegated:
+                        yield event
+                finally:
+                    await delegated.aclose()
                 return
             with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
                                              "ray_harness.graph.nodes": len(self.nodes)}), \
                     run_scope("graph", self.id, nodes=len(self.nodes)):
-                async for event in self._invoke(task, state, quiet):
-                    yield event
+                run = self._invoke(task, state, quiet)
+                try:
+                    async for event in run:
+                        yield event
+                finally:
+                    await run.aclose()
         finally:
             self._lock.release()
 
@@ -194,8 +203,9 @@ class Graph(MultiAgentBase):
         interrupts: list[Interrupt] = []
         self.state.status = Status.EXECUTING
         self.state.start_time = time.monotonic()
+        run = self._run(relaunch, invocation_state)
         try:
-            async for event in self._run(relaunch, invocation_state):
+            async for event in run:
                 if event["type"] == "multiagent_node_interrupt":
                     interrupts.extend(event["interrupts"])
                 yield event
@@ -204,6 +214,7 @@ class Graph(MultiAgentBase):
             self.state.status = Status.FAILED
             raise
         finally:
+            await run.aclose()  # its running nodes stop before the hooks below see the end
             self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
             self._resume_pending = False
             if self.hooks.has_callbacks(AfterMultiAgentInvocationEvent):

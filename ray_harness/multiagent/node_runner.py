@@ -204,11 +204,14 @@ class LocalNodeRunner:
                     yield NodeResult(result=MultiAgentResult(status=Status.CANCELLED), status=Status.CANCELLED)
                     return
                 final: Any = None
-                nested = target._quiet_stream if quiet else target.stream_async
-                async for event in nested(node_input, invocation_state):
-                    yield event
-                    if event.get("type") == "multiagent_result":
-                        final = event["result"]
+                nested = (target._quiet_stream if quiet else target.stream_async)(node_input, invocation_state)
+                try:
+                    async for event in nested:
+                        yield event
+                        if event.get("type") == "multiagent_result":
+                            final = event["result"]
+                finally:
+                    await nested.aclose()  # closed mid-run (a Swarm's caller stopped): the nested run ends first
                 if final is None:
                     raise RuntimeError(f"Node '{node_id}' did not produce a result event")
                 yield node_result_from_multiagent(final)
@@ -221,11 +224,14 @@ class LocalNodeRunner:
                 signal.set()
             self._signals[node_id] = signal
             run = getattr(target, "_quiet_stream", None) if quiet else None
-            async for event in (run or target.stream_async)(node_input, invocation_state=invocation_state,
-                                                            cancel_signal=signal):
-                yield event
-                if event.get("type") == "result":
-                    agent_result = event["result"]
+            stream = (run or target.stream_async)(node_input, invocation_state=invocation_state, cancel_signal=signal)
+            try:
+                async for event in stream:
+                    yield event
+                    if event.get("type") == "result":
+                        agent_result = event["result"]
+            finally:
+                await stream.aclose()
             if agent_result is None:
                 raise RuntimeError(f"Node '{node_id}' did not produce a result event")
             yield node_result_from_agent(agent_result, started)

@@ -223,14 +223,23 @@ class Swarm(MultiAgentBase):
             # A node runner may run the whole orchestration elsewhere (runtime="ray": on an orchestration host).
             elsewhere = getattr(self._node_runner, "stream_orchestrator", None)
             delegated = None if elsewhere is None else elsewhere(self, task, state, events="all")
+            # Closed by its caller, each layer closes the one it reads: the running member has stopped (its agent
+            # idle) when aclose() returns and the swarm is free, not at the GC's next pass.
             if delegated is not None:
-                async for event in delegated:
-                    yield event
+                try:
+                    async for event in delegated:
+                        yield event
+                finally:
+                    await delegated.aclose()
                 return
             with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id}), \
                     run_scope("swarm", self.id, nodes=len(self.nodes)):
-                async for event in self._invoke(task, state):
-                    yield event
+                run = self._invoke(task, state)
+                try:
+                    async for event in run:
+                        yield event
+                finally:
+                    await run.aclose()
         finally:
             self._lock.release()
 
@@ -243,8 +252,9 @@ class Swarm(MultiAgentBase):
         self.state.completion_status = Status.EXECUTING
         self.state.start_time = time.monotonic()
         interrupts: list[Interrupt] = []
+        loop = self._loop(resume_input, invocation_state)
         try:
-            async for event in self._loop(resume_input, invocation_state):
+            async for event in loop:
                 if event["type"] == "multiagent_node_interrupt":
                     interrupts = list(event["interrupts"])
                 yield event
@@ -252,6 +262,7 @@ class Swarm(MultiAgentBase):
             logger.exception("swarm_id=<%s> | swarm execution failed", self.id)
             self.state.completion_status = Status.FAILED
         finally:
+            await loop.aclose()
             self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
             self._resume_pending = False
             await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(source=self,
@@ -311,11 +322,15 @@ class Swarm(MultiAgentBase):
                 return
             tracker = HandoffTracker()
             result: NodeResult | None = None
-            async for event in self._run_member(node, resume_input, tracker, invocation_state):
-                if isinstance(event, NodeResult):
-                    result = event
-                else:
-                    yield event
+            member = self._run_member(node, resume_input, tracker, invocation_state)
+            try:
+                async for event in member:
+                    if isinstance(event, NodeResult):
+                        result = event
+                    else:
+                        yield event
+            finally:
+                await member.aclose()
             resume_input = None
             assert result is not None
             if result.status == Status.INTERRUPTED:
@@ -355,12 +370,16 @@ class Swarm(MultiAgentBase):
             async with asyncio.timeout(timeout):
                 with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id}), \
                         node_scope(node.node_id):
-                    async for item in self._node_runner.run_node(node.node_id, node_input, invocation_state):
-                        if isinstance(item, NodeResult):
-                            result = item
-                        else:
-                            tracker.observe(item)
-                            yield node_stream_event(node.node_id, item)
+                    items = self._node_runner.run_node(node.node_id, node_input, invocation_state)
+                    try:
+                        async for item in items:
+                            if isinstance(item, NodeResult):
+                                result = item
+                            else:
+                                tracker.observe(item)
+                                yield node_stream_event(node.node_id, item)
+                    finally:
+                        await items.aclose()
         except TimeoutError:
             self._node_runner.cancel_node(node.node_id)
             error = Exception(f"Node '{node.node_id}' execution timed out after {self.node_timeout}s")

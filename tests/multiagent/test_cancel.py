@@ -2,9 +2,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
+
+import pytest
 
 from ray_harness import GraphBuilder, Status, Swarm
 from ray_harness.testing import text
+from tests.closing import BOTH_ENDED, two_waiting_tools
 from tests.multiagent.conftest import make_agent
 
 
@@ -60,3 +64,25 @@ async def test_concurrent_invocations_of_one_graph_are_refused(runtime: str) -> 
     else:  # pragma: no cover
         raise AssertionError("second invocation was not refused")
     assert (await task).status == Status.COMPLETED
+
+
+@pytest.mark.parametrize("kind", ["graph", "swarm"])
+async def test_a_stream_closed_mid_node_has_ended_when_aclose_returns(kind: str) -> None:
+    """``aclose()`` on a Graph's/Swarm's stream returns once the run is over: the node's tools ended, its history
+    rolled back, the orchestrator free for the next invocation (the inner layers used to be left to the GC)."""
+    tools: list[str] = []
+    agent = two_waiting_tools(tools)
+    if kind == "graph":
+        builder = GraphBuilder()
+        builder.add_node(agent, "a")
+        orchestrator: Any = builder.build(runtime="local")
+    else:
+        orchestrator = Swarm([agent], runtime="local")
+    stream = orchestrator.stream_async("t")
+    async for event in stream:
+        if event.get("type") == "multiagent_node_stream" and event["event"].get("type") == "tool_start" and tools:
+            break
+    await stream.aclose()
+    assert sorted(tools) == BOTH_ENDED
+    assert agent.messages == []
+    assert (await orchestrator.invoke_async("again")).status == Status.COMPLETED
