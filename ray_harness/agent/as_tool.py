@@ -223,8 +223,12 @@ class AgentAsTool(SubAgentTool):
                 baseline = parked.baseline
             else:
                 baseline = None if self._preserve_context else snapshot_context(self._agent)
-            async for event in self._run_child(prompt, tool_use, context, baseline):
-                yield event
+            run = self._run_child(prompt, tool_use, context, baseline)
+            try:
+                async for event in run:
+                    yield event
+            finally:
+                await run.aclose()  # the parent closed mid-call: the child's run ends before it is free again
         finally:
             self._busy.release()
 
@@ -232,11 +236,15 @@ class AgentAsTool(SubAgentTool):
     async def _child_run(child: Agent, prompt: Any, tool_use: ToolUse) -> AsyncGenerator[Any, None]:
         """The raw call: the child's events, then its ``AgentResult`` (run as a sub-agent execution)."""
         result = None
-        async for event in child.stream_async(prompt, invocation_state={SCOPE_KEY: True}):
-            if event.get("type") == "result":
-                result = event["result"]
-            else:
-                yield ToolStreamEvent(tool_use, event)
+        events = child.stream_async(prompt, invocation_state={SCOPE_KEY: True})
+        try:
+            async for event in events:
+                if event.get("type") == "result":
+                    result = event["result"]
+                else:
+                    yield ToolStreamEvent(tool_use, event)
+        finally:
+            await events.aclose()
         yield RawReturn(result)
 
     async def _run_child(self, prompt: Any, tool_use: ToolUse, context: ToolContext,
@@ -245,8 +253,9 @@ class AgentAsTool(SubAgentTool):
         child = self._agent
         watcher = asyncio.create_task(forward_cancel(context.cancel_signal, child.cancel))
         result = None
+        raw = observe_raw(context, lambda: self._child_run(child, prompt, tool_use))
         try:
-            async for event in observe_raw(context, lambda: self._child_run(child, prompt, tool_use)):
+            async for event in raw:
                 if isinstance(event, RawReturn):
                     result = event.value
                 else:
@@ -258,6 +267,7 @@ class AgentAsTool(SubAgentTool):
             yield ToolResultEvent(error_result(use_id, f"Agent error: {error}"))
             return
         finally:
+            await raw.aclose()
             watcher.cancel()
         if result is not None and result.stop_reason == "interrupt" and result.interrupts:
             parked = ParkedTurn.capture(child, result.interrupts, baseline)

@@ -280,3 +280,25 @@ async def test_a_child_busy_with_another_caller_is_left_alone() -> None:
     assert child.messages[0]["content"][0]["text"] == "direct"  # not reset under the running invocation
     gate.set()
     assert (await direct).text == "child done"
+
+
+async def test_a_parent_closed_mid_child_leaves_the_child_idle_when_aclose_returns() -> None:
+    """The parent's stream closed while its agent-as-tool child runs tools: the child's run is over (its tools
+    ended, its history rolled back) when ``aclose()`` returns, so the parent's next call reaches an idle child."""
+    from tests.closing import BOTH_ENDED, two_waiting_tools
+
+    tools: list[str] = []
+    child = two_waiting_tools(tools)
+    child.name = "helper"
+    parent = Agent(ScriptedModel(tool_call("helper", {"input": "q"}), tool_call("helper", {"input": "q2"}),
+                                 text("done")), name="parent", tools=[child.as_tool()])
+    stream = parent.stream_async("go")
+    async for event in stream:
+        if event.get("type") == "tool_stream" and tools:
+            break
+    await stream.aclose()
+    assert sorted(tools) == BOTH_ENDED and child.messages == [] and parent.messages == []
+    child.model._steps.append(text("fine"))  # type: ignore[attr-defined]
+    result = await parent.invoke_async("again")
+    assert str(result).strip() == "done"
+    assert "Agent error" not in json.dumps(parent.messages) and "already processing" not in json.dumps(parent.messages)
