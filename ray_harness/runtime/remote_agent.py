@@ -217,8 +217,12 @@ class RemoteAgent:
         """
         request = self._request(prompt, invocation_state, limits, structured_output_model,
                                 events="all" if include_model_events else "agent")
-        async for event in self.stream_request(request):
-            yield event
+        events = self.stream_request(request)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()  # closed early: the cancel goes out now, not when the GC finalizes the layers
 
     async def stream_request(self, request: InvokeRequest) -> AsyncGenerator[dict[str, Any], None]:
         """One invocation's events, as ``request`` asks (its id, its event filter).
@@ -242,6 +246,7 @@ class RemoteAgent:
                 elif isinstance(item, EventItem):
                     yield item.event
         finally:
+            await items.aclose()
             self._tickets.answered(ticket)
 
     # -- control and inspection -------------------------------------------------------------------------

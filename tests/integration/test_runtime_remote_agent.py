@@ -81,6 +81,24 @@ async def test_cancel_during_a_long_tool() -> None:
         remote.shutdown()
 
 
+async def test_closing_the_stream_early_cancels_the_invocation() -> None:
+    """The driver stops reading (``aclose()``): the invocation is cancelled in the actor (its tool stops, as for
+    ``cancel()``), and the next call, queued behind it, runs once it has ended."""
+    remote = _remote("tests.integration.agents:slow_tool", name="close-early")
+    try:
+        stream = remote.stream_async("wait")
+        async for event in stream:
+            if event.get("type") == "tool_start":
+                break
+        await stream.aclose()
+        await asyncio.wait_for(remote.invoke_async("again"), 120)  # the first call's tool would wait 300 s
+        results = [block["toolResult"]["content"][0]["text"] for message in remote.messages
+                   for block in message["content"] if "toolResult" in block]
+        assert results[0] == "stopped by cancel"
+    finally:
+        remote.shutdown()
+
+
 async def test_invocations_queue_in_order_by_default() -> None:
     remote = _remote("tests.integration.agents:sleepy", name="queued")
     try:
