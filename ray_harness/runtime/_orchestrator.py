@@ -62,11 +62,13 @@ running runs again unless it finished meanwhile (the re-sent request waits for i
 node's actor then answers from its journal). A slot keeps the last ``KEPT_RUNS`` (8) completed runs of the
 latest run so, also of a copy the driver had changed (matched by the state it sent): older ones run again from
 the driver's state (at-least-once, tools included). A cancel that reached the lost run holds for its re-send.
-The driver does not yield the events of node runs and handoffs it already yielded; the run that was going on is
-reported again from its start. The hooks and edge conditions of the Graph/Swarm run again on the new host (what
-they kept in the lost copy is gone), and relayed session writes are written again. A Swarm with a member that is
-not an ``Agent`` (not in a slot: nothing would answer its handoff events again) still fails with
-``RemoteActorError``; the next invocation starts from the driver's objects.
+The driver does not yield the events of node runs and handoffs it already yielded; of the run that was going on,
+it holds back the events that repeat what it yielded (a slot that answers it as completed meanwhile sends them
+all again) and, when the run went differently (it ran again), yields it from its start
+(:class:`~ray_harness.runtime._resend.ReportedRuns`). The hooks and edge conditions of the Graph/Swarm run again
+on the new host (what they kept in the lost copy is gone), and relayed session writes are written again. A Swarm
+with a member that is not an ``Agent`` (not in a slot: nothing would answer its handoff events again) still fails
+with ``RemoteActorError``; the next invocation starts from the driver's objects.
 
 **Not here.** Where the orchestration already runs inside an actor (an evaluation row on a pooled host, a
 tool of a RemoteAgent, a nested Graph/Swarm inside an orchestration), nothing is shipped: nested
@@ -471,9 +473,8 @@ class OrchestratorClient:
                         if isinstance(item, ResidentMissItem):
                             missed = True  # the last item: the stream ends
                             continue
-                        for event in self._take(item, table, baselines, resident):
-                            if reported.new(event):
-                                yield event
+                        for event in reported.passing(self._take(item, table, baselines, resident)):
+                            yield event
                 except RemoteActorError as error:
                     next_step = self._after_loss(error, received=received, retried=retried,
                                                  can_resend=resends < RUN_RESENDS and resendable(table))

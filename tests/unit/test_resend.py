@@ -22,9 +22,10 @@ def test_a_re_sent_run_reports_only_node_runs_the_caller_did_not_see_end() -> No
     reported.resent()
     replay = [_event("start", "a"), _event("stop", "a"), _event("start", "b"), _event("stream", "b"),
               _event("stop", "b"), _event("start", "a"), _event("stop", "a"), _event("result")]
-    # "a"'s first run was seen: skipped with its events; "b" is reported again from its start; a second run of
-    # "a" (a cycle) and the result are new.
-    assert [reported.new(event) for event in replay] == [False, False, True, True, True, True, True, True]
+    # "a"'s first run was seen: skipped with its events; "b"'s run repeats what the caller got of it (held, not
+    # reported twice), then goes on; a second run of "a" (a cycle) and the result are new.
+    assert [reported.new(event) for event in replay] == [False, False, False, False, True, True, True, True]
+    assert reported.released == []
     reported.resent()  # lost again: now both runs of "a" and the run of "b" were seen
     again = [_event("start", "a"), _event("stop", "a"), _event("start", "b"), _event("stop", "b"),
              _event("start", "a"), _event("stop", "a"), _event("result")]
@@ -75,3 +76,68 @@ def test_runs_can_be_sent_again_unless_a_swarm_has_a_member_outside_the_slots() 
     nested.add_node(_agent("b"), "b")
     nested.add_node(Swarm([_agent("s3"), _Remote("s4")], runtime="local"), "team")
     assert not resendable(object_table(nested.build(runtime="local")))
+
+
+def _stream(node_id: str, text: str) -> dict[str, Any]:
+    return {"type": "multiagent_node_stream", "node_id": node_id, "event": {"type": "text_delta", "text": text}}
+
+
+def test_a_lost_node_run_that_runs_again_differently_is_reported_from_its_start() -> None:
+    """The held events that repeated the lost run are released before the first one that differs."""
+    reported = ReportedRuns()
+    seen = [_event("start", "b"), _stream("b", "Hel"), _stream("b", "lo")]
+    assert all(reported.new(event) for event in seen)
+    reported.resent()
+    # The node ran again (it had not completed): the same start and first chunk, then another answer.
+    assert not reported.new(_event("start", "b")) and not reported.new(_stream("b", "Hel"))
+    assert reported.released == []
+    diverging = _stream("b", "p!")
+    assert reported.new(diverging) and reported.released == seen[:2]  # to yield, in order, before "p!"
+    reported.released.clear()
+    assert reported.new(_event("stop", "b"))
+    # Lost once more after it ended: that run is skipped whole.
+    reported.resent()
+    assert [reported.new(e) for e in (_event("start", "b"), _stream("b", "x"), _event("stop", "b"))] == [False] * 3
+
+
+def test_a_node_run_lost_twice_while_it_repeated_is_compared_with_all_the_caller_got() -> None:
+    reported = ReportedRuns()
+    seen = [_event("start", "b"), _stream("b", "one"), _stream("b", "two")]
+    assert all(reported.new(event) for event in seen)
+    reported.resent()
+    assert not reported.new(_event("start", "b"))  # held: lost again before the rest came
+    reported.resent()
+    assert [reported.new(event) for event in seen] == [False] * 3  # the whole run as the caller got it
+    assert reported.new(_stream("b", "three")) and reported.new(_event("stop", "b")) and not reported.released
+
+
+def test_an_event_that_cannot_be_compared_counts_as_different() -> None:
+    class Uncomparable:
+        def __eq__(self, other: object) -> bool:
+            raise TypeError("no")
+
+        __hash__ = None  # type: ignore[assignment]
+
+    reported = ReportedRuns()
+    first = {"type": "multiagent_node_stream", "node_id": "b", "event": {"value": Uncomparable()}}
+    assert reported.new(first)
+    reported.resent()
+    again = {"type": "multiagent_node_stream", "node_id": "b", "event": {"value": Uncomparable()}}
+    assert reported.new(again) and reported.released == []
+
+
+def test_passing_yields_the_released_events_before_the_one_that_released_them() -> None:
+    reported = ReportedRuns()
+    seen = [_event("start", "b"), _stream("b", "Hel")]
+    assert list(reported.passing(seen)) == seen
+    reported.resent()
+    again = [_event("start", "b"), _stream("b", "Hel"), _stream("b", "lo"), _event("stop", "b"), _event("result")]
+    assert list(reported.passing(again)) == again[2:]  # repeated: held, and the run goes on from there
+    reported.resent()
+    other = [_event("start", "b"), _stream("b", "Hi"), _event("stop", "b"), _event("result")]
+    assert list(reported.passing(other)) == [_event("result")]  # "b" ended before: skipped whole
+    fresh = ReportedRuns()
+    assert list(fresh.passing(seen)) == seen
+    fresh.resent()
+    differs = [_event("start", "b"), _stream("b", "Hi"), _event("stop", "b")]
+    assert list(fresh.passing(differs)) == differs  # the held start is released before "Hi": from its start
