@@ -170,9 +170,8 @@ class RayNodeRunner:
         """Per-process state (also after unpickling on an orchestration host)."""
         self._prefix = f"ray_harness-node-{_unique_id()}"
         self._counter = itertools.count()
-        self._run_base: str | None = None  # set by name_runs(): node runs named after the orchestration's request
+        self._orchestration: str | None = None  # set by name_runs(): the request its node runs are named after
         self._visits: dict[str, int] = {}  # node id -> its runs so far in that request
-        self._orchestration: str | None = None  # that request's id, sent with each slot run (SlotSync)
         self._seen: set[str] = set()  # nodes that ran in this invocation (their copy's digest was checked)
         self._chains: dict[str, MessagesDigest] = {}  # node id -> running digest of its copy's messages (here)
         self._ordinals = {node_id: index for index, node_id in enumerate(self._nodes)}
@@ -271,10 +270,10 @@ class RayNodeRunner:
         in_process = current_placement() == "in_process"  # stated by the host or agent actor running this call
         if isinstance(target, MultiAgentBase) or (in_process and not isinstance(target, RemoteAgent)):
             return self._local.run_node(node_id, node_input, invocation_state, events=events)
-        if self._run_base is not None:
+        if self._orchestration is not None:
             visit = self._visits.get(node_id, 0)
             self._visits[node_id] = visit + 1
-            run_id = f"{self._run_base}:{node_id}:{visit}"
+            run_id = f"{self._orchestration}:{self._uid}:{node_id}:{visit}"
         else:
             run_id = f"{self._prefix}:{node_id}:{next(self._counter)}"
         # The node's own request, stated once here: what the orchestrator wants of its events (nothing but the
@@ -291,11 +290,11 @@ class RayNodeRunner:
     def name_runs(self, invocation_id: str) -> None:
         """Name this orchestration request's node runs ``<invocation id>:<uid>:<node id>:<visit>``.
 
-        Their slot requests name the request itself (``SlotSync.orchestration``). A driver sends a run whose orchestration host died again under the same invocation id: its node runs get
-        the same names, so a slot answers a run it already completed with what that run sent, and a RemoteAgent
-        node's actor from its journal (see ``runtime._slots``, "Re-sent runs").
+        Their slot requests name the request itself (``SlotSync.orchestration``). A driver sends a run whose
+        orchestration host died again under the same invocation id: its node runs get the same names, so a slot
+        answers a run it already completed with what that run sent, and a RemoteAgent node's actor from its journal
+        (see ``runtime._slots``, "Re-sent runs").
         """
-        self._run_base = f"{invocation_id}:{self._uid}"
         self._orchestration = invocation_id
         self._visits = {}
 

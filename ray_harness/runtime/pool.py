@@ -57,7 +57,6 @@ from ray_harness.runtime._wire import (
     InvokeRequest,
     ResultItem,
     SlotMissItem,
-    SlotSync,
     SnapshotItem,
     invoke_request,
     pack_snapshot,
@@ -337,10 +336,10 @@ class AgentPool:
                 raise RuntimeError(f"host answered {miss.reason!r} twice for slot {miss.agent_key!r}")
             misses.add(miss.reason)
             if miss.reason == "unknown":  # the copy is the slot's state: open it again from it
-                spec, sync = self._spec(agent), SlotSync(messages=sync.messages, orchestration=sync.orchestration)
+                spec, sync = self._spec(agent), sync.model_copy(update={"revision": None, "snapshot": None})
             else:
-                spec, sync = None, SlotSync(snapshot=pack_snapshot(agent.snapshot()), messages=sync.messages,
-                                            orchestration=sync.orchestration)
+                spec, sync = None, sync.model_copy(update={"revision": None,
+                                                           "snapshot": pack_snapshot(agent.snapshot())})
             request = request.model_copy(update={"slot": sync})
 
     async def release_slots(self, prefixes: list[str]) -> int:
