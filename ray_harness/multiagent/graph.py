@@ -267,24 +267,28 @@ class Graph(MultiAgentBase):
                    ) -> AsyncGenerator[dict[str, Any], None]:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         tasks: dict[str, asyncio.Task[_NodeDone]] = {}
+        inline: list[tuple[str, Any]] = []  # the one node of a quiet batch, run in this task (see _launch_ready)
         try:
             for node_id, node_input in relaunch.items():
                 self._scheduler.launch(node_id, keep_inbox=True)
                 self._start_task(node_id, node_input, queue, tasks, invocation_state)
             if not tasks or self.scheduling == "eager":
-                async for event in self._launch_ready(queue, tasks, invocation_state):
+                async for event in self._launch_ready(queue, tasks, invocation_state, inline):
                     yield event
-            while tasks:
-                item = await self._next_item(queue)
-                if item is None:
-                    self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
-                    self._stop_tasks(tasks)
-                    continue
-                if isinstance(item, dict):
-                    yield item
-                    continue
-                node_id, task = item
-                async for event in self._node_finished(node_id, task, queue, tasks, invocation_state):
+            while tasks or inline:
+                if inline:
+                    done = await self._inline_node(*inline.pop(), queue, invocation_state)
+                else:
+                    item = await self._next_item(queue)
+                    if item is None:
+                        self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
+                        self._stop_tasks(tasks)
+                        continue
+                    if isinstance(item, dict):
+                        yield item
+                        continue
+                    done = self._done_of(*item)
+                async for event in self._node_finished(done, queue, tasks, invocation_state, inline):
                     yield event
             if self._fatal is not None:
                 raise self._fatal
@@ -294,30 +298,62 @@ class Graph(MultiAgentBase):
             if tasks:
                 await asyncio.gather(*tasks.values(), return_exceptions=True)
 
-    async def _node_finished(self, node_id: str, task: asyncio.Task[_NodeDone], queue: asyncio.Queue[Any],
-                             tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]
-                             ) -> AsyncGenerator[dict[str, Any], None]:
+    async def _node_finished(self, done: _NodeDone, queue: asyncio.Queue[Any],
+                             tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any],
+                             inline: list[tuple[str, Any]]) -> AsyncGenerator[dict[str, Any], None]:
         """Record a node's end, then stop the rest (a fatal failure) or launch what became ready."""
-        tasks.pop(node_id, None)
-        async for event in self._record(self._done_of(node_id, task), invocation_state):
+        tasks.pop(done.node_id, None)
+        async for event in self._record(done, invocation_state):
             yield event
         if self._fatal is not None:
             self._stop_tasks(tasks)
         elif not self._halted() and (self.scheduling == "eager" or not tasks):
-            async for event in self._launch_ready(queue, tasks, invocation_state):
+            async for event in self._launch_ready(queue, tasks, invocation_state, inline):
                 yield event
+
+    async def _inline_node(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
+                           invocation_state: dict[str, Any]) -> _NodeDone:
+        """Run a node in the invocation's own task, the way its task would, deadline included.
+
+        ``_node_task`` reports a cancel as the node being stopped, right for a task of its own; here the
+        cancel may be the caller's (its task cancelled, a timeout around the invocation), so it is raised
+        again once the node has stopped, as the queue wait of ``_run`` would have raised it.
+        """
+        remaining = self._remaining()
+        if remaining is None:
+            done = await self._node_task(node_id, node_input, queue, invocation_state)
+            expired = False
+        else:
+            async with asyncio.timeout(remaining) as deadline:
+                done = await self._node_task(node_id, node_input, queue, invocation_state)
+            expired = deadline.expired()
+        if expired:  # what _next_item's timeout does for tasks; the cancel stopped the node already
+            self._deadline_hit = True
+            self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
+            self._node_runner.cancel()
+        else:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise asyncio.CancelledError
+        return done
 
     def _halted(self) -> bool:
         return (self._cancel_requested or self._stop_reason is not None or self._fatal is not None
                 or bool(self.state.interrupted_nodes))
 
-    async def _next_item(self, queue: asyncio.Queue[Any]) -> Any:
+    def _remaining(self) -> float | None:
+        """Seconds left of ``execution_timeout``; ``None`` when there is none (or it was hit already)."""
         if self.execution_timeout is None or self._deadline_hit:
+            return None
+        return max(self.execution_timeout - (self.state.execution_time / 1000
+                                             + time.monotonic() - self.state.start_time), 0.0)
+
+    async def _next_item(self, queue: asyncio.Queue[Any]) -> Any:
+        remaining = self._remaining()
+        if remaining is None:
             return await queue.get()
-        remaining = self.execution_timeout - (self.state.execution_time / 1000
-                                              + time.monotonic() - self.state.start_time)
         try:
-            return await asyncio.wait_for(queue.get(), max(remaining, 0.0))
+            return await asyncio.wait_for(queue.get(), remaining)
         except TimeoutError:
             self._deadline_hit = True
             return None
@@ -343,11 +379,17 @@ class Graph(MultiAgentBase):
         tasks[node_id] = task
 
     async def _launch_ready(self, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
-                            invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+                            invocation_state: dict[str, Any], inline: list[tuple[str, Any]]
+                            ) -> AsyncGenerator[dict[str, Any], None]:
+        """Launch the ready nodes, one task each.
+
+        A quiet batch of one node with nothing else running goes to ``inline`` instead, and ``_run`` awaits
+        it itself: no task, queue item or callback (a chain's nodes cost less), and no node events to relay.
+        """
         from_ids = self._propagate(invocation_state)
-        launched: list[str] = []
+        launches: dict[str, Any] = {}
         for node_id in list(self._scheduler.ready):
-            if self._cancel_requested or node_id in tasks:
+            if self._cancel_requested or node_id in tasks or node_id in launches:
                 continue
             go, reason = should_continue_graph(
                 launched=self.state.launched, max_node_executions=self.max_node_executions,
@@ -363,10 +405,16 @@ class Graph(MultiAgentBase):
                 self._node_runner.reset_node(node_id)
                 self.state.completed_nodes.discard(node)
             self.state.launched += 1
-            launched.append(node_id)
-            self._start_task(node_id, self._node_input(node_id), queue, tasks, invocation_state)
-        if launched and from_ids and not self._quiet:
-            yield handoff_event(from_ids, launched)
+            launches[node_id] = self._node_input(node_id)
+        if len(launches) == 1 and self._quiet and not tasks:
+            ((node_id, node_input),) = launches.items()
+            self.nodes[node_id].execution_status = Status.EXECUTING
+            inline.append((node_id, node_input))
+        else:
+            for node_id, node_input in launches.items():
+                self._start_task(node_id, node_input, queue, tasks, invocation_state)
+        if launches and from_ids and not self._quiet:
+            yield handoff_event(from_ids, list(launches))
 
     def _propagate(self, invocation_state: dict[str, Any]) -> list[str]:
         """Fire the edges of every finished node (conditions see the state after the whole batch)."""

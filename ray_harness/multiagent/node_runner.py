@@ -4,7 +4,8 @@ Graph and Swarm decide *what* runs and *when* (:mod:`ray_harness.multiagent._sch
 a node runner only runs one node at a time on request and reports what it did.
 (A node's *executor* is the agent or orchestrator it wraps, ``GraphNode.executor``, as in
 Strands; the node runner is what runs it.)
-``runtime="local"`` runs nodes as asyncio tasks in this process;
+``runtime="local"`` runs nodes in this process, as asyncio tasks (the Graph awaits a
+quiet invocation's batch of one node in its own task);
 ``runtime="ray"`` (registered by the package root, see :mod:`ray_harness._runtimes`)
 builds ``ray_harness.runtime.multiagent.RayNodeRunner``, which implements the same
 protocol with actors; a runtime object's ``node_runner()`` is used as given.

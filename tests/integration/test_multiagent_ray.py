@@ -30,7 +30,9 @@ from tests.integration import agents
 from tests.integration.multiagent_agents import FileTimeline, where
 from tests.multiagent.conftest import JsonFileStore, make_agent
 from tests.multiagent.test_cancel import (  # noqa: F401 - collected here with runtime="ray"
+    test_a_nested_graphs_execution_timeout_does_not_cancel_its_caller,
     test_concurrent_invocations_of_one_graph_are_refused,
+    test_graph_cancel_stops_a_lone_running_node,
     test_swarm_cancel_returns_cancelled,
 )
 from tests.multiagent.test_graph import (  # noqa: F401

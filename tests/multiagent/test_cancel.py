@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from ray_harness import GraphBuilder, Status, Swarm
+from ray_harness.multiagent import MultiAgentResult
 from ray_harness.testing import text
 from tests.closing import BOTH_ENDED, two_waiting_tools
 from tests.multiagent.conftest import make_agent
@@ -86,3 +87,71 @@ async def test_a_stream_closed_mid_node_has_ended_when_aclose_returns(kind: str)
     assert sorted(tools) == BOTH_ENDED
     assert agent.messages == []
     assert (await orchestrator.invoke_async("again")).status == Status.COMPLETED
+
+
+# -- a quiet invocation runs a batch of one node in its own task (no node task): cancels still mean the same ----
+
+
+def lone_node_chain(first: Any) -> GraphBuilder:
+    """``first`` -> ``after``: every batch of the quiet invocation is one node."""
+    builder = GraphBuilder()
+    builder.add_node(make_agent("first", first), "first")
+    builder.add_node(make_agent("after", text("after")), "after")
+    builder.add_edge("first", "after")
+    return builder
+
+
+async def test_graph_cancel_stops_a_lone_running_node(runtime: str) -> None:
+    graph = lone_node_chain(text("zzz", delay=120)).build(runtime=runtime)
+    task = asyncio.create_task(graph.invoke_async("t"))
+    await asyncio.sleep(0.2)
+    graph.cancel()
+    result = await asyncio.wait_for(task, 60)  # the model would take 120 s
+    assert result.status == Status.CANCELLED
+    assert result.results["first"].status == Status.CANCELLED
+    assert "after" not in result.results
+
+
+async def test_a_deadline_around_the_invocation_raises_timeout_error(runtime: str) -> None:
+    graph = lone_node_chain(text("zzz", delay=120)).build(runtime=runtime)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.3):
+            await graph.invoke_async("t")
+    graph.nodes["first"].executor.model._steps.append(text("first again"))
+    assert (await graph.invoke_async("t")).status == Status.COMPLETED  # the graph is free again
+
+
+async def test_cancelling_the_callers_task_stops_a_lone_node_and_is_not_swallowed() -> None:
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def slow(call: Any) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(120)
+        finally:
+            stopped.set()
+        return text("never")
+
+    graph = lone_node_chain(slow).build(runtime="local")
+    task = asyncio.create_task(graph.invoke_async("t"))
+    await asyncio.wait_for(started.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled() and stopped.is_set()
+    assert graph.nodes["first"].executor.messages == []
+    assert "after" not in graph.state.results
+
+
+async def test_a_nested_graphs_execution_timeout_does_not_cancel_its_caller(runtime: str) -> None:
+    inner = GraphBuilder()
+    inner.add_node(make_agent("slow", text("zzz", delay=120)), "slow")
+    outer = GraphBuilder()
+    outer.add_node(inner.set_execution_timeout(0.3).build(runtime="local"), "inner")
+    outer.add_node(make_agent("after", text("after")), "after")
+    outer.add_edge("inner", "after")
+    result = await asyncio.wait_for(outer.set_failure_policy("continue").build(runtime=runtime).invoke_async("t"), 60)
+    nested = result.results["inner"].result
+    assert isinstance(nested, MultiAgentResult)
+    assert nested.status == Status.FAILED and nested.results["slow"].status == Status.CANCELLED
+    assert "after" in result.results  # the outer invocation went on
