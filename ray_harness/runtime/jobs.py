@@ -59,8 +59,12 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
 
 
 def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
-                       wait_s: float = 60.0) -> str:
-    """Submit, retrying while a freshly started head answers "no available agent ... try again later" for a few seconds."""
+                       wait_s: float = 120.0) -> str:
+    """Submit, retrying while a freshly started head answers "no available agent ... try again later".
+
+    Each refusal comes after the head waited ≈10 s for its agent itself; on a loaded 2-core machine a fresh
+    head's agent was seen to take over a minute to register.
+    """
     deadline = time.monotonic() + wait_s
     while True:
         try:
