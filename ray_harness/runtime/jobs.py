@@ -58,21 +58,30 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
     return job_id, status == JobStatus.SUCCEEDED
 
 
-def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
-                       wait_s: float = 120.0) -> str:
-    """Submit, retrying while a freshly started head answers "no available agent ... try again later".
+SUBMIT_WAIT_S = 120.0
+"""How long a job's submission is retried while the head answers "no available agent ... try again later".
 
-    Each refusal comes after the head waited ≈10 s for its agent itself; on a loaded 2-core machine a fresh
-    head's agent was seen to take over a minute to register.
-    """
+Each refusal comes after the head waited ≈10 s for its agent itself; on a loaded 2-core machine a fresh head's
+agent was seen to take over a minute to register.
+"""
+
+
+def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], submission_id: str) -> str:
+    """Submit, retrying refusals for :data:`SUBMIT_WAIT_S`; then ``ConnectionError`` (printed without a traceback)."""
+    wait_s = SUBMIT_WAIT_S
     deadline = time.monotonic() + wait_s
     while True:
         try:
             return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
                                          submission_id=submission_id))
         except RuntimeError as error:
-            if "try again later" not in str(error) or time.monotonic() > deadline:
+            if "try again later" not in str(error):
                 raise
+            if time.monotonic() > deadline:
+                address = getattr(client, "_address", "the cluster")
+                raise ConnectionError(
+                    f"{address}: no job agent took the job for {wait_s:.0f} s (Ray: {str(error).strip()}); "
+                    "check the head with `ray status`, then submit again") from error
             time.sleep(1.0)
 
 
