@@ -277,12 +277,11 @@ class Graph(MultiAgentBase):
                     yield event
             while tasks or inline:
                 if inline:
-                    done = await self._inline_node(*inline.pop(), queue, invocation_state)
+                    done = await self._inline_node(*inline.pop(), queue, tasks, invocation_state)
                 else:
                     item = await self._next_item(queue)
                     if item is None:
-                        self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
-                        self._stop_tasks(tasks)
+                        self._time_out(tasks)
                         continue
                     if isinstance(item, dict):
                         yield item
@@ -312,25 +311,17 @@ class Graph(MultiAgentBase):
                 yield event
 
     async def _inline_node(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
-                           invocation_state: dict[str, Any]) -> _NodeDone:
+                           tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> _NodeDone:
         """Run a node in the invocation's own task, the way its task would, deadline included.
 
         ``_node_task`` reports a cancel as the node being stopped, right for a task of its own; here the
         cancel may be the caller's (its task cancelled, a timeout around the invocation), so it is raised
         again once the node has stopped, as the queue wait of ``_run`` would have raised it.
         """
-        remaining = self._remaining()
-        if remaining is None:
+        async with asyncio.timeout(self._remaining()) as deadline:
             done = await self._node_task(node_id, node_input, queue, invocation_state)
-            expired = False
-        else:
-            async with asyncio.timeout(remaining) as deadline:
-                done = await self._node_task(node_id, node_input, queue, invocation_state)
-            expired = deadline.expired()
-        if expired:  # what _next_item's timeout does for tasks; the cancel stopped the node already
-            self._deadline_hit = True
-            self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
-            self._node_runner.cancel()
+        if deadline.expired():  # the deadline's cancel stopped the node already
+            self._time_out(tasks)
         else:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
@@ -355,8 +346,13 @@ class Graph(MultiAgentBase):
         try:
             return await asyncio.wait_for(queue.get(), remaining)
         except TimeoutError:
-            self._deadline_hit = True
             return None
+
+    def _time_out(self, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
+        """``execution_timeout`` passed: stop what runs; nothing starts after this."""
+        self._deadline_hit = True
+        self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
+        self._stop_tasks(tasks)
 
     def _stop_tasks(self, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
         self._node_runner.cancel()
