@@ -227,12 +227,9 @@ def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta, *, cop
             previous = manager.get_state()
             manager.restore_from_session(keep(snapshot.conversation_manager_state))
             undo.append(lambda: manager.restore_from_session(previous))
-        model = agent.model
-        set_model_state = getattr(model, "set_state", None)
+        set_model_state = getattr(agent.model, "set_state", None)
         if snapshot.model_state is not None and callable(set_model_state):
-            previous_model = model.get_state()
-            set_model_state(keep(snapshot.model_state))
-            undo.append(lambda: set_model_state(previous_model))
+            set_model_state(keep(snapshot.model_state))  # the last step that can fail: nothing to undo after it
     except BaseException:
         for step in reversed(undo):  # a failed restore leaves the agent as it was
             step()

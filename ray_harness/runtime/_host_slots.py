@@ -35,7 +35,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from typing import Any
 
-from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
+from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta, restore_snapshot
 from ray_harness.runtime import _sandbox_owner as sandboxes
 from ray_harness.runtime._runner import AgentRunner, SlotMiss
 from ray_harness.runtime._slots import (
@@ -232,7 +232,7 @@ class HostSlots:
         elif spec is not None:
             runner.agent.restore(spec.build().snapshot())
         elif sent is not None:
-            runner.agent.restore(sent)
+            restore_snapshot(runner.agent, sent, copy=False)  # unpickled for this request: the slot may keep its objects
         elif sync.revision != self._book.revision(key):
             raise SlotMiss(SlotMissItem(agent_key=key, reason="stale"))
         self._book.started(key, restored=restored)
@@ -242,7 +242,8 @@ class HostSlots:
 
     def _state(self, key: str, agent: Any, baseline: list[RunBaseline]) -> AgentSnapshot | SnapshotDelta:
         """A node slot run's state for its caller: a delta over the run's baseline when it only appended."""
-        state = node_state(agent, baseline[0] if baseline else None)
+        # Not copied: the runner pickles it at once (wire_stream), before the agent runs on; the book only counts it.
+        state = node_state(agent, baseline[0] if baseline else None, copy=False)
         self._book.sent(key, state)
         return state
 
