@@ -41,7 +41,7 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
         # Keep the command's exit status: the job fails exactly when the command does.
         entrypoint = (f"{entrypoint}; status=$?; python -m ray_harness.runtime._job_files "
                       f"{shlex.join([job_id, *download])}; exit $status")
-    _submit_with_retry(client, entrypoint, runtime_env, job_id)
+    _submit_with_retry(client, address, entrypoint, runtime_env, job_id)
     echo(f"submitted {job_id} to {address}\n")
     if not wait:
         return job_id, None
@@ -66,10 +66,10 @@ agent was seen to take over a minute to register.
 """
 
 
-def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any], submission_id: str) -> str:
+def _submit_with_retry(client: Any, address: str, entrypoint: str, runtime_env: dict[str, Any],
+                       submission_id: str) -> str:
     """Submit, retrying refusals for :data:`SUBMIT_WAIT_S`; then ``ConnectionError`` (printed without a traceback)."""
-    wait_s = SUBMIT_WAIT_S
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + SUBMIT_WAIT_S
     while True:
         try:
             return str(client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
@@ -78,9 +78,8 @@ def _submit_with_retry(client: Any, entrypoint: str, runtime_env: dict[str, Any]
             if "try again later" not in str(error):
                 raise
             if time.monotonic() > deadline:
-                address = getattr(client, "_address", "the cluster")
                 raise ConnectionError(
-                    f"{address}: no job agent took the job for {wait_s:.0f} s (Ray: {str(error).strip()}); "
+                    f"{address}: no job agent took the job for {SUBMIT_WAIT_S:.0f} s (Ray: {str(error).strip()}); "
                     "check the head with `ray status`, then submit again") from error
             time.sleep(1.0)
 

@@ -38,7 +38,7 @@ def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_refusal_is_retried_until_the_head_takes_the_job(no_waits: None) -> None:
     client = RefusingClient("http://head:8265", refusals=3)
-    assert jobs._submit_with_retry(client, "true", {}, "raysubmit_rh_taken") == "raysubmit_rh_taken"
+    assert jobs._submit_with_retry(client, "http://head:8265", "true", {}, "raysubmit_rh_taken") == "raysubmit_rh_taken"
     assert client.tries == 4
 
 
@@ -62,5 +62,5 @@ def test_other_errors_are_not_retried(no_waits: None) -> None:
 
     client = Broken("http://head:8265")
     with pytest.raises(RuntimeError, match="bad runtime_env"):
-        jobs._submit_with_retry(client, "true", {}, "raysubmit_rh_x")
+        jobs._submit_with_retry(client, "http://head:8265", "true", {}, "raysubmit_rh_x")
     assert client.tries == 1
