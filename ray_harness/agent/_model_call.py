@@ -69,7 +69,7 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
             continue
         if error is not None:
             if await _wait_to_retry(agent, inv, error, attempt):
-                yield _cancelled_stop()
+                yield _cancelled_stop(agent)
                 return
             continue
         assert stop is not None
@@ -170,8 +170,10 @@ def _account(agent: Agent, stop: ModelStopReason) -> None:
         report_model_call(agent.name, stop.usage, latency_ms / 1000, cost)
 
 
-def _cancelled_stop(usage: dict[str, int] | None = None) -> ModelStopReason:
-    message: Any = {"role": "assistant", "content": [{"text": CANCELLED_TEXT}]}
+def _cancelled_stop(agent: Agent, usage: dict[str, int] | None = None) -> ModelStopReason:
+    # ``agent.cancel(message=...)`` ends the history with the caller's text, wherever the cancel landed.
+    text = agent._cancel_message if agent._cancel_message is not None else CANCELLED_TEXT
+    message: Any = {"role": "assistant", "content": [{"text": text}]}
     if usage is None:
         return ModelStopReason(stop_reason="cancelled", message=message)
     return ModelStopReason(stop_reason="cancelled", message=message, usage=usage)
@@ -203,7 +205,7 @@ def _invoke_chain(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
 def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
     async def terminal(ctx: InvokeModelContext) -> AsyncGenerator[Any, None]:
         if inv.cancelled:
-            yield _cancelled_stop()
+            yield _cancelled_stop(agent)
             return
         stream = agent.model.stream(ctx.messages, ctx.tool_specs or None, ctx.system_prompt,
                                     tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
@@ -239,7 +241,7 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
                 await stream.aclose()
         if inv.cancelled:
             # The provider saw the request (and maybe streamed part of an answer): estimate what that cost.
-            yield _cancelled_stop(received.cut_usage(estimate_tokens(ctx.messages, ctx.system_prompt, ctx.tool_specs))
+            yield _cancelled_stop(agent, received.cut_usage(estimate_tokens(ctx.messages, ctx.system_prompt, ctx.tool_specs))
                                   if requested else None)
 
     return terminal

@@ -9,6 +9,7 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
+from ray_harness.agent._arguments import check_arguments, check_system_prompt
 from ray_harness.agent.conversation_manager.base import ConversationManager
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
@@ -29,7 +30,7 @@ from ray_harness.middleware.registry import MiddlewareRegistry
 from ray_harness.models.base import Model
 from ray_harness.tools.executors import ConcurrentToolExecutor, ToolExecutor
 from ray_harness.tools.registry import ToolRegistry
-from ray_harness.types.content import Message
+from ray_harness.types.content import Message, SystemContentBlock
 from ray_harness.types.exceptions import ConcurrencyException, ModelConfigurationError
 from ray_harness.types.validation import MESSAGES, validate
 
@@ -51,12 +52,18 @@ _NO_MODEL_HELP = (
 class Agent:
     """A model-driven agent loop with tools, hooks, middleware, interventions and interrupts."""
 
+    # Class-level defaults: most agents have neither, and an agent pickled before they existed still reads them.
+    structured_output_model: type | None = None
+    """The pydantic model every invocation's answer fills unless the call names another (as in Strands)."""
+    callback_handler: Callable[..., Any] | None = None
+    """Called with every stream event's fields as keyword arguments (Strands' ``callback_handler``)."""
+
     def __init__(
         self,
         model: Model | str | None = None,
         messages: list[Message] | None = None,
         tools: list[Any] | None = None,
-        system_prompt: str | None = None,
+        system_prompt: str | list[SystemContentBlock] | None = None,
         *,
         name: str = "agent",
         agent_id: str = "default",
@@ -73,11 +80,27 @@ class Agent:
         trace_attributes: dict[str, Any] | None = None,
         record_direct_tool_call: bool = True,
         max_guide_retries: int = 3,
+        structured_output_model: type | None = None,
+        callback_handler: Callable[..., Any] | None = None,
     ) -> None:
+        """Configure an agent as in Strands; every argument is checked here, and a wrong one is named.
+
+        ``system_prompt`` is a string or a list of ``{"text": ...}`` / ``{"cachePoint": {...}}`` blocks (cache
+        points reach Bedrock and Anthropic; other providers get the texts, one per line).
+        ``structured_output_model`` is the pydantic model every invocation's answer fills unless the call names
+        another. ``callback_handler`` is called with each stream event's fields as keyword arguments, for
+        ``agent(...)`` and ``invoke_async`` too; ``None`` (the default) prints nothing, where Strands' default
+        prints the answer.
+        """
+        check_arguments(description=description, conversation_manager=conversation_manager,
+                        session_manager=session_manager, tool_executor=tool_executor,
+                        retry_strategy=None if retry_strategy is _DEFAULT_RETRY else retry_strategy,
+                        checkpointing=checkpointing, max_guide_retries=max_guide_retries, tools=tools,
+                        callback_handler=callback_handler, structured_output_model=structured_output_model)
         self.model: Model = _resolve_model(model)
         # A fresh agent (one per node per evaluation row) skips copying and validating an empty history.
         self.messages: list[Message] = validate(MESSAGES, copy.deepcopy(messages), "messages") if messages else []
-        self.system_prompt = system_prompt
+        self.system_prompt = check_system_prompt(system_prompt)
         if not isinstance(name, str) or not name:
             raise ValueError("name must be a non-empty string")
         self.name = name
@@ -88,6 +111,10 @@ class Agent:
         self.record_direct_tool_call = record_direct_tool_call
         self.checkpointing = checkpointing
         self.max_guide_retries = max_guide_retries
+        if structured_output_model is not None:
+            self.structured_output_model = structured_output_model
+        if callback_handler is not None:
+            self.callback_handler = callback_handler
         self.retry_strategy: ModelRetryStrategy | None = (
             ModelRetryStrategy() if retry_strategy is _DEFAULT_RETRY else retry_strategy
         )
@@ -283,6 +310,11 @@ class Agent:
         from ray_harness.agent.loop import Invocation, run_invocation
 
         checked_limits = validate_limits(limits)
+        if invocation_state is not None and not isinstance(invocation_state, dict):
+            raise TypeError(f"invocation_state must be a dict or None, got {type(invocation_state).__name__}")
+        handler = self.callback_handler
+        if handler is not None:
+            quiet = False  # the handler hears every event, as in Strands
         if not self._lock.acquire(blocking=False):
             raise ConcurrencyException(
                 f"agent {self.name!r} is already running an invocation; wait for it or use another Agent"
@@ -291,7 +323,7 @@ class Agent:
             state = invocation_state if invocation_state is not None else {}
             state.update(kwargs)
             invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits,
-                                    structured_output_model, quiet=quiet)
+                                    structured_output_model or self.structured_output_model, quiet=quiet)
             self._cancel_message = None
             self._cancel_after_tools = False
             self._invocation = invocation
@@ -299,6 +331,8 @@ class Agent:
                 generator = run_invocation(self, prompt, invocation)
                 try:
                     async for event in generator:
+                        if handler is not None:
+                            handler(**event)
                         yield event
                 finally:
                     await generator.aclose()

@@ -19,7 +19,7 @@ from ray_harness.interrupts import Interrupt, InterruptException, InterruptState
 
 if TYPE_CHECKING:
     from ray_harness.tools.registry import AgentTool
-    from ray_harness.types.content import Message, ToolResult, ToolUse
+    from ray_harness.types.content import Message, SystemPrompt, ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
 __all__ = (
@@ -122,7 +122,7 @@ class InvokeModelContext:
 
     agent: Any
     messages: list[Message]
-    system_prompt: str | None
+    system_prompt: SystemPrompt | None
     tool_specs: list[ToolSpec]
     tool_choice: dict[str, Any] | None
     invocation_state: dict[str, Any]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
-from typing import Any
+from typing import Any, cast
 
-from ray_harness.types.content import ContentBlock, Messages
+from ray_harness.types.content import ContentBlock, Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
@@ -36,6 +36,16 @@ def format_messages(messages: Messages) -> list[dict[str, Any]]:
         if content:
             formatted.append({"role": message["role"], "content": content})
     return formatted
+
+
+def format_system(system_prompt: SystemPrompt) -> str | list[dict[str, Any]]:
+    """A system prompt as Anthropic's ``system``.
+
+    A string stays one; blocks become text blocks, and a cache point ``cache_control`` on the block before it.
+    """
+    if isinstance(system_prompt, str):
+        return system_prompt
+    return _format_blocks(cast(list[ContentBlock], system_prompt))
 
 
 def _format_blocks(blocks: list[ContentBlock]) -> list[dict[str, Any]]:

@@ -7,7 +7,8 @@ import json
 import mimetypes
 from typing import Any
 
-from ray_harness.types.content import ContentBlock, Message, Messages
+from ray_harness.models.base import system_prompt_text
+from ray_harness.types.content import ContentBlock, Message, Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
@@ -22,7 +23,7 @@ _FINISH_REASONS = {
 }
 
 
-def format_messages(messages: Messages, system_prompt: str | None) -> list[dict[str, Any]]:
+def format_messages(messages: Messages, system_prompt: SystemPrompt | None) -> list[dict[str, Any]]:
     """Converse messages as Chat Completions ``messages``.
 
     Tool results become ``role: "tool"`` messages placed right after the assistant turn that asked for them
@@ -30,8 +31,9 @@ def format_messages(messages: Messages, system_prompt: str | None) -> list[dict[
     carries text only. Reasoning blocks are not sent back: Chat Completions has no field for them.
     """
     formatted: list[dict[str, Any]] = []
-    if system_prompt:
-        formatted.append({"role": "system", "content": system_prompt})
+    system = system_prompt_text(system_prompt)  # Chat Completions has no cache points: their text only
+    if system:
+        formatted.append({"role": "system", "content": system})
     for message in messages:
         if message["role"] == "assistant":
             assistant = _format_assistant(message)

@@ -12,7 +12,13 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ray_harness.models._anthropic_format import AnthropicStreamState, format_messages, format_tool_choice, format_tools
+from ray_harness.models._anthropic_format import (
+    AnthropicStreamState,
+    format_messages,
+    format_system,
+    format_tool_choice,
+    format_tools,
+)
 from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
@@ -20,7 +26,7 @@ from ray_harness.models._provider import ConfiguredModel
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import ModelPrices
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
-from ray_harness.types.content import Messages
+from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
     ModelConfigurationError,
@@ -82,7 +88,7 @@ class AnthropicModel(ConfiguredModel):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None = None,
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt | None = None,
         *,
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
@@ -111,7 +117,7 @@ class AnthropicModel(ConfiguredModel):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None,
-        system_prompt: str | None,
+        system_prompt: SystemPrompt | None,
         tool_choice: ToolChoice | None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The keyword arguments for ``messages.create`` and the JSON body fields they produce."""
@@ -124,7 +130,7 @@ class AnthropicModel(ConfiguredModel):
             "messages": format_messages(messages),
         }
         if system_prompt:
-            body["system"] = system_prompt
+            body["system"] = format_system(system_prompt)
         tools = format_tools(tool_specs)
         if tools:
             body["tools"] = tools

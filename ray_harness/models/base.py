@@ -14,11 +14,11 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
-from ray_harness.types.content import Messages
+from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
-__all__ = ("Model", "ModelPrices", "estimate_tokens")
+__all__ = ("Model", "ModelPrices", "estimate_tokens", "system_prompt_text")
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Model(ABC):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None = None,
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt | None = None,
         *,
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
@@ -80,14 +80,22 @@ class Model(ABC):
         return str(self.get_config().get("model_id", type(self).__name__))
 
 
-def estimate_tokens(messages: Messages, system_prompt: str | None = None, tool_specs: list[ToolSpec] | None = None) -> int:
+def system_prompt_text(system_prompt: SystemPrompt | None) -> str:
+    """The text of a system prompt given as a string or as blocks (their texts, one per line; cache points dropped)."""
+    if system_prompt is None or isinstance(system_prompt, str):
+        return system_prompt or ""
+    return "\n".join(block["text"] for block in system_prompt if "text" in block)
+
+
+def estimate_tokens(messages: Messages, system_prompt: SystemPrompt | None = None,
+                    tool_specs: list[ToolSpec] | None = None) -> int:
     """A documented, provider-independent estimate: one token per four characters of JSON.
 
     Used before a call (limits, proactive compression) when the provider has not reported usage yet.
     """
     import json
 
-    size = len(system_prompt or "")
+    size = len(system_prompt_text(system_prompt))
     for message in messages:
         for block in message["content"]:
             if "text" in block:

@@ -25,7 +25,7 @@ from ray_harness.models._provider import ConfiguredModel
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import ModelPrices
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
-from ray_harness.types.content import Messages
+from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
     ModelConfigurationError,
@@ -96,7 +96,7 @@ class BedrockModel(ConfiguredModel):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None = None,
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt | None = None,
         *,
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
@@ -132,15 +132,15 @@ class BedrockModel(ConfiguredModel):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None,
-        system_prompt: str | None,
+        system_prompt: SystemPrompt | None,
         tool_choice: ToolChoice | None,
     ) -> dict[str, Any]:
         """The keyword arguments for ``converse_stream``."""
         if not tool_specs and has_tool_blocks(messages):
             messages = tool_blocks_as_text(messages)
         request: dict[str, Any] = {"modelId": self.config.model_id, "messages": format_messages(messages)}
-        if system_prompt:
-            request["system"] = [{"text": system_prompt}]
+        if system_prompt:  # Converse takes the blocks as they are (cache points included)
+            request["system"] = [{"text": system_prompt}] if isinstance(system_prompt, str) else system_prompt
         tool_config = format_tool_config(tool_specs, tool_choice)
         if tool_config is not None:
             request["toolConfig"] = tool_config

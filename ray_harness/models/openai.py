@@ -20,7 +20,7 @@ from ray_harness.models._openai_format import OpenAIStreamState, format_messages
 from ray_harness.models._provider import ConfiguredModel
 from ray_harness.models.base import ModelPrices, estimate_tokens
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
-from ray_harness.types.content import Messages
+from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
     ModelConfigurationError,
@@ -74,7 +74,7 @@ class OpenAIModel(ConfiguredModel):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None = None,
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt | None = None,
         *,
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
@@ -111,7 +111,7 @@ class OpenAIModel(ConfiguredModel):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None,
-        system_prompt: str | None,
+        system_prompt: SystemPrompt | None,
         tool_choice: ToolChoice | None,
     ) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create``."""

@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message as AsgiMessage, Receive, Scope, Send
 
+from ray_harness.models.base import system_prompt_text
 from ray_harness.serve._executor import HarnessExecutor, interrupt_responses, pending_interrupt_ids
 from ray_harness.serve._store import TERMINAL, StorePoller, TaskRecords
 
@@ -77,7 +78,7 @@ def describe_target(target: Any, name: str) -> tuple[str, list[AgentSkill]]:
     agent_skill = AgentSkill(id=name, name=name, description=f"Ask the {name} agent", tags=["agent"])
     if isinstance(target, MultiAgentBase):
         return f"{name}: a ray_harness {type(target).__name__.lower()}", [agent_skill]
-    prompt = (getattr(target, "system_prompt", None) or "").strip()
+    prompt = system_prompt_text(getattr(target, "system_prompt", None)).strip()
     description = prompt.splitlines()[0] if prompt else (getattr(target, "description", None) or f"{name} agent")
     skills = []
     registry = getattr(target, "tool_registry", None)

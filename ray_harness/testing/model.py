@@ -30,7 +30,7 @@ from typing import Any, TypeAlias
 from typing_extensions import override
 
 from ray_harness.models.base import Model, ModelPrices, estimate_tokens
-from ray_harness.types.content import ContentBlock, Messages
+from ray_harness.types.content import ContentBlock, Messages, SystemPrompt
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.streaming import StreamEvent, Usage
 from ray_harness.types.tools import ToolChoice, ToolSpec
@@ -57,7 +57,7 @@ class ModelCall:
     """A frozen copy of what the loop sent to the model."""
 
     messages: tuple[dict[str, Any], ...]
-    system_prompt: str | None
+    system_prompt: SystemPrompt | None
     tool_specs: tuple[dict[str, Any], ...]
     tool_choice: dict[str, Any] | None
     index: int
@@ -205,7 +205,7 @@ class ScriptedModel(Model):
         self,
         messages: Messages,
         tool_specs: list[ToolSpec] | None = None,
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt | None = None,
         *,
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
@@ -304,7 +304,7 @@ class ScriptedModel(Model):
         raise ScriptError(f"unsupported script step: {item!r}")
 
     async def _events(
-        self, answer: Step, messages: Messages, system_prompt: str | None, tool_specs: list[ToolSpec] | None
+        self, answer: Step, messages: Messages, system_prompt: SystemPrompt | None, tool_specs: list[ToolSpec] | None
     ) -> AsyncGenerator[StreamEvent, None]:
         chunk_size = self.config.get("chunk_size")
         yield {"messageStart": {"role": "assistant"}}

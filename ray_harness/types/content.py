@@ -26,6 +26,7 @@ __all__ = (
     "ReasoningText",
     "Role",
     "SystemContentBlock",
+    "SystemPrompt",
     "ToolResult",
     "ToolResultContent",
     "ToolResultStatus",
@@ -122,9 +123,18 @@ class ContentBlock(TypedDict, total=False):
 
 
 class SystemContentBlock(TypedDict, total=False):
-    """One block of a system prompt."""
+    """One block of a system prompt.
+
+    ``{"text": ...}``, or ``{"cachePoint": {"type": "default"}}`` to mark the blocks before it for prompt caching
+    (Bedrock, Anthropic; other providers send the text only).
+    """
 
     text: str
+    cachePoint: dict[str, Any]
+
+
+SystemPrompt = str | list[SystemContentBlock]
+"""A system prompt: a string, or blocks (as in Strands)."""
 
 
 class Message(TypedDict):

@@ -1,0 +1,88 @@
+"""``Agent(...)``'s arguments checked at construction, each error naming its argument.
+
+A wrong object given to an agent otherwise fails far from the mistake: a string as
+``conversation_manager`` raised ``AttributeError`` at the first invocation, a session manager *class*
+(not an instance) was silently ignored and nothing was persisted. Checks are ``isinstance`` tests and
+protocol attributes only (agents are built per dataset row; this stays in the microseconds).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ray_harness.agent.conversation_manager.base import ConversationManager
+from ray_harness.hooks.registry import is_hook_provider
+from ray_harness.session.manager import SessionManager
+from ray_harness.tools.executors import ToolExecutor
+from ray_harness.types.content import SystemContentBlock
+
+__all__ = ("check_arguments", "check_system_prompt")
+
+
+def check_arguments(*, description: Any, conversation_manager: Any, session_manager: Any, tool_executor: Any,
+                    retry_strategy: Any, checkpointing: Any, max_guide_retries: Any, tools: Any,
+                    callback_handler: Any, structured_output_model: Any) -> None:
+    """Raise ``TypeError``/``ValueError`` naming the first argument that cannot work."""
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"description must be a string or None, got {_kind(description)}")
+    _instance("conversation_manager", conversation_manager, ConversationManager,
+              "e.g. SlidingWindowConversationManager()")
+    if not is_hook_provider(session_manager) or _from_strands(session_manager):  # a user's own HookProvider may persist
+        _instance("session_manager", session_manager, SessionManager, "e.g. FileSessionManager(session_id=...)")
+    if isinstance(tool_executor, type) or not callable(getattr(tool_executor, "execute", None)):
+        _instance("tool_executor", tool_executor, ToolExecutor, "ConcurrentToolExecutor() or SequentialToolExecutor()")
+    if retry_strategy is not None and not (callable(getattr(retry_strategy, "delay", None))
+                                           and hasattr(retry_strategy, "clock")):
+        raise TypeError(f"retry_strategy must be a ModelRetryStrategy (or None for no retries), got "
+                        f"{_kind(retry_strategy)}")
+    if not isinstance(checkpointing, bool):
+        raise TypeError(f"checkpointing must be True or False, got {_kind(checkpointing)}")
+    if isinstance(max_guide_retries, bool) or not isinstance(max_guide_retries, int) or max_guide_retries < 0:
+        raise ValueError(f"max_guide_retries must be an int >= 0, got {max_guide_retries!r}")
+    if tools is not None and (isinstance(tools, str | bytes | dict) or not hasattr(tools, "__iter__")):
+        raise TypeError(f"tools must be a list of tools (functions decorated with @tool, tool objects, MCP "
+                        f"clients or modules), got {_kind(tools)}")
+    if callback_handler is not None and not callable(callback_handler):
+        raise TypeError(f"callback_handler must be a callable taking the stream events as keyword arguments, "
+                        f"or None, got {_kind(callback_handler)}")
+    if structured_output_model is not None and not (isinstance(structured_output_model, type)
+                                                    and hasattr(structured_output_model, "model_json_schema")):
+        raise TypeError(f"structured_output_model must be a pydantic model class, got {_kind(structured_output_model)}")
+
+
+def check_system_prompt(system_prompt: Any) -> str | list[SystemContentBlock] | None:
+    """A system prompt is a string or a list of ``{"text": ...}`` / ``{"cachePoint": {...}}`` blocks (as in Strands).
+
+    Returns the value to keep (a list is copied, so later edits of the caller's list do not reach the agent).
+    """
+    if system_prompt is None or isinstance(system_prompt, str):
+        return system_prompt
+    if isinstance(system_prompt, list | tuple):
+        for index, block in enumerate(system_prompt):
+            if not (isinstance(block, dict) and len(block) == 1 and (
+                    isinstance(block.get("text"), str) or isinstance(block.get("cachePoint"), dict))):
+                raise ValueError(f"system_prompt[{index}] must be {{'text': str}} or {{'cachePoint': {{...}}}}, "
+                                 f"got {block!r}")
+        return copy.deepcopy(list(system_prompt))
+    raise TypeError(f"system_prompt must be a string, a list of system content blocks, or None, got "
+                    f"{_kind(system_prompt)}")
+
+
+def _instance(name: str, value: Any, expected: type, example: str) -> None:
+    if value is None or isinstance(value, expected):
+        return
+    if isinstance(value, type):
+        raise TypeError(f"{name} must be an instance ({example}), got the class {value.__qualname__}")
+    hint = f" (a Strands object: use ray_harness's {type(value).__name__})" if _from_strands(value) else ""
+    raise TypeError(f"{name} must be a {expected.__name__} ({example}), got {_kind(value)}{hint}")
+
+
+def _from_strands(value: Any) -> bool:
+    return type(value).__module__.split(".")[0] == "strands"
+
+
+def _kind(value: Any) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}" if not isinstance(value, str | int | float) \
+        else f"{type(value).__name__} {value!r}"
+
