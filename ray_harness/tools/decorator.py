@@ -5,18 +5,21 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import json
+import math
 import re
 import sys
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic_core import to_json
 from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._threads import run_in_tool_thread
 from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, ToolStreamEvent, error_result, observe_raw
-from ray_harness.types.content import ToolResult, ToolUse
+from ray_harness.types.content import ToolResult, ToolResultContent, ToolUse
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
 
@@ -130,12 +133,11 @@ class DecoratedFunctionTool(AgentTool):
     async def _raw_call(self, tool_use: ToolUse, kwargs: dict[str, Any]) -> AsyncGenerator[Any, None]:
         """The function itself: its stream events, then its return value as a ``RawReturn``."""
         if inspect.isasyncgenfunction(self._func):
+            # As in Strands: every yield is streamed, and the last one is also the tool's result.
             last: Any = None
-            seen = False
             async for item in self._func(**kwargs):
-                if seen:
-                    yield ToolStreamEvent(tool_use, last)
-                last, seen = item, True
+                yield ToolStreamEvent(tool_use, item)
+                last = item
             yield RawReturn(last)
             return
         yield RawReturn(await self._call(kwargs))
@@ -154,18 +156,46 @@ def _rebuild_tool(func: Callable[..., Any], name: str | None, description: str |
 
 
 def to_tool_result(tool_use_id: str, value: Any) -> ToolResult:
-    """Convert a tool's return value into a ``ToolResult``."""
+    """Convert a tool's return value into a ``ToolResult``.
+
+    A ``str`` is the text; a dict with ``status`` and ``content`` already is a result. Dicts, lists, tuples
+    and pydantic models become a ``{"json": ...}`` block holding a fresh plain-JSON copy (datetimes as ISO
+    strings, ``Decimal`` and ``Path`` as strings, sets as lists, ...), so neither a provider request nor a
+    session write fails on the value later, and the caller's object is never shared with the history.
+    A value JSON cannot hold (NaN, a circular reference, a key that is no string) becomes ``str(value)``
+    text. Other values become text as in Strands: ``json.dumps`` for ``bool``, ``None``, ``int`` and
+    finite ``float`` (``"true"``, ``"null"``, ``"1.5"``), ``str(value)`` for anything else.
+    """
+    if isinstance(value, str):
+        text = value if type(value) is str else str.__str__(value)
+        return {"toolUseId": tool_use_id, "status": "success", "content": [{"text": text}]}
     if isinstance(value, dict) and "status" in value and "content" in value:
         result = dict(value)
         result["toolUseId"] = tool_use_id
         return result  # type: ignore[return-value]
-    if isinstance(value, str):
-        return {"toolUseId": tool_use_id, "status": "success", "content": [{"text": value}]}
-    if isinstance(value, BaseModel):
-        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value.model_dump(mode="json")}]}
-    if isinstance(value, dict | list):
-        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
-    return {"toolUseId": tool_use_id, "status": "success", "content": [{"text": str(value)}]}
+    if isinstance(value, dict | list | tuple | BaseModel):
+        block: ToolResultContent
+        try:
+            block = {"json": _plain_json(value)}
+        except ValueError:
+            block = {"text": str(value)}
+        return {"toolUseId": tool_use_id, "status": "success", "content": [block]}
+    if value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+        text = json.dumps(value)
+    else:
+        text = str(value)
+    return {"toolUseId": tool_use_id, "status": "success", "content": [{"text": text}]}
+
+
+def _plain_json(value: Any) -> Any:
+    """A fresh copy of ``value`` made only of JSON types; ``ValueError`` if JSON cannot hold it."""
+    # pydantic's serializer takes datetimes, Decimal, sets, enums, dataclasses and models; anything else
+    # goes through str(). NaN and Infinity come out as bare constants, which the parse then rejects.
+    return json.loads(to_json(value, fallback=str), parse_constant=_reject_constant)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 @overload

@@ -699,7 +699,7 @@ def test_concurrent_and_streaming_tools_under_visible_and_raw_layers() -> None:
         return [event async for event in agent.stream_async("x") if event.get("type") == "tool_stream"]
 
     streamed = asyncio.run(consume())
-    assert [event["tool_stream_event"]["data"] for event in streamed] == ["tick 0", "tick 1", "tick 2"]
+    assert [event["tool_stream_event"]["data"] for event in streamed] == ["tick 0", "tick 1", "tick 2", 3]
     raw_results = sorted(repr(entry[2]) for entry in log if entry[:2] == ("R", "tool done"))
     assert raw_results == ["3", "{'key': 'k', 'found': True}"]
     visible = {entry[2]["content"][0].get("text", "json") for entry in log if entry[:2] == ("V", "tool done")}

@@ -1,14 +1,21 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import threading
-from typing import Literal
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 from ray_harness import Agent, ToolContext, tool
 from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
 from ray_harness.tools import SequentialToolExecutor, ToolRegistry
+from ray_harness.tools.decorator import to_tool_result
 
 
 @tool
@@ -87,6 +94,88 @@ def test_return_values_are_converted() -> None:
     ]
 
 
+class Point(BaseModel):
+    x: int
+    at: date
+
+
+def _content(value: Any) -> list[dict[str, Any]]:
+    result = to_tool_result("u", value)
+    assert (result["toolUseId"], result["status"]) == ("u", "success")
+    return result["content"]  # type: ignore[return-value]
+
+
+WHEN = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("value", "content"), [
+    pytest.param("plain", [{"text": "plain"}], id="str"),
+    pytest.param(True, [{"text": "true"}], id="bool"),
+    pytest.param(None, [{"text": "null"}], id="none"),
+    pytest.param(7, [{"text": "7"}], id="int"),
+    pytest.param(1.5, [{"text": "1.5"}], id="float"),
+    pytest.param(math.inf, [{"text": "inf"}], id="infinite-float"),
+    pytest.param(Decimal("1.10"), [{"text": "1.10"}], id="decimal"),
+    pytest.param(WHEN, [{"text": "2024-05-06 07:08:09+00:00"}], id="datetime"),
+    pytest.param({"when": WHEN, "price": Decimal("1.10")},
+                 [{"json": {"when": "2024-05-06T07:08:09Z", "price": "1.10"}}], id="dict-of-datetime-decimal"),
+    pytest.param({"a": [{"b": (1, 2)}, {"tags": {"x"}}], "path": Path("/tmp/f"), 3: None},
+                 [{"json": {"a": [{"b": [1, 2]}, {"tags": ["x"]}], "path": "/tmp/f", "3": None}}], id="nested"),
+    pytest.param((1, "two", None), [{"json": [1, "two", None]}], id="tuple"),
+    pytest.param([1.5, math.nan], [{"text": "[1.5, nan]"}], id="list-with-nan"),
+    pytest.param({"ratio": math.inf}, [{"text": "{'ratio': inf}"}], id="dict-with-inf"),
+    pytest.param(Point(x=1, at=date(2024, 5, 6)), [{"json": {"x": 1, "at": "2024-05-06"}}], id="pydantic"),
+    pytest.param({"point": Point(x=2, at=date(2024, 1, 1))}, [{"json": {"point": {"x": 2, "at": "2024-01-01"}}}],
+                 id="dict-of-pydantic"),
+])
+def test_return_value_becomes_plain_json_or_text(value: Any, content: list[dict[str, Any]]) -> None:
+    assert _content(value) == content
+    json.dumps(content, allow_nan=False)  # what a provider request or a session write will do with it
+
+
+def test_return_value_json_cannot_hold_falls_back_to_str() -> None:
+    looped: dict[str, Any] = {"name": "loop"}
+    looped["self"] = looped
+    assert _content(looped) == [{"text": "{'name': 'loop', 'self': {...}}"}]
+    assert _content({frozenset({1}): "key"}) == [{"text": "{frozenset({1}): 'key'}"}]
+
+
+def test_tool_result_dict_is_kept_with_its_status() -> None:
+    given = {"status": "error", "content": [{"text": "custom"}], "toolUseId": "old"}
+    assert to_tool_result("u", given) == {"status": "error", "content": [{"text": "custom"}], "toolUseId": "u"}
+    assert given["toolUseId"] == "old"
+
+
+def test_history_holds_a_copy_of_the_returned_value() -> None:
+    payload = {"items": [1, 2]}
+
+    @tool
+    def listing() -> dict:
+        """Returns a dict its owner keeps changing."""
+        return payload
+
+    agent = _run([listing], tool_call("listing", {}, tool_use_id="l"), text("ok"))
+    (result,) = _results(agent)
+    assert result["content"] == [{"json": {"items": [1, 2]}}]
+    assert result["content"][0]["json"] is not payload
+    payload["items"].append(3)
+    assert result["content"] == [{"json": {"items": [1, 2]}}]
+
+
+def test_agent_with_datetime_result_keeps_a_json_history() -> None:
+    @tool
+    def clock() -> dict:
+        """Tells the time."""
+        return {"when": WHEN}
+
+    agent = _run([clock], tool_call("clock", {}, tool_use_id="c"), text("done"))
+    assert _results(agent) == [
+        {"toolUseId": "c", "status": "success", "content": [{"json": {"when": "2024-05-06T07:08:09Z"}}]},
+    ]
+    assert agent.messages[-1]["content"] == [{"text": "done"}]
+    json.dumps(agent.messages, allow_nan=False)
+
+
 async def test_async_and_streaming_tools() -> None:
     @tool
     async def slow(x: int) -> int:
@@ -105,8 +194,25 @@ async def test_async_and_streaming_tools() -> None:
                   tools=[slow, progress])
     streamed = [e async for e in agent.stream_async("go")]
     tool_stream = [e["tool_stream_event"]["data"] for e in streamed if e["type"] == "tool_stream"]
-    assert tool_stream == ["step 0", "step 1"]
+    assert tool_stream == ["step 0", "step 1", "finished"]  # every yield streams, the last one too (Strands)
     assert [r["content"] for r in _results(agent)] == [[{"text": "8"}], [{"text": "finished"}]]
+
+
+async def _streamed_data(agent: Agent) -> list[Any]:
+    return [e["tool_stream_event"]["data"] async for e in agent.stream_async("go") if e["type"] == "tool_stream"]
+
+
+@pytest.mark.parametrize(("yields", "result"), [([1, 2, 3], "3"), (["only"], "only")])
+async def test_generator_tool_streams_every_yield_and_the_last_is_the_result(yields: list[Any], result: str) -> None:
+    @tool
+    async def counter():  # type: ignore[no-untyped-def]
+        """Yields the scripted items."""
+        for item in yields:
+            yield item
+
+    agent = Agent(ScriptedModel(tool_call("counter", {}, tool_use_id="c"), text("ok")), tools=[counter])
+    assert await _streamed_data(agent) == yields
+    assert _results(agent) == [{"toolUseId": "c", "status": "success", "content": [{"text": result}]}]
 
 
 def test_concurrent_by_default_results_in_tool_use_order() -> None:
