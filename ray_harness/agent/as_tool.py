@@ -151,6 +151,9 @@ class ParkedTurn:
                    baseline=halves["baseline"])
 
 
+_PROCESS_FIELDS = ("_parents", "_busy")
+
+
 class SubAgentTool(AgentTool):
     """What an agent used as a tool shares, in this process or in its own actor: name, spec, delegation, results."""
 
@@ -161,7 +164,22 @@ class SubAgentTool(AgentTool):
         self._preserve_context = preserve_context
         self._delegate = delegate
         self._description = description + (DELEGATION_SUFFIX if delegate else "")
+        self._init_process_fields()
+
+    def _init_process_fields(self) -> None:
+        # What belongs to this process only; a copy in another process (an agent node shipped to a Ray host)
+        # starts these afresh.
         self._parents: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key in _PROCESS_FIELDS:
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_process_fields()
 
     @property
     def tool_name(self) -> str:
@@ -194,6 +212,9 @@ class AgentAsTool(SubAgentTool):
                                                     "language input"
         super().__init__(tool_name, text, preserve_context=preserve_context, delegate=delegate)
         self._agent = agent
+
+    def _init_process_fields(self) -> None:
+        super()._init_process_fields()
         self._busy = threading.Lock()
 
     @property

@@ -321,6 +321,26 @@ async def test_the_same_graph_gives_the_same_result_on_both_runtimes() -> None:
     assert (broken.model.remaining, broken.messages) == (0, [])
 
 
+async def test_a_node_whose_agent_uses_an_agent_as_a_tool_runs_on_ray() -> None:
+    # The node's agent ships to its host slot with the child agent inside its tool (a lock and a weak set once
+    # stopped the pickle: "cannot pickle '_thread.lock' object").
+    child = make_agent("helper", text("helped"))
+    parent = make_agent("boss", tool_call("helper", {"input": "help me"}), text("boss done"), tools=[child])
+    builder = GraphBuilder()
+    builder.add_node(parent, "boss")
+    graph = builder.build(runtime="ray")
+    try:
+        result = await graph.invoke_async("go")
+        assert result.status == Status.COMPLETED
+        assert str(result.results["boss"].result) == "boss done\n"
+        history = graph.nodes["boss"].executor.messages  # the resident copy's history came back
+        results = [block["toolResult"] for message in history for block in message["content"]
+                   if "toolResult" in block]
+        assert [r["content"] for r in results] == [[{"text": "helped\n"}]]
+    finally:
+        graph.shutdown()
+
+
 async def test_the_same_swarm_gives_the_same_result_on_both_runtimes() -> None:
     def team(runtime: str) -> Swarm:
         usage = {"inputTokens": 5, "outputTokens": 5, "totalTokens": 10}

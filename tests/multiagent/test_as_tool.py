@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,20 @@ async def test_agent_in_tools_is_wrapped_and_context_is_reset() -> None:
     tool_results = [block["toolResult"] for message in parent.messages for block in message["content"]
                     if "toolResult" in block]
     assert [r["content"] for r in tool_results] == [[{"text": "first answer\n"}], [{"text": "second answer\n"}]]
+
+
+async def test_a_parent_with_an_agent_tool_pickles_and_its_copy_works_on_its_own() -> None:
+    # Agents ship to Ray hosts by pickle: a lock or a weak set in the tool must not stop that.
+    child = make_agent("helper", text("copied answer"))
+    parent = make_agent("boss", tool_call("helper", {"input": "q"}), text("done"), tools=[child.as_tool()])
+    copy = pickle.loads(pickle.dumps(parent))
+    assert str(await copy.invoke_async("go")) == "done\n"
+    copied_child = copy.tool_registry.get("helper").agent
+    assert copied_child is not child and copied_child.model.remaining == 0
+    assert child.model.remaining == 1  # the original is untouched
+    results = [block["toolResult"] for message in copy.messages for block in message["content"]
+               if "toolResult" in block]
+    assert [r["content"] for r in results] == [[{"text": "copied answer\n"}]]
 
 
 async def test_preserve_context_keeps_the_child_history() -> None:
