@@ -10,7 +10,7 @@ import logging
 import re
 from typing import Any
 
-from ray_harness.evaluation._records import not_results_error
+from ray_harness.evaluation._records import RECORD_KEYS, not_results_error
 
 __all__ = ("USAGE_FIELDS", "existing_parts", "read_records", "record_schema", "records_table",
            "set_aside_partial_parts")
@@ -121,8 +121,9 @@ def existing_parts(output: str, filesystem: Any) -> list[str]:
             if not _RAY_PART.search(part):
                 raise not_results_error(output, f"{part} is not Parquet: {error}") from None
             continue  # a part Ray Data was writing when its run was killed or cancelled: see set_aside
-        if "index" not in names or "input" not in names:
-            raise not_results_error(output, f"{part} has no 'index'/'input' columns")
+        missing = sorted(RECORD_KEYS - set(names))
+        if missing:  # a user's data can have an "index" and an "input" column too
+            raise not_results_error(output, f"{part} has no {', '.join(missing)} column")
         readable.append(part)
     return readable
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,9 @@ class RecordWriter:
 
 
 _RECORD_START = b'{"index": '  # every record line starts so (json.dumps keeps the first key first)
+RECORD_KEYS = frozenset({"index", "input", "output", "status", "error"})
+"""Fields every result record has (of an agent, a graph, a failed row; JSONL and Parquet alike)."""
+_FIRST_LINE_LIMIT = 64 << 20
 
 
 def not_results_error(path: Any, why: str) -> ValueError:
@@ -105,9 +109,20 @@ def check_jsonl_output(path: Path) -> None:
     if not path.is_file():
         raise not_results_error(path, "not a regular file")
     with path.open("rb") as handle:
-        start = handle.read(len(_RECORD_START))
-    if not _RECORD_START.startswith(start):  # a crash in the very first write leaves a prefix of one: ours
-        raise not_results_error(path, "its first line is not a result record")
+        first = handle.readline(_FIRST_LINE_LIMIT)
+    if not first.strip():
+        return  # empty: nothing to lose
+    try:
+        record = json.loads(first)
+    except ValueError:
+        # A crash in the very first write leaves a cut record: ours if it starts as one and has no line end.
+        if first.endswith(b"\n") or not first.startswith(_RECORD_START[:len(first)]):
+            raise not_results_error(path, "its first line is not a result record") from None
+        return
+    # A user's data can start with {"index": ...} too: a record has every field an evaluation writes.
+    if not (isinstance(record, dict) and record.keys() >= RECORD_KEYS):
+        missing = sorted(RECORD_KEYS - record.keys()) if isinstance(record, dict) else ["(not an object)"]
+        raise not_results_error(path, f"its first line is not a result record: no {', '.join(missing)}")
 
 
 class JsonlWriter(RecordWriter):
@@ -205,14 +220,25 @@ class ParquetWriter(RecordWriter):
         assert self.path is not None
         rows = [{k: json.dumps(v, default=str) if k in _JSON_COLUMNS else v for k, v in r.items()}
                 for r in self._pending]
+        # Every part gets the same column types: inferred, a part whose rows all failed would type ``output``
+        # as null, and the directory would no longer read as one dataset (string vs null).
+        types = {"index": pa.int64(), "cost_usd": pa.float64(), "latency_s": pa.float64(),
+                 **{name: pa.string() for name in (*_JSON_COLUMNS, "output", "status", "stop_reason")}}
+        names = list(dict.fromkeys(key for row in rows for key in row))
+        schema = pa.schema([pa.field(name, types[name] if name in types else
+                                     pa.array([row.get(name) for row in rows]).type) for name in names])
         temp = self.path / f".part-{self._parts:06d}.tmp"
-        pq.write_table(pa.Table.from_pylist(rows), temp)
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), temp)
         os.replace(temp, self.path / f"part-{self._parts:06d}.parquet")
         self._parts += 1
         self._pending = []
 
 
 _JSON_COLUMNS = {"input", "usage", "error", "scores", "structured_output"}
+
+
+
+_OUR_NAME = re.compile(r"part-\d{6}\.parquet|\.part-\d{6}\.tmp")
 
 
 def check_parquet_output(path: Path) -> None:
@@ -223,13 +249,17 @@ def check_parquet_output(path: Path) -> None:
         raise not_results_error(path, "a file where a directory of Parquet parts belongs")
     import pyarrow.parquet as pq
 
-    for part in sorted(path.glob("part-*.parquet"))[:1]:
+    others = sorted(entry.name for entry in path.iterdir() if not _OUR_NAME.fullmatch(entry.name))
+    if others:  # parts are only ever written into a directory of parts (or a new one)
+        raise not_results_error(path, f"it holds files that are not result parts, e.g. {others[0]}")
+    for part in sorted(path.glob("part-*.parquet")):
         try:
             names = pq.read_schema(part).names
         except Exception as error:
             raise not_results_error(path, f"{part.name} is not Parquet: {error}") from None
-        if "index" not in names:
-            raise not_results_error(path, f"{part.name} has no 'index' column")
+        missing = sorted(RECORD_KEYS - set(names))
+        if missing:
+            raise not_results_error(path, f"{part.name} has no {', '.join(missing)} column")
 
 
 def open_writer(output: str | os.PathLike[str] | None, resume: bool) -> RecordWriter:

@@ -180,7 +180,8 @@ def test_ctrl_c_flushes_finished_rows_and_resume_completes(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("resume", [True, False])
-@pytest.mark.parametrize("content", [b"my notes\nsecond line without newline", b'{"a": 1}\n{"b": 2', b"\x00\x01binary"])
+@pytest.mark.parametrize("content", [b"my notes\nsecond line without newline", b'{"a": 1}\n{"b": 2', b"\x00\x01binary",
+                                     b'{"index": 0, "prompt": "q0"}\n{"index": 1, "prompt": "q1"}\n'])
 def test_an_output_that_is_not_a_results_file_is_left_untouched(tmp_path: Path, content: bytes, resume: bool) -> None:
     notes = tmp_path / "notes.jsonl"
     notes.write_bytes(content)
@@ -222,3 +223,45 @@ def test_summary_of_only_failed_rows_has_no_nan(tmp_path: Path) -> None:
     summary = evaluate("tests.eval_targets:echo_agent", [{"prompt": "boom"}], runtime="local")
     assert summary["latency_s"] == {"p50": None, "p90": None, "p99": None}
     json.dumps(summary, allow_nan=False)
+
+
+def test_a_record_cut_by_a_crash_in_the_first_write_is_ours_and_runs_again(tmp_path: Path) -> None:
+    out = tmp_path / "cut.jsonl"
+    out.write_bytes(b'{"index": 0, "input": {"prompt": "q0"')
+    summary = evaluate("tests.eval_targets:echo_agent", _rows(2), output=str(out), runtime="local")
+    assert summary["rows"] == 2 and summary["rows_this_run"] == 2
+    assert sorted(json.loads(line)["index"] for line in out.read_text().splitlines()) == [0, 1]
+
+
+def test_a_parquet_directory_of_other_data_or_files_is_left_untouched(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    theirs = tmp_path / "theirs.parquet"
+    theirs.mkdir()
+    pq.write_table(pa.table({"index": [0, 1], "prompt": ["a", "b"]}), theirs / "part-000000.parquet")
+    before = (theirs / "part-000000.parquet").read_bytes()
+    for resume in (True, False):
+        with pytest.raises(ValueError, match=r"theirs\.parquet.*not a results file.*no error, input, output, status"):
+            evaluate("tests.eval_targets:echo_agent", _rows(2), output=str(theirs), runtime="local", resume=resume)
+    assert (theirs / "part-000000.parquet").read_bytes() == before
+    mixed = tmp_path / "mixed.parquet"
+    mixed.mkdir()
+    (mixed / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"not result parts, e\.g\. notes\.txt"):
+        evaluate("tests.eval_targets:echo_agent", _rows(2), output=str(mixed), runtime="local")
+    assert [p.name for p in mixed.iterdir()] == ["notes.txt"]
+
+
+def test_parquet_parts_of_failed_and_completed_rows_read_back_as_one_table(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "r.parquet"
+    rows = [{"prompt": "boom"}, {"prompt": "boom"}]
+    evaluate("tests.eval_targets:echo_agent", rows, output=str(out), runtime="local")  # a part of failures only
+    evaluate("tests.eval_targets:echo_agent", [*rows, *_rows(2)], output=str(out), runtime="local")
+    table = pq.read_table(out)  # one schema across parts: a null-typed column would not merge with a string one
+    assert table.num_rows == 4
+    assert str(table.schema.field("output").type) == "string"
+    assert sorted(table.column("status").to_pylist()) == ["completed", "completed", "failed", "failed"]
