@@ -12,7 +12,9 @@ if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
     from ray_harness.agent.loop import Invocation
 
-__all__ = ("prepare_prompt",)
+__all__ = ("INTERRUPTED_TOOL_TEXT", "prepare_prompt")
+
+INTERRUPTED_TOOL_TEXT = "Tool was interrupted."  # Strands' text for a tool use answered this way
 
 _FORMS = ("a string, a list of content blocks, a list of messages, a list of interruptResponse blocks, "
           "{'checkpointResume': {...}}, or None")
@@ -35,17 +37,36 @@ def prepare_prompt(agent: Agent, prompt: Any, inv: Invocation) -> list[Message]:
     if prompt is None:
         return []
     if isinstance(prompt, str):
-        return [{"role": "user", "content": [{"text": prompt}]}]
+        return _answering_open_tool_uses(agent, [{"role": "user", "content": [{"text": prompt}]}])
     if isinstance(prompt, list):
         if not prompt:
             return []
         if all(isinstance(item, dict) and "role" in item for item in prompt):
-            return validate(MESSAGES, prompt, "prompt")  # type: ignore[no-any-return]
+            return _answering_open_tool_uses(agent, validate(MESSAGES, prompt, "prompt"))
         if all(isinstance(item, dict) and "role" not in item for item in prompt):
             blocks = validate(CONTENT_BLOCKS, prompt, "prompt")
-            return [{"role": "user", "content": blocks}]
+            return _answering_open_tool_uses(agent, [{"role": "user", "content": blocks}])
         raise ValueError(f"prompt list mixes messages and content blocks; expected {_FORMS}")
     raise ValueError(f"unsupported prompt of type {type(prompt).__name__}; expected {_FORMS}")
+
+
+def _answering_open_tool_uses(agent: Agent, messages: list[Message]) -> list[Message]:
+    """A new prompt after tool uses that have no results first answers them with error results (as in Strands).
+
+    Such a history comes from a hand-set ``agent.messages`` or an interrupted process; providers reject a tool
+    use without its result. The results open the prompt's own user turn, so roles keep alternating.
+    """
+    history = agent.messages
+    if not history or history[-1]["role"] != "assistant":
+        return messages
+    ids = [block["toolUse"]["toolUseId"] for block in history[-1]["content"] if "toolUse" in block]
+    if not ids:
+        return messages
+    results: list[Any] = [{"toolResult": {"toolUseId": use_id, "status": "error",
+                                          "content": [{"text": INTERRUPTED_TOOL_TEXT}]}} for use_id in ids]
+    if messages and messages[0]["role"] == "user":
+        return [{"role": "user", "content": [*results, *messages[0]["content"]]}, *messages[1:]]
+    return [{"role": "user", "content": results}, *messages]
 
 
 def _checkpoint_payload(prompt: Any) -> Any:

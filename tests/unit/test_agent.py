@@ -267,3 +267,24 @@ def test_redacted_reasoning_is_kept_in_history() -> None:
     result = Agent(Redacting())("q")
     assert result.message["content"] == [{"reasoningContent": {"redactedContent": b"\x00secret"}},
                                          {"text": "answer"}]
+
+
+def test_a_prompt_after_unanswered_tool_uses_answers_them_first_in_its_own_turn() -> None:
+    # A hand-set history (or an interrupted process) can end with tool uses that never got results; providers
+    # reject that, so the next prompt's user turn opens with error results for them (Strands' text).
+    model = ScriptedModel(text("fine"))
+    agent = Agent(model, tools=[add])
+    agent.messages = [
+        {"role": "user", "content": [{"text": "add"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "add", "input": {"a": 1, "b": 2}}},
+                                          {"toolUse": {"toolUseId": "t2", "name": "add", "input": {"a": 3, "b": 4}}}]},
+    ]
+    assert str(agent("next question")) == "fine\n"
+    sent = model.calls[0].messages[-1]
+    assert sent == {"role": "user", "content": [
+        {"toolResult": {"toolUseId": "t1", "status": "error", "content": [{"text": "Tool was interrupted."}]}},
+        {"toolResult": {"toolUseId": "t2", "status": "error", "content": [{"text": "Tool was interrupted."}]}},
+        {"text": "next question"},
+    ]}
+    assert agent.messages[2] == sent
+    assert [m["role"] for m in agent.messages] == ["user", "assistant", "user", "assistant"]
