@@ -26,7 +26,7 @@ class AgentState:
         if not isinstance(key, str) or not key:
             raise ValueError(f"state key must be a non-empty string, got {key!r}")
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)  # NaN/Infinity are not JSON: a session could not store them
         except (TypeError, ValueError) as error:
             raise ValueError(f"value for state key {key!r} is not JSON serializable: {error}") from None
         self._state[key] = copy.deepcopy(value)

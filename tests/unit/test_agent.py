@@ -108,6 +108,10 @@ def test_state_must_be_json() -> None:
     assert agent.state.get("count") == 1 and agent.state.get() == {"count": 1, "items": [1, 2]}
     with pytest.raises(ValueError, match="not JSON serializable"):
         agent.state.set("bad", object())
+    for number in (float("nan"), float("inf")):  # not JSON either: a session write would fail later
+        with pytest.raises(ValueError, match="'ratio' is not JSON serializable"):
+            agent.state.set("ratio", {"value": number})
+    assert "ratio" not in agent.state.get()
 
 
 def test_reasoning_blocks_are_kept() -> None:
