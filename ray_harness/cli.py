@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    _importable_from_here()
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
@@ -39,6 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     except _USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _importable_from_here() -> None:
+    """Targets and scorers (``my_pkg.targets:build``) import from the current directory, as with ``python -m``.
+
+    A console script's ``sys.path`` starts at its own bin directory, not the working directory. ``PYTHONPATH``
+    gets it too, so the worker processes of an embedded Ray started from here import the same modules.
+    """
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+    if here not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([here, *paths])
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -208,14 +223,16 @@ async def _stream(target: Any, prompt: str) -> int:
     if result is not None:
         status = getattr(result, "stop_reason", None) or getattr(getattr(result, "status", None), "value", "")
         print(f"[{status}]")
+        for pending in getattr(result, "interrupts", None) or []:  # what a human is asked, and the id to answer
+            print(f"[interrupt {pending.id}] {pending.name}: {json.dumps(pending.reason, default=str)}")
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
     from ray_harness.evaluation import evaluate
-    from ray_harness.evaluation._backends import resolve_factory
+    from ray_harness.evaluation._backends import import_named
 
-    scorers: list[Any] = [resolve_factory(spec) for spec in args.scorer]
+    scorers: list[Any] = [import_named(spec, "scorer") for spec in args.scorer]
     if not args.local:
         _init_ray(args.address)
     summary = evaluate(args.target, args.dataset, scorers=scorers, concurrency=args.concurrency,
@@ -242,14 +259,33 @@ def _submit(args: argparse.Namespace) -> int:
     address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
     if not address.startswith("http"):
         address = f"http://{address.split(':')[0]}:8265"
+    excludes = [*_EXCLUDES, *_outputs_of(command[3:])]
     _, succeeded = submit_and_follow(address, shlex.join(command),
-                                     {"working_dir": args.working_dir, "excludes": _EXCLUDES},
+                                     {"working_dir": args.working_dir, "excludes": excludes},
                                      wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True),
                                      download=args.download, download_dir=args.download_dir)
     if not args.download and command[3:4] in (["eval"], ["demo"]):
         print("the results stay on the cluster (the 'results:' path above is on the head node); "
               "add --download <path> to copy them here", file=sys.stderr)
     return 0 if succeeded in (True, None) else 1
+
+
+def _outputs_of(command: list[str]) -> list[str]:
+    """Exclude patterns for what the submitted command writes into its working dir.
+
+    A local run's results there would travel with the job, which would then resume from them and skip
+    every row it already had here.
+    """
+    if command[:1] != ["eval"]:
+        return []
+    try:
+        output = _parser().parse_args(command).output
+    except SystemExit:  # the job's own command line is wrong: it reports that itself
+        return []
+    path = os.path.normpath(output)
+    if os.path.isabs(path) or path.startswith(".."):
+        return []
+    return ["/" + Path(path).as_posix()]  # anchored at the working dir (gitignore syntax)
 
 
 def _check_downloads(args: argparse.Namespace) -> None:

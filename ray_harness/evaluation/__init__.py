@@ -50,7 +50,7 @@ from ray_harness.evaluation._dataset import iter_rows
 from ray_harness.evaluation._grade import grade
 from ray_harness.evaluation._interrupt import SigintTrap
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, RecordWriter, ResultFields, open_writer, result_fields
-from ray_harness.evaluation._scoring import Scorer, score_row
+from ray_harness.evaluation._scoring import Scorer, checked_scorers, score_row
 from ray_harness.evaluation._summary import summarize
 from ray_harness.models.rate_limit import RateLimit, register_rate_limits
 from ray_harness.telemetry.runs import eval_row_finished, row_scope, run_scope
@@ -122,6 +122,7 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
     """
     from ray_harness.agent.agent import run_sync
 
+    scorers = checked_scorers(scorers)
     summary: dict[str, Any]
     with SigintTrap(cancel_event) as trap:
         if runtime == "ray" and _is_ray_dataset(dataset):
@@ -157,6 +158,7 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
         raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
     if runtime not in ("ray", "local"):
         raise ValueError(f"runtime must be 'ray' or 'local', got {runtime!r}")
+    scorers = checked_scorers(scorers)
     if limits is not None:
         from ray_harness.agent.limits import validate_limits
 
@@ -176,7 +178,6 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
                 await running
             raise
     factory = resolve_factory(target)
-    scorers = list(scorers)
     limits_by_key = dict(rate_limits or {})
     if limits_by_key:
         register_rate_limits(limits_by_key)  # checks them; rows of runtime="local" run in this process

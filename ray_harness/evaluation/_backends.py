@@ -12,20 +12,25 @@ from ray_harness.evaluation._records import ResultFields, mark_spent, result_fie
 __all__ = ("Backend", "LocalBackend", "RayBackend", "resolve_factory")
 
 
+def import_named(spec: str, what: str) -> Any:
+    """The object a ``"module:function"`` string names; ``ValueError`` naming ``what`` (target, scorer) if none."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{what} {spec!r} must look like 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"{what} {spec!r}: cannot import {module_name!r} ({error})") from None
+    named = getattr(module, attribute, None)
+    if named is None:
+        raise ValueError(f"{what} {spec!r}: module {module_name!r} has no attribute {attribute!r}")
+    return named
+
+
 def resolve_factory(target: Any) -> Callable[[], Any]:
     """A zero-argument factory from a callable or a ``"module:function"`` string."""
     if isinstance(target, str):
-        module_name, sep, attribute = target.partition(":")
-        if not sep or not module_name or not attribute:
-            raise ValueError(f"target {target!r} must look like 'package.module:function'")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise ValueError(f"target {target!r}: cannot import {module_name!r} ({error})") from None
-        factory = getattr(module, attribute, None)
-        if factory is None:
-            raise ValueError(f"target {target!r}: module {module_name!r} has no attribute {attribute!r}")
-        target = factory
+        target = import_named(target, "target")
     if not callable(target):
         raise TypeError(f"target must be a zero-argument factory (callable or 'module:function'), got {target!r}")
     if hasattr(target, "invoke_async") and not inspect.isfunction(target):

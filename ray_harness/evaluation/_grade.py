@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_harness.evaluation._records import check_jsonl_output, not_results_error
-from ray_harness.evaluation._scoring import GradedRecord, Scorer, score_names, score_row
+from ray_harness.evaluation._scoring import GradedRecord, Scorer, checked_scorers, score_names, score_row
 from ray_harness.evaluation._summary import summarize
 
 __all__ = ("grade", "grade_record")
@@ -48,7 +48,7 @@ def grade(results: Any, scorers: Iterable[Scorer], output: str | None = None, *,
     Raises:
         ValueError: ``results`` is not a results file, or ``output`` already exists.
     """
-    scorers = list(scorers)
+    scorers = checked_scorers(scorers)
     started = time.perf_counter()
     if isinstance(results, list | tuple):
         records = [dict(r) for r in results]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ("GradedRecord", "Scorer", "score_names", "score_row")
@@ -20,6 +20,18 @@ class GradedRecord(dict[str, Any]):
     def __str__(self) -> str:
         output = self.get("output")
         return "" if output is None else str(output)
+
+
+def checked_scorers(scorers: Iterable[Scorer]) -> list[Scorer]:
+    """The scorers as a list; ``TypeError`` naming the first that cannot be called (before any row runs)."""
+    if isinstance(scorers, str) or callable(scorers):
+        raise TypeError(f"scorers must be a list of callables f(row, result), got {scorers!r}")
+    checked = list(scorers)
+    for index, scorer in enumerate(checked):
+        if not callable(scorer):
+            raise TypeError(f"scorers[{index}] must be a callable f(row, result) -> float | bool | dict, "
+                            f"got {scorer!r}")
+    return checked
 
 
 def scorer_name(scorer: Scorer) -> str:

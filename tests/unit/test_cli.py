@@ -35,6 +35,74 @@ def test_eval_and_run_local(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "[tool] shout" in printed and "tool said HELLO" in printed
 
 
+_TARGETS = """
+from ray_harness import Agent, ToolContext, tool
+from ray_harness.testing import ScriptedModel, text, tool_call
+
+
+@tool(context=True)
+def refund(amount: int, tool_context: ToolContext) -> str:
+    \"\"\"Refund.\"\"\"
+    tool_context.interrupt("approve", reason={"amount": amount})
+    return "refunded"
+
+
+def echo():
+    return Agent(ScriptedModel(text("from the working dir")))
+
+
+def asking():
+    return Agent(ScriptedModel(tool_call("refund", {"amount": 30}), text("done")), tools=[refund])
+
+
+def score(row, result):
+    return 1.0
+"""
+
+
+def test_targets_and_scorers_import_from_the_working_directory_like_python_m(tmp_path: Path) -> None:
+    # A console script's sys.path starts at its bin directory; the CLI adds the working directory itself.
+    work, bin_dir = tmp_path / "work", tmp_path / "bin"
+    work.mkdir()
+    bin_dir.mkdir()
+    (work / "my_targets.py").write_text(_TARGETS)
+    (work / "d.jsonl").write_text('{"prompt": "a"}\n')
+    script = bin_dir / "ray-harness"
+    script.write_text("import sys\nfrom ray_harness.cli import main\nsys.exit(main())\n")
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(script), *argv], cwd=work, capture_output=True, text=True,
+                              timeout=120)
+
+    ran = cli("run", "my_targets:echo", "hi")
+    assert ran.returncode == 0, ran.stderr
+    assert "from the working dir" in ran.stdout
+    evaluated = cli("eval", "my_targets:echo", "d.jsonl", "--local", "--scorer", "my_targets:score")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads((work / "results.jsonl").read_text())["scores"] == {"score": 1.0}
+    # A stop for a human shows what is asked and the id to answer it with.
+    asked = cli("run", "my_targets:asking", "refund 30")
+    assert asked.returncode == 0, asked.stderr
+    assert "[interrupt]" in asked.stdout
+    line = next(line for line in asked.stdout.splitlines() if line.startswith("[interrupt "))
+    assert line.endswith('approve: {"amount": 30}')
+    unknown = cli("eval", "my_targets:echo", "d.jsonl", "--local", "--scorer", "my_targets:nope")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: scorer 'my_targets:nope'")
+
+
+@pytest.mark.parametrize(("argv", "excluded"), [
+    (["eval", "m:f", "d.jsonl"], ["/results.jsonl"]),
+    (["eval", "m:f", "d.jsonl", "--output", "./out/r.parquet"], ["/out/r.parquet"]),
+    (["eval", "m:f", "d.jsonl", "--output", "/abs/r.jsonl"], []),
+    (["run", "m:f", "hi"], []),
+])
+def test_a_submitted_eval_does_not_ship_the_local_results_it_would_resume_from(argv: list[str],
+                                                                               excluded: list[str]) -> None:
+    from ray_harness.cli import _outputs_of
+
+    assert _outputs_of(argv) == excluded
+
+
 @pytest.mark.parametrize("argv", [["eval", "nomodule:x", "d.jsonl", "--local"], ["run", "no_colon", "hi"],
                                   ["eval", "tests.eval_targets:echo_agent", "missing.jsonl", "--local"],
                                   ["submit"]])

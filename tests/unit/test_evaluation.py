@@ -119,7 +119,8 @@ def test_parquet_output_and_resume(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "error"), [({"concurrency": 0}, ValueError), ({"runtime": "gpu"}, ValueError),
-                                               ({"limits": {"turns": 0}}, TypeError)])
+                                               ({"limits": {"turns": 0}}, TypeError),
+                                               ({"scorers": [exact, 5]}, TypeError), ({"scorers": exact}, TypeError)])
 def test_bad_arguments(kwargs: dict, error: type[Exception]) -> None:
     with pytest.raises(error):
         evaluate("tests.eval_targets:echo_agent", _rows(1), **kwargs)
