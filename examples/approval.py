@@ -2,11 +2,12 @@
 
     python examples/approval.py            # prompts on the terminal
     python examples/approval.py --yes      # approves without asking
+    python examples/approval.py --model openai:gpt-4o   # a real model decides to call the tool
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -40,26 +41,34 @@ class ApproveDeletes(InterventionHandler):
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--yes", action="store_true", help="approve without asking")
+    parser.add_argument("--model", help="a provider model, e.g. openai:gpt-4o (default: offline ScriptedModel)")
+    args = parser.parse_args()
+
     def answer(call):  # type: ignore[no-untyped-def]  # the scripted model reads the tool result
         outcome = call.messages[-1]["content"][0]["toolResult"]["content"][0]["text"]
         return text("Cleaned up old.log." if outcome.startswith("deleted") else "Left old.log alone: not approved.")
 
-    model = ScriptedModel(tool_call("delete_file", {"name": "old.log"}), answer)
-    agent = Agent(model, tools=[delete_file], interventions=[ApproveDeletes()])
+    model = args.model or ScriptedModel(tool_call("delete_file", {"name": "old.log"}), answer)
+    agent = Agent(model, tools=[delete_file], interventions=[ApproveDeletes()],
+                  system_prompt="You keep the work directory tidy. old.log is a stale log file: delete it.")
 
     result = agent("Clean up the logs.")
     while result.stop_reason == "interrupt":
         responses = []
         for pending in result.interrupts:
-            if "--yes" in sys.argv:
+            if args.yes:
                 answer = "yes"
             else:
                 answer = input(f"{pending.reason} [y/N] ")
             responses.append({"interruptResponse": {"interruptId": pending.id, "response": answer}})
         result = agent(responses)
 
-    print(result.message["content"][0]["text"])
-    print("tool result:", agent.messages[2]["content"][0]["toolResult"]["content"][0]["text"])
+    print(str(result).strip())
+    outcomes = [block["toolResult"]["content"][0]["text"] for message in agent.messages
+                for block in message["content"] if "toolResult" in block]
+    print("tool result:", outcomes[0] if outcomes else "(the model called no tool)")
     print("old.log still exists:", (WORKDIR / "old.log").exists())
 
 

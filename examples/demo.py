@@ -1,13 +1,15 @@
 """Offline demo: an agent with a tool, a policy that asks a human, and streaming — no API key needed.
 
     python examples/demo.py
+    python examples/demo.py --model openai:gpt-4o     # or anthropic:<id>, bedrock:<id>,
+                                                      # "openai-compatible:<url>#<model>"
 
-The model is a ScriptedModel (deterministic answers); swap in a real provider with
-``Agent(model="anthropic:claude-sonnet-4-5")`` or ``"openai:gpt-4o"``.
+Offline, the model is a ScriptedModel (deterministic answers).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 
 from ray_harness import Agent, tool
@@ -36,8 +38,8 @@ class ConfirmLongTexts(InterventionHandler):
         return Proceed()
 
 
-async def main() -> None:
-    model = ScriptedModel(
+async def main(model_spec: str | None) -> None:
+    model = model_spec or ScriptedModel(
         tool_call("word_count", {"text": "ray harness keeps agents under control at scale"}),
         text("The sentence has 8 words."),
         chunk_size=4,
@@ -56,4 +58,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a provider model, e.g. openai:gpt-4o (default: offline ScriptedModel)")
+    asyncio.run(main(parser.parse_args().model))

@@ -45,8 +45,7 @@ def test_every_example_has_a_docstring_and_a_model_option() -> None:
     for path in scripts:
         source = path.read_text()
         assert ast.get_docstring(ast.parse(source)), f"{path.name} has no module docstring"
-        if path.name not in ("approval.py", "demo.py"):
-            assert '"--model"' in source, f"{path.name} has no --model option"
+        assert '"--model"' in source, f"{path.name} has no --model option"
 
 
 # -- in-process examples ---------------------------------------------------------------------------------------
