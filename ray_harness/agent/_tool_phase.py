@@ -144,13 +144,19 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
     while True:
         name = tool_use.get("name", "")
         selected = agent.tool_registry.get(name)
+        shown = copy_json(tool_use)
         before, interrupts = await agent.hooks.invoke_callbacks_async(
-            BeforeToolCallEvent(agent=agent, selected_tool=selected, tool_use=copy_json(tool_use),
-                                invocation_state=inv.state)
+            BeforeToolCallEvent(agent=agent, selected_tool=selected, tool_use=shown, invocation_state=inv.state)
         )
         if interrupts:
             yield _ToolInterrupted(tool_use, interrupts)
             return
+        if before.tool_use is shown and shown != tool_use:
+            # Edited in place: in Strands the hook holds the history's own block, so the history shows the edit
+            # (the model then sees the result of the call that ran). A tool_use *assigned* anew stays out of it.
+            for key in ("name", "input"):
+                if key in shown:
+                    tool_use[key] = copy_json(shown[key])
         yield {"type": "tool_start", "tool_use": before.tool_use}
         exception: BaseException | None = None
         cancel_message: str | None = None

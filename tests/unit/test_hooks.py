@@ -186,6 +186,16 @@ def test_before_tool_call_rewrite_reaches_tool_but_history_keeps_original() -> N
     assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "30"}]
 
 
+def test_before_tool_call_edit_in_place_shows_in_the_history_as_in_strands() -> None:
+    def clamp(event: BeforeToolCallEvent) -> None:
+        event.tool_use["input"]["a"] = min(event.tool_use["input"]["a"], 100)
+
+    agent = _agent(tool_call("add", {"a": 500, "b": 4}), text("done"), hooks=[clamp])
+    agent("x")
+    assert agent.messages[1]["content"][0]["toolUse"]["input"] == {"a": 100, "b": 4}  # the call that ran
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "104"}]
+
+
 def test_before_tool_call_cancel_and_selected_tool() -> None:
     def cancel(event: BeforeToolCallEvent) -> None:
         event.cancel_tool = True
