@@ -260,8 +260,16 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_REST_FIELD = re.compile(r"^:(\w+)((?:\s+[^:\s]+)*)\s*:\s*(.*)$")
+"""A reST/Sphinx field line: ``:param [type] name: text``, ``:returns: text``, ``:raises Error: text``."""
+
+
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Google-style: the text before ``Args:`` is the description; ``name: text`` lines document arguments."""
+    """The description and the arguments' texts of a docstring.
+
+    Google style (the text before ``Args:``; ``name: text`` lines under it) and reST/Sphinx fields
+    (``:param name: text``; other fields such as ``:returns:`` are left out of the description).
+    """
     lines = doc.splitlines()
     summary: list[str] = []
     args: dict[str, str] = {}
@@ -269,6 +277,18 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     current: str | None = None
     for raw in lines:
         line = raw.strip()
+        field = _REST_FIELD.match(line) if line.startswith(":") else None
+        if field is not None:
+            kind, words, text = field.groups()
+            name = words.split()[-1] if words.strip() else None  # ":param int limit:": the type comes first
+            section, current = ("rest", name) if kind in {"param", "parameter", "arg", "argument"} and name \
+                else ("other", None)
+            if current:
+                args[current] = text.strip()
+            continue
+        if section == "rest" and current and line:
+            args[current] = (args[current] + " " + line).strip()  # a field's continuation line
+            continue
         header = line.rstrip(":").lower()
         if line.endswith(":") and header in {"args", "arguments", "parameters", "params"}:
             section, current = "args", None

@@ -40,6 +40,26 @@ def test_spec_from_hints_and_docstring() -> None:
     assert weather("Paris") == "Paris: 20c"  # still callable as a function
 
 
+def test_spec_from_a_sphinx_docstring() -> None:
+    @tool
+    def search(query: str, limit: int = 5) -> str:
+        """Search the index.
+
+        :param query: The words
+            to look for.
+        :param int limit: How many hits.
+        :returns: The hits, one per line.
+        :raises ValueError: never.
+        """
+        return query
+
+    spec = search.tool_spec
+    assert spec["description"] == "Search the index."  # the other fields stay out of the description
+    properties = spec["inputSchema"]["json"]["properties"]
+    assert properties["query"]["description"] == "The words to look for."
+    assert properties["limit"]["description"] == "How many hits."
+
+
 def test_decorator_options_and_bad_names() -> None:
     @tool(name="lookup-city", description="Find a city")
     def find(q: str) -> str:
