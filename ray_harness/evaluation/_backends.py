@@ -124,6 +124,14 @@ class RayBackend(Backend):
         if self._pool is not None and run_ids:
             await self._pool.cancel_all(run_ids)
 
+    async def close(self) -> None:
+        # The rows' tokens and cost are counted in the hosts, which publish them a second later, or never when they
+        # die first (with a Ray Job's driver, right after this evaluation): publish them now, one call per host.
+        if self._pool is not None and self._spec is not None:
+            from ray_harness.runtime._telemetry import flush_hosts
+
+            await flush_hosts(self._pool.hosts, self._pool.host_names)
+
     @property
     def pool(self) -> Any:
         return self._pool

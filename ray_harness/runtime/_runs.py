@@ -11,6 +11,13 @@ nodes thousands of times). No actor is needed (an actor costs a process, ≈1 s 
 merges the records of all processes — a graph's nodes come from its orchestrator, its tokens from the
 hosts that ran them. Runs stay listed for :data:`KEEP_FINISHED_S` after they ended or went quiet.
 
+A process that may go away right after a run publishes at its end rather than with the next tick: a run's
+outermost scope wakes the writer when it ends, and an orchestrator or a host about to be killed flushes
+(:func:`~ray_harness.runtime._telemetry.flush_metrics`). An evaluation's rows run on pooled hosts that see no
+end of it, and die with their driver (a Ray Job's driver exits right after its summary): so an evaluation on
+Ray asks its hosts to flush before it returns (``RayBackend.close``,
+:func:`~ray_harness.runtime._telemetry.flush_hosts`), one call per host, after its last row.
+
 A run's kind, name and status are its outermost scope's (``run_started`` / ``run_finished``): a graph run inside
 it — a graph per evaluation row on a host, a graph as a node — shares its id and only adds tokens and its own nodes
 (listed as ``"<graph>/<node>"``, apart from the run's), so an evaluation of graph rows is one ``eval`` run, running
@@ -49,6 +56,9 @@ class RunReporter(BaseSink):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        # Held across a write to the GCS: a flush returns once what was recorded before it is published, and an
+        # older record never overwrites a newer one (the flushing thread and an explicit flush may overlap).
+        self._publishing = threading.Lock()
         self._runs: dict[str, dict[str, Any]] = {}
         self._encoded: dict[str, str] = {}  # run -> its record's JSON, as last published (unchanged since)
         self._changed = False
@@ -121,17 +131,19 @@ class RunReporter(BaseSink):
     # -- publishing -----------------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        with self._lock:
-            if not self._changed:
-                return
-            now = time.time()
-            for run in [key for key, record in self._runs.items() if now - record["updated_at"] > KEEP_FINISHED_S]:
-                del self._runs[run]
-                self._encoded.pop(run, None)
-            payload = published(now, self._runs, self._encoded)
-            self._changed = False
-        if ray.is_initialized():
-            internal_kv._internal_kv_put(self._key, payload, overwrite=True, namespace=KV_NAMESPACE)
+        """Publish this process's records now, if they changed; return once they are in the GCS."""
+        with self._publishing:
+            with self._lock:
+                if not self._changed:
+                    return
+                now = time.time()
+                for run in [key for key, record in self._runs.items() if now - record["updated_at"] > KEEP_FINISHED_S]:
+                    del self._runs[run]
+                    self._encoded.pop(run, None)
+                payload = published(now, self._runs, self._encoded)
+                self._changed = False
+            if ray.is_initialized():
+                internal_kv._internal_kv_put(self._key, payload, overwrite=True, namespace=KV_NAMESPACE)
 
     def _flush_periodically(self) -> None:
         while True:

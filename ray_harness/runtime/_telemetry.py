@@ -9,14 +9,18 @@
 * :func:`prepare_actor_process` — once per actor process: configure tracing from those variables and
   register :class:`RayMetricsSink`, so the harness metrics reach Ray's Prometheus endpoint (the
   dashboard's Grafana) as ``ray_harness_*`` tagged with the agent, run, graph/swarm/eval, node and job.
+* :func:`flush_metrics` — hand this process's buffered metrics and run records (``ray-harness status``) to Ray
+  now; :func:`flush_hosts` — the same in this process and in host actors (an evaluation's, at its end).
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from ray.util import metrics as ray_metrics
@@ -26,7 +30,7 @@ from ray_harness.telemetry.config import ensure_configured_from_env
 from ray_harness.telemetry.propagation import TASK_KEY
 from ray_harness.telemetry.runs import TAG_KEYS, current_tags, metric_tags, run_tags_enabled
 
-__all__ = ("RayMetricsSink", "actor_env", "flush_metrics", "flush_spans", "prepare_actor_process",
+__all__ = ("RayMetricsSink", "actor_env", "flush_hosts", "flush_metrics", "flush_spans", "prepare_actor_process",
            "prepare_driver_process", "task_name", "with_actor_env")
 
 logger = logging.getLogger(__name__)
@@ -306,6 +310,32 @@ def flush_metrics() -> None:
         sink = _state.get(key)
         if sink is not None:
             sink.flush()
+
+
+FLUSH_HOSTS_TIMEOUT_S = 5.0
+"""How long :func:`flush_hosts` waits for the hosts' answers (a host that is gone or busy is not waited for)."""
+
+
+async def flush_hosts(hosts: Sequence[Any], names: Sequence[str], *, timeout_s: float = FLUSH_HOSTS_TIMEOUT_S
+                      ) -> None:
+    """Publish now what this process and the host actors ``hosts`` (named ``names``) recorded: metrics, run records.
+
+    A host publishes its run records once a second, and not at all when it is killed first: hosts die with the
+    driver that started them (a Ray Job's driver exits right after its evaluation's summary). One call per host,
+    concurrently; returns once each answered (its records are in the GCS) or after ``timeout_s``.
+    """
+    from ray_harness.runtime._client import ActorClient  # imports this module
+
+    flush_metrics()
+    calls = [ActorClient(host, name).call("flush_metrics") for host, name in zip(hosts, names, strict=True)]
+    try:
+        outcomes = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout_s)
+    except TimeoutError:
+        logger.warning("timeout_s=<%s> | hosts did not publish their metrics in time", timeout_s)
+        return
+    for name, outcome in zip(names, outcomes, strict=True):
+        if isinstance(outcome, Exception):  # status is best effort: a host that is gone has nothing more to say
+            logger.warning("host=<%s>, error=<%s> | could not publish the host's metrics", name, outcome)
 
 
 def flush_spans() -> None:

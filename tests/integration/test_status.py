@@ -109,3 +109,31 @@ def test_status_json_shows_an_evaluation_of_graph_rows_as_one_eval_run(ray_sessi
     assert finished["run"] == running["run"] and finished["nodes_running"] == []
     # the rows' graph is no node of the evaluation: its nodes are listed under its id
     assert finished["nodes_done"] == {"gated_rows/gate": "completed", "gated_rows/after": "completed"}
+
+
+def test_status_json_has_the_tokens_of_an_evaluation_whose_hosts_died_when_it_returned(
+        ray_session: dict[str, Any], tmp_path: Path) -> None:
+    # A Ray Job's driver exits right after its evaluation, and the hosts it started die with it (as here, killed the
+    # moment evaluate() returns): the tokens and cost the hosts counted must be published by then, not with their
+    # next periodic write (docs/how-to/graph-eval-on-cluster.md showed "tokens 0" after the job).
+    import ray
+
+    from ray_harness.evaluation import evaluate
+    from ray_harness.runtime import AgentPool
+
+    target = "tests.eval_targets:echo_agent"
+    pool = AgentPool(size=2, namespace=f"ray_harness_status_{tmp_path.name}")  # fresh hosts, not the session's
+    try:
+        rows = [{"prompt": f"row {index}"} for index in range(8)]
+        summary = evaluate(target, rows, runtime="ray", pool=pool, output=str(tmp_path / "records.jsonl"),
+                           progress=False)
+        for host in pool.hosts:
+            ray.kill(host, no_restart=True)
+    finally:
+        pool.shutdown()
+    assert summary["errors"] == 0 and summary["tokens"] == {"input": 80, "output": 40, "total": 120}, summary
+
+    finished = _wait_for_run(ray_session["gcs_address"], lambda run: run["rows_completed"] == 8, name=target)
+    assert finished["kind"] == "eval" and finished["status"] == "completed", finished
+    assert (finished["input_tokens"], finished["output_tokens"]) == (80, 40), finished
+    assert finished["cost_usd"] == summary["cost_usd"]
