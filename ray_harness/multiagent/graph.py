@@ -103,8 +103,10 @@ class Graph(MultiAgentBase):
         self.state = GraphState()
         self._interrupt_state = InterruptState()
         self._outgoing: dict[str, list[GraphEdge]] = {node_id: [] for node_id in nodes}
+        self._incoming: dict[str, list[GraphEdge]] = {node_id: [] for node_id in nodes}
         for edge in edges:
             self._outgoing[edge.from_node.node_id].append(edge)
+            self._incoming[edge.to_node.node_id].append(edge)
         self._scheduler = self._new_scheduler()
         self._inputs: dict[str, list[str]] = {}
         self._resume_pending = False
@@ -257,6 +259,17 @@ class Graph(MultiAgentBase):
             for key in context.get("interrupt_ids", []) if key in self._interrupt_state.interrupts
         ]
 
+    def _input_sources(self, node_id: str, invocation_state: dict[str, Any]) -> list[str]:
+        """Every completed source whose edge condition holds now, in edge order (as in Strands).
+
+        Not only the sources that fired since the node last ran (those decide when it runs): a node revisited
+        by a loop, or joined from branches of different lengths, still sees the inputs that came earlier.
+        """
+        completed, results = self.state.completed_nodes, self.state.results
+        return [edge.from_node.node_id for edge in self._incoming[node_id]
+                if edge.from_node in completed and edge.from_node.node_id in results
+                and edge.should_traverse(self.state, invocation_state)]
+
     def _node_input(self, node_id: str) -> Any:
         sources = self._inputs.get(node_id, [])
         return build_node_input(self.state.task, {s: self.state.results[s] for s in sources if s in self.state.results})
@@ -395,11 +408,12 @@ class Graph(MultiAgentBase):
                 logger.debug("reason=<%s> | stopping graph execution", reason)
                 self._stop_reason = reason
                 break
-            self._inputs[node_id] = self._scheduler.launch(node_id)
+            self._scheduler.launch(node_id)
             node = self.nodes[node_id]
             if self.reset_on_revisit and node in self.state.completed_nodes:
                 self._node_runner.reset_node(node_id)
                 self.state.completed_nodes.discard(node)
+            self._inputs[node_id] = self._input_sources(node_id, invocation_state)
             self.state.launched += 1
             launches[node_id] = self._node_input(node_id)
         if len(launches) == 1 and self._quiet and not tasks:

@@ -36,6 +36,7 @@ from tests.multiagent.test_cancel import (  # noqa: F401 - collected here with r
     test_swarm_cancel_returns_cancelled,
 )
 from tests.multiagent.test_graph import (  # noqa: F401
+    test_a_revisited_node_still_sees_the_inputs_that_came_before,
     test_an_agent_node_that_cancels_itself_fails_the_graph_under_fail_fast,
     test_cancel_node_raises_under_fail_fast,
     test_cancel_node_skips_without_failing_under_continue,

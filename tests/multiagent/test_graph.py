@@ -75,6 +75,10 @@ async def test_join_any_runs_fan_in_node_once_per_arriving_input(timeline: Timel
     assert result.status == Status.COMPLETED
     assert timeline.starts("D") == 2
     assert [n.node_id for n in result.execution_order].count("D") == 2
+    # Each run gets every input completed by then (as in Strands), not only what arrived since the last run.
+    prompts = [[b["text"] for b in m["content"]] for m in graph.nodes["D"].executor.messages if m["role"] == "user"]
+    assert [[t for t in texts if t.startswith("\nFrom ")] for texts in prompts] == [
+        ["\nFrom B:"], ["\nFrom B:", "\nFrom E:"]]
 
 
 async def test_join_all_runs_fan_in_node_once_with_all_inputs(timeline: Timeline, runtime: str) -> None:
@@ -137,6 +141,24 @@ async def test_cycle_stops_at_max_node_executions(runtime: str) -> None:
     assert [n.node_id for n in result.execution_order] == ["write", "review", "write", "review", "write"]
     # reset_on_revisit: each visit starts from the initial (empty) history.
     assert len(graph.nodes["write"].executor.messages) == 2
+
+
+async def test_a_revisited_node_still_sees_the_inputs_that_came_before(runtime: str) -> None:
+    # research -> writer -> reviewer -> writer (once): the second draft needs the research too.
+    builder = GraphBuilder()
+    builder.add_node(make_agent("research", text("FACTS: x=1")), "research")
+    builder.add_node(make_agent("writer", text("draft 1"), text("draft 2")), "writer")
+    builder.add_node(make_agent("reviewer", text("needs work"), text("ok")), "reviewer")
+    builder.add_edge("research", "writer")
+    builder.add_edge("writer", "reviewer")
+    builder.add_edge("reviewer", "writer", condition=lambda state: "needs work" in str(state.results["reviewer"]))
+    graph = builder.set_entry_point("research").reset_on_revisit(True).build(runtime=runtime)
+    result = await graph.invoke_async("write it")
+    assert [n.node_id for n in result.execution_order] == ["research", "writer", "reviewer", "writer", "reviewer"]
+    texts = [b["text"] for b in graph.nodes["writer"].executor.messages[0]["content"]]  # reset: the second visit
+    assert texts[0] == "Original Task: write it"
+    assert [t for t in texts if t.startswith("\nFrom ")] == ["\nFrom research:", "\nFrom reviewer:"]
+    assert "  - Agent: FACTS: x=1\n" in texts and "  - Agent: needs work\n" in texts
 
 
 def test_unbounded_cycle_is_logged_not_warned(caplog: pytest.LogCaptureFixture) -> None:
