@@ -2,7 +2,7 @@
 
 Events the caller of ``stream_async`` sees are dicts with a ``"type"`` key
 (plus the Strands-compatible keys): ``model_event`` (``event``: the raw
-chunk), ``text_delta`` (``data``, ``delta``), ``tool_use_delta``
+chunk), ``text_delta`` (``data``, ``delta``), ``tool_use_stream``
 (``current_tool_use``, ``delta``), ``reasoning_delta`` (``reasoningText``,
 ``reasoning``), ``message`` (``message``), ``tool_start`` (``tool_use``),
 ``tool_stream`` (``tool_stream_event``), ``tool_result`` (``tool_result``),
@@ -85,7 +85,7 @@ class StreamState:
             if self.tool is None:
                 raise EventLoopException(ValueError("model stream: toolUse delta without contentBlockStart"))
             self.tool_input.append(delta["toolUse"].get("input", ""))
-            return [{"type": "tool_use_delta", "current_tool_use": {**self.tool, "input": "".join(self.tool_input)},
+            return [{"type": "tool_use_stream", "current_tool_use": {**self.tool, "input": "".join(self.tool_input)},
                      "delta": delta}]
         if "reasoningContent" in delta:
             part = delta["reasoningContent"]

@@ -215,7 +215,7 @@ def test_invoke_without_streaming_still_shows_chunk_events_to_model_wrap_middlew
     agent = Agent(ScriptedModel(tool_call("echo", {"value": "v"}), text("done")), tools=[echo])
     agent.add_middleware(InvokeModelStage, observe)
     assert str(agent("x")).strip() == "done"
-    assert seen.count("text_delta") == 1 and "model_event" in seen and "tool_use_delta" in seen
+    assert seen.count("text_delta") == 1 and "model_event" in seen and "tool_use_stream" in seen
 
 
 async def test_stream_async_keeps_every_event_and_invoke_async_gets_the_same_result() -> None:
@@ -224,7 +224,7 @@ async def test_stream_async_keeps_every_event_and_invoke_async_gets_the_same_res
 
     streamed = Agent(script(), tools=[echo])
     kinds = [event["type"] async for event in streamed.stream_async("x")]
-    assert {"model_event", "text_delta", "tool_use_delta", "message", "tool_start", "tool_result",
+    assert {"model_event", "text_delta", "tool_use_stream", "message", "tool_start", "tool_result",
             "result"} <= set(kinds)
     invoked = Agent(script(), tools=[echo])
     result = await invoked.invoke_async("x")
