@@ -397,9 +397,9 @@ class Graph(MultiAgentBase):
         """
         from_ids = self._propagate(invocation_state)
         launches: dict[str, Any] = {}
-        for node_id in list(self._scheduler.ready):
-            if self._cancel_requested or node_id in tasks or node_id in launches:
-                continue
+        ready = [node_id for node_id in self._scheduler.ready if node_id not in tasks]
+        if ready and not self._cancel_requested:
+            # Checked once per batch, as in Strands: a batch that starts under the limit runs whole.
             go, reason = should_continue_graph(
                 launched=self.state.launched, max_node_executions=self.max_node_executions,
                 elapsed=self.state.execution_time / 1000 + time.monotonic() - self.state.start_time,
@@ -407,7 +407,10 @@ class Graph(MultiAgentBase):
             if not go:
                 logger.debug("reason=<%s> | stopping graph execution", reason)
                 self._stop_reason = reason
-                break
+                ready = []
+        for node_id in ready:
+            if self._cancel_requested or node_id in launches:
+                continue
             self._scheduler.launch(node_id)
             node = self.nodes[node_id]
             if self.reset_on_revisit and node in self.state.completed_nodes:

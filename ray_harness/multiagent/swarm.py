@@ -363,7 +363,8 @@ class Swarm(MultiAgentBase):
             if self.reset_members:
                 self._node_runner.reset_node(node.node_id)
         started = time.monotonic()
-        timeout = min(self.node_timeout, max(self.execution_timeout - self._elapsed(), 0.0))
+        remaining = max(self.execution_timeout - self._elapsed(), 0.0)
+        timeout = min(self.node_timeout, remaining)
         result: NodeResult | None = None
         error: Exception | None = None
         try:
@@ -382,7 +383,9 @@ class Swarm(MultiAgentBase):
                         await items.aclose()
         except TimeoutError:
             self._node_runner.cancel_node(node.node_id)
-            error = Exception(f"Node '{node.node_id}' execution timed out after {self.node_timeout}s")
+            # The run's deadline, when it came first, is what stopped the member (Strands' text for it).
+            error = Exception(f"Execution timed out: {self.execution_timeout}s" if remaining < self.node_timeout
+                              else f"Node '{node.node_id}' execution timed out after {self.node_timeout}s")
         except Exception as failure:
             logger.warning("node_id=<%s>, error=<%s> | swarm member failed", node.node_id, failure)
             error = failure

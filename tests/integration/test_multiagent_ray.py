@@ -50,6 +50,7 @@ from tests.multiagent.test_graph import (  # noqa: F401
     test_join_all_runs_fan_in_node_once_with_all_inputs,
     test_join_all_with_a_branch_not_taken_still_runs,
     test_join_any_runs_fan_in_node_once_per_arriving_input,
+    test_max_node_executions_is_checked_once_per_batch_as_in_strands,
     test_nested_graph_and_swarm_nodes,
     test_node_timeout_fails_fast_with_the_strands_text,
     test_result_round_trips_through_dict,

@@ -161,6 +161,18 @@ async def test_a_revisited_node_still_sees_the_inputs_that_came_before(runtime: 
     assert "  - Agent: FACTS: x=1\n" in texts and "  - Agent: needs work\n" in texts
 
 
+async def test_max_node_executions_is_checked_once_per_batch_as_in_strands(runtime: str) -> None:
+    builder = GraphBuilder()
+    for name in "abcd":
+        builder.add_node(make_agent(name, text(f"{name} out")), name)
+    for target in "bcd":
+        builder.add_edge("a", target)
+    result = await builder.set_max_node_executions(2).build(runtime=runtime).invoke_async("t")
+    # One node ran before the fan-out batch: the batch starts under the limit and runs whole.
+    assert result.status == Status.COMPLETED
+    assert sorted(n.node_id for n in result.execution_order) == ["a", "b", "c", "d"]
+
+
 def test_unbounded_cycle_is_logged_not_warned(caplog: pytest.LogCaptureFixture) -> None:
     builder = GraphBuilder()
     builder.add_node(make_agent("a"), "a")

@@ -84,6 +84,12 @@ async def test_member_failure_and_timeout_end_failed_without_raising(runtime: st
     assert result.status == Status.FAILED
     assert str(result.results["slow"].result) == "Node 'slow' execution timed out after 0.1s"
 
+    # The run's own deadline coming first is reported as that (Strands' text), not as the member's timeout.
+    slow = make_agent("slow", text("late", delay=5))
+    result = await Swarm([slow], execution_timeout=0.1, runtime=runtime).invoke_async("t")
+    assert result.status == Status.FAILED
+    assert str(result.results["slow"].result) == "Execution timed out: 0.1s"
+
 
 def test_construction_errors() -> None:
     a = make_agent("a")
