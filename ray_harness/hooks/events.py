@@ -364,7 +364,7 @@ class BeforeNodeCallEvent(BaseHookEvent):
         """Pause the graph or swarm for a human decision before this node runs.
 
         Args:
-            name: The interrupt's name; the id is ``v1:before_node_call:<node_id>:<uuid5(name)>``.
+            name: The interrupt's name; the id is ``v1:before_node_call:<uuid5(node_id)>:<uuid5(name)>``.
             reason: What the human is asked; any JSON value.
 
         Returns:
@@ -373,7 +373,8 @@ class BeforeNodeCallEvent(BaseHookEvent):
         Raises:
             InterruptException: The first time (the run ends with ``Status.INTERRUPTED``).
         """
-        key = interrupt_id("before_node_call", self.node_id, name)
+        # Strands' form: the node id hashed too (a node id may hold ':'), so ids match across the two SDKs.
+        key = interrupt_id("before_node_call", str(uuid.uuid5(uuid.NAMESPACE_OID, self.node_id)), name)
         return raise_or_respond(self.source.interrupt_state, key, name, reason)
 
 

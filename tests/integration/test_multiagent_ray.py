@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ async def test_interrupt_before_node_and_resume_runs_only_that_node_on_ray(timel
     first = events[-1]["result"]
     assert first.status == Status.INTERRUPTED
     assert [item.name for item in first.interrupts] == ["gate"]
-    assert first.interrupts[0].id.startswith("v1:before_node_call:B:")
+    assert first.interrupts[0].id.startswith(f"v1:before_node_call:{uuid.uuid5(uuid.NAMESPACE_OID, 'B')}:")
     assert any(e["type"] == "multiagent_node_interrupt" and e["node_id"] == "B" for e in events)
     assert first.results["C"].status == Status.COMPLETED and "B" not in first.results
     responses = [{"interruptResponse": {"interruptId": item.id, "response": "yes"}} for item in first.interrupts]
