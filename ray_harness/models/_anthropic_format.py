@@ -29,11 +29,19 @@ _TEXT_DOCUMENT_FORMATS = {"txt": "text/plain", "md": "text/plain", "csv": "text/
 
 
 def format_messages(messages: Messages) -> list[dict[str, Any]]:
-    """Converse messages as Anthropic ``messages`` (empty text dropped: the API rejects it)."""
-    formatted = []
+    """Converse messages as Anthropic ``messages`` (empty text dropped: the API rejects it).
+
+    Consecutive messages of one role become one turn (the API would combine them too; this way the request is
+    what is sent), as after a session repaired from a crash followed by a new prompt.
+    """
+    formatted: list[dict[str, Any]] = []
     for message in messages:
         content = _format_blocks(message["content"])
-        if content:
+        if not content:
+            continue
+        if formatted and formatted[-1]["role"] == message["role"]:
+            formatted[-1]["content"].extend(content)
+        else:
             formatted.append({"role": message["role"], "content": content})
     return formatted
 

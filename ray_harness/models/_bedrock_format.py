@@ -17,11 +17,20 @@ _BLOCK_KEYS = {"text", "toolUse", "toolResult", "reasoningContent", "image", "do
 
 
 def format_messages(messages: Messages) -> list[dict[str, Any]]:
-    formatted = []
+    """Converse messages for ``converse_stream``; consecutive messages of one role are sent as one turn.
+
+    Converse rejects a history whose roles do not alternate, and a valid one can still have two user turns in a
+    row: a session repaired after a crash (the killed tool's result), then the next prompt.
+    """
+    formatted: list[dict[str, Any]] = []
     for message in messages:
         content = [converted for converted in (_format_block(block) for block in message["content"])
                    if converted is not None]
-        if content:
+        if not content:
+            continue
+        if formatted and formatted[-1]["role"] == message["role"]:
+            formatted[-1]["content"].extend(content)
+        else:
             formatted.append({"role": message["role"], "content": content})
     return formatted
 

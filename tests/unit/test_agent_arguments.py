@@ -185,3 +185,22 @@ def test_invocation_state_must_be_a_dict() -> None:
         agent("x", invocation_state="x")  # type: ignore[arg-type]
     assert agent.messages == []  # nothing started, nothing recorded
     assert str(agent("x")) == "x\n"
+
+
+def test_consecutive_turns_of_one_role_reach_bedrock_and_anthropic_as_one() -> None:
+    # A session repaired after a crash ends with the killed tool's result (a user turn); the next prompt is another.
+    messages: list[Any] = [
+        {"role": "user", "content": [{"text": "refund"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "refund", "input": {}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "status": "error",
+                                                     "content": [{"text": "process stopped"}]}}]},
+        {"role": "user", "content": [{"text": "try again"}]},
+    ]
+    specs: list[Any] = [{"name": "refund", "description": "Refund.", "inputSchema": {"json": {"type": "object"}}}]
+    bedrock = BedrockModel(model_id="m").format_request(messages, specs, None, None)["messages"]
+    assert [m["role"] for m in bedrock] == ["user", "assistant", "user"]
+    assert [next(iter(block)) for block in bedrock[2]["content"]] == ["toolResult", "text"]
+    anthropic, _ = AnthropicModel(model_id="m", client_args={"api_key": "k"}).format_request(messages, specs, None, None)
+    assert [m["role"] for m in anthropic["messages"]] == ["user", "assistant", "user"]
+    assert [block["type"] for block in anthropic["messages"][2]["content"]] == ["tool_result", "text"]
+    assert len(messages) == 4 and messages[3]["content"] == [{"text": "try again"}]  # the history is not touched
