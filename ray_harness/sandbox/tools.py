@@ -8,6 +8,8 @@ model can read, never as exceptions that end the turn.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -104,15 +106,26 @@ class SandboxShellTool(AgentTool):
         assert isinstance(parsed, _ShellInput)
         timeout = parsed.timeout or DEFAULT_SHELL_TIMEOUT_S
         final: ExecutionResult | None = None
+        # A cancel must reach a command that prints nothing too (`sleep 600`): the next item is awaited
+        # against the signal, not only checked between items.
+        cancelled = asyncio.ensure_future(_until_set(context.cancel_signal))
         try:
             async with aclosing(self.sandbox.execute_streaming(parsed.command, timeout=timeout)) as items:
-                async for item in items:
+                while final is None and not context.cancel_signal.is_set():
+                    step = asyncio.ensure_future(items.__anext__())
+                    await asyncio.wait((step, cancelled), return_when=asyncio.FIRST_COMPLETED)
+                    if not step.done():
+                        step.cancel()  # the command's stream stops here; leaving the `async with` kills it
+                        await asyncio.gather(step, return_exceptions=True)
+                        break
+                    try:
+                        item = step.result()
+                    except StopAsyncIteration:
+                        break
                     if isinstance(item, ExecutionResult):
                         final = item
                     else:
                         yield ToolStreamEvent(tool_use, {"stream_type": item.stream_type, "data": item.data})
-                    if context.cancel_signal.is_set():
-                        break  # leaving the `async with` kills the command
         except SandboxTimeoutError as error:
             text = _format(error.stdout, error.stderr, f"command timed out after {timeout:g} seconds and was killed")
             yield _result(use_id, text, ok=False)
@@ -120,11 +133,19 @@ class SandboxShellTool(AgentTool):
         except (ValueError, OSError) as error:
             yield _result(use_id, f"Error: {error}", ok=False)
             return
+        finally:
+            cancelled.cancel()
         if final is None:
             yield _result(use_id, "Error: command cancelled", ok=False)
             return
         yield _result(use_id, _format(final.stdout, final.stderr, f"exit code: {final.exit_code}"),
                       ok=final.exit_code == 0)
+
+
+async def _until_set(signal: threading.Event) -> None:
+    """Return once ``signal`` is set (polled: a thread parked in ``Event.wait()`` could not be stopped after)."""
+    while not signal.is_set():  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
 
 
 def _format(stdout: str, stderr: str, status: str) -> str:

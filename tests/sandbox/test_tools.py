@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,24 @@ async def test_shell_tool_streams_and_reports_timeouts(tmp_path: Path) -> None:
     assert result_text(result) == "partial\n\n[command timed out after 0.5 seconds and was killed]"
     result, _ = await run_tool(sandbox, "sandbox_shell", {"timeout": 1})
     assert result["status"] == "error" and "input.command" in result_text(result)
+
+
+async def test_cancel_kills_a_command_that_prints_nothing(tmp_path: Path) -> None:
+    # The cancel is awaited with the command's output, not only checked between chunks: `sleep` prints nothing.
+    model = ScriptedModel(tool_call("sandbox_shell", {"command": "touch started; sleep 30 && touch finished"}),
+                          text("never"))
+    agent = Agent(model, sandbox=LocalEnvironment(working_dir=tmp_path))
+
+    async def cancel_once_running() -> None:
+        while not (tmp_path / "started").exists():  # noqa: ASYNC110 - a file the command writes
+            await asyncio.sleep(0.01)
+        agent.cancel()
+
+    _, result = await asyncio.gather(cancel_once_running(), agent.invoke_async("wait"))
+    assert result.stop_reason == "cancelled"
+    (shell_result,) = tool_results(agent)
+    assert result_text(shell_result) == "Error: command cancelled"
+    assert not (tmp_path / "finished").exists()  # killed, not waited for: it would have run 30 s then touched it
 
 
 async def test_file_editor_commands(tmp_path: Path) -> None:
