@@ -17,6 +17,11 @@ container is labelled ``ray_harness.sandbox=<sandbox_id>`` plus the creating
 process's owner labels (a host's actor id, see
 :func:`ray_harness.sandbox._binding.owner_labels`), so
 :func:`remove_owned_containers` finds what a dead process left behind.
+
+**A created container never outlives its process.** Like ``docker run -i --rm``, the creating process holds the
+container's stdin (one attach connection to the engine, closed by the kernel however the process ends: ``close()``
+forgotten, ``kill -9``, a host or a whole Ray cluster gone); its main process ends at that end of input and the
+engine removes it (``AutoRemove``). So no container is left running when nobody can reach it any more.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ("SANDBOX_LABEL", "DockerSandbox", "remove_owned_containers", "set_engine_listener")
 
-_KEEPALIVE = ["sleep", "2147483647"]
+_KEEPALIVE = ["sh", "-c", "while read -r _; do :; done"]
+"""A created container's main process: it lives until its stdin closes (shell built-ins only)."""
 SANDBOX_LABEL = "ray_harness.sandbox"
 """The label of every container a ``DockerSandbox`` creates; its value is the sandbox's identity."""
 
@@ -112,10 +118,11 @@ class DockerSandbox(PosixShellSandbox):
         self._client: docker.DockerClient | None = None
         self._container_id: str | None = None
         self._created = False
+        self._lifeline: Any = None  # the created container's stdin, held open while this process lives
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_lock", "_client", "_container_id", "_created"):
+        for key in ("_lock", "_client", "_container_id", "_created", "_lifeline"):
             state.pop(key, None)
         return state
 
@@ -176,7 +183,7 @@ class DockerSandbox(PosixShellSandbox):
                     if container.status != "running":
                         raise SandboxError(f"container {self.settings.container} is {container.status}, not running")
                 else:
-                    container = client.containers.run(self.settings.image, **self._create_options())
+                    container = client.containers.get(self._create(client))
                     self._created = True
                     _note_engine(self.settings.docker_host)
             except docker.errors.NotFound as error:
@@ -209,26 +216,57 @@ class DockerSandbox(PosixShellSandbox):
             await super().recover(state)  # an attached container lives on: kill the leftover commands
 
     def _remove_container(self, container_id: str) -> None:
-        import docker
-
         try:
             self._docker().api.remove_container(container_id, force=True)
-        except docker.errors.NotFound:
-            pass
+        except Exception as error:
+            if not _gone(error):
+                raise
+
+    def _create(self, client: docker.DockerClient) -> str:
+        """Create and start the container, its stdin held by this process (see the module docstring)."""
+        import docker
+
+        api = client.api
+        options = self._create_options()
+        host_config = api.create_host_config(**options["host_config"])
+        try:
+            created = api.create_container(self.settings.image, host_config=host_config, **options["container"])
+        except docker.errors.ImageNotFound:
+            client.images.pull(self.settings.image)
+            created = api.create_container(self.settings.image, host_config=host_config, **options["container"])
+        container_id: str = created["Id"]
+        try:
+            self._lifeline = api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+            api.start(container_id)
+        except BaseException:
+            self._drop_lifeline()
+            api.remove_container(container_id, force=True)
+            raise
+        return container_id
 
     def _create_options(self) -> dict[str, Any]:
+        """The engine's create options: ``container`` fields and ``host_config`` fields."""
         s = self.settings
-        options: dict[str, Any] = {
-            "command": _KEEPALIVE, "detach": True, "init": True, "network_mode": s.network_mode,
-            "labels": {SANDBOX_LABEL: self.sandbox_id, **owner_labels()},
-            "security_opt": ["no-new-privileges"], "read_only": s.read_only,
-        }
-        optional = {"mem_limit": s.mem_limit, "nano_cpus": s.nano_cpus, "pids_limit": s.pids_limit,
-                    "user": s.user, "working_dir": s.working_dir}
-        options.update({key: value for key, value in optional.items() if value is not None})
+        # detach=False with stdin_open: the engine closes stdin once its one attached client (us) disconnects.
+        container: dict[str, Any] = {"command": _KEEPALIVE, "detach": False, "stdin_open": True,
+                                     "labels": {SANDBOX_LABEL: self.sandbox_id, **owner_labels()}}
+        container.update({key: value for key, value in {"user": s.user, "working_dir": s.working_dir}.items()
+                          if value is not None})
+        host: dict[str, Any] = {"init": True, "auto_remove": True, "network_mode": s.network_mode,
+                                "security_opt": ["no-new-privileges"], "read_only": s.read_only}
+        host.update({key: value for key, value in {"mem_limit": s.mem_limit, "nano_cpus": s.nano_cpus,
+                                                   "pids_limit": s.pids_limit}.items() if value is not None})
         if s.read_only:
-            options["tmpfs"] = {"/tmp": ""}
-        return options
+            host["tmpfs"] = {"/tmp": ""}
+        return {"container": container, "host_config": host}
+
+    def _drop_lifeline(self) -> None:
+        lifeline, self._lifeline = self._lifeline, None
+        if lifeline is not None:
+            try:
+                lifeline.close()
+            except OSError:
+                pass
 
     def _close_blocking(self) -> None:
         import docker
@@ -241,9 +279,11 @@ class DockerSandbox(PosixShellSandbox):
             try:
                 if created and container_id is not None:
                     client.api.remove_container(container_id, force=True)
-            except docker.errors.NotFound:
-                pass
+            except docker.errors.DockerException as error:
+                if not _gone(error):
+                    raise
             finally:
+                self._drop_lifeline()
                 client.close()
 
     # -- execution ------------------------------------------------------------------------------------
@@ -270,6 +310,14 @@ class DockerSandbox(PosixShellSandbox):
 _engines_lock = threading.Lock()
 _engines: set[str] = set()
 _engine_listener: list[Any] = []
+
+
+def _gone(error: BaseException) -> bool:
+    """A removal that failed only because the container is gone or already going (the engine's auto-remove)."""
+    import docker
+
+    return isinstance(error, docker.errors.NotFound) or (
+        isinstance(error, docker.errors.APIError) and error.status_code == 409 and "in progress" in str(error))
 
 
 def _note_engine(docker_host: str | None) -> None:

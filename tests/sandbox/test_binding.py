@@ -153,7 +153,7 @@ def test_created_containers_carry_identity_and_owner_labels() -> None:
     sandbox = DockerSandbox(image=TEST_IMAGE)
     _binding.set_owner_labels({"ray_harness.owner": "test-owner"})
     try:
-        labels = sandbox._create_options()["labels"]
+        labels = sandbox._create_options()["container"]["labels"]
     finally:
         _binding.set_owner_labels({})
     assert labels == {"ray_harness.sandbox": sandbox.sandbox_id, "ray_harness.owner": "test-owner"}

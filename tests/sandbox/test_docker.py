@@ -26,6 +26,46 @@ async def test_created_container_is_removed_on_exit(docker_client: Any) -> None:
         docker_client.api.inspect_container(container_id)
 
 
+_FORGETFUL_SCRIPT = """
+import asyncio, os, sys, time
+from ray_harness.sandbox import DockerSandbox
+
+sandbox = DockerSandbox(image=sys.argv[1])
+asyncio.run(sandbox.execute("true"))  # creates the container, never closed
+print(sandbox.container_id, flush=True)
+if sys.argv[2] == "hang":
+    time.sleep(600)  # killed -9 by the test
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit", "hang"])
+def test_a_created_container_never_outlives_its_process(docker_client: Any, ending: str) -> None:
+    # No close(): the process just exits, or is killed -9 (a driver or host gone with its whole Ray cluster).
+    import subprocess
+    import sys
+    import time
+
+    import docker
+
+    process = subprocess.Popen([sys.executable, "-c", _FORGETFUL_SCRIPT, TEST_IMAGE, ending], stdout=subprocess.PIPE,
+                               text=True)
+    assert process.stdout is not None
+    container_id = process.stdout.readline().strip()
+    assert container_id
+    if ending == "hang":
+        assert docker_client.api.inspect_container(container_id)["State"]["Running"] is True
+        process.kill()
+    process.wait(timeout=120)
+    deadline = time.monotonic() + 120  # the engine removes it once its stdin closed: a state to wait for
+    while time.monotonic() < deadline:
+        try:
+            docker_client.api.inspect_container(container_id)
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"container {container_id} outlived the process that created it")
+
+
 async def test_attached_container_is_left_running(docker_container: str, docker_client: Any) -> None:
     async with DockerSandbox(docker_container) as sandbox:
         assert (await sandbox.execute("true")).exit_code == 0
