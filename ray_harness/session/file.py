@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ray_harness.session.manager import RepositorySessionManager
@@ -50,6 +51,17 @@ class FileSessionRepository(BlobSessionRepository):
             raise SessionException(f"cannot read session file {path}: {error}") from None
 
     def _write(self, key: str, data: bytes) -> None:
+        self._put(key, data, os.replace)
+
+    def _create(self, key: str, data: bytes) -> bool:
+        try:
+            self._put(key, data, os.link)  # link fails if the name exists: an exclusive create of complete data
+        except FileExistsError:
+            return False
+        return True
+
+    def _put(self, key: str, data: bytes, place: Callable[[str, Path], None]) -> None:
+        """Write ``data`` to a private temporary file beside ``key``'s, synced, then ``place`` it at the name."""
         path = self._path(key)
         try:
             _make_private_dirs(path.parent)
@@ -59,19 +71,23 @@ class FileSessionRepository(BlobSessionRepository):
                     stream.write(data)
                     stream.flush()
                     os.fsync(stream.fileno())
-                os.replace(temp, path)
-            except BaseException:
+                place(temp, path)
+            finally:
                 with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+                    os.unlink(temp)  # gone after a replace; the second name of a link
+        except FileExistsError:
+            raise
         except OSError as error:
             raise SessionException(f"cannot write session file {path}: {error}") from None
 
     def _list_dir(self, key: str) -> list[str]:
+        path = self._path(key)
         try:
-            return os.listdir(self._path(key))
+            return os.listdir(path)
         except FileNotFoundError:
             return []
+        except OSError as error:  # e.g. a file where the session's directory belongs
+            raise SessionException(f"cannot list session directory {path}: {error}") from None
 
     def _delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -272,7 +272,8 @@ class RepositorySessionManager(SessionManager):
                 f"{stored_index} but only {len(fingerprints)} messages are stored (the conversation manager removed "
                 "messages the session never saw)")
         self.repository.write_message(self.session_id, agent.agent_id,
-                                      MessageRecord(message_id=stored_index, message=message))
+                                      MessageRecord(message_id=stored_index, message=message),
+                                      new=stored_index == len(fingerprints))
         if stored_index < len(fingerprints):
             fingerprints[stored_index] = fingerprint
         else:

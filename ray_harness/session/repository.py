@@ -12,6 +12,12 @@ anything that can get/put/list/delete blobs by key, subclass :class:`BlobSession
 implement its five primitives (``_read``, ``_write``, ``_list_dir``, ``_delete``, ``_delete_tree``)
 plus ``_location`` for error messages; record validation, the layout and the message numbering come
 for free. Then wrap it: ``RepositorySessionManager(session_id, MyRepository(...))``.
+
+**One writer per agent.** A message is appended with ``new=True``: it must not exist yet. A second process
+writing the same agent of the same session at the same time would otherwise overwrite the first one's messages
+by index; it gets a :class:`~ray_harness.types.exceptions.SessionException` instead, and nothing stored is lost.
+Override ``_create`` with the store's atomic create-if-absent (the files' ``link``, S3's ``If-None-Match``); the
+default reads first, which catches writers that interleave turn by turn but not two writes of the same instant.
 """
 
 from __future__ import annotations
@@ -73,8 +79,12 @@ class SessionRepository(ABC):
         """One message record, or ``None``."""
 
     @abstractmethod
-    def write_message(self, session_id: str, agent_id: str, record: MessageRecord) -> None:
-        """Create or replace one message record (keyed by its ``message_id``)."""
+    def write_message(self, session_id: str, agent_id: str, record: MessageRecord, *, new: bool = False) -> None:
+        """Create or replace one message record (keyed by its ``message_id``).
+
+        ``new=True`` (an appended message): the record must not exist yet; ``SessionException`` if it does
+        (another writer appended to the same agent).
+        """
 
     @abstractmethod
     def list_messages(self, session_id: str, agent_id: str) -> list[MessageRecord]:
@@ -208,9 +218,27 @@ class BlobSessionRepository(SessionRepository):
         return record
 
     @override
-    def write_message(self, session_id: str, agent_id: str, record: MessageRecord) -> None:
+    def write_message(self, session_id: str, agent_id: str, record: MessageRecord, *, new: bool = False) -> None:
         key = self._message_key(session_id, agent_id, record.message_id)
-        self._write(key, dump_record(record, self._location(key)))
+        data = dump_record(record, self._location(key))
+        if not new:
+            self._write(key, data)
+        elif not self._create(key, data):
+            raise SessionException(
+                f"session {session_id!r}, agent {agent_id!r}: message {record.message_id} was already written "
+                f"({self._location(key)}) by another writer of this agent; one process at a time may write an "
+                "agent of a session (use another agent_id or session_id). Nothing stored was changed")
+
+    def _create(self, key: str, data: bytes) -> bool:
+        """Store ``data`` at ``key`` only if nothing is there; False if something is.
+
+        Stores override this with an atomic create-if-absent; this default reads first (a write of the same
+        instant can still slip through).
+        """
+        if self._read(key) is not None:
+            return False
+        self._write(key, data)
+        return True
 
     def _message_ids(self, session_id: str, agent_id: str) -> list[int]:
         ids = []

@@ -79,6 +79,23 @@ class S3SessionRepository(BlobSessionRepository):
         except (ClientError, BotoCoreError) as error:
             raise self._fail("write", key, error) from None
 
+    def _create(self, key: str, data: bytes) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, ContentType="application/json",
+                                   IfNoneMatch="*")  # S3's conditional write: refused if the key exists
+            return True
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            if code == "NotImplemented":  # an S3-compatible store without conditional writes
+                return super()._create(key, data)
+            raise self._fail("write", key, error) from None
+        except BotoCoreError as error:
+            raise self._fail("write", key, error) from None
+
     def _list_dir(self, key: str) -> list[str]:
         from botocore.exceptions import BotoCoreError, ClientError
 

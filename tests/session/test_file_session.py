@@ -83,6 +83,24 @@ def test_agents_in_one_session_are_independent(tmp_path: Path) -> None:
     assert text_of(restored.messages[-1]) == "B"
 
 
+def test_a_second_writer_of_one_agent_is_refused_and_loses_nothing_stored(tmp_path: Path) -> None:
+    # Two processes (here two managers) writing the same agent of one session would overwrite each other's
+    # messages by index: the second to append an index that exists gets SessionException instead.
+    first = Agent(ScriptedModel(text("one"), text("two")), session_manager=session(tmp_path))
+    second = Agent(ScriptedModel(text("other")), session_manager=session(tmp_path))  # restored before `first` ran
+    first("q1")
+    stored = sorted(p.name for p in (agent_dir(tmp_path) / "messages").iterdir())
+    before = {name: (agent_dir(tmp_path) / "messages" / name).read_bytes() for name in stored}
+    with pytest.raises(SessionException, match=r"message 0 was already written .* by another writer"):
+        second("q2")
+    assert second.messages == []  # the failed invocation rolled back
+    assert {name: (agent_dir(tmp_path) / "messages" / name).read_bytes() for name in stored} == before
+    assert sorted(p.name for p in (agent_dir(tmp_path) / "messages").iterdir()) == stored
+    first("q3")  # the first writer goes on
+    restored = Agent(ScriptedModel(), session_manager=session(tmp_path))
+    assert [text_of(m) for m in restored.messages] == ["q1", "one", "q3", "two"]
+
+
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "a\\b", "..", ""])
 def test_ids_with_separators_or_dotdot_are_rejected(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ValueError, match="session_id"):

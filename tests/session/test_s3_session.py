@@ -110,3 +110,15 @@ def test_text_survives(moto_endpoint: str, bucket: str) -> None:
     Agent(ScriptedModel(text("ünïcödé ✓")), session_manager=manager(moto_endpoint, bucket))("hi")
     restored = Agent(ScriptedModel(), session_manager=manager(moto_endpoint, bucket))
     assert text_of(restored.messages[-1]) == "ünïcödé ✓"
+
+
+def test_a_second_writer_of_one_agent_is_refused_by_a_conditional_write(moto_endpoint: str, bucket: str) -> None:
+    first = Agent(ScriptedModel(text("one")), session_manager=manager(moto_endpoint, bucket))
+    second = Agent(ScriptedModel(text("other")), session_manager=manager(moto_endpoint, bucket))
+    first("q1")
+    before = keys(moto_endpoint, bucket)
+    with pytest.raises(SessionException, match=r"already written .* by another writer"):
+        second("q2")
+    assert keys(moto_endpoint, bucket) == before
+    restored = Agent(ScriptedModel(), session_manager=manager(moto_endpoint, bucket))
+    assert [text_of(m) for m in restored.messages] == ["q1", "one"]
