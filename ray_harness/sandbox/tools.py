@@ -221,7 +221,11 @@ class SandboxFileEditorTool(AgentTool):
         except SandboxPathNotFoundError:
             yield _result(use_id, f"Error: {parsed.path} does not exist", ok=False)
             return
-        except (ValueError, OSError, UnicodeDecodeError) as error:
+        except UnicodeDecodeError:
+            yield _result(use_id, f"Error: {parsed.path} is not UTF-8 text (a binary file?); the editor handles text "
+                                  "files only: use sandbox_shell to inspect it", ok=False)
+            return
+        except (ValueError, OSError) as error:
             yield _result(use_id, f"Error: {error}", ok=False)
             return
         yield _result(use_id, text)

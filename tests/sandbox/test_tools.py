@@ -128,8 +128,10 @@ async def test_file_editor_commands(tmp_path: Path) -> None:
 async def test_file_editor_errors_are_tool_errors(tmp_path: Path) -> None:
     sandbox = LocalEnvironment(working_dir=tmp_path)
     (tmp_path / "dup.txt").write_text("x x")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
     cases = [
         ({"command": "view", "path": "missing.txt"}, "missing.txt does not exist"),
+        ({"command": "view", "path": "image.png"}, "image.png is not UTF-8 text (a binary file?)"),
         ({"command": "str_replace", "path": "dup.txt", "old_str": "x", "new_str": "y"}, "occurs 2 times"),
         ({"command": "str_replace", "path": "dup.txt", "old_str": "z", "new_str": "y"}, "does not occur"),
         ({"command": "insert", "path": "dup.txt", "insert_line": 9, "new_str": "y"}, "past the file"),
