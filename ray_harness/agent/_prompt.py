@@ -28,7 +28,7 @@ def prepare_prompt(agent: Agent, prompt: Any, inv: Invocation) -> list[Message]:
         return []
     state.resume(prompt)  # ValueError when responses arrive at an agent that is not interrupted
     checkpoint = _checkpoint_payload(prompt)
-    if checkpoint is not None:
+    if checkpoint is not _NO_CHECKPOINT:  # a None payload is a bad checkpoint, named as such, not a prompt
         if not agent.checkpointing:
             raise ValueError("prompt is a checkpointResume but the agent was created with checkpointing=False; "
                              "pass checkpointing=True to Agent to resume from a checkpoint")
@@ -69,13 +69,16 @@ def _answering_open_tool_uses(agent: Agent, messages: list[Message]) -> list[Mes
     return [{"role": "user", "content": results}, *messages]
 
 
+_NO_CHECKPOINT = object()
+
+
 def _checkpoint_payload(prompt: Any) -> Any:
     if isinstance(prompt, dict) and "checkpointResume" in prompt:
         payload = prompt["checkpointResume"]
     elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], dict) and "checkpointResume" in prompt[0]:
         payload = prompt[0]["checkpointResume"]
     else:
-        return None
+        return _NO_CHECKPOINT
     if isinstance(payload, dict) and "checkpoint" in payload:
         return payload["checkpoint"]
     return payload

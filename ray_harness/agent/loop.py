@@ -377,7 +377,7 @@ def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
     reason = check_limits(inv.limits, agent.event_loop_metrics.invocation_cycles,
                           agent.event_loop_metrics.invocation_usage, agent.event_loop_metrics.invocation_cost_usd)
     if reason is not None:
-        return inv.result(reason, agent.messages[-1] if agent.messages else _empty())
+        return inv.result(reason, _last_assistant(agent))  # the model's last word, not the tool results after it
     return None
 
 

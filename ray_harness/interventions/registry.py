@@ -146,11 +146,26 @@ class InterventionRegistry:
                     _unsupported(action, method)
                     return False
                 return self._confirm(handler, action, event)
-            case Transform(apply=apply):
-                apply(event)
-                return False
+            case Transform():
+                failed = self._transform(handler, action, event)
+                return failed is not None and self._apply(method, handler, failed, event, guidance)
             case _:
                 assert_never(action)
+
+    @staticmethod
+    def _transform(handler: InterventionHandler, action: Transform, event: Any) -> Deny | None:
+        """Run a Transform; if it raises, the handler's ``on_error`` decides (a Deny to apply, or None)."""
+        try:
+            action.apply(event)
+        except InterruptException:
+            raise
+        except Exception as error:  # as for a raising decision (and as Strands does)
+            if handler.on_error == "throw":
+                raise
+            logger.warning("handler=<%s>, on_error=<%s> | intervention transform raised: %s", handler.name,
+                           handler.on_error, error)
+            return Deny(f"Handler threw: {error}") if handler.on_error == "deny" else None
+        return None
 
     def _confirm(self, handler: InterventionHandler, action: Confirm, event: BeforeToolCallEvent) -> bool:
         answer = action.response if action.response is not None else event.interrupt(handler.name, reason=action.prompt)

@@ -187,6 +187,7 @@ def test_limits_stop_at_the_top_of_a_cycle(limits: dict, reason: str, model_call
     assert result.stop_reason == reason
     assert len(model.calls) == model_calls
     assert agent.messages[-1]["role"] == "user"  # the last tool results are in; history is valid
+    assert result.message["role"] == "assistant" and result.message == agent.messages[-2]  # the model's last turn
 
 
 def test_limit_priority_turns_first_and_per_invocation() -> None:

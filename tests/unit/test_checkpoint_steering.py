@@ -48,6 +48,14 @@ def test_bad_checkpoints_name_the_field(data: object, field: str) -> None:
         Checkpoint.from_dict(data)
 
 
+@pytest.mark.parametrize("prompt", [{"checkpointResume": {"checkpoint": None}}, {"checkpointResume": None}])
+def test_a_resume_with_no_checkpoint_in_it_is_a_checkpoint_error(prompt: object) -> None:
+    agent = Agent(ScriptedModel(text("never")), checkpointing=True)
+    with pytest.raises(CheckpointException, match="checkpoint must be a dict, got NoneType"):
+        agent(prompt)
+    assert agent.messages == []
+
+
 def test_unknown_keys_warn() -> None:
     with pytest.warns(UserWarning, match="unknown checkpoint keys"):
         Checkpoint.from_dict({"position": "after_tools", "schema_version": "1.0", "extra": 1})

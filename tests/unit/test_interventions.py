@@ -120,6 +120,20 @@ def test_on_error_deny_and_proceed(on_error: str, expected: str) -> None:
     assert _tool_result_text(agent) == expected
 
 
+def _broken_transform(event: object) -> None:
+    raise RuntimeError("transform broke")
+
+
+@pytest.mark.parametrize(("on_error", "expected"), [("deny", "DENIED: Handler threw: transform broke"),
+                                                    ("proceed", "deleted /etc")])
+def test_a_raising_transform_follows_on_error_too(on_error: str, expected: str) -> None:
+    agent = _agent(ToolPolicy("p", Transform(_broken_transform), on_error=on_error))
+    agent("x")
+    assert _tool_result_text(agent) == expected
+    with pytest.raises(RuntimeError, match="transform broke"):
+        _agent(ToolPolicy("p", Transform(_broken_transform)))("x")
+
+
 def test_on_error_throw_is_default() -> None:
     agent = _agent(ToolPolicy("p", RuntimeError("broken")))
     with pytest.raises(RuntimeError, match="broken"):
