@@ -139,12 +139,18 @@ class AgentHost:
         # Graph/Swarm runs shipped here, and the orchestrators kept between invocations (runtime._resident)
         self._orchestrations = Orchestrations(_run_orchestration, Residents(idle_timeout=slot_idle_timeout()))
         self._calls: collections.Counter[str] = collections.Counter()  # streamed calls served, for stats()
+        self._slot_error: Exception | None = None
         if _was_reconstructed():
             _restore_rate_limits()
         # sandboxes: containers carry this actor's id; a restarted host removes those its dead process left
         sandboxes.claim(ray.get_runtime_context().get_actor_id(), reconstructed=_was_reconstructed())
         if slot is not None:
-            self._open_slot(slot)
+            try:
+                self._open_slot(slot)
+            except Exception as error:
+                # Kept for the first call (RemoteAgent's own, at once): raised there, it reaches the caller as
+                # itself. Raised here, Ray would report only "the actor died in its creation task".
+                self._slot_error = error
 
     def _open_slot(self, slot: Slot) -> None:
         context = ray.get_runtime_context()
@@ -164,6 +170,8 @@ class AgentHost:
 
     def _resident_runner(self, agent_key: str | None) -> AgentRunner:
         runner = self._resident.get(agent_key or DEDICATED_KEY)
+        if runner is None and agent_key is None and self._slot_error is not None:
+            raise self._slot_error
         if runner is None:
             raise KeyError(f"no resident agent {agent_key!r} on host {self._index}")
         return runner
@@ -342,7 +350,8 @@ class AgentHost:
         """Return a resident agent's name and id, the process id, whether a journal was restored, tools, busy."""
         runner = self._resident_runner(agent_key)
         agent = runner.agent
-        info = {"agent_name": agent.name, "agent_id": agent.agent_id, "pid": os.getpid(),
+        info = {"agent_name": agent.name, "agent_id": agent.agent_id, "description": agent.description,
+                "pid": os.getpid(),
                 "restored": self._restored, "tool_names": agent.tool_names, "busy": runner.busy}
         info.update(self._slots.info(agent_key, runner))  # a node slot: builds, restores, runs, revision, journal
         return info

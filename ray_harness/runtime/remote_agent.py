@@ -313,6 +313,12 @@ class RemoteAgent:
         """Return the name of the agent in the actor."""
         return str(self._static_info()["agent_name"])
 
+    @property
+    def description(self) -> str | None:
+        """Return the description of the agent in the actor (what it is good at, as a tool)."""
+        description = self._static_info().get("description")
+        return None if description is None else str(description)
+
     def as_tool(self, name: str | None = None, description: str | None = None, preserve_context: bool = False,
                 delegate: bool = False) -> Any:
         """Wrap this remote agent as a tool of another agent (the sub-agent runs in its own actor)."""

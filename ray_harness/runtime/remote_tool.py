@@ -50,8 +50,9 @@ class RemoteAgentAsTool(SubAgentTool):
     def __init__(self, remote: RemoteAgent, *, name: str | None = None, description: str | None = None,
                  preserve_context: bool = False, delegate: bool = False) -> None:
         tool_name = name or remote.agent_name
-        text = description or f"Use the {tool_name} agent (running in its own Ray actor) as a tool by providing " \
-                              "a natural language input"
+        # As for an in-process agent: the agent's own description first (the model picks tools by it).
+        text = description or remote.description or f"Use the {tool_name} agent (running in its own Ray actor) as a " \
+                                                    "tool by providing a natural language input"
         super().__init__(tool_name, text, preserve_context=preserve_context, delegate=delegate)
         self._remote = remote
 

@@ -61,7 +61,7 @@ class Answer(BaseModel):
 
 def calculator() -> Agent:
     return Agent(ScriptedModel(tool_call("add", {"a": 2, "b": 3}), text("5")), tools=[add], name="calculator",
-                 retry_strategy=None)
+                 description="Adds numbers exactly", retry_strategy=None)
 
 
 def _record(name: str) -> Any:

@@ -31,6 +31,8 @@ def test_remote_agent_as_a_tool_with_context_reset() -> None:
     try:
         parent = Agent(ScriptedModel(tool_call("calculator", {"input": "what is 2+3?"}, tool_use_id="c1"),
                                      _answer_with_child_result), tools=[child])
+        # The model picks tools by their descriptions: the remote agent's own, as for an in-process agent.
+        assert parent.tool_registry.get("calculator").tool_spec["description"] == "Adds numbers exactly"
         result = parent("use the calculator")
         assert str(result) == "child said: 5 (success)\n"
         assert child.messages == []  # the child's context was reset after the call

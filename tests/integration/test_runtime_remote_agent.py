@@ -214,6 +214,22 @@ def test_a_dead_actor_is_a_remote_actor_error() -> None:
     assert caught.value.actor_name == "ray_harness:agent:doomed"
 
 
+def _broken_factory() -> Any:
+    raise ZeroDivisionError("no agent today")
+
+
+@pytest.mark.parametrize("source", [_broken_factory, "tests.integration.agents:no_such_factory"])
+def test_a_factory_that_fails_raises_its_own_error_and_leaves_no_actor(source: Any) -> None:
+    import ray
+
+    expected = ZeroDivisionError if callable(source) else AttributeError
+    with pytest.raises(expected) as caught:  # as runtime.md says: its own type, never Ray's wrapper
+        _remote(source, name="unbuildable")
+    assert "died" not in str(caught.value)
+    names = {entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)}
+    assert "ray_harness:agent:unbuildable" not in names
+
+
 def test_duplicate_name_points_to_get() -> None:
     remote = _remote("tests.integration.agents:calculator", name="twice")
     try:
