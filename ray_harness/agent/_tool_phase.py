@@ -235,8 +235,10 @@ async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEv
         inv.tracer.detach(token)
         if span is not None:
             done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
+            raised = exception or (outcome.exception if outcome is not None else None)
             inv.tracer.end_span(span, tool_result_attributes(done, started, inv.tracer.capture_content),
-                                error=exception)
+                                error=raised, failed="tool returned an error result" if done.get("status") == "error"
+                                else None)
     if outcome is None:
         outcome = ToolResultEvent(error_result(
             use_id, "Error: tool middleware yielded no result (a Wrap handler must yield a ToolResultEvent)"))

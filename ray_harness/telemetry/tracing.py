@@ -29,9 +29,9 @@ class Tracer:
         """Start span ``name`` under ``parent`` (None: the current span); the no-op returns None."""
         return None
 
-    def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None
-                 ) -> None:
-        """End ``span``, adding ``attributes`` and recording ``error`` if given."""
+    def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None,
+                 failed: str | None = None) -> None:
+        """End ``span``, adding ``attributes``; ``error`` or ``failed`` (a description) mark it failed."""
         return None
 
     def invocation_attributes(self, agent: Any, messages: list[Any]) -> dict[str, Any]:
@@ -66,18 +66,25 @@ class _OtelTracer(Tracer):
         clean = {k: v for k, v in (attributes or {}).items() if v is not None}
         return self._tracer.start_span(name, context=ctx, attributes=clean)
 
-    def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None
-                 ) -> None:
+    def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None,
+                 failed: str | None = None) -> None:
+        """End ``span`` with ``attributes``.
+
+        ``error`` (recorded on the span) or ``failed`` (a description: an error result, no exception) set its
+        status to ERROR, as the GenAI conventions ask of a failed operation.
+        """
         if span is None:
             return
         for key, value in (attributes or {}).items():
             if value is not None:
                 span.set_attribute(key, value)
-        if error is not None:
+        if error is not None or failed is not None:
             from opentelemetry.trace import Status, StatusCode
 
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            if error is not None:
+                span.record_exception(error)
+            description = f"{type(error).__name__}: {error}" if error is not None else failed
+            span.set_status(Status(StatusCode.ERROR, description))
         span.end()
 
     def attach(self, span: Any) -> Any:

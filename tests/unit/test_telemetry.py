@@ -65,6 +65,22 @@ def test_span_tree_of_a_tool_round_trip(spans: InMemorySpanExporter) -> None:
     assert finished["invoke_agent researcher"].attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
 
 
+def test_a_failed_tool_call_span_has_error_status(spans: InMemorySpanExporter) -> None:
+    from opentelemetry.trace import StatusCode
+
+    from ray_harness import tool
+
+    @tool
+    def broken(query: str) -> str:
+        """Fails."""
+        raise RuntimeError("backend down")
+
+    Agent(ScriptedModel(tool_call("broken", {"query": "x"}), text("sorry")), tools=[broken])("go")
+    span = {span.name: span for span in spans.get_finished_spans()}["execute_tool broken"]
+    assert span.attributes["ray_harness.tool.status"] == "error"
+    assert span.status.status_code == StatusCode.ERROR  # as the GenAI conventions ask, not only an attribute
+
+
 def test_content_is_not_recorded_by_default(spans: InMemorySpanExporter) -> None:
     Agent(ScriptedModel(text("ok")))(f"my key is {FAKE_KEY}")
     for span in spans.get_finished_spans():
