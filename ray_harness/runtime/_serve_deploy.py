@@ -102,19 +102,37 @@ class ServeHandle:
         return self.url + ".well-known/agent-card.json"
 
     def shutdown(self) -> None:
-        """Delete the app (and stop Ray Serve / Ray if :func:`run` started them); idempotent."""
+        """Delete this app only; idempotent, and a no-op once Ray Serve (or Ray) is gone.
+
+        Ray Serve (and then Ray) stop too when :func:`run` started them for this app and no other
+        application is left: apps deployed after this one keep serving until their own ``shutdown()``.
+        """
         if self._closed:
             return
         self._closed = True
-        from ray import serve
-
-        serve.delete(self.name)
-        if self._owns_serve:
-            serve.shutdown()  # type: ignore[no-untyped-call]
-        if self._owns_ray:
+        if self._delete_app() and self._owns_ray:
             from ray_harness import runtime
 
             runtime.shutdown()
+
+    def _delete_app(self) -> bool:
+        """Delete the app; True when nothing is left running that this handle's owner would cut off."""
+        import ray
+        from ray import serve
+        from ray.exceptions import RayActorError
+        from ray.serve.context import _get_global_client
+
+        if not ray.is_initialized() or _get_global_client(raise_if_no_controller_running=False) is None:
+            return True  # Serve is already gone (and with it the app)
+        try:
+            serve.delete(self.name)
+            if serve.status().applications:
+                return False  # other apps still serve: Serve (and the Ray under it) stay up for them
+        except RayActorError:  # the controller died (Serve shut down by another process) since it was cached
+            return True
+        if self._owns_serve:
+            serve.shutdown()  # type: ignore[no-untyped-call]
+        return True
 
 
 def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking: bool = False,

@@ -39,6 +39,7 @@ _CONTEXT_KEY = "a2a_tasks"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
 _TEXT_REPLY = "input"
 """Remote id of the one interrupt of a server whose INPUT_REQUIRED carries no ``interrupts`` data part."""
+_FORMS = "a string, a list of text content blocks, a list of interruptResponse blocks, or None"
 
 
 class A2AError(RayHarnessError):
@@ -99,15 +100,25 @@ class A2AAgent:
     def card(self) -> Any:
         """The remote agent card (fetched on first use)."""
         if self._card is None:
-            import httpx
-            from a2a.client.card_resolver import parse_agent_card
-
-            response = httpx.get(f"{self.url}/.well-known/agent-card.json", headers=self._headers(),
-                                 timeout=self._timeout)
-            if response.status_code != 200:
-                raise A2AError(f"agent card at {self.url}: HTTP {response.status_code}")
-            self._card = parse_agent_card(response.json())
+            self._card = self._fetch_card()
         return self._card
+
+    def _fetch_card(self) -> Any:
+        import httpx
+        from a2a.client.card_resolver import parse_agent_card
+
+        card_url = f"{self.url}/.well-known/agent-card.json"
+        try:
+            response = httpx.get(card_url, headers=self._headers(), timeout=self._timeout)
+        except httpx.HTTPError as error:  # unreachable, refused, timed out, ...
+            raise A2AError(f"agent card at {card_url}: {type(error).__name__}: {error}") from error
+        if response.status_code != 200:
+            raise A2AError(f"agent card at {card_url}: HTTP {response.status_code}")
+        try:
+            return parse_agent_card(response.json())
+        except Exception as error:  # not JSON, or not an agent card
+            raise A2AError(f"agent card at {card_url}: not an A2A agent card: {type(error).__name__}: "
+                           f"{error}") from error
 
     @property
     def name(self) -> str:
@@ -149,7 +160,13 @@ class A2AAgent:
     async def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            cancel_signal: threading.Event | None = None, **kwargs: Any
                            ) -> AsyncGenerator[dict[str, Any], None]:
-        """Send ``prompt`` (text, or ``interruptResponse`` blocks answering this agent's interrupts)."""
+        """Send ``prompt`` (text, or ``interruptResponse`` blocks answering this agent's interrupts).
+
+        Raises:
+            ValueError: For a prompt it cannot send (anything but a string, text content blocks,
+                ``interruptResponse`` blocks or ``None``), before any network call.
+            A2AError: When the server is unreachable, answers with an error, or the remote task fails.
+        """
         if not self._busy.acquire(blocking=False):
             raise RayHarnessError(f"A2AAgent {self.url!r} is already running a call; use another A2AAgent")
         try:
@@ -175,9 +192,7 @@ class A2AAgent:
             return task_id, _remote_answers(state.interrupts, task_id), ""
         if state.activated:
             raise TypeError("the A2AAgent is interrupted: resume with a list of interruptResponse blocks")
-        if isinstance(prompt, list):
-            prompt = " ".join(str(block.get("text", "")) for block in prompt if isinstance(block, dict))
-        return None, None, "" if prompt is None else str(prompt)
+        return None, None, _prompt_text(prompt)
 
     def _result(self, outcome: _Outcome) -> AgentResult:
         state = outcome.state
@@ -247,6 +262,34 @@ class A2AAgent:
             finally:
                 for watcher in watchers:
                     watcher.cancel()
+
+
+def _prompt_text(prompt: Any) -> str:
+    """The text a prompt sends: a string, text content blocks (joined by spaces), or nothing for ``None``/``[]``.
+
+    Raises:
+        ValueError: For anything else, named; a remote agent gets text only and keeps its own history, so
+            messages, non-text blocks and checkpoint resumes cannot be sent.
+    """
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        texts = []
+        for block in prompt:
+            if not (isinstance(block, dict) and isinstance(block.get("text"), str)):
+                raise ValueError(f"A2AAgent cannot send the prompt block {_short(block)} in {_short(prompt)}; "
+                                 f"expected {_FORMS}")
+            texts.append(block["text"])
+        return " ".join(texts)
+    raise ValueError(f"A2AAgent cannot send a prompt of type {type(prompt).__name__} ({_short(prompt)}); "
+                     f"expected {_FORMS}")
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 120 else shown[:117] + "..."
 
 
 def _apply(response: Any, outcome: _Outcome, streamed: bool) -> list[str]:

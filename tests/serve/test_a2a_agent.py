@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -26,12 +28,14 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
 )
 from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
 
 from ray_harness import Agent
 from ray_harness.multiagent import GraphBuilder, Status
 from ray_harness.serve import A2AAgent, A2AError
 from ray_harness.testing import ScriptedModel, text, tool_call
-from tests.serve.conftest import TOKEN, serve_asgi
+from tests.serve.conftest import TOKEN, free_port, serve_asgi
 from tests.serve.targets import build_failing_agent, build_support_agent
 
 pytestmark = pytest.mark.timeout(240)
@@ -191,3 +195,51 @@ def test_as_a_swarm_member_it_answers(replicas: Any) -> None:
     result = swarm("hello swarm")
     assert result.status == Status.COMPLETED
     assert "User Request: hello swarm" in str(result.results["plain"].result)
+
+
+UNSENDABLE = [
+    (123, "type int"),
+    (b"bytes", "type bytes"),
+    ({"text": "a bare block"}, "type dict"),
+    ({"checkpointResume": {"checkpoint": {}}}, "type dict"),
+    (["a bare string"], "block 'a bare string'"),
+    ([{"text": "hi"}, {"image": {"format": "png", "source": {"bytes": b"x"}}}], "block {'image'"),
+    ([{"role": "user", "content": [{"text": "hi"}]}], "block {'role'"),
+]
+
+
+def test_a_prompt_it_cannot_send_is_refused_before_any_call(support_url: str) -> None:
+    nowhere = A2AAgent(f"http://127.0.0.1:{free_port()}")  # nothing listens: any call would be an A2AError
+    for prompt, named in UNSENDABLE:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            nowhere(prompt)
+    assert (nowhere.messages, nowhere._busy.locked()) == ([], False)
+    remote = A2AAgent(support_url, auth_token=TOKEN)
+    assert remote([{"text": "two"}, {"text": "blocks"}]).text == "echo: two blocks"
+    with pytest.raises(ValueError, match="type int"):
+        remote(7)
+    assert remote("still usable").text == "echo: still usable"
+
+
+def test_an_unreachable_or_broken_card_is_an_a2a_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    nowhere = A2AAgent(url)
+    with pytest.raises(A2AError, match=re.escape(f"{url}/.well-known/agent-card.json")) as caught:
+        _ = nowhere.card
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    with pytest.raises(A2AError, match=re.escape(url)):
+        nowhere("hello")
+    with pytest.raises(A2AError, match=re.escape(url)):
+        nowhere.as_tool()  # named from the card
+    assert not nowhere._busy.locked()
+
+    async def not_a_card(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("not json")
+
+    broken, server, thread = serve_asgi(Starlette(routes=[Route("/.well-known/agent-card.json", not_a_card)]))
+    try:
+        with pytest.raises(A2AError, match=re.escape(broken) + ".*not an A2A agent card"):
+            _ = A2AAgent(broken).card
+    finally:
+        server.should_exit = True
+        thread.join(20)
