@@ -16,13 +16,15 @@ tool's own stream (:meth:`raw_stream`, which hands tools that expose their raw c
 
 from __future__ import annotations
 
+import copy
+import marshal
 import re
 from collections.abc import AsyncGenerator, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ray_harness.extensions import loading
-from ray_harness.extensions._isolation import Layers, Wrapper, diagnostic, logger, run_lifecycle
+from ray_harness.extensions._isolation import Layers, Wrapper, diagnostic, logger, run_lifecycle, shared_copy
 from ray_harness.extensions.types import (
     AgentBuildContext,
     AgentScope,
@@ -131,12 +133,17 @@ class Resolution:
         self.items = tuple(entry[3] for entry in placed)
         placed = sorted(placed, key=lambda entry: (entry[0], entry[1]))  # lower order outer; then registration
         counts: dict[type, int] = {}
+        names: set[str] = set()
         self.by_placement: dict[Placement, list[Wrapper]] = {}
         for order, _, use, item in placed:
             kind = type(item.middleware)
             number = counts.get(kind, 0)
-            counts[kind] = number + 1
             name = _UNSAFE.sub("_", f"extension_{use}_{kind.__name__}_{number}")
+            while name in names:  # two in-code installs of one module:qualname with classes of one name
+                number += 1
+                name = _UNSAFE.sub("_", f"extension_{use}_{kind.__name__}_{number}")
+            counts[kind] = number + 1
+            names.add(name)
             self.by_placement.setdefault(item.placement, []).append(Wrapper(use, item.middleware, item.placement,
                                                                             order, name))
         check_invariants(model_stack(self.by_placement, retry=retry), "model")
@@ -174,12 +181,13 @@ def _layers(resolution: Resolution) -> tuple[Layers, Layers, Layers, Layers, Lay
     """
     from ray_harness.agent._tool_phase import _ToolDone, _ToolInterrupted
 
-    return (Layers(resolution.logical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same),
-            Layers(resolution.physical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same),
+    return (Layers(resolution.logical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same, _stop_view),
+            Layers(resolution.physical_wrappers, "awrap_model_call", _model_view, ModelStopReason, _same, _stop_view),
             Layers(resolution.visible_wrappers, "awrap_tool_call", _tool_view, (_ToolDone, _ToolInterrupted),
-                   _visible_result),
-            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, RawReturn, _raw_value),
-            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, ToolResultEvent, _tool_result))
+                   _visible_result, _shared_copy),
+            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, RawReturn, _raw_value, _shared_copy),
+            Layers(resolution.raw_wrappers, "awrap_tool_call", _tool_view, ToolResultEvent, _tool_result,
+                   _shared_copy))
 
 
 def model_stack(by_placement: dict[Placement, list[Wrapper]], *, retry: bool) -> list[Any]:
@@ -366,27 +374,94 @@ class _PausedTool(InterruptException):
         self.interrupts = interrupts
 
 
+def _detach(value: Any) -> Any:
+    """A deep copy of ``value`` that shares nothing mutable with it; an immutable scalar is returned as it is.
+
+    JSON-shaped data (what requests, messages and tool results are) goes through ``marshal``, which copies in C:
+    a long history in tens of microseconds. Anything else is ``copy.deepcopy``'d; what cannot be copied at all is
+    handed out as it is.
+    """
+    kind = type(value)
+    if kind in _IMMUTABLE:
+        return value
+    if kind is dict or kind is list:
+        try:
+            return _loads(_dumps(value))
+        except ValueError:  # an object marshal does not know (or nesting too deep): the general copy
+            pass
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return value
+
+
+_IMMUTABLE = frozenset({str, int, float, bool, bytes, type(None)})
+_dumps, _loads = marshal.dumps, marshal.loads
+
+
+class _Copied:
+    """A view's field whose value is detached (see :func:`_detach`) from the live one when the hook first reads it.
+
+    A hook that never reads it costs nothing; one that reads it gets a copy of its own, kept for later reads. An
+    assignment replaces the view's value only.
+    """
+
+    __slots__ = ("live", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.live = "_live_" + name
+
+    def __get__(self, view: Any, owner: Any = None) -> Any:
+        if view is None:
+            return self
+        values = view.__dict__
+        try:
+            return values[self.name]
+        except KeyError:
+            value = values[self.name] = _detach(values[self.live])
+            return value
+
+    def __set__(self, view: Any, value: Any) -> None:
+        view.__dict__[self.name] = value
+
+
+class _ModelView(InvokeModelContext):
+    """What a model wrap hook gets: an ``InvokeModelContext`` whose messages, prompt, specs and choice are copies."""
+
+    messages = _Copied("messages")
+    system_prompt = _Copied("system_prompt")
+    tool_specs = _Copied("tool_specs")
+    tool_choice = _Copied("tool_choice")
+
+
+class _ToolView(ExecuteToolContext):
+    """What a tool wrap hook gets: an ``ExecuteToolContext`` whose ``tool_use`` is a copy."""
+
+    tool_use = _Copied("tool_use")
+
+
 def _model_view(request: InvokeModelContext) -> InvokeModelContext:
-    # Shallow copies: a hook that appends to or reorders what it sees cannot touch the agent or the call. Built
-    # field by field (see _VIEW_FIELDS) rather than through the dataclass __init__: one Python call less per layer.
-    view: InvokeModelContext = _new(InvokeModelContext)
+    # The history can be long: it is copied only if the hook reads it (see _Copied). Built field by field (see
+    # _VIEW_FIELDS) rather than through the dataclass __init__: no Python call per field.
+    view: Any = _new(_ModelView)
     view.agent = request.agent
-    view.messages = [*request.messages]
-    view.system_prompt = request.system_prompt
-    view.tool_specs = [*request.tool_specs]
-    view.tool_choice = request.tool_choice
+    view._live_messages = request.messages
+    view._live_system_prompt = request.system_prompt
+    view._live_tool_specs = request.tool_specs
+    view._live_tool_choice = request.tool_choice
     view.invocation_state = request.invocation_state
-    return view
+    return view  # type: ignore[no-any-return]
 
 
 def _tool_view(request: ExecuteToolContext) -> ExecuteToolContext:
-    view: ExecuteToolContext = _new(ExecuteToolContext)
+    view: Any = _new(_ToolView)
     view.agent = request.agent
     view.tool = request.tool
-    view.tool_use = request.tool_use.copy()
+    view._live_tool_use = request.tool_use
     view.invocation_state = request.invocation_state
     view.cancel_signal = request.cancel_signal
-    return view
+    return view  # type: ignore[no-any-return]
 
 
 _new = object.__new__
@@ -396,8 +471,34 @@ _VIEW_FIELDS = {InvokeModelContext: ("agent", "messages", "system_prompt", "tool
 """The fields each view sets: exactly the dataclass's fields (a unit test holds them equal), none with a __post_init__."""
 
 
+class _StopView(ModelStopReason):
+    """What ``handler`` returns to a model wrap hook: the ``ModelStopReason``, parts copied when first read.
+
+    Its message, usage and metrics are copied (see :class:`_Copied`).
+    """
+
+    message = _Copied("message")
+    usage = _Copied("usage")
+    metrics = _Copied("metrics")
+
+
+def _stop_view(run: Any) -> Any:
+    stop = run.result
+    if type(stop) is not ModelStopReason:
+        return _detach(stop)
+    view: Any = _new(_StopView)
+    view.stop_reason = stop.stop_reason
+    view._live_message = stop.message
+    view._live_usage = stop.usage
+    view._live_metrics = stop.metrics
+    return view
+
+
+_shared_copy = shared_copy(_detach)
+
+
 def _visible_result(event: Any) -> Any:
-    """What ``handler`` returns at ``TOOL_VISIBLE``: the result the model receives; a paused tool raises."""
+    """The real result at ``TOOL_VISIBLE``: the ``ToolResult`` the model receives; a paused tool raises."""
     if isinstance(event, ToolInterruptedMarker):
         raise _PausedTool(event.interrupts)  # type: ignore[attr-defined]
     return event.result

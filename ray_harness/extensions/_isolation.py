@@ -34,7 +34,7 @@ from ray_harness.extensions.types import (
     set_task_store,
 )
 
-__all__ = ("Layers", "Wrapper", "diagnostic", "logger", "run_lifecycle")
+__all__ = ("Layers", "Wrapper", "diagnostic", "logger", "run_lifecycle", "shared_copy")
 
 logger = logging.getLogger("ray_harness.extensions")
 
@@ -82,18 +82,21 @@ class Layers:
     costs each layer one resumed frame, and a layer costs one handler, one view and one generator per call.
     """
 
-    __slots__ = ("count", "hook_name", "hooks", "is_result", "unwrap", "view", "wrappers")
+    __slots__ = ("count", "handout", "hook_name", "hooks", "is_result", "unwrap", "view", "wrappers")
 
     def __init__(self, wrappers: list[Wrapper], hook_name: str, view: Callable[[Any], Any], is_result: ResultType,
-                 unwrap: Callable[[Any], Any]) -> None:
+                 unwrap: Callable[[Any], Any], handout: Callable[[_Run], Any] | None = None) -> None:
         """Compose ``wrappers`` (outer first).
 
         Args:
             wrappers: the contributions at this placement, outer to inner.
             hook_name: the wrap hook each one implements (``awrap_model_call`` or ``awrap_tool_call``).
-            view: what a hook sees of the request (a shallow copy of its own).
+            view: what a hook sees of the request: a view of its own, whose parts are copied when the hook
+                reads them, so nothing it does to them reaches downstream or another hook.
             is_result: the type(s) of the event that is downstream's result.
-            unwrap: what ``handler`` returns for that event (it may raise, for a paused tool).
+            unwrap: the real result of that event (it may raise, for a paused tool).
+            handout: what ``handler`` returns to a hook, given the call (its real result is ``run.result``): a
+                view or copy of its own (see :func:`shared_copy`); None: the real result itself.
         """
         self.wrappers = tuple(wrappers)
         self.hook_name = hook_name
@@ -102,6 +105,7 @@ class Layers:
         self.view = view
         self.is_result = is_result
         self.unwrap = unwrap
+        self.handout = _real if handout is None else handout
 
     def run(self, inner: Inner, request: Any, store: ExtensionData) -> AsyncGenerator[Any, None]:
         """The events of ``inner(request)``, run once, with every hook around it and ``store`` as the task store."""
@@ -116,8 +120,8 @@ class _Run:
     plain ``partial`` of :func:`_enter` (no object, no Python call of its own).
     """
 
-    __slots__ = ("buffer", "driving", "emitted", "error", "failure", "inner", "layers", "outcome", "phase", "raised",
-                 "request", "result", "store", "task", "waiters")
+    __slots__ = ("buffer", "driving", "emitted", "error", "failure", "handed", "inner", "layers", "outcome", "phase",
+                 "raised", "request", "result", "store", "task", "waiters")
 
     def __init__(self, layers: Layers, inner: Inner, request: Any, store: ExtensionData) -> None:
         self.layers = layers
@@ -126,7 +130,8 @@ class _Run:
         self.store = store
         self.phase = [_NEW] * (layers.count + 1)
         self.outcome: Any = _MISSING
-        self.result: Any = None
+        self.result: Any = None  # downstream's real result: the caller gets it, the hooks a copy (``handed``)
+        self.handed: Any = _MISSING  # the copy of the result last handed to a hook (see shared_copy)
         self.error: BaseException | None = None  # downstream's own exception: the caller gets it
         self.failure: BaseException | None = None  # what every handler raises (the error, or a paused tool)
         self.raised: dict[int, BaseException] | None = None  # entry -> what it raised into the hook awaiting it
@@ -193,7 +198,34 @@ def _enter(run: _Run, index: int, request: Any = None) -> Generator[Any, Any, An
             run.raised = {}
         run.raised[index] = run.failure
         raise run.failure
+    return layers.handout(run) if index else None
+
+
+def _real(run: _Run) -> Any:
     return run.result
+
+
+def shared_copy(detach: Callable[[Any], Any]) -> Callable[[_Run], Any]:
+    """A ``handout``: ``detach(result)``, one copy per call shared by the hooks while none changes it.
+
+    Before the copy is handed on, it is compared with the real result (in C, for JSON-shaped data), and copied
+    afresh if a hook changed it in place.
+    """
+
+    def handout(run: _Run) -> Any:
+        handed = run.handed
+        if handed is not _MISSING:
+            if handed is run.result:  # an immutable result (or one that cannot be copied): handed as it is
+                return handed
+            try:
+                if handed == run.result:
+                    return handed
+            except Exception:  # an __eq__ that raises or is ambiguous: copy afresh
+                pass
+        handed = run.handed = detach(run.result)
+        return handed
+
+    return handout
 
 
 def _inner(run: _Run) -> Generator[Any, Any, None]:

@@ -72,6 +72,7 @@ class ExtensionHandle:
                 _installed.remove(self.extension)
             if _handles.get(self.extension.use) is self:
                 _handles.pop(self.extension.use)
+            _in_code[:] = [entry for entry in _in_code if entry[2] is not self]
 
     def __repr__(self) -> str:
         return f"ExtensionHandle({self.extension.use!r})"
@@ -79,7 +80,11 @@ class ExtensionHandle:
 
 _lock = threading.RLock()
 _installed: list[Extension] = []
-_handles: dict[str, ExtensionHandle] = {}
+_handles: dict[str, ExtensionHandle] = {}  # entry-point installs, by name
+_in_code: list[tuple[Callable[..., Any], Any, ExtensionHandle]] = []
+"""In-code installs: (the install object, its config, the handle). The same object with an equal config is the
+same extension; another object (another closure of one factory, another lambda) or another config is another,
+even when its ``module:qualname`` is the same."""
 _env_loaded = False
 _forwarding = False  # this process has (had) entry-point extensions: its calls to actors carry the list
 app_store = ExtensionData()
@@ -89,7 +94,9 @@ app_store = ExtensionData()
 def use(name_or_install: str | Callable[..., Any], config: Any = None) -> ExtensionHandle:
     """Install an extension in this process: an entry-point name or an ``install(registry, config)``.
 
-    Using the same one twice is a no-op that returns the same handle.
+    Using the same one twice is a no-op that returns the same handle: the same entry-point name, or the same
+    ``install`` object with an equal ``config``. Distinct install objects are distinct extensions, even when they
+    share a ``module:qualname`` (closures of one factory, lambdas), and so is one ``install`` with another config.
 
     Raises:
         ExtensionError: no entry point of that name in group ``ray_harness.extensions``, or its
@@ -109,11 +116,12 @@ def use(name_or_install: str | Callable[..., Any], config: Any = None) -> Extens
         if not callable(name_or_install):
             raise TypeError(f"use() takes an entry-point name or an install(registry, config) callable, "
                             f"got {name_or_install!r}")
-        key = _qualified_name(name_or_install)
-        known = _handles.get(key)
-        if known is not None:
-            return known
-        return _install(key, name_or_install, config, entry_point=False)
+        for install, known_config, handle in _in_code:
+            if install is name_or_install and _same_config(known_config, config):
+                return handle
+        handle = _install(_qualified_name(name_or_install), name_or_install, config, entry_point=False)
+        _in_code.append((name_or_install, config, handle))
+        return handle
 
 
 def installed() -> list[Extension]:
@@ -214,8 +222,19 @@ def _install(key: str, install: Callable[..., Any], config: Any, *, entry_point:
     global _forwarding
     _installed.append(extension)
     _forwarding = _forwarding or entry_point
-    handle = _handles[key] = ExtensionHandle(extension)
+    handle = ExtensionHandle(extension)
+    if entry_point:
+        _handles[key] = handle
     return handle
+
+
+def _same_config(known: Any, config: Any) -> bool:
+    if known is config:
+        return True
+    try:
+        return bool(known == config)
+    except Exception:  # an __eq__ that raises or is ambiguous: not the same config
+        return False
 
 
 def _qualified_name(install: Callable[..., Any]) -> str:
@@ -230,4 +249,5 @@ def reset() -> None:
     with _lock:
         _installed.clear()
         _handles.clear()
+        _in_code.clear()
         _env_loaded = _forwarding = False

@@ -616,7 +616,7 @@ def test_use_is_idempotent_and_remove_uninstalls() -> None:
             MiddlewarePlacement(Recorder(log, str(config)), LOGICAL),)})())
 
     handle = use(install, config="cfg")
-    assert use(install) is handle
+    assert use(install, config="cfg") is handle and use(install, "cfg") is handle  # the same object, an equal config
     Agent(ScriptedModel(text("ok")))("x")
     assert [entry[0] for entry in log] == ["cfg", "cfg"]
     handle.remove()
@@ -779,7 +779,8 @@ def test_a_direct_tool_call_is_observed_once_at_visible_and_raw_in_a_lead_chain_
 
 
 def test_request_views_copy_every_field_of_their_dataclass() -> None:
-    """The views are built field by field (no dataclass __init__): their field lists must stay the dataclasses'."""
+    """The views are built field by field (no dataclass __init__): their field lists must stay the dataclasses'.
+    Their mutable parts are copied deeply, when the hook first reads them."""
     import dataclasses
 
     from ray_harness.extensions import _chain
@@ -787,11 +788,172 @@ def test_request_views_copy_every_field_of_their_dataclass() -> None:
     for kind, names in _chain._VIEW_FIELDS.items():
         assert tuple(field.name for field in dataclasses.fields(kind)) == names
         assert not hasattr(kind, "__post_init__")
-    model_request = _chain.InvokeModelContext("agent", [{"role": "user"}], "sys", [{"name": "t"}], {"auto": {}}, {})
+    messages = [{"role": "user", "content": [{"text": "hi"}]}]
+    model_request = _chain.InvokeModelContext("agent", messages, "sys", [{"name": "t"}], {"auto": {}}, {})
     model_view = _chain._model_view(model_request)
-    assert model_view == model_request and model_view is not model_request
-    assert model_view.messages is not model_request.messages and model_view.tool_specs is not model_request.tool_specs
-    tool_request = _chain.ExecuteToolContext("agent", None, {"toolUseId": "1", "name": "t", "input": {}}, {},
+    assert isinstance(model_view, _chain.InvokeModelContext) and model_view is not model_request
+    assert "messages" not in vars(model_view)  # not read yet: not copied
+    assert all(getattr(model_view, name) == getattr(model_request, name) for name in _chain._VIEW_FIELDS[
+        _chain.InvokeModelContext])
+    assert model_view.messages is model_view.messages  # one copy per view, kept for later reads
+    assert model_view.messages[0]["content"][0] is not messages[0]["content"][0]
+    assert model_view.tool_specs[0] is not model_request.tool_specs[0]
+    assert model_view.tool_choice is not model_request.tool_choice
+    model_view.messages = []
+    assert model_view.messages == [] and model_request.messages == messages
+    assert dataclasses.replace(model_view, system_prompt="other").messages == []
+    tool_request = _chain.ExecuteToolContext("agent", None, {"toolUseId": "1", "name": "t", "input": {"a": [1]}}, {},
                                              threading.Event())
     tool_view = _chain._tool_view(tool_request)
-    assert tool_view == tool_request and tool_view.tool_use is not tool_request.tool_use
+    assert isinstance(tool_view, _chain.ExecuteToolContext)
+    assert all(getattr(tool_view, name) == getattr(tool_request, name) for name in _chain._VIEW_FIELDS[
+        _chain.ExecuteToolContext])
+    assert tool_view.tool_use["input"]["a"] is not tool_request.tool_use["input"]["a"]
+
+
+def test_detach_copies_json_deeply_and_anything_else_as_it_can() -> None:
+    from ray_harness.extensions import _chain
+
+    value = {"content": [{"text": "x", "bytes": b"\x00"}], "n": 1.5, "t": (1, [2])}
+    copied = _chain._detach(value)
+    assert copied == value and copied["content"][0] is not value["content"][0] and copied["t"][1] is not value["t"][1]
+    assert _chain._detach("text") == "text" and _chain._detach(None) is None
+    event = ToolResultEvent({"toolUseId": "1", "status": "success", "content": []})  # not marshal's: deepcopy
+    assert _chain._detach(event) == event and _chain._detach(event) is not event
+    lock = threading.Lock()
+    assert _chain._detach(lock) is lock  # cannot be copied: handed out as it is
+
+
+class InPlace(AgentMiddleware):
+    """Changes, in place, the request it gets and the result handler returned to it (``what``)."""
+
+    def __init__(self, what: str, seen: list[Any] | None = None) -> None:
+        self.what = what
+        self.seen = seen if seen is not None else []
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        if self.what == "request":
+            self.seen.append(request.messages[-1]["content"][0].get("text"))
+            request.messages[-1]["content"][0]["text"] = "REWRITTEN"
+            request.messages[-1]["content"].append({"text": "INJECTED"})
+            request.tool_specs[0]["name"] = "evil"
+        result = await handler(request)
+        if self.what == "result":
+            self.seen.append(result.message["content"][0].get("text"))
+            for block in result.message["content"]:
+                if "text" in block:
+                    block["text"] = "FORGED"
+                if "toolUse" in block:
+                    block["toolUse"]["input"]["key"] = "forged"
+            result.usage["totalTokens"] = -1
+        return result
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        if self.what == "request":
+            self.seen.append(request.tool_use["input"]["key"])
+            request.tool_use["input"]["key"] = "evil"
+        result = await handler(request)
+        if self.what == "result":
+            self.seen.append(repr(result))
+            if "content" in result:  # the ToolResult at TOOL_VISIBLE
+                block = result["content"][0]
+                if "json" in block:
+                    block["json"]["key"] = "FORGED"
+                else:
+                    block["text"] = "FORGED"
+                result["status"] = "error"
+            else:  # the raw return value at TOOL_RAW
+                result["key"] = "FORGED"
+        return result
+
+
+@tool
+def record(key: str) -> dict[str, Any]:
+    """Counts its runs and returns a dict."""
+    calls.append(key)
+    return {"key": key}
+
+
+@pytest.mark.parametrize("what", ["request", "result"])
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
+def test_in_place_changes_to_the_request_or_result_reach_neither_downstream_nor_the_caller(
+        placement: Placement, what: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Observation only, deeply: changing what the hook sees in place (nested history blocks, the tool input, the
+    returned ToolResult, raw value or ModelStopReason) changes no request, no tool call, no history, no answer.
+    Three stacked hooks: each also sees the original, not what the hook inside it changed."""
+    calls.clear()
+    hooks = [InPlace(what) for _ in range(3)]
+    contribute(*(MiddlewarePlacement(hook, placement) for hook in hooks))
+    model = ScriptedModel(tool_call("record", {"key": "real"}), text("done"))
+    agent = Agent(model, tools=[record], system_prompt="sys")
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        result = agent("hello")
+    assert not caplog.records  # every hook ran through: its changes were made, and reached nothing
+    assert str(result) == "done\n" and result.message == {"role": "assistant", "content": [{"text": "done"}]}
+    assert calls == ["real"]
+    use_id = agent.messages[1]["content"][0]["toolUse"]["toolUseId"]
+    expected = [{"role": "user", "content": [{"text": "hello"}]},
+                {"role": "assistant", "content": [{"toolUse": {"toolUseId": use_id, "name": "record",
+                                                               "input": {"key": "real"}}}]},
+                {"role": "user", "content": [{"toolResult": {"toolUseId": use_id, "status": "success",
+                                                             "content": [{"json": {"key": "real"}}]}}]},
+                {"role": "assistant", "content": [{"text": "done"}]}]
+    tool_result = agent.messages[2]["content"][0]["toolResult"]
+    if "text" in tool_result["content"][0]:  # how a dict return is converted is not this test's business
+        expected[2] = agent.messages[2]
+        assert "real" in tool_result["content"][0]["text"] and tool_result["status"] == "success"
+    assert agent.messages == expected
+    assert [list(call.messages) for call in model.calls] == [expected[:1], expected[:3]]
+    assert [call.tool_names for call in model.calls] == [("record",), ("record",)]
+    assert [call.system_prompt for call in model.calls] == ["sys", "sys"]
+    assert result.metrics.accumulated_usage["totalTokens"] >= 0
+    assert hooks[0].seen and all(hook.seen == hooks[0].seen for hook in hooks)  # none saw another's change
+    assert "evil" not in repr(hooks[0].seen) and "FORGED" not in repr(hooks[0].seen)
+
+
+def test_use_tells_distinct_installs_of_one_qualified_name_apart() -> None:
+    """Closures of one factory, two lambdas and one install with two configs are distinct extensions; the same
+    object with an equal config is the same one (the same handle), and removing one leaves the others."""
+    seen: list[Any] = []
+
+    def make_extension(tag: str) -> Any:
+        class Observer(AgentMiddleware):  # a class of its own per closure, with one name
+            async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+                seen.append(tag)
+                return await handler(request)
+
+        class Contributor:
+            def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+                return (MiddlewarePlacement(Observer(), LOGICAL),)
+
+        def install(registry: Any, config: Any) -> None:
+            registry.middlewares(Contributor())
+
+        return install
+
+    def configured(registry: Any, config: Any) -> None:
+        registry.middlewares(type("C", (), {"contribute_middlewares": lambda self, store, ctx: (
+            MiddlewarePlacement(Recorder(seen, config["tag"]), LOGICAL),)})())
+
+    audit = use(make_extension("audit"))
+    billing = use(make_extension("billing"))
+    assert audit is not billing and audit.name == billing.name
+    first = use(lambda registry, config: make_extension("lambda 1")(registry, config))
+    second = use(lambda registry, config: make_extension("lambda 2")(registry, config))
+    assert first is not second
+    a = use(configured, {"tag": "A"})
+    assert use(configured, {"tag": "A"}) is a and use(configured, {"tag": "B"}) is not a
+    names: list[str] = []
+    agent = Agent(ScriptedModel(text("ok"), text("ok")))
+    agent.add_hook(lambda event: names.extend(agent._invocation.extensions.model_names), AfterModelCallEvent)
+    agent("x")
+    assert [entry if isinstance(entry, str) else entry[0] for entry in seen
+            if isinstance(entry, str) or entry[1] == "model"] == ["audit", "billing", "lambda 1", "lambda 2", "A", "B"]
+    assert len(names) == len(set(names)) == 6  # unique wrapper names though the classes share name and <use>
+    billing.remove()
+    a.remove()
+    seen.clear()
+    agent("x")
+    assert [entry if isinstance(entry, str) else entry[0] for entry in seen
+            if isinstance(entry, str) or entry[1] == "model"] == ["audit", "lambda 1", "lambda 2", "B"]
+    assert use(configured, {"tag": "A"}) is not a  # removed: installing it again is a new installation
