@@ -122,6 +122,7 @@ def test_status_json_has_the_tokens_of_an_evaluation_whose_hosts_died_when_it_re
     from ray_harness.runtime import AgentPool
 
     target = "tests.eval_targets:echo_agent"
+    started = time.time()
     pool = AgentPool(size=2, namespace=f"ray_harness_status_{tmp_path.name}")  # fresh hosts, not the session's
     try:
         rows = [{"prompt": f"row {index}"} for index in range(8)]
@@ -133,7 +134,17 @@ def test_status_json_has_the_tokens_of_an_evaluation_whose_hosts_died_when_it_re
         pool.shutdown()
     assert summary["errors"] == 0 and summary["tokens"] == {"input": 80, "output": 40, "total": 120}, summary
 
-    finished = _wait_for_run(ray_session["gcs_address"], lambda run: run["rows_completed"] == 8, name=target)
+    # Other tests of this session evaluate the same target: this run is the one that ended after `started`.
+    deadline = time.monotonic() + 240
+    while True:
+        runs = [run for run in _status(ray_session["gcs_address"])["runs"] if run["name"] == target
+                and (run.get("ended_at") or 0) >= started and run["rows_completed"] == 8]
+        if runs and runs[0]["input_tokens"] == 80:
+            break
+        assert time.monotonic() < deadline, f"the evaluation's tokens never arrived; last seen: {runs}"
+        time.sleep(1)
+    assert len(runs) == 1, runs
+    finished = runs[0]
     assert finished["kind"] == "eval" and finished["status"] == "completed", finished
     assert (finished["input_tokens"], finished["output_tokens"]) == (80, 40), finished
     assert finished["cost_usd"] == summary["cost_usd"]
