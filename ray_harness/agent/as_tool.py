@@ -41,7 +41,15 @@ from ray_harness.hooks.events import AfterInvocationEvent, AfterToolsEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt, InterruptException, InterruptState
 from ray_harness.middleware.types import ToolResultEvent
-from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, ToolStreamEvent, error_result, observe_raw
+from ray_harness.tools.base import (
+    AgentTool,
+    RawReturn,
+    ToolContext,
+    ToolStreamEvent,
+    error_result,
+    observe_raw,
+    until_set,
+)
 from ray_harness.types.exceptions import ConcurrencyException, RayHarnessError
 from ray_harness.types.validation import describe_validation_error
 
@@ -421,13 +429,8 @@ def restore_context(agent: Agent, saved: AgentSnapshot) -> None:
 
 
 async def forward_cancel(signal: threading.Event, cancel: Callable[[], Any]) -> None:
-    """Cancelling the parent cancels the child: ``cancel()`` (awaited when it returns an awaitable).
-
-    Polled: the parent's signal is a threading.Event, and a thread blocked in ``Event.wait()`` could not be
-    stopped when the child finishes first.
-    """
-    while not signal.is_set():  # noqa: ASYNC110
-        await asyncio.sleep(0.05)
+    """Cancelling the parent cancels the child: ``cancel()`` (awaited when it returns an awaitable)."""
+    await until_set(signal)
     outcome = cancel()
     if inspect.isawaitable(outcome):
         await outcome

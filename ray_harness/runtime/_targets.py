@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from ray_harness.runtime._signal import CancelSignal
+from ray_harness.tools.base import until_set
 
 __all__ = ("MultiAgentTarget", "is_multi_agent")
 
@@ -88,6 +89,5 @@ class MultiAgentTarget:
 
     async def _watch(self, signal: threading.Event) -> None:
         # A plain threading.Event (not the runner's CancelSignal) cannot call back: poll it.
-        while not signal.is_set():  # noqa: ASYNC110 - a threading.Event cannot be awaited
-            await asyncio.sleep(_POLL_S)
+        await until_set(signal, _POLL_S)
         self.orchestrator.cancel()

@@ -9,7 +9,6 @@ model can read, never as exceptions that end the turn.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -21,7 +20,7 @@ from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.sandbox._output import RetainedOutput
 from ray_harness.sandbox.errors import SandboxPathNotFoundError, SandboxTimeoutError
 from ray_harness.sandbox.types import ExecutionResult
-from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent
+from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, until_set
 from ray_harness.types.validation import describe_validation_error
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ class SandboxShellTool(AgentTool):
         final: ExecutionResult | None = None
         # A cancel must reach a command that prints nothing too (`sleep 600`): the next item is awaited
         # against the signal, not only checked between items.
-        cancelled = asyncio.ensure_future(_until_set(context.cancel_signal))
+        cancelled = asyncio.ensure_future(until_set(context.cancel_signal))
         try:
             async with aclosing(self.sandbox.execute_streaming(parsed.command, timeout=timeout)) as items:
                 while final is None and not context.cancel_signal.is_set():
@@ -140,12 +139,6 @@ class SandboxShellTool(AgentTool):
             return
         yield _result(use_id, _format(final.stdout, final.stderr, f"exit code: {final.exit_code}"),
                       ok=final.exit_code == 0)
-
-
-async def _until_set(signal: threading.Event) -> None:
-    """Return once ``signal`` is set (polled: a thread parked in ``Event.wait()`` could not be stopped after)."""
-    while not signal.is_set():  # noqa: ASYNC110
-        await asyncio.sleep(0.05)
 
 
 def _format(stdout: str, stderr: str, status: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("AgentTool", "RawReturn", "ToolContext", "ToolProvider", "ToolStreamEvent", "error_result", "observe_raw")
+__all__ = ("AgentTool", "RawReturn", "ToolContext", "ToolProvider", "ToolStreamEvent", "error_result", "observe_raw",
+           "until_set")
 
 
 @dataclass
@@ -51,6 +53,16 @@ class RawReturn:
     def __init__(self, value: Any, extra: Any = None) -> None:
         self.value = value
         self.extra = extra  # what the tool needs besides the value (never shown to extensions)
+
+
+async def until_set(signal: threading.Event, poll_s: float = 0.05) -> None:
+    """Return once ``signal`` (a tool context's ``cancel_signal``) is set.
+
+    Polled: a ``threading.Event`` cannot be awaited, and a thread parked in ``Event.wait()`` could not be stopped
+    when what it watches ends first. Cancel the task awaiting this when it is no longer needed.
+    """
+    while not signal.is_set():  # noqa: ASYNC110
+        await asyncio.sleep(poll_s)
 
 
 def observe_raw(context: ToolContext, produce: Any) -> AsyncGenerator[Any, None]:
