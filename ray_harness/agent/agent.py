@@ -321,7 +321,8 @@ class Agent:
             )
         try:
             state = invocation_state if invocation_state is not None else {}
-            state.update(kwargs)
+            if kwargs:  # a new dict, as in Strands: the caller's invocation_state is not ours to change
+                state = {**state, **kwargs}
             invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits,
                                     structured_output_model or self.structured_output_model, quiet=quiet)
             self._cancel_message = None

@@ -16,7 +16,7 @@ from ray_harness.agent.conversation_manager import SlidingWindowConversationMana
 from ray_harness.models import AnthropicModel, BedrockModel, OpenAIModel
 from ray_harness.session import FileSessionManager
 from ray_harness.testing import ScriptedModel, text, tool_call
-from ray_harness.tools import SequentialToolExecutor
+from ray_harness.tools import SequentialToolExecutor, ToolContext
 
 
 @tool
@@ -185,6 +185,22 @@ def test_invocation_state_must_be_a_dict() -> None:
         agent("x", invocation_state="x")  # type: ignore[arg-type]
     assert agent.messages == []  # nothing started, nothing recorded
     assert str(agent("x")) == "x\n"
+
+
+def test_keyword_arguments_join_a_new_invocation_state_not_the_callers() -> None:
+    seen: list[dict[str, Any]] = []
+
+    @tool(context=True)
+    def look(tool_context: ToolContext) -> str:
+        """Look at the invocation state."""
+        seen.append(dict(tool_context.invocation_state))
+        return "ok"
+
+    agent = Agent(ScriptedModel(tool_call("look", {}), text("done")), tools=[look])
+    mine = {"user": "ann"}
+    agent("x", invocation_state=mine, request_id="r1")
+    assert seen[0]["user"] == "ann" and seen[0]["request_id"] == "r1"
+    assert mine == {"user": "ann"}  # the caller's dict is theirs (Strands builds a new one too)
 
 
 def test_consecutive_turns_of_one_role_reach_bedrock_and_anthropic_as_one() -> None:
