@@ -93,9 +93,15 @@ class ConcurrentToolExecutor(ToolExecutor):
                 else:
                     yield event
         finally:
-            for task in tasks:
+            # Only unfinished tasks are awaited: a close that need not wait must not suspend, or at
+            # asyncio.run's end (which closes every live generator at once) our callers' generators
+            # would be "already running" when their turn comes: six logged RuntimeErrors after a
+            # `break` out of stream_async.
+            pending = [task for task in tasks if not task.done()]
+            for task in pending:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
 
 
 class _Failure:

@@ -325,3 +325,27 @@ def test_direct_tool_call_recorded_as_four_messages() -> None:
     assert quiet.messages == []
     with pytest.raises(AttributeError, match="no tool"):
         quiet.tool.missing()
+
+
+def test_closing_a_finished_concurrent_batch_does_not_suspend() -> None:
+    # asyncio.run's end closes every live generator at once; a close that suspended while waiting for
+    # tasks that are already done left the callers' generators "already running" (logged RuntimeErrors).
+    from ray_harness.tools.executors import ConcurrentToolExecutor
+
+    async def run_one(tool_use: Any) -> Any:
+        yield tool_use["toolUseId"]
+
+    async def skip(tool_use: Any) -> Any:
+        yield None
+
+    async def scenario() -> None:
+        uses: list[Any] = [{"toolUseId": "a", "name": "t", "input": {}}, {"toolUseId": "b", "name": "t", "input": {}}]
+        batch = ConcurrentToolExecutor().execute(uses, run_one, threading.Event(), skip)
+        assert await batch.__anext__() in ("a", "b")
+        for _ in range(5):  # let both tasks finish
+            await asyncio.sleep(0)
+        closing = batch.aclose()
+        with pytest.raises(StopIteration):  # finished within its first step
+            closing.send(None)
+
+    asyncio.run(scenario())
