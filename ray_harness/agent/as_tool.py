@@ -50,6 +50,7 @@ from ray_harness.tools.base import (
     observe_raw,
     until_set,
 )
+from ray_harness.types.content import ToolResultContent
 from ray_harness.types.exceptions import ConcurrencyException, RayHarnessError
 from ray_harness.types.validation import describe_validation_error
 
@@ -65,7 +66,7 @@ _DELEGATED = "__ray_harness_delegated__"
 _PARKING = "__ray_harness_parking__"
 PARKED_TURNS_KEY = "agent_as_tool"
 """Key of the parent's interrupt context that holds parked child turns, by toolUseId."""
-DELEGATION_SUFFIX = (" Calling this tool returns its response directly to the user as the final answer."
+DELEGATION_SUFFIX = (" Calling this tool will return its response directly to the user as the final answer."
                      " It should be the only tool called in the turn.")
 _PARKED_VERSION = 2  # 2: the halves are AgentSnapshot conversations
 
@@ -389,13 +390,33 @@ def sub_agent_result(name: str, use_id: str, result: Any, context: ToolContext, 
         return {"toolUseId": use_id, "status": "success",
                 "content": [{"json": result.structured_output.model_dump(mode="json")}]}
     if delegate:
-        blocks = [{"text": block["text"]} for block in result.message.get("content", []) if "text" in block]
-        context.invocation_state.setdefault(_DELEGATED, {})[use_id] = blocks or [{"text": str(result).rstrip("\n")}]
+        blocks = delegated_blocks(result)
+        context.invocation_state.setdefault(_DELEGATED, {})[use_id] = blocks
         parent = context.agent
         if parent is not None and parent not in parents:
             parents.add(parent)
             parent.hooks.add_callback(AfterToolsEvent, _end_turn_with_delegate, HookOrder.SDK_LAST)
+        return {"toolUseId": use_id, "status": "success", "content": [ToolResultContent(**block) for block in blocks]}
     return {"toolUseId": use_id, "status": "success", "content": [{"text": str(result)}]}
+
+
+def delegated_blocks(result: Any) -> list[ToolResultContent]:
+    """A delegated answer as Strands passes it on.
+
+    The child's text and JSON blocks as they are, a citations block as its cited texts; ``str(result)`` without
+    the final newline when there are none.
+    """
+    blocks: list[ToolResultContent] = []
+    for block in result.message.get("content", []):
+        if "text" in block:
+            blocks.append({"text": block["text"]})
+        elif "json" in block:
+            blocks.append({"json": block["json"]})
+        elif "citationsContent" in block:
+            cited = [inner["text"] for inner in block["citationsContent"].get("content", []) if "text" in inner]
+            if cited:
+                blocks.append({"text": "\n".join(cited)})
+    return blocks or [{"text": str(result).rstrip("\n")}]
 
 
 def _end_turn_with_delegate(event: AfterToolsEvent) -> None:

@@ -5,15 +5,16 @@ import json
 import pickle
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from ray_harness import Agent, tool
-from ray_harness.agent.as_tool import PARKED_TURNS_KEY, ParkedTurn
+from ray_harness.agent.as_tool import PARKED_TURNS_KEY, ParkedTurn, delegated_blocks
 from ray_harness.hooks import BeforeToolCallEvent
 from ray_harness.interrupts import Interrupt, InterruptState
-from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
+from ray_harness.testing import ScriptedModel, step, text, tool_call, tool_calls
 from ray_harness.types.exceptions import RayHarnessError
 from tests.multiagent.conftest import make_agent
 from tests.session._as_tool_process import build, confirm_wipe, echo_last_result, ops_tools
@@ -106,6 +107,23 @@ async def test_delegate_ends_the_parent_turn_with_the_child_answer() -> None:
     assert str(result) == "the expert answer\n"
     assert "final answer" in parent.tool_registry.get("expert").tool_spec["description"]
     assert len(parent.model.calls) == 1
+
+
+async def test_a_delegated_answer_is_the_tool_result_as_the_child_wrote_it() -> None:
+    # As Strands: the child's blocks as they are, not str(result) (its blocks joined, with a final newline).
+    answer = step({"text": "see"}, {"text": "also"})
+    child = make_agent("expert", answer)
+    parent = make_agent("front", tool_call("expert", {"input": "q"}), tools=[child.as_tool(delegate=True)])
+    result = await parent.invoke_async("question")
+    tool_result = parent.messages[2]["content"][0]["toolResult"]
+    assert tool_result["content"] == [{"text": "see"}, {"text": "also"}]
+    assert result.message["content"] == tool_result["content"]
+    cited = SimpleNamespace(message={"content": [{"json": {"id": 7}}, {"citationsContent": {
+        "content": [{"text": "a"}, {"text": "b"}], "citations": []}}, {"reasoningContent": {}}]})
+    assert delegated_blocks(cited) == [{"json": {"id": 7}}, {"text": "a\nb"}]
+    assert parent.tool_registry.get("expert").tool_spec["description"].endswith(
+        " Calling this tool will return its response directly to the user as the final answer."
+        " It should be the only tool called in the turn.")
 
 
 async def test_cancelling_the_parent_cancels_the_child() -> None:
