@@ -33,6 +33,11 @@ class GraphNode:
     execution_status: Status = Status.PENDING
     result: NodeResult | None = None
 
+    @property
+    def execution_time(self) -> int:
+        """Milliseconds the node's latest execution took (0 before it ran), as Strands' field of that name."""
+        return self.result.execution_time if self.result is not None else 0
+
     def __hash__(self) -> int:
         return hash(self.node_id)
 

@@ -38,6 +38,7 @@ async def test_diamond_runs_b_and_c_together_and_d_after_both(timeline: Timeline
     assert result.execution_order[3].node_id == "D"
     assert (result.total_nodes, result.completed_nodes, result.failed_nodes) == (4, 4, 0)
     assert result.execution_count == 4
+    assert graph.nodes["B"].execution_time == result.results["B"].execution_time > 0  # Strands' node field
     d_prompt = graph.nodes["D"].executor.messages[0]["content"]
     texts = [block["text"] for block in d_prompt]
     assert texts[0] == "Original Task: task"
