@@ -7,6 +7,7 @@ import json
 import mimetypes
 from typing import Any, cast
 
+from ray_harness.models._tool_history import tool_use_input
 from ray_harness.types.content import ContentBlock, Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
@@ -75,7 +76,7 @@ def _format_block(block: ContentBlock) -> dict[str, Any] | None:
         return {"type": "text", "text": block["text"]} if block["text"] else None
     if "toolUse" in block:
         use = block["toolUse"]
-        return {"type": "tool_use", "id": use["toolUseId"], "name": use["name"], "input": use.get("input") or {}}
+        return {"type": "tool_use", "id": use["toolUseId"], "name": use["name"], "input": tool_use_input(use)}
     if "toolResult" in block:
         result = block["toolResult"]
         parts = [part for part in (_format_result_part(item) for item in result["content"]) if part is not None]
@@ -91,6 +92,10 @@ def _format_block(block: ContentBlock) -> dict[str, Any] | None:
         return _format_document(block["document"])  # type: ignore[arg-type]
     if "json" in block:
         return {"type": "text", "text": json.dumps(block["json"])}
+    if "citationsContent" in block:  # e.g. a Bedrock answer in a restored session: its text, as Strands sends it
+        cited = cast(dict[str, Any], block)["citationsContent"]
+        text = "".join(part["text"] for part in cited.get("content", []) if "text" in part)
+        return {"type": "text", "text": text} if text else None
     raise TypeError(f"content block with keys {sorted(block)} cannot be sent to Anthropic")
 
 
@@ -106,12 +111,16 @@ def _format_result_part(part: dict[str, Any] | Any) -> dict[str, Any] | None:
     raise TypeError(f"tool result content with keys {sorted(part)} cannot be sent to Anthropic")
 
 
-def _format_reasoning(reasoning: dict[str, Any]) -> dict[str, Any]:
+def _format_reasoning(reasoning: dict[str, Any]) -> dict[str, Any] | None:
     if "redactedContent" in reasoning:
         data = reasoning["redactedContent"]
         return {"type": "redacted_thinking", "data": data.decode() if isinstance(data, bytes) else str(data)}
     text = reasoning.get("reasoningText", {})
-    return {"type": "thinking", "thinking": text.get("text", ""), "signature": text.get("signature", "")}
+    if not text.get("signature"):
+        # Reasoning of another model family (an OpenAI-compatible server's reasoning_content) has no signature,
+        # and Anthropic rejects a thinking block without one; it is left out, as Strands does.
+        return None
+    return {"type": "thinking", "thinking": text.get("text", ""), "signature": text["signature"]}
 
 
 def _b64(data: bytes | str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ray_harness.models._tool_history import tool_use_input
 from ray_harness.types.content import ContentBlock, Messages
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
@@ -14,6 +15,10 @@ __all__ = ("convert_event", "format_messages", "format_tool_config")
 # Keys Bedrock accepts in a message's content block; anything else would be rejected by boto3's validation.
 _BLOCK_KEYS = {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "cachePoint", "video",
                "guardContent", "citationsContent"}
+
+# Converse stop reasons the agent would not recognise, as the ones it acts on. Output cut off by the context window
+# is output cut off, as AnthropicModel reports it too (the agent raises MaxTokensReachedException).
+_STOP_REASONS = {"model_context_window_exceeded": "max_tokens"}
 
 
 def format_messages(messages: Messages) -> list[dict[str, Any]]:
@@ -46,7 +51,7 @@ def _format_block(block: ContentBlock) -> dict[str, Any] | None:
                                "content": [dict(part) for part in result["content"]] or [{"text": ""}]}}
     if "toolUse" in block:
         use = block["toolUse"]
-        return {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"], "input": use.get("input") or {}}}
+        return {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"], "input": tool_use_input(use)}}
     keys = set(block) & _BLOCK_KEYS
     if not keys:
         raise TypeError(f"content block with keys {sorted(block)} cannot be sent to Bedrock")
@@ -75,6 +80,9 @@ def convert_event(event: dict[str, Any], latency_ms: int) -> StreamEvent | None:
         metrics.setdefault("latencyMs", latency_ms)
         metadata["metrics"] = metrics
         return {"metadata": metadata}  # type: ignore[return-value]
+    if event.get("messageStop", {}).get("stopReason") in _STOP_REASONS:
+        return {"messageStop": {**event["messageStop"],  # type: ignore[return-value]
+                                "stopReason": _STOP_REASONS[event["messageStop"]["stopReason"]]}}
     for key in ("messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop",
                 "redactContent"):
         if key in event:

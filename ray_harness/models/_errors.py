@@ -11,13 +11,14 @@ errors differently, so overflow is recognised by phrase.
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 
 __all__ = ("OVERFLOW_PHRASES", "is_overflow_message", "retry_after_seconds")
 
 # Lower-cased phrases seen in context-length errors of Anthropic, OpenAI, Bedrock and OpenAI-compatible servers
-# (vLLM, llama.cpp server, Ollama).
+# (vLLM, llama.cpp server, Ollama, LM Studio); a superset of the phrases Strands recognises.
 OVERFLOW_PHRASES = (
     "prompt is too long",
     "input is too long",
@@ -26,17 +27,23 @@ OVERFLOW_PHRASES = (
     "input length and `max_tokens` exceed context limit",
     "maximum context length",
     "context_length_exceeded",
-    "context length exceeded",
+    "context length",  # "... exceeds the context length" (Ollama), "... greater than the context length" (LM Studio)
+    "too many tokens",
+    "too many total text bytes",  # Bedrock
     "exceeds the max_model_len",
+    "longer than the maximum model length",  # vLLM
     "exceeds the context window",
     "exceed context window",
     "request exceeds the available context size",
 )
+# OpenAI: "... which exceed customer model maximum of N"; Bedrock Mantle drops "customer".
+_OVERFLOW_PATTERN = re.compile(r"exceed(?:s|ed)?(?: customer)? model maximum")
 
 
 def is_overflow_message(message: str) -> bool:
+    """Whether a provider's error message says the prompt does not fit the model's context window."""
     lowered = message.lower()
-    return any(phrase in lowered for phrase in OVERFLOW_PHRASES)
+    return any(phrase in lowered for phrase in OVERFLOW_PHRASES) or _OVERFLOW_PATTERN.search(lowered) is not None
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

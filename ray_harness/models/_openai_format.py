@@ -5,8 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
-from typing import Any
+from typing import Any, cast
 
+from ray_harness.models._tool_history import tool_use_input
 from ray_harness.models.base import system_prompt_text
 from ray_harness.types.content import ContentBlock, Message, Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
@@ -45,9 +46,9 @@ def format_messages(messages: Messages, system_prompt: SystemPrompt | None) -> l
 
 
 def _format_assistant(message: Message) -> dict[str, Any] | None:
-    texts = [block["text"] for block in message["content"] if block.get("text")]
+    texts = [text for text in map(_block_text, message["content"]) if text]
     calls = [{"id": block["toolUse"]["toolUseId"], "type": "function",
-              "function": {"name": block["toolUse"]["name"], "arguments": json.dumps(block["toolUse"].get("input") or {})}}
+              "function": {"name": block["toolUse"]["name"], "arguments": json.dumps(tool_use_input(block["toolUse"]))}}
              for block in message["content"] if "toolUse" in block]
     if not texts and not calls:
         return None
@@ -55,6 +56,16 @@ def _format_assistant(message: Message) -> dict[str, Any] | None:
     if calls:
         formatted["tool_calls"] = calls
     return formatted
+
+
+def _block_text(block: ContentBlock) -> str | None:
+    """The text of a text block, or of a ``citationsContent`` block (a Bedrock answer in a restored session)."""
+    if "text" in block:
+        return block["text"]
+    cited = cast(dict[str, Any], block).get("citationsContent")
+    if cited is not None:
+        return "".join(part["text"] for part in cited.get("content", []) if "text" in part)
+    return None
 
 
 def _format_user(message: Message) -> list[dict[str, Any]]:
@@ -108,6 +119,9 @@ def _format_part(block: ContentBlock | dict[str, Any]) -> dict[str, Any] | None:
         media_type = mimetypes.types_map.get(f".{document['format'].lower()}", "application/octet-stream")
         return {"type": "file", "file": {"filename": document.get("name") or f"document.{document['format']}",
                                          "file_data": f"data:{media_type};base64,{_b64(document['source']['bytes'])}"}}
+    if "citationsContent" in block:
+        text = _block_text(cast(ContentBlock, block))
+        return {"type": "text", "text": text} if text else None
     if "reasoningContent" in block or "cachePoint" in block:
         return None
     raise TypeError(f"content block with keys {sorted(block)} cannot be sent to OpenAI")
@@ -135,11 +149,25 @@ def format_tool_choice(tool_choice: ToolChoice | None) -> str | dict[str, Any] |
     raise ValueError(f"unknown tool_choice {tool_choice!r}; expected one of auto, any, tool")
 
 
+class _ToolCall:
+    """One streamed tool call: what has arrived of it, and whether its block has been started."""
+
+    def __init__(self, index: int, use_id: str | None) -> None:
+        self.index = index
+        self.use_id = use_id
+        self.name = ""
+        self.arguments: list[str] = []
+        self.started = False
+
+
 class OpenAIStreamState:
     """Turns Chat Completions chunks into Converse stream events (one instance per response).
 
-    Converse blocks are sequential, so a tool call's block is closed when the next call (a new ``index`` or a new
-    ``id`` on the same index, as some compatible servers send) or the end of the stream arrives.
+    Converse blocks are sequential, but a compatible server (or a gateway translating another API) may interleave
+    the argument fragments of parallel tool calls, told apart by ``index``. So one tool call streams live (the
+    first one, as OpenAI sends them in order) and any other is collected by ``index`` and emitted whole when the
+    live one is over: at the end of the stream, before text that follows, or when a new ``id`` arrives on the live
+    call's index (servers that send every call complete at index 0).
     """
 
     def __init__(self) -> None:
@@ -147,8 +175,10 @@ class OpenAIStreamState:
         self.usage: dict[str, int] | None = None
         self.saw_tool_call = False
         self._next_index = 0
-        self._open: tuple[str, Any] | None = None  # ("text" | "reasoning" | "tool", key) of the open block
+        self._open: str | None = None  # "text" | "reasoning" | "tool": the kind of the open block
         self._open_index = 0
+        self._live: _ToolCall | None = None  # the tool call whose block is open (or waits for its name to start)
+        self._calls: list[_ToolCall] = []  # tool calls not yet emitted, the live one included
 
     def convert(self, chunk: Any) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -177,41 +207,75 @@ class OpenAIStreamState:
         reasoning = getattr(delta, "reasoning_content", None) or (getattr(delta, "model_extra", None) or {}).get(
             "reasoning_content") or (getattr(delta, "model_extra", None) or {}).get("reasoning")
         if isinstance(reasoning, str) and reasoning:
-            events.extend(self._open_block(("reasoning", None)))
+            events.extend(self._open_block("reasoning"))
             events.append(self._block_delta({"reasoningContent": {"text": reasoning}}))
         if getattr(delta, "content", None):
-            events.extend(self._open_block(("text", None)))
+            events.extend(self._open_block("text"))
             events.append(self._block_delta({"text": delta.content}))
         for position, call in enumerate(getattr(delta, "tool_calls", None) or []):
             events.extend(self._tool_delta(position, call))
         return events
 
     def _tool_delta(self, position: int, call: Any) -> list[StreamEvent]:
-        events: list[StreamEvent] = []
+        self.saw_tool_call = True
         index = call.index if getattr(call, "index", None) is not None else position
         function = getattr(call, "function", None)
         name = getattr(function, "name", None)
-        same = self._open is not None and self._open[0] == "tool" and self._open[1][0] == index
-        new_id = call.id is not None and not (same and self._open is not None and self._open[1][1] == call.id)
-        if not same or new_id:
-            events.extend(self._close())
-            self.saw_tool_call = True
-            use_id = call.id or f"call_{index}"
-            self._open = ("tool", (index, use_id))
-            self._open_index = self._next_index
-            self._next_index += 1
-            events.append({"contentBlockStart": {"start": {"toolUse": {"toolUseId": use_id, "name": name or ""}},
-                                                 "contentBlockIndex": self._open_index}})
         arguments = getattr(function, "arguments", None)
+        events: list[StreamEvent] = []
+        tool_call = self._find_call(index, call.id)
+        if tool_call is None:
+            if self._live is not None and self._live.index == index:
+                events.extend(self._close())  # a new id on the live index: the live call is complete
+            tool_call = _ToolCall(index, call.id)
+            self._calls.append(tool_call)
+        if name and not tool_call.name:
+            tool_call.name = name
+        if self._live is None:
+            events.extend(self._close())
+            self._live = tool_call
+        if tool_call is not self._live:
+            if arguments:
+                tool_call.arguments.append(arguments)
+            return events
+        if not tool_call.started and (tool_call.name or arguments):
+            events.extend(self._start_tool(tool_call))
         if arguments:
-            events.append(self._block_delta({"toolUse": {"input": arguments}}))
+            if tool_call.started:
+                events.append(self._block_delta({"toolUse": {"input": arguments}}))
+            else:
+                tool_call.arguments.append(arguments)
         return events
 
-    def _open_block(self, key: tuple[str, Any]) -> list[StreamEvent]:
-        if self._open == key:
+    def _find_call(self, index: int, use_id: str | None) -> _ToolCall | None:
+        for tool_call in reversed(self._calls):
+            if tool_call.index == index:
+                if use_id is not None and tool_call.use_id is not None and use_id != tool_call.use_id:
+                    return None
+                if tool_call.use_id is None:
+                    tool_call.use_id = use_id
+                return tool_call
+        return None
+
+    def _start_tool(self, tool_call: _ToolCall) -> list[StreamEvent]:
+        tool_call.started = True
+        self._open = "tool"
+        self._open_index = self._next_index
+        self._next_index += 1
+        use_id = tool_call.use_id or f"call_{tool_call.index}"
+        events: list[StreamEvent] = [{"contentBlockStart": {
+            "start": {"toolUse": {"toolUseId": use_id, "name": tool_call.name}},
+            "contentBlockIndex": self._open_index}}]
+        if tool_call.arguments:
+            events.append(self._block_delta({"toolUse": {"input": "".join(tool_call.arguments)}}))
+            tool_call.arguments.clear()
+        return events
+
+    def _open_block(self, kind: str) -> list[StreamEvent]:
+        if self._open == kind:
             return []
         events = self._close()
-        self._open = key
+        self._open = kind
         self._open_index = self._next_index
         self._next_index += 1
         events.append({"contentBlockStart": {"start": {}, "contentBlockIndex": self._open_index}})
@@ -221,10 +285,23 @@ class OpenAIStreamState:
         return {"contentBlockDelta": {"delta": delta, "contentBlockIndex": self._open_index}}  # type: ignore[typeddict-item]
 
     def _close(self) -> list[StreamEvent]:
-        if self._open is None:
-            return []
-        self._open = None
-        return [{"contentBlockStop": {"contentBlockIndex": self._open_index}}]
+        """Close the open block; after a live tool call, emit the tool calls collected meanwhile, each whole."""
+        events: list[StreamEvent] = []
+        live, self._live = self._live, None
+        if live is not None:
+            if not live.started:
+                events.extend(self._start_tool(live))
+            self._calls.remove(live)
+        if self._open is not None:
+            events.append({"contentBlockStop": {"contentBlockIndex": self._open_index}})
+            self._open = None
+        if live is not None:
+            for tool_call in sorted(self._calls, key=lambda pending: pending.index):
+                events.extend(self._start_tool(tool_call))
+                events.append({"contentBlockStop": {"contentBlockIndex": self._open_index}})
+                self._open = None
+            self._calls.clear()
+        return events
 
 
 def _usage(usage: Any) -> dict[str, int]:

@@ -15,7 +15,18 @@ from typing import Any
 
 from ray_harness.types.content import ContentBlock, Messages
 
-__all__ = ("has_tool_blocks", "tool_blocks_as_text")
+__all__ = ("has_tool_blocks", "tool_blocks_as_text", "tool_use_input")
+
+
+def tool_use_input(use: Any) -> dict[str, Any]:
+    """A tool use's input as the providers take it: an object.
+
+    The agent keeps input that did not parse as JSON verbatim, as a string (a call cut off by ``max_tokens``, a
+    model's malformed JSON) so the tool's validation error can tell the model; Anthropic and Bedrock reject a
+    string input, which would fail every later call of the conversation, so it is sent as ``{}`` (as in Strands).
+    """
+    value = use.get("input")
+    return value if isinstance(value, dict) else {}
 
 
 def has_tool_blocks(messages: Messages) -> bool:

@@ -12,6 +12,8 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from pydantic import Field
+
 from ray_harness.models._anthropic_format import (
     AnthropicStreamState,
     format_messages,
@@ -42,7 +44,7 @@ _THROTTLE_TYPES = {"rate_limit_error", "overloaded_error"}
 
 
 class AnthropicConfig(ProviderConfig):
-    max_tokens: int = 4096
+    max_tokens: int = Field(default=4096, ge=1)  # the API requires a positive cap; say so before the call
 
 
 class AnthropicModel(ConfiguredModel):

@@ -44,6 +44,9 @@ _THROTTLE_CODES = {"throttlingexception", "servicequotaexceededexception", "serv
 _AUTH_CODES = {"unrecognizedclientexception", "invalidsignatureexception", "expiredtokenexception",
                "accessdeniedexception", "incompletesignatureexception", "missingauthenticationtokenexception"}
 _DONE = object()
+# Strands' BedrockConfig settings and the Converse field each one fills (inferenceConfig.<name>, or its own field).
+_STRANDS_FIELDS = {"max_tokens": "maxTokens", "temperature": "temperature", "top_p": "topP",
+                   "stop_sequences": "stopSequences", "additional_request_fields": "additionalModelRequestFields"}
 
 
 class BedrockModel(ConfiguredModel):
@@ -56,6 +59,9 @@ class BedrockModel(ConfiguredModel):
         boto_session: A ``boto3.Session`` to take credentials and region from.
         params: Further Converse request fields, sent as given: ``inferenceConfig`` (``maxTokens``,
             ``temperature``, ...), ``additionalModelRequestFields``, ``guardrailConfig``, ...
+        max_tokens, temperature, top_p, stop_sequences, additional_request_fields: Strands' ``BedrockModel``
+            settings of the same names, kept in ``params`` (``inferenceConfig.maxTokens``, ...,
+            ``additionalModelRequestFields``); ``update_config()`` takes them too.
         boto_client_config: A ``botocore.config.Config`` for the client (retries, timeouts, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
         prices: Optional price table for cost accounting.
@@ -78,8 +84,15 @@ class BedrockModel(ConfiguredModel):
         context_window: int | None = None,
         prices: ModelPrices | None = None,
         rate_limit: RateLimit | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop_sequences: list[str] | None = None,
+        additional_request_fields: dict[str, Any] | None = None,
     ) -> None:
-        self._set_config({"model_id": model_id, "params": params})
+        strands_fields = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
+                          "stop_sequences": stop_sequences, "additional_request_fields": additional_request_fields}
+        self._set_config({"model_id": model_id, "params": _with_strands_fields(params, strands_fields)})
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self.boto_session = boto_session
@@ -89,6 +102,14 @@ class BedrockModel(ConfiguredModel):
         self.rate_limit = checked_rate_limit(rate_limit)
         self._client: Any = None
         self._client_lock = threading.Lock()
+
+    def update_config(self, **model_config: Any) -> None:
+        """Change ``model_id`` / ``params``, or a Strands setting (``temperature=``, ``max_tokens=``, ...)."""
+        strands_fields = {key: model_config.pop(key) for key in list(model_config) if key in _STRANDS_FIELDS}
+        if strands_fields:
+            params = model_config.get("params", self.config.params)
+            model_config["params"] = _with_strands_fields(params, strands_fields)
+        super().update_config(**model_config)
 
     # -- Model protocol ----------------------------------------------------------------------------------
 
@@ -145,6 +166,7 @@ class BedrockModel(ConfiguredModel):
         if tool_config is not None:
             request["toolConfig"] = tool_config
         request.update(self.config.params or {})
+        _relax_forced_choice_when_thinking(request)
         return request
 
     # -- the blocking side ---------------------------------------------------------------------------------
@@ -206,6 +228,37 @@ class BedrockModel(ConfiguredModel):
 
     def __repr__(self) -> str:
         return f"BedrockModel(model_id={self.config.model_id!r})"
+
+
+def _with_strands_fields(params: dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any] | None:
+    """``params`` with Strands' ``BedrockModel`` settings written into the Converse fields they stand for."""
+    given = {key: value for key, value in fields.items() if value is not None}
+    if not given:
+        return params
+    merged = dict(params or {})
+    inference = dict(merged.get("inferenceConfig") or {})
+    for key, value in given.items():
+        if key == "additional_request_fields":
+            merged["additionalModelRequestFields"] = {**(merged.get("additionalModelRequestFields") or {}), **value}
+        else:
+            inference[_STRANDS_FIELDS[key]] = value
+    if inference:
+        merged["inferenceConfig"] = inference
+    return merged
+
+
+def _relax_forced_choice_when_thinking(request: dict[str, Any]) -> None:
+    """With extended thinking on (Claude on Bedrock), a forced tool choice is an API error; ``auto`` is sent instead.
+
+    As in ``AnthropicModel``: the structured-output tool is still offered and the prompt asks for it.
+    """
+    fields = request.get("additionalModelRequestFields") or {}
+    thinking = fields.get("thinking") if isinstance(fields, dict) else None
+    if not isinstance(thinking, dict) or thinking.get("type") not in {"enabled", "adaptive"}:
+        return
+    tool_config = request.get("toolConfig")
+    if tool_config and set(tool_config.get("toolChoice") or {}) & {"any", "tool"}:
+        request["toolConfig"] = {**tool_config, "toolChoice": {"auto": {}}}
 
 
 def _session_spec(session: Any) -> dict[str, Any] | None:

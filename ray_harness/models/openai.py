@@ -32,6 +32,8 @@ from ray_harness.types.tools import ToolChoice, ToolSpec
 __all__ = ("OpenAIModel",)
 
 _AUTH_HELP = "set the OPENAI_API_KEY environment variable or pass client_args={'api_key': ...}"
+# How servers word throttling in an error without a 429 status or code: one sent mid-stream, or a 503.
+_THROTTLE_PHRASES = ("rate limit", "too many requests", "server busy", "currently overloaded")
 
 
 class OpenAIModel(ConfiguredModel):
@@ -168,6 +170,11 @@ async def _close_client(client: Any) -> None:
     await client.close()
 
 
+def _says_throttled(message: str) -> bool:
+    lowered = message.lower()
+    return any(phrase in lowered for phrase in _THROTTLE_PHRASES)
+
+
 def _map_error(error: Exception) -> Exception:
     """The harness exception for an SDK error (or the error itself when nothing maps)."""
     import openai
@@ -179,7 +186,8 @@ def _map_error(error: Exception) -> Exception:
     status = error.status_code if isinstance(error, openai.APIStatusError) else None
     if code == "insufficient_quota":
         return ModelConfigurationError(f"OpenAI account is out of quota (not retried): {message}")
-    if status == 429 or code == "rate_limit_exceeded":
+    worded = (status is None or status >= 500) and _says_throttled(message)  # a 4xx naming rate limits is no throttle
+    if status == 429 or code == "rate_limit_exceeded" or worded:
         headers = error.response.headers if isinstance(error, openai.APIStatusError) else None
         return ModelThrottledException(f"OpenAI throttled the request: {message}",
                                        retry_after=retry_after_seconds(headers))

@@ -3,7 +3,8 @@
 ``model.rate_limit = RateLimit(requests_per_minute=600, tokens_per_minute=400_000)`` (or
 ``rate_limit=`` to a provider, or ``evaluate(..., rate_limits={"anthropic:claude-sonnet-4-5": ...})``)
 makes every model call of that model wait for a permit first. The key of a provider model is
-``"<provider>:<model_id>"``. With Ray initialized the bucket is one small named actor per key in the
+``"<provider>:<model_id>"``; a registered key may also be the model spec that picked the model
+(``"openai-compatible:http://host/v1#m"`` limits ``"openai:m"``). With Ray initialized the bucket is one small named actor per key in the
 namespace, so every host and every driver draws from the same quota; without Ray it lives in this process.
 
 A bucket holds at most one second of its rate (minimum 1), so a burst never exceeds one second's worth.
@@ -178,7 +179,22 @@ def register_rate_limits(limits: Mapping[str, RateLimit]) -> None:
             raise ValueError(f"rate_limits key must look like '<provider>:<model_id>', got {key!r}")
         if not isinstance(limit, RateLimit):
             raise ValueError(f"rate_limits[{key!r}] must be a RateLimit, got {type(limit).__name__}")
-    _REGISTERED.update(limits)
+    _REGISTERED.update({_spec_key(key): limit for key, limit in limits.items()})
+
+
+def _spec_key(key: str) -> str:
+    """The model key of ``key`` when it is a model spec (``"openai-compatible:<url>#m"``, ``"anthropic:m?..."``).
+
+    A limit keyed by the same string that picked the model (``Agent(model=spec)``) then limits that model, rather
+    than a key no model has (its key is ``"openai:m"``, ``"anthropic:m"``). Other keys stay as they are.
+    """
+    from ray_harness.models.selection import from_string
+    from ray_harness.types.exceptions import ModelConfigurationError
+
+    try:
+        return model_key(from_string(key))
+    except ModelConfigurationError:
+        return key
 
 
 def registered_rate_limits() -> dict[str, RateLimit]:

@@ -65,10 +65,11 @@ def from_string(spec: str) -> Model:
     prefix = prefix.strip().lower()
     rest = rest.strip()
     if not sep or not rest:
-        raise ModelConfigurationError(f"malformed model spec {spec!r}: expected one of {', '.join(SPEC_FORMS)}")
+        raise ModelConfigurationError(f"malformed model spec {spec!r}: expected one of {', '.join(SPEC_FORMS)}"
+                                      f"{_hint(head)}")
     if prefix not in _ALLOWED:
         raise ModelConfigurationError(f"unknown model provider {prefix!r} in {spec!r}: expected one of "
-                                      f"{', '.join(SPEC_FORMS)}")
+                                      f"{', '.join(SPEC_FORMS)}{_hint(head)}")
     params = parse_query(spec, query, _ALLOWED[prefix])
     context_window = params.pop("context_window", None)
     if prefix == "anthropic":
@@ -118,6 +119,18 @@ def _openai_compatible(spec: str, rest: str, params: dict[str, Scalar], context_
     return OpenAIModel(model_id, params=_renamed(params, {}),
                        client_args={"base_url": base_url, "api_key": api_key},
                        context_window=_int_or_none(context_window))
+
+
+def _hint(head: str) -> str:
+    """A pointer for two habits: a bare Bedrock model id (Strands' model string) or a bare server URL."""
+    model_id = head.strip()
+    provider_part = model_id.partition(":")[0].lower()
+    if provider_part in ("http", "https"):
+        return f" (an OpenAI-compatible server? write 'openai-compatible:{model_id}' with '#<model id>' at the end)" \
+            if "#" not in model_id else f" (an OpenAI-compatible server? write 'openai-compatible:{model_id}')"
+    if "." in provider_part and "/" not in model_id and " " not in model_id:
+        return f" (a Bedrock model id? write 'bedrock:{model_id}')"
+    return ""
 
 
 def _renamed(params: dict[str, Scalar], names: dict[str, str]) -> dict[str, Any] | None:

@@ -66,6 +66,22 @@ async def test_messages_are_converted_to_anthropic_blocks(anthropic_server: Anth
     assert "sk-ant-test" in (headers.get("x-api-key", "") + headers.get("authorization", ""))
 
 
+async def test_history_from_other_providers_is_sent_as_anthropic_accepts_it(anthropic_server: AnthropicServer) -> None:
+    # Unsigned reasoning (an OpenAI-compatible server's) is rejected by Anthropic; a cited Bedrock answer is text.
+    anthropic_server.script(text("ok"))
+    history = [
+        {"role": "user", "content": [{"text": "Q1"}]},
+        {"role": "assistant", "content": [{"reasoningContent": {"reasoningText": {"text": "hmm"}}},
+                                          {"citationsContent": {"content": [{"text": "Paris"}], "citations": []}}]},
+        {"role": "user", "content": [{"text": "Q2"}]},
+    ]
+
+    await drain(anthropic_model(anthropic_server), history)
+
+    assert anthropic_server.bodies[0]["messages"][1] == {"role": "assistant",
+                                                         "content": [{"type": "text", "text": "Paris"}]}
+
+
 async def test_thinking_streams_as_reasoning_content_with_signature(anthropic_server: AnthropicServer) -> None:
     anthropic_server.script(Answer([("thinking", "Let me think.", "sig-xyz"), ("text", "42")]))
     agent = Agent(anthropic_model(anthropic_server, params={"thinking": {"type": "enabled", "budget_tokens": 1024}}))
@@ -142,3 +158,12 @@ def test_invalid_config_names_the_field() -> None:
     with pytest.raises(ValueError, match="unknown_option"):
         model.update_config(unknown_option=1)
     assert model.get_config() == {"model_id": "claude-test", "params": None, "max_tokens": 4096}
+
+
+def test_a_max_tokens_below_one_is_refused_before_any_call() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        AnthropicModel("claude-test", max_tokens=0)
+    model = AnthropicModel("claude-test", max_tokens=64)
+    with pytest.raises(ValueError, match="max_tokens"):
+        model.update_config(max_tokens=-1)
+    assert model.get_config()["max_tokens"] == 64

@@ -54,6 +54,23 @@ async def test_request_is_converse_shaped(bedrock_server: BedrockServer) -> None
     ]
 
 
+@pytest.mark.parametrize(("thinking", "sent"), [
+    ({"type": "enabled", "budget_tokens": 1024}, {"auto": {}}),
+    ({"type": "disabled"}, {"tool": {"name": "lookup"}}),
+])
+async def test_forced_tool_choice_is_relaxed_when_thinking_is_on(bedrock_server: BedrockServer, thinking: dict,
+                                                                 sent: dict) -> None:
+    # Bedrock rejects thinking with a forced tool choice (structured output forces its tool), as Anthropic does.
+    bedrock_server.script(text("ok"))
+    spec = {"name": "lookup", "description": "Look up.", "inputSchema": {"json": {"type": "object"}}}
+    model = bedrock_model(bedrock_server, params={"additionalModelRequestFields": {"thinking": thinking}})
+
+    await drain(model, [{"role": "user", "content": [{"text": "hi"}]}], [spec], tool_choice={"tool": {"name": "lookup"}})
+
+    assert bedrock_server.bodies[0]["toolConfig"]["toolChoice"] == sent
+    assert bedrock_server.bodies[0]["additionalModelRequestFields"] == {"thinking": thinking}
+
+
 async def test_events_pass_through_with_usage_normalised(bedrock_server: BedrockServer) -> None:
     bedrock_server.script(Answer([("thinking", "ponder", "sig-b"), ("text", "answer")], input_tokens=5,
                                  output_tokens=2, cache_read=95))
@@ -119,3 +136,42 @@ def test_pickled_session_keeps_explicit_keys_and_region(bedrock_server: BedrockS
     assert str(Agent(clone)("hi")) == "from the clone\n"
     assert "AKIDCLONE/" in bedrock_server.requests[0].headers["authorization"]
     assert "/eu-west-1/bedrock/" in bedrock_server.requests[0].headers["authorization"]
+
+
+@pytest.mark.parametrize("message", [
+    "Input is too long for requested model.",
+    "too many total text bytes",  # Bedrock's wording for an oversized request, as Strands recognises it
+    "Requested 300000 tokens, which exceed model maximum of 272000",
+])
+def test_overflow_wordings_become_context_window_overflow(message: str) -> None:
+    from botocore.exceptions import ClientError
+
+    from ray_harness.models.bedrock import _map_client_error
+    from ray_harness.types.exceptions import ContextWindowOverflowException
+
+    error = ClientError({"Error": {"Code": "ValidationException", "Message": message},
+                         "ResponseMetadata": {"HTTPStatusCode": 400}}, "ConverseStream")
+    assert isinstance(_map_client_error(error), ContextWindowOverflowException)
+
+
+async def test_output_cut_off_by_the_context_window_is_a_max_tokens_stop(bedrock_server: BedrockServer) -> None:
+    bedrock_server.script(Answer([("text", "The answer is")], stop="model_context_window_exceeded"))
+
+    events = await drain(bedrock_model(bedrock_server), [{"role": "user", "content": [{"text": "hi"}]}])
+
+    assert {"messageStop": {"stopReason": "max_tokens"}} in events
+
+
+async def test_strands_settings_fill_the_converse_fields(bedrock_server: BedrockServer) -> None:
+    # The usual Strands snippet, BedrockModel(model_id=..., temperature=..., max_tokens=...), works as it is.
+    bedrock_server.script(text("ok"))
+    model = bedrock_model(bedrock_server, temperature=0.3, max_tokens=100,
+                          additional_request_fields={"top_k": 5}, params={"inferenceConfig": {"topP": 0.5}})
+    model.update_config(stop_sequences=["END"], temperature=0.1)
+
+    await drain(model, [{"role": "user", "content": [{"text": "hi"}]}])
+
+    body = bedrock_server.bodies[0]
+    assert body["inferenceConfig"] == {"topP": 0.5, "maxTokens": 100, "temperature": 0.1, "stopSequences": ["END"]}
+    assert body["additionalModelRequestFields"] == {"top_k": 5}
+    assert model.get_config()["params"]["inferenceConfig"]["temperature"] == 0.1

@@ -235,3 +235,26 @@ def test_follow_up_call_after_structured_output_sends_a_valid_history(backend: B
         assert "call_s2" in wire  # Chat Completions accepts tool calls in a history without tools
     else:  # Anthropic and Bedrock reject tool blocks without tool definitions: they travel as text
         assert "call_s2" not in wire and "[called tool Weather with input" in wire
+
+
+async def test_tool_input_that_did_not_parse_is_sent_as_an_object(backend: Backend) -> None:
+    # The agent keeps unparsable tool input (a call cut off by max_tokens) as a string; the providers reject that.
+    backend.server.script(text("ok"))
+    history = [
+        {"role": "user", "content": [{"text": "Weather?"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "call_1", "name": "get_weather",
+                                                       "input": '{"city": "Os'}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "call_1", "status": "error",
+                                                     "content": [{"text": "Error: invalid input"}]}}]},
+    ]
+
+    await collect(backend.model().stream(history, [get_weather.tool_spec]))
+
+    (body,) = backend.server.bodies
+    assistant = next(message for message in body["messages"] if message["role"] == "assistant")
+    if backend.name == "openai":
+        assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
+    elif backend.name == "anthropic":
+        assert assistant["content"][0]["input"] == {}
+    else:
+        assert assistant["content"][0]["toolUse"]["input"] == {}

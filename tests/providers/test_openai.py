@@ -106,6 +106,80 @@ async def test_tool_call_deltas_become_converse_events(openai_server: OpenAIServ
     assert {"messageStop": {"stopReason": "tool_use"}} in events
 
 
+async def test_a_cited_answer_in_the_history_is_sent_as_text(openai_server: OpenAIServer) -> None:
+    openai_server.script(text("ok"))
+    history = [{"role": "user", "content": [{"text": "Q1"}]},
+               {"role": "assistant", "content": [{"citationsContent": {"content": [{"text": "Paris"}],
+                                                                       "citations": []}}]},
+               {"role": "user", "content": [{"text": "Q2"}]}]
+
+    await drain(openai_model(openai_server), history)
+
+    assert openai_server.bodies[0]["messages"][1] == {"role": "assistant", "content": "Paris"}
+
+
+def _chunk(delta: dict, finish: str | None = None) -> object:
+    from openai.types.chat import ChatCompletionChunk
+
+    return ChatCompletionChunk.model_validate({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                                               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+
+def _call(index: int, use_id: str | None = None, name: str | None = None, arguments: str | None = None) -> dict:
+    function = {key: value for key, value in (("name", name), ("arguments", arguments)) if value is not None}
+    call: dict = {"index": index, "function": function}
+    if use_id is not None:
+        call.update(id=use_id, type="function")
+    return {"tool_calls": [call]}
+
+
+def _tool_uses(events: list) -> list[tuple[str, str, str]]:
+    """(id, name, input) of each tool block, checking every delta lands between its block's start and stop."""
+    uses: list[tuple[str, str, str]] = []
+    open_index = None
+    for event in events:
+        if "contentBlockStart" in event:
+            assert open_index is None
+            open_index = event["contentBlockStart"]["contentBlockIndex"]
+            use = event["contentBlockStart"]["start"]["toolUse"]
+            uses.append((use["toolUseId"], use["name"], ""))
+        elif "contentBlockDelta" in event:
+            assert event["contentBlockDelta"]["contentBlockIndex"] == open_index
+            use_id, name, arguments = uses[-1]
+            uses[-1] = (use_id, name, arguments + event["contentBlockDelta"]["delta"]["toolUse"]["input"])
+        elif "contentBlockStop" in event:
+            assert event["contentBlockStop"]["contentBlockIndex"] == open_index
+            open_index = None
+    return uses
+
+
+def test_interleaved_parallel_tool_call_fragments_stay_with_their_call() -> None:
+    from ray_harness.models._openai_format import OpenAIStreamState
+
+    state = OpenAIStreamState()
+    chunks = [_chunk(_call(0, "call_a", "get_weather", "")), _chunk(_call(1, "call_b", "get_time", "")),
+              _chunk(_call(0, arguments='{"city": ')), _chunk(_call(1, arguments='{"tz": ')),
+              _chunk(_call(0, arguments='"Oslo"}')), _chunk(_call(1, arguments='"CET"}')), _chunk({}, "tool_calls")]
+
+    events = [event for chunk in chunks for event in state.convert(chunk)] + state.finish()
+
+    assert _tool_uses(events[:-1]) == [("call_a", "get_weather", '{"city": "Oslo"}'),
+                                       ("call_b", "get_time", '{"tz": "CET"}')]
+    assert events[-1] == {"messageStop": {"stopReason": "tool_use"}}
+
+
+def test_a_tool_name_sent_after_the_call_id_still_names_the_call() -> None:
+    from ray_harness.models._openai_format import OpenAIStreamState
+
+    state = OpenAIStreamState()
+    chunks = [_chunk(_call(0, "call_a", arguments="")), _chunk(_call(0, name="get_weather")),
+              _chunk(_call(0, arguments="{}")), _chunk({}, "tool_calls")]
+
+    events = [event for chunk in chunks for event in state.convert(chunk)] + state.finish()
+
+    assert _tool_uses(events[:-1]) == [("call_a", "get_weather", "{}")]
+
+
 async def test_reasoning_content_of_compatible_servers(openai_server: OpenAIServer) -> None:
     openai_server.script(Answer([("thinking", "hmm, let me see", ""), ("text", "done")]))
     agent = Agent(openai_model(openai_server))
@@ -157,6 +231,39 @@ def test_agent_accepts_an_openai_model_string(openai_server: OpenAIServer, monke
     assert str(agent("hi")) == "hello from gpt\n"
     assert openai_server.bodies[0]["model"] == "gpt-4o"
     assert openai_server.requests[0].headers["authorization"] == "Bearer sk-from-env"
+
+
+@pytest.mark.parametrize(("status", "message"), [
+    (None, "Rate limit exceeded, please retry"),  # a compatible server's mid-stream error, with no code
+    (503, "server busy, please try again.  maximum pending requests exceeded"),  # Ollama
+    (503, "The engine is currently overloaded, please try again later"),
+])
+def test_throttling_worded_without_a_429_is_throttling(status: int | None, message: str) -> None:
+    import httpx
+    import openai
+
+    from ray_harness.models.openai import _map_error
+    from ray_harness.types.exceptions import ModelThrottledException
+
+    request = httpx.Request("POST", "http://localhost/v1/chat/completions")
+    body = {"error": {"message": message}}
+    error: openai.APIError = openai.APIError(message, request, body=body) if status is None else \
+        openai.APIStatusError(message, response=httpx.Response(status, request=request), body=body)
+
+    assert isinstance(_map_error(error), ModelThrottledException)
+
+
+def test_a_client_error_mentioning_rate_limits_is_not_throttling() -> None:
+    import httpx
+    import openai
+
+    from ray_harness.models.openai import _map_error
+
+    request = httpx.Request("POST", "http://localhost/v1/chat/completions")
+    error = openai.BadRequestError("Invalid value for 'rate limit tier'",
+                                   response=httpx.Response(400, request=request), body=None)
+
+    assert _map_error(error) is error
 
 
 async def test_missing_api_key_is_a_configuration_error() -> None:

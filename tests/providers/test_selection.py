@@ -46,6 +46,9 @@ def test_openai_compatible_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     ("openai-compatible:http://localhost:8000/v1", "openai-compatible:<base_url>#<model id>"),
     ("openai-compatible:localhost:8000#m", "must start with http"),
     ("openai-compatible:http://localhost:8000/v1#", "openai-compatible:<base_url>#<model id>"),
+    ("us.anthropic.claude-sonnet-4-20250514-v1:0", "write 'bedrock:us.anthropic.claude-sonnet-4-20250514-v1:0'"),
+    ("global.anthropic.claude-sonnet-4-6", "write 'bedrock:global.anthropic.claude-sonnet-4-6'"),
+    ("http://localhost:8000/v1#m", "write 'openai-compatible:http://localhost:8000/v1#m'"),
 ])
 def test_bad_specs_say_what_is_expected(spec: str, message: str) -> None:
     with pytest.raises(ModelConfigurationError, match=message) as caught:

@@ -141,3 +141,16 @@ def test_a_bad_forwarded_variable_names_it(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(module.ENV_VAR, '{"openai:x": {"requests_per_minute": -1}}')
     with pytest.raises(ValueError, match=r"RAY_HARNESS_RATE_LIMITS.*requests_per_minute"):
         module.registered_rate_limits()
+
+
+def test_a_limit_keyed_by_a_model_spec_limits_that_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray_harness.models import from_string, rate_limit as module
+
+    monkeypatch.setattr(module, "_REGISTERED", {})
+    monkeypatch.setattr(module, "_FROM_ENV", {"read": True})
+    limit = RateLimit(requests_per_minute=60)
+    spec = "openai-compatible:http://localhost:8000/v1#my-model?max_tokens=64"
+    register_rate_limits({spec: limit, "scriptedmodel:x": limit})
+
+    assert module._limit_of(from_string(spec)) == ("openai:my-model", limit)
+    assert set(module.registered_rate_limits()) == {"openai:my-model", "scriptedmodel:x"}
