@@ -22,7 +22,9 @@ conversation manager that removed messages keeps them in the store; the live his
 ``pinned_message_count`` / ``synthetic_message_count`` (a summary) when it has them. A history that
 ends on a ``toolUse`` without results (the process died while the tool ran) gets results — the
 stored result of each tool that finished, an error for the others — unless the agent is
-interrupted there, in which case the resume runs the tools as usual.
+interrupted there (then the resume runs only the tools that did not finish, also when the process died
+while a resume ran them), or has ``checkpointing=True`` and none of those tools finished (an
+``after_model`` checkpoint, or a crash before any result): then the resume runs the tools as usual.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from typing_extensions import override
 
@@ -137,6 +139,23 @@ def _fingerprint(message: Message) -> str:
 
 def _tool_use_ids(message: Message) -> list[str]:
     return [block["toolUse"]["toolUseId"] for block in message["content"] if "toolUse" in block]
+
+
+def _keep_finished_results(interrupts: InterruptState, pending: dict[str, dict[str, Any]]) -> None:
+    """Add the stored results of tools that finished while a resumed interrupted batch ran to that batch's results.
+
+    The process died during the resume: without them the next resume would run those tools a second time.
+    """
+    message = interrupts.context.get("tool_use_message")
+    if not interrupts.activated or not pending or not isinstance(message, dict):
+        return
+    results = list(interrupts.context.get("tool_results") or [])
+    known = {result.get("toolUseId") for result in results if isinstance(result, dict)}
+    for use_id in _tool_use_ids(cast(Message, message)):
+        done = pending.get(use_id)
+        if use_id not in known and done and "content" in done:
+            results.append({**done, "toolUseId": use_id})
+    interrupts.context["tool_results"] = results
 
 
 class RepositorySessionManager(SessionManager):
@@ -320,6 +339,7 @@ class RepositorySessionManager(SessionManager):
         tracker = _Tracker(created_at=record.created_at, pending=dict(record.pending_tool_results),
                            synthetic_fallback=len(prefix or []))
         tracker.fingerprints = [_fingerprint(message) for message in stored]
+        _keep_finished_results(interrupts, tracker.pending)
         pinned, _, removed = self._layout(agent, tracker)
         if pinned + removed > len(stored):
             raise SessionException(f"inconsistent session file {where}: the conversation manager state says {removed} messages were removed "
@@ -338,6 +358,10 @@ class RepositorySessionManager(SessionManager):
             return
         ids = _tool_use_ids(messages[-1])
         if not ids:
+            return
+        if agent.checkpointing and not any(use_id in tracker.pending for use_id in ids):
+            # An ``after_model`` checkpoint stops here before any tool runs: its ``checkpointResume`` runs them.
+            # Results filled in now would make that resume skip the tools and call the model instead.
             return
         from ray_harness.tools.base import error_result
 

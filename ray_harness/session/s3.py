@@ -131,9 +131,19 @@ class S3SessionRepository(BlobSessionRepository):
             keys = self._all_keys(key)
             for start in range(0, len(keys), 1000):  # the DeleteObjects limit
                 batch = [{"Key": item} for item in keys[start:start + 1000]]
-                self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+                response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+                self._check_deleted(key, response)
         except (ClientError, BotoCoreError) as error:
             raise self._fail("delete", key, error) from None
+
+    def _check_deleted(self, key: str, response: Any) -> None:
+        """DeleteObjects answers 200 even when single keys fail (e.g. ``AccessDenied``); they are in ``Errors``."""
+        errors = response.get("Errors") if isinstance(response, dict) else None
+        if errors:
+            first = errors[0]
+            raise SessionException(
+                f"cannot delete {self._location(key)}: {len(errors)} object(s) were not deleted, e.g. "
+                f"s3://{self.bucket}/{first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip())
 
 
 class S3SessionManager(RepositorySessionManager):

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from ray_harness.agent.conversation_manager import (
 )
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeToolCallEvent
 from ray_harness.session import FileSessionManager
-from ray_harness.testing import ScriptedModel, text, tool_call
+from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
 from ray_harness.types.exceptions import ContextWindowOverflowException, SessionException
 from tests.session.helpers import assert_valid_history, text_of
 
@@ -261,3 +263,70 @@ def test_agent_with_a_session_pickles_and_keeps_persisting(tmp_path: Path) -> No
     clone = pickle.loads(pickle.dumps(agent))  # plain pickle: what an actor restart or a copy does
     clone("second")
     assert Agent(ScriptedModel(), session_manager=session(tmp_path)).messages == clone.messages
+
+
+def test_after_model_checkpoint_resumes_in_a_new_agent_and_runs_the_tools(tmp_path: Path) -> None:
+    ran: list[str] = []
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy."""
+        ran.append(target)
+        return f"deployed {target}"
+
+    first = Agent(ScriptedModel(tool_call("deploy", {"target": "prod"})), tools=[deploy], checkpointing=True,
+                  session_manager=session(tmp_path))
+    paused = first("deploy")
+    assert paused.stop_reason == "checkpoint" and paused.checkpoint is not None
+    assert paused.checkpoint.position == "after_model"
+    saved = json.loads(json.dumps(paused.checkpoint.to_dict()))
+
+    # Another process: the restored history still ends on the tool use, so the resume runs the tool.
+    model = ScriptedModel(text("done"))
+    second = Agent(model, tools=[deploy], checkpointing=True, session_manager=session(tmp_path))
+    assert "toolUse" in second.messages[-1]["content"][0]
+    after_tools = second({"checkpointResume": {"checkpoint": saved}})
+    assert after_tools.stop_reason == "checkpoint" and ran == ["prod"]
+    assert not model.calls
+    assert second({"checkpointResume": {"checkpoint": after_tools.checkpoint.to_dict()}}).stop_reason == "end_turn"
+    assert second.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "deployed prod"}]
+    assert_valid_history(second.messages)
+
+
+def test_a_crash_while_resuming_an_interrupt_does_not_run_finished_tools_again(tmp_path: Path) -> None:
+    ran: list[str] = []
+    crashed = tmp_path / "crashed"
+
+    @tool(context=True)
+    def refund(tool_context: ToolContext) -> str:
+        """Refund after approval."""
+        ran.append(f"refund {tool_context.interrupt('approve refund')}")
+        return "refunded"
+
+    @tool(context=True)
+    def notify(tool_context: ToolContext) -> str:
+        """Notify after approval; the first resume 'dies' here."""
+        ran.append(f"notify {tool_context.interrupt('approve notify')}")
+        if not crashed.exists():
+            agent_file = agent_dir(tmp_path / "live") / "agent.json"
+            deadline = time.monotonic() + 10
+            while "refunded" not in agent_file.read_text() and time.monotonic() < deadline:
+                time.sleep(0.01)  # the refund runs beside this tool; its result is stored when it ends
+            shutil.copytree(tmp_path / "live", crashed)  # the store as a process killed at this moment leaves it
+        return "notified"
+
+    live = FileSessionManager("s1", storage_dir=tmp_path / "live")
+    paused = Agent(ScriptedModel(tool_calls(("refund", {}, "use-refund"), ("notify", {}, "use-notify"))),
+                   tools=[refund, notify], session_manager=live)("go")
+    answers = [{"interruptResponse": {"interruptId": item.id, "response": "yes"}} for item in paused.interrupts]
+    Agent(ScriptedModel(text("done")), tools=[refund, notify],
+          session_manager=FileSessionManager("s1", storage_dir=tmp_path / "live"))(answers)
+    assert sorted(ran) == ["notify yes", "refund yes"]
+
+    ran.clear()
+    restored = Agent(ScriptedModel(text("done")), tools=[refund, notify], session_manager=FileSessionManager("s1", storage_dir=crashed))
+    assert restored(answers).stop_reason == "end_turn"
+    assert ran == ["notify yes"]  # the refund finished before the crash: its stored result is used
+    assert_valid_history(restored.messages)
+    results = [block["toolResult"]["content"] for block in restored.messages[2]["content"]]
+    assert results == [[{"text": "refunded"}], [{"text": "notified"}]]

@@ -122,3 +122,25 @@ def test_a_second_writer_of_one_agent_is_refused_by_a_conditional_write(moto_end
     assert keys(moto_endpoint, bucket) == before
     restored = Agent(ScriptedModel(), session_manager=manager(moto_endpoint, bucket))
     assert [text_of(m) for m in restored.messages] == ["q1", "one"]
+
+
+def test_objects_that_delete_objects_did_not_delete_are_a_session_error(moto_endpoint: str, bucket: str) -> None:
+    sessions = manager(moto_endpoint, bucket)
+    Agent(ScriptedModel(text("a")), session_manager=sessions)("x")
+    real = sessions.repository.client
+
+    class RefusingOne:
+        """The real client, except that DeleteObjects reports one key as denied (as S3 does with HTTP 200)."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def delete_objects(self, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
+            kept, *rest = Delete["Objects"]
+            real.delete_objects(Bucket=Bucket, Delete={**Delete, "Objects": rest})
+            return {"Errors": [{"Key": kept["Key"], "Code": "AccessDenied", "Message": "Access Denied"}]}
+
+    sessions.repository._client = RefusingOne()
+    with pytest.raises(SessionException, match=r"1 object\(s\) were not deleted.*AccessDenied"):
+        sessions.repository.delete_session("s1")
+    assert len(keys(moto_endpoint, bucket)) == 1
