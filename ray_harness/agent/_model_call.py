@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from ray_harness.agent.loop import Invocation
 
 __all__ = ("call_model",)
+
+logger = logging.getLogger(__name__)
 
 CANCELLED_TEXT = "Cancelled by user"
 
@@ -66,6 +69,8 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
             yield stop  # cancelled: no AfterModelCallEvent retry can undo a user's cancel
             return
         if await _after_model_call_retries(agent, inv, stop, error):
+            if stop is not None and not veto:
+                _account(agent, stop)  # the answer a hook discards was still processed and billed (as Strands)
             continue
         if error is not None:
             if await _wait_to_retry(agent, inv, error, attempt):
@@ -102,7 +107,7 @@ async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGen
             raise EventLoopException(RuntimeError("the InvokeModelStage middleware chain yielded no result "
                                                   "(a Wrap handler must yield a ModelStopReason)"))
     except ContextWindowOverflowException as overflow:
-        await agent.conversation_manager.reduce_context_async(agent, overflow)  # raises when it cannot reduce
+        await _reduce_context(agent, overflow)
         outcome.overflowed = True
     except EventLoopException:
         raise
@@ -114,6 +119,21 @@ async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGen
             stop = outcome.stop
             result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None
             inv.tracer.end_span(span, result_attributes, error=outcome.error)
+
+
+async def _reduce_context(agent: Agent, overflow: ContextWindowOverflowException) -> None:
+    """Let the conversation manager shorten the history after ``overflow``; it raises when it cannot.
+
+    Raises:
+        ContextWindowOverflowException: ``overflow``, also when the manager returned without changing the
+            history: calling the model again with the same request would overflow forever.
+    """
+    before = copy.deepcopy(agent.messages)
+    await agent.conversation_manager.reduce_context_async(agent, overflow)
+    if agent.messages == before:
+        logger.warning("%s.reduce_context left the history unchanged after a context-window overflow; not retrying",
+                       type(agent.conversation_manager).__name__)
+        raise overflow
 
 
 async def _after_model_call_retries(agent: Agent, inv: Invocation, stop: ModelStopReason | None,
@@ -143,9 +163,13 @@ async def _wait_to_retry(agent: Agent, inv: Invocation, error: Exception, attemp
 
 def _retry_delay(agent: Agent, error: Exception, attempt: int) -> float | None:
     strategy = agent.retry_strategy
-    if strategy is None or not isinstance(error, ModelThrottledException):
+    if strategy is None:
         return None
-    return strategy.delay(attempt, error.retry_after)
+    is_retryable = getattr(strategy, "is_retryable", None)  # a duck-typed strategy may have only delay and clock
+    if not (is_retryable(error) if callable(is_retryable) else isinstance(error, ModelThrottledException)):
+        return None
+    hint = getattr(error, "retry_after", None)
+    return strategy.delay(attempt, hint if isinstance(hint, int | float) else None)
 
 
 async def _sleep_unless_cancelled(agent: Agent, inv: Invocation, delay: float) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ray_harness._clock import Clock, SystemClock
+from ray_harness.types.exceptions import ModelThrottledException
 
 __all__ = ("ModelRetryStrategy",)
 
 
 @dataclass
 class ModelRetryStrategy:
-    """Retry ``ModelThrottledException`` up to ``max_attempts`` calls, doubling the delay each time.
+    """Retry ``ModelThrottledException`` (see :meth:`is_retryable`) up to ``max_attempts`` calls, doubling the delay.
 
     A provider's ``retry_after`` hint, when larger, wins over the computed delay (capped at ``max_delay``).
     """
@@ -26,6 +27,10 @@ class ModelRetryStrategy:
             raise ValueError("max_attempts must be >= 1")
         if self.initial_delay < 0 or self.max_delay < 0:
             raise ValueError("delays must be >= 0")
+
+    def is_retryable(self, exception: Exception) -> bool:
+        """Whether a failed call is retried: ``ModelThrottledException``. Override to widen or narrow it (as in Strands)."""
+        return isinstance(exception, ModelThrottledException)
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float | None:
         """Seconds to wait before call number ``attempt + 1``, or None when out of attempts."""

@@ -81,6 +81,22 @@ def test_trim_falls_back_to_tool_pair_boundary_in_long_tool_loops() -> None:
     assert_valid_history(agent.messages)
 
 
+def test_trim_never_starts_the_history_on_an_assistant_text() -> None:
+    # Providers reject a conversation whose first message is the assistant's: like Strands, the window then
+    # stays over its size after an invocation, and an overflow that cannot be reduced otherwise re-raises.
+    agent = Agent(ScriptedModel(), messages=[user("q0"), assistant("a0"), user("q1"), assistant("a1")],
+                  conversation_manager=NullConversationManager())
+    manager = SlidingWindowConversationManager(window_size=1)
+    manager.apply_management(agent)
+    assert len(agent.messages) == 4 and manager.removed_message_count == 0
+    agent.messages[:] = [user("q0"), use("t0"), result("t0"), assistant("a0")]
+    error = ContextWindowOverflowException("too long")
+    with pytest.raises(ContextWindowOverflowException) as raised:
+        SlidingWindowConversationManager(should_truncate_results=False).reduce_context(agent, error)
+    assert raised.value is error
+    assert agent.messages[0] == user("q0")
+
+
 def test_agent_run_trims_after_invocation_without_splitting_pairs() -> None:
     model = ScriptedModel(*[tool_call("lookup", {"key": f"k{i}"}) for i in range(5)], text("done"))
     manager = SlidingWindowConversationManager(window_size=4)
@@ -142,6 +158,19 @@ def test_overflow_truncates_large_tool_results_first() -> None:
     assert manager.removed_message_count == 0
 
 
+def test_overflow_replaces_images_in_tool_results_before_removing_messages() -> None:
+    screenshot = {"toolResult": {"toolUseId": "t0", "status": "success",
+                                 "content": [{"image": {"format": "png", "source": {"bytes": b"\x89PNG" * 5000}}}]}}
+    history = [user("look"), use("t0"), {"role": "user", "content": [screenshot]}]
+    model = ScriptedModel(ContextWindowOverflowException("too long"), text("ok"))
+    manager = SlidingWindowConversationManager()
+    agent = Agent(model, messages=history, conversation_manager=manager)
+    agent(None)
+    sent = model.calls[1].messages
+    assert len(sent) == 3 and manager.removed_message_count == 0
+    assert sent[2]["content"][0]["toolResult"]["content"] == [{"text": "[image: png, 20000 bytes]"}]
+
+
 def test_overflow_that_cannot_be_reduced_raises_the_original_error() -> None:
     error = ContextWindowOverflowException("way too long")
     agent = Agent(ScriptedModel(error), conversation_manager=SlidingWindowConversationManager())
@@ -198,3 +227,20 @@ def test_proactive_compression_estimates_when_nothing_was_reported() -> None:
 def test_bad_arguments_name_the_field(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         SlidingWindowConversationManager(**kwargs)
+
+
+def test_a_failed_invocation_whose_prompt_was_trimmed_away_leaves_nothing_of_its_own() -> None:
+    @tool
+    def small(n: int) -> str:
+        """Small."""
+        return "ok"
+
+    history = [user("q0"), assistant("a0"), user("q1"), assistant("a1")]
+    overflow = ContextWindowOverflowException("too long")
+    model = ScriptedModel(tool_call("small", {"n": 1}), tool_call("small", {"n": 2}), overflow, overflow, overflow,
+                          RuntimeError("provider down"))
+    agent = Agent(model, tools=[small], messages=history, retry_strategy=None)
+    with pytest.raises(RuntimeError, match="provider down"):
+        agent("go")
+    # The trimming took "go" and everything before it; what is left was the failed invocation's own.
+    assert agent.messages == []

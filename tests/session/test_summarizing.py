@@ -66,6 +66,22 @@ def test_summarization_agent_is_used_and_keeps_no_history() -> None:
     assert len(model.calls) == 2
 
 
+def test_summarization_agent_with_structured_output_still_writes_a_text_summary() -> None:
+    from pydantic import BaseModel
+
+    class Report(BaseModel):
+        title: str
+
+    helper_model = ScriptedModel(text("HELPER SUMMARY"))
+    helper = Agent(helper_model, structured_output_model=Report)
+    model = ScriptedModel(ContextWindowOverflowException("too long"), text("final"))
+    agent = Agent(model, messages=chat(10), conversation_manager=SummarizingConversationManager(summarization_agent=helper))
+    agent("next")
+    assert text_of(agent.messages[0]) == "HELPER SUMMARY"
+    assert helper_model.calls[0].tool_names == ()  # no forced structured-output tool
+    assert helper.structured_output_model is Report
+
+
 def test_split_never_separates_a_tool_pair() -> None:
     history = [user("task"), use("t0"), result("t0"), use("t1"), result("t1"), assistant("a"),
                user("q"), use("t2"), result("t2"), assistant("b")]
@@ -124,6 +140,19 @@ def test_proactive_summary_before_the_model_call() -> None:
     assert model.calls[0].system_prompt == DEFAULT_SUMMARIZATION_PROMPT
     assert text_of(model.calls[1].messages[0]) == "SHORT"
     assert manager.removed_message_count == 6
+
+
+def test_failed_proactive_summary_still_calls_the_model() -> None:
+    # Proactive compression is best effort (as Strands): a failing summary call must not fail the invocation.
+    from ray_harness.types.exceptions import ModelThrottledException
+
+    history = [message for turn in range(6) for message in (user("u" * 400 + str(turn)), assistant("a" * 400))]
+    model = ScriptedModel(ModelThrottledException("busy"), text("ok"), context_window=1000)
+    manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2, proactive_compression=True)
+    agent = Agent(model, messages=history, conversation_manager=manager, retry_strategy=None)
+    assert str(agent("go")) == "ok\n"
+    assert model.calls[1].messages == (*history, user("go"))
+    assert manager.removed_message_count == 0 and manager.synthetic_message_count == 0
 
 
 def test_summarizing_survives_tool_loops() -> None:

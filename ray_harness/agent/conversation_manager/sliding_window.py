@@ -71,28 +71,36 @@ def pinned_count(messages: list[Message], pin_first: int | None) -> int:
     return count
 
 
-def _valid_start(messages: list[Message], index: int, *, plain_user_only: bool) -> bool:
+def _keeps_pairs(messages: list[Message], index: int) -> bool:
+    """A tail starting at ``index`` orphans no toolResult and leaves no toolUse unanswered."""
     message = messages[index]
     if has_block(message, "toolResult"):
         return False  # its toolUse would be gone: an orphan result
-    if has_block(message, "toolUse"):
-        answered = index + 1 < len(messages) and has_block(messages[index + 1], "toolResult")
-        if not answered:
-            return False
-    return message["role"] == "user" or not plain_user_only
+    return not has_block(message, "toolUse") or (index + 1 < len(messages)
+                                                 and has_block(messages[index + 1], "toolResult"))
 
 
 def find_trim_point(messages: list[Message], start: int, *, prefer_user: bool = True) -> int:
     """First index ``>= start`` where the kept tail may begin, or ``len(messages)`` if there is none.
 
-    With ``prefer_user`` a plain user message is preferred (the history then starts the way providers
-    require); without it (a pinned prefix already starts the history) the earliest valid point wins.
+    With ``prefer_user`` (nothing is pinned, so the tail starts the history) it starts on a plain user
+    message, else on a complete toolUse/toolResult pair — never on an assistant text, which providers
+    reject as a conversation's first message. Without it (a pinned prefix already starts the history)
+    the earliest point that keeps tool pairs intact wins.
     """
-    for plain_user_only in ((True, False) if prefer_user else (False,)):
+    for kind in (("user", "toolUse") if prefer_user else ("any",)):
         for index in range(start, len(messages)):
-            if _valid_start(messages, index, plain_user_only=plain_user_only):
+            if _keeps_pairs(messages, index) and _starts_as(messages[index], kind):
                 return index
     return len(messages)
+
+
+def _starts_as(message: Message, kind: str) -> bool:
+    if kind == "user":
+        return message["role"] == "user"
+    if kind == "toolUse":
+        return has_block(message, "toolUse")
+    return True
 
 
 def parse_proactive_compression(value: Any) -> float | None:
@@ -180,7 +188,7 @@ class SlidingWindowConversationManager(ConversationManager):
     Args:
         window_size: Maximum number of messages kept after each invocation.
         should_truncate_results: On overflow, shorten the largest tool results (keeping their
-            first and last characters) before removing messages.
+            first and last characters; images become a short placeholder text) before removing messages.
         pin_first: Number of leading messages that are never removed.
         proactive_compression: ``True`` (threshold 0.7) or ``{"compression_threshold": x}``:
             reduce before a model call once the context is that full.
@@ -280,11 +288,14 @@ class SlidingWindowConversationManager(ConversationManager):
         return True
 
     def _truncate_largest_tool_result(self, messages: list[Message]) -> bool:
-        """Shorten the tool results of the unpinned message holding the most truncatable text."""
+        """Shorten the tool results of the unpinned message with the most to gain.
+
+        Long texts keep their first and last characters; images become a placeholder text (as in Strands).
+        """
         first = pinned_count(messages, self.pin_first)
         best, best_size = -1, 0
         for index in range(first, len(messages)):
-            size = sum(len(item["text"]) for item in _tool_result_texts(messages[index]) if _truncatable(item["text"]))
+            size = sum(_reducible_size(item) for item in _tool_result_items(messages[index]))
             if size > best_size:
                 best, best_size = index, size
         if best < 0:
@@ -293,9 +304,21 @@ class SlidingWindowConversationManager(ConversationManager):
         return True
 
 
-def _tool_result_texts(message: Message) -> list[Any]:
+def _tool_result_items(message: Message) -> list[Any]:
     return [item for block in message["content"] if "toolResult" in block
-            for item in block["toolResult"].get("content", []) if "text" in item]
+            for item in block["toolResult"].get("content", [])]
+
+
+def _reducible_size(item: Any) -> int:
+    if "text" in item:
+        return len(item["text"]) if _truncatable(item["text"]) else 0
+    if "image" in item:
+        return max(1, len(_image_bytes(item["image"])))
+    return 0
+
+
+def _image_bytes(image: Any) -> Any:
+    return (image.get("source") or {}).get("bytes") or b""
 
 
 def _truncatable(text: str) -> bool:
@@ -308,6 +331,15 @@ def _truncate_text(text: str) -> str:
             f"...{text[-_PRESERVE_CHARS:]}")
 
 
+def _shortened(item: Any) -> Any:
+    if "text" in item and _truncatable(item["text"]):
+        return {"text": _truncate_text(item["text"])}
+    if "image" in item:
+        image = item["image"]
+        return {"text": f"[image: {image.get('format', 'unknown')}, {len(_image_bytes(image))} bytes]"}
+    return item
+
+
 def _with_truncated_results(message: Message) -> Message:
     content: list[Any] = []
     for block in message["content"]:
@@ -315,9 +347,6 @@ def _with_truncated_results(message: Message) -> Message:
             content.append(block)
             continue
         result: dict[str, Any] = dict(block["toolResult"])
-        result["content"] = [
-            {"text": _truncate_text(item["text"])} if "text" in item and _truncatable(item["text"]) else item
-            for item in result.get("content", [])
-        ]
+        result["content"] = [_shortened(item) for item in result.get("content", [])]
         content.append({"toolResult": result})
     return {**message, "content": content}

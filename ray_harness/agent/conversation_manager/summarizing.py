@@ -137,7 +137,10 @@ class SummarizingConversationManager(ConversationManager):
         tokens, _ = self._usage.measure(agent, self.removed_message_count)
         if tokens >= limit and self._plan(agent.messages) is not None:
             logger.debug("proactive compression: %d tokens >= %d, summarizing", tokens, limit)
-            await self.reduce_context_async(agent)
+            try:
+                await self.reduce_context_async(agent)
+            except Exception as error:  # best effort (as Strands): the model call may still fit, or overflow and retry
+                logger.warning("proactive summarization failed, calling the model anyway: %r", error)
         self._usage.record(agent, self.removed_message_count)
 
     def get_state(self) -> dict[str, Any]:
@@ -191,11 +194,13 @@ class SummarizingConversationManager(ConversationManager):
         assert helper is not None
         if helper is agent:
             raise ValueError("summarization_agent must be a different Agent than the one being summarized")
-        saved = list(helper.messages)
+        saved, output_model = list(helper.messages), helper.structured_output_model
+        helper.structured_output_model = None  # a summary is plain text (Strands turns it off too)
         try:
             result = await helper.invoke_async(request)
         finally:
             helper.messages[:] = saved  # the helper keeps no memory of what it summarized
+            helper.structured_output_model = output_model
         return result.text
 
     async def _ask_model(self, agent: Agent, request: str) -> str:
