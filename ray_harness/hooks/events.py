@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
     from ray_harness.agent.result import AgentResult
     from ray_harness.tools.registry import AgentTool
-    from ray_harness.types.content import Message, ToolResult, ToolUse
+    from ray_harness.types.content import ContentBlock, Message, ToolResult, ToolUse
 
 __all__ = (
     "AfterInvocationEvent",
@@ -163,6 +163,8 @@ class AfterModelCallEvent(HookEvent):
     exception: Exception | None = None
     retry: bool = False
     _writable: ClassVar[frozenset[str]] = frozenset({"retry"})
+    # Strands nests the class here (``AfterModelCallEvent.ModelStopResponse(...)``); both spellings work.
+    ModelStopResponse: ClassVar[type[ModelStopResponse]] = ModelStopResponse
 
     @property
     def should_reverse_callbacks(self) -> bool:
@@ -212,13 +214,15 @@ class AfterToolsEvent(HookEvent):
         agent: The agent.
         message: The user message holding the tool results.
         invocation_state: The per-call ``invocation_state`` dict.
-        end_turn: Writable. ``True`` ends the invocation without another model call.
+        end_turn: Writable. Ends the invocation without another model call (stop reason ``end_turn``): a text
+            becomes the final assistant text, a list of content blocks its content, ``True`` gives
+            "Turn ended early by hook after tool execution".
     """
 
     agent: Agent
     message: Message
     invocation_state: dict[str, Any] = field(default_factory=dict)
-    end_turn: bool = False
+    end_turn: bool | str | list[ContentBlock] = False
     _writable: ClassVar[frozenset[str]] = frozenset({"end_turn"})
 
     @property

@@ -4,7 +4,8 @@ Layers, outermost first: every Input handler, then every Output handler, then
 every Wrap handler (so Input runs before the call, Wrap around it, Output on
 its result, whatever the registration order); within a phase the first
 registered handler is outermost. With nothing registered the terminal runs
-with zero layers. Inner generators are always closed.
+with zero layers. Inner generators are always closed when their layer ends,
+including every one a Wrap handler opened through ``next_fn``.
 """
 
 from __future__ import annotations
@@ -74,12 +75,26 @@ def _is_async_generator_function(handler: Callable[..., Any]) -> bool:
 
 def _bind(handler: Callable[[Any, Next], AsyncGenerator[Any, None]], inner: Next) -> Next:
     async def layer(ctx: Any) -> AsyncGenerator[Any, None]:
-        generator = handler(ctx, inner)
+        # Every inner chain the handler opens is closed with the layer: a wrap that stops reading one (a
+        # short-circuit after a peek, a retry) would otherwise leave the tool or the model stream open until
+        # the event loop's finalizer gets to it, after the call's result was recorded.
+        opened: list[AsyncGenerator[Any, None]] = []
+
+        def tracking_next(inner_ctx: Any) -> AsyncGenerator[Any, None]:
+            generator = inner(inner_ctx)
+            opened.append(generator)
+            return generator
+
+        generator = handler(ctx, tracking_next)
         try:
             async for event in generator:
                 yield event
         finally:
-            await generator.aclose()
+            try:
+                await generator.aclose()
+            finally:
+                for opened_generator in opened:
+                    await opened_generator.aclose()
 
     return layer
 
@@ -131,8 +146,10 @@ def _output_layer(stage: MiddlewareStage, handler: Callable[..., Any]) -> Callab
         wrapped = handler(stage.result_type(result=result))
         if inspect.isawaitable(wrapped):
             wrapped = await wrapped
-        if not isinstance(wrapped, stage.result_type):
-            raise TypeError(f"{stage.name}.Output handler must return {stage.result_type.__name__}, got {wrapped!r}")
+        if not isinstance(wrapped, stage.result_type) or not isinstance(wrapped.result,  # type: ignore[attr-defined]
+                                                                         stage.result_event):
+            raise TypeError(f"{stage.name}.Output handler must return {stage.result_type.__name__} wrapping a "
+                            f"{stage.result_event.__name__}, got {wrapped!r}")
         yield wrapped.result  # type: ignore[attr-defined]
 
     return output_layer

@@ -145,11 +145,17 @@ class SteeringHandler:
         Args:
             registry: The agent's hook registry.
             **kwargs: Reserved for future use.
+
+        Raises:
+            TypeError: An overridden ``steer_*`` method cannot be called with the event alone.
         """
         cls = type(self)
         if cls.steer_before_tool is not SteeringHandler.steer_before_tool:
+            _check_takes_event(self, "steer_before_tool", "BeforeToolCallEvent", "tool_use")
             registry.add_callback(BeforeToolCallEvent, self._before_tool, HookOrder.INTERVENTION_INPUT)
         if cls.steer_after_model is not SteeringHandler.steer_after_model:
+            _check_takes_event(self, "steer_after_model", "AfterModelCallEvent",
+                               "stop_response.message")
             registry.add_callback(BeforeInvocationEvent, self._reset, HookOrder.SDK_FIRST)
             registry.add_callback(AfterModelCallEvent, self._after_model, HookOrder.INTERVENTION_OUTPUT)
 
@@ -189,6 +195,24 @@ class SteeringHandler:
                 logger.warning("handler=<%s> | SteerInterrupt is only supported before a tool call", self.name)
             case _:
                 raise TypeError(f"steer_after_model returned {action!r}; expected SteerProceed or SteerGuide")
+
+
+def _check_takes_event(handler: SteeringHandler, name: str, event_name: str, field_hint: str) -> None:
+    """Fail at registration, with the signature to use, for a method the event cannot be passed to.
+
+    A handler ported from Strands' steering declares ``(self, *, agent, tool_use, **kwargs)``; called with the
+    event it would fail at the first tool call with a bare "takes 1 positional argument but 2 were given".
+    """
+    try:
+        inspect.signature(getattr(handler, name)).bind(None)
+    except TypeError:
+        raise TypeError(
+            f"{type(handler).__name__}.{name} must take the {event_name} as its one argument: "
+            f"def {name}(self, event) (read event.agent, event.{field_hint}); Strands' keyword form "
+            "(agent=..., ...) is not how ray_harness calls it"
+        ) from None
+    except ValueError:  # no signature to inspect (a builtin): let the call decide
+        return
 
 
 async def _call(method: Any, event: Any) -> Any:

@@ -149,6 +149,21 @@ def test_steer_after_model_guides_a_retry() -> None:
     assert model.calls[1].messages[-1]["content"][-1] == {"text": "Give a definite answer."}
 
 
+def test_a_handler_with_strands_keyword_signature_is_refused_at_registration_with_the_form_to_use() -> None:
+    class Ported(SteeringHandler):
+        async def steer_before_tool(self, *, agent, tool_use, **kwargs):  # type: ignore[no-untyped-def,override]
+            return SteerProceed()
+
+    with pytest.raises(TypeError, match=r"def steer_before_tool\(self, event\)"):
+        Agent(ScriptedModel(), tools=[buy], hooks=[Ported()])
+
+    class Fine(SteeringHandler):
+        async def steer_after_model(self, event, *, extra=None):  # type: ignore[no-untyped-def,override]
+            return None
+
+    Agent(ScriptedModel(), hooks=[Fine()])
+
+
 def test_steering_context_must_be_json() -> None:
     assert SteeringContext.from_dict({"data": {"a": 1}}).data == {"a": 1}
     context = SteeringContext(data={"bad": object()})

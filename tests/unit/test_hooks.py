@@ -111,6 +111,57 @@ def test_hook_type_inference_requires_annotation() -> None:
         HookRegistry().add_callback(None, lambda e: None)
 
 
+def test_one_callback_for_several_events_by_list_or_union_annotation_as_in_strands() -> None:
+    seen: list[str] = []
+
+    def on_model(event: BeforeModelCallEvent | AfterModelCallEvent) -> None:
+        seen.append(type(event).__name__)
+
+    def on_invocation(event) -> None:  # type: ignore[no-untyped-def]
+        seen.append(type(event).__name__)
+
+    agent = _agent(text("hi"), hooks=[on_model])
+    agent.add_hook(on_invocation, [BeforeInvocationEvent, AfterInvocationEvent])  # type: ignore[arg-type]
+    agent.hooks.add_callback([MessageAddedEvent, MessageAddedEvent], lambda e: seen.append("added"))
+    agent("x")
+    assert seen == ["BeforeInvocationEvent", "added", "BeforeModelCallEvent", "AfterModelCallEvent", "added",
+                    "AfterInvocationEvent"]
+    with pytest.raises(ValueError, match="empty"):
+        HookRegistry().add_callback([], lambda e: None)
+    with pytest.raises(TypeError, match="hook event class"):
+        HookRegistry().add_callback([BeforeModelCallEvent, int], lambda e: None)  # type: ignore[list-item]
+
+
+def test_registry_takes_strands_orders_and_asks_has_callbacks_without_a_type() -> None:
+    registry = HookRegistry()
+    assert registry.has_callbacks() is False
+    seen: list[str] = []
+    registry.add_callback(BeforeModelCallEvent, lambda e: seen.append("routing"), order=HookOrder.MODEL_ROUTING)
+    registry.add_callback(BeforeModelCallEvent, lambda e: seen.append("half"), order=HookOrder.DEFAULT + 0.5)
+    registry.add_callback(BeforeModelCallEvent, lambda e: seen.append("default"))
+    assert registry.has_callbacks() is True
+    registry.invoke_callbacks(BeforeModelCallEvent(agent=_agent()))
+    assert seen == ["default", "half", "routing"]
+    with pytest.raises(TypeError, match="order"):
+        registry.add_callback(BeforeModelCallEvent, lambda e: None, order=True)
+
+
+def test_an_async_agent_initialized_callback_is_refused_when_registered() -> None:
+    async def on_init(event: AgentInitializedEvent) -> None:
+        pass
+
+    agent = _agent()
+    with pytest.raises(ValueError, match="synchronous"):
+        agent.add_hook(on_init)  # it would never run: the event is sent from the constructor
+    assert not agent.hooks.has_callbacks(AgentInitializedEvent)
+
+
+def test_model_stop_response_is_also_nested_in_after_model_call_event_as_in_strands() -> None:
+    response = AfterModelCallEvent.ModelStopResponse(message={"role": "assistant", "content": []},
+                                                     stop_reason="end_turn")
+    assert AfterModelCallEvent(agent=_agent(), stop_response=response).stop_response is response
+
+
 def test_hook_provider_and_agent_initialized() -> None:
     calls: list[str] = []
 
@@ -130,6 +181,13 @@ def test_before_invocation_can_rewrite_messages_and_cancel() -> None:
     agent = Agent(model, hooks=[rewrite])
     agent("original")
     assert model.calls[0].messages[-1]["content"][0]["text"] == "rewritten"
+
+    def clear(event: BeforeInvocationEvent) -> None:
+        event.messages = None  # Strands keeps the prompt then
+
+    kept = Agent(ScriptedModel(text("ok")), hooks=[clear])
+    kept("original")
+    assert kept.messages[0] == {"role": "user", "content": [{"text": "original"}]}
 
     def deny(event: BeforeInvocationEvent) -> None:
         event.cancel = True

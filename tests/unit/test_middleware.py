@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from ray_harness import Agent, tool
@@ -12,6 +14,7 @@ from ray_harness.middleware import (
     ModelStopReason,
     ToolResultEvent,
 )
+from ray_harness.middleware.registry import MiddlewareRegistry
 from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.types.exceptions import EventLoopException
 
@@ -192,6 +195,55 @@ def test_middleware_interrupt_in_tool_stage_then_resume() -> None:
     second = agent([{"interruptResponse": {"interruptId": pending.id, "response": "yes"}}])
     assert str(second) == "done\n" and calls == ["/tmp/x"]
     assert len(model.calls) == 2
+
+
+def test_an_inner_chain_a_wrap_stops_reading_is_closed_with_its_layer() -> None:
+    events: list[str] = []
+
+    async def peek_then_answer(ctx, next_fn):  # type: ignore[no-untyped-def]
+        async for _ in next_fn(ctx):
+            break  # stops reading the inner chain without closing it
+        yield ToolResultEvent({"toolUseId": "t", "status": "success", "content": [{"text": "peeked"}]})
+
+    async def terminal(ctx):  # type: ignore[no-untyped-def]
+        try:
+            yield "chunk"
+            yield ToolResultEvent({"toolUseId": "t", "status": "success", "content": []})
+        finally:
+            events.append("terminal closed")
+
+    async def drain() -> list[object]:
+        seen = [event async for event in chain(None)]
+        events.append("chain done")
+        return seen
+
+    registry = MiddlewareRegistry()
+    registry.add_middleware(ExecuteToolStage, peek_then_answer)
+    chain = registry.compose(ExecuteToolStage, terminal)
+    seen = asyncio.run(drain())
+    assert events == ["terminal closed", "chain done"]  # closed by the layer, not later by the loop's finalizer
+    assert isinstance(seen[-1], ToolResultEvent) and seen[-1].tool_result["content"] == [{"text": "peeked"}]
+
+
+def test_an_output_handler_wrapping_something_else_than_the_result_event_is_named() -> None:
+    def plain_dict(result: ExecuteToolResult) -> ExecuteToolResult:
+        return ExecuteToolResult(result={"toolUseId": "x", "status": "success",  # type: ignore[arg-type]
+                                         "content": [{"text": "not an event"}]})
+
+    agent = Agent(ScriptedModel(tool_call("echo", {"value": "v"}), text("ok")), tools=[echo])
+    agent.add_middleware(ExecuteToolStage.Output, plain_dict)
+    agent("x")
+    (text_block,) = agent.messages[2]["content"][0]["toolResult"]["content"]
+    assert "ExecuteToolStage.Output handler must return ExecuteToolResult wrapping a ToolResultEvent" \
+        in text_block["text"]
+
+    def model_dict(result: InvokeModelResult) -> InvokeModelResult:
+        return InvokeModelResult(result={"stop_reason": "end_turn"})  # type: ignore[arg-type]
+
+    agent = Agent(ScriptedModel(text("hi")))
+    agent.add_middleware(InvokeModelStage.Output, model_dict)
+    with pytest.raises(TypeError, match="wrapping a ModelStopReason"):
+        agent("x")
 
 
 def test_bad_registration() -> None:
