@@ -8,13 +8,14 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ray_harness.tools.decorator import plain_json
 from ray_harness.types.content import Message, ToolResult, ToolUse
 from ray_harness.types.exceptions import ConcurrencyException
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
 
-__all__ = ("ToolCaller",)
+__all__ = ("ToolCaller", "call_tool")
 
 
 class ToolCaller:
@@ -28,54 +29,68 @@ class ToolCaller:
 
     def __getattr__(self, name: str) -> Callable[..., ToolResult]:
         registry = self._agent.tool_registry
-        tool_name = name if registry.get(name) is not None else name.replace("_", "-")
-        if registry.get(tool_name) is None:
+        tool_name = _find_tool_name(registry.names, name)
+        if tool_name is None:
             raise AttributeError(f"agent {self._agent.name!r} has no tool {name!r}; tools: {registry.names}")
 
         def call(*, record_direct_tool_call: bool | None = None, user_message_override: str | None = None,
                  **kwargs: Any) -> ToolResult:
             from ray_harness.agent.agent import run_sync
 
-            result: ToolResult = run_sync(self.call_async(tool_name, kwargs, record=record_direct_tool_call,
-                                                          user_message_override=user_message_override))
+            result: ToolResult = run_sync(call_tool(self._agent, tool_name, kwargs, record=record_direct_tool_call,
+                                                    user_message_override=user_message_override))
             return result
 
         return call
 
-    async def call_async(self, tool_name: str, tool_input: dict[str, Any], *, record: bool | None = None,
-                         user_message_override: str | None = None) -> ToolResult:
-        """Call tool ``tool_name`` with ``tool_input`` outside the model loop and return its result.
 
-        Args:
-            tool_name: The tool to call.
-            tool_input: Its input.
-            record: Append the call and its result to the conversation (default: the agent's
-                ``record_direct_tool_call``).
-            user_message_override: Text recorded as the user message before the call.
+# NOTE: a function, not a method: every attribute of ``agent.tool`` but ``_agent`` is a tool's name.
+async def call_tool(agent: Agent, tool_name: str, tool_input: dict[str, Any], *, record: bool | None = None,
+                    user_message_override: str | None = None) -> ToolResult:
+    """Call ``agent``'s tool ``tool_name`` with ``tool_input`` outside the model loop and return its result.
 
-        Raises:
-            RuntimeError: The agent is interrupted (resume it first).
-            ConcurrencyException: The agent is running an invocation and the call would be recorded.
-        """
-        agent = self._agent
-        if agent._interrupt_state.activated:
-            raise RuntimeError("cannot make a direct tool call while the agent is interrupted; resume it first")
-        record = agent.record_direct_tool_call if record is None else record
-        locked = agent._lock.acquire(blocking=False)
-        if not locked and record:
-            raise ConcurrencyException(
-                "direct tool call while the agent is running an invocation; pass record_direct_tool_call=False"
-            )
-        try:
-            tool_use: ToolUse = {"toolUseId": f"tooluse_{uuid.uuid4().hex[:24]}", "name": tool_name,
-                                 "input": tool_input}
-            result = await _run(agent, tool_use)
-            if record:
-                await _record(agent, tool_use, result, user_message_override)
-            return result
-        finally:
-            if locked:
-                agent._lock.release()
+    Args:
+        agent: The agent whose tool it is.
+        tool_name: The tool to call.
+        tool_input: Its input.
+        record: Append the call and its result to the conversation (default: the agent's
+            ``record_direct_tool_call``).
+        user_message_override: Text recorded as the user message before the call.
+
+    Raises:
+        RuntimeError: The agent is interrupted (resume it first).
+        ConcurrencyException: The agent is running an invocation and the call would be recorded.
+    """
+    if agent._interrupt_state.activated:
+        raise RuntimeError("cannot make a direct tool call while the agent is interrupted; resume it first")
+    record = agent.record_direct_tool_call if record is None else record
+    locked = agent._lock.acquire(blocking=False)
+    if not locked and record:
+        raise ConcurrencyException(
+            "direct tool call while the agent is running an invocation; pass record_direct_tool_call=False"
+        )
+    try:
+        tool_use: ToolUse = {"toolUseId": f"tooluse_{uuid.uuid4().hex[:24]}", "name": tool_name,
+                             "input": tool_input}
+        result = await _run(agent, tool_use)
+        if record:
+            await _record(agent, tool_use, result, user_message_override)
+            # As after an invocation (and in Strands): a window or summary applies to the recorded call too.
+            agent.conversation_manager.apply_management(agent)
+        return result
+    finally:
+        if locked:
+            agent._lock.release()
+
+
+def _find_tool_name(names: list[str], name: str) -> str | None:
+    """The tool ``agent.tool.<name>`` means: its exact name, else the one whose dashes are ``_`` in ``name``.
+
+    As in Strands, ``agent.tool.my_tool_v2`` finds ``my-tool_v2`` (a dash cannot be in a Python name).
+    """
+    if name in names:
+        return name
+    return next((tool_name for tool_name in names if tool_name.replace("-", "_") == name), None)
 
 
 async def _run(agent: Agent, tool_use: ToolUse) -> ToolResult:
@@ -102,8 +117,10 @@ async def _run(agent: Agent, tool_use: ToolUse) -> ToolResult:
 async def _record(agent: Agent, tool_use: ToolUse, result: ToolResult, override: str | None) -> None:
     spec = agent.tool_registry.get(tool_use["name"])
     known = set(spec.tool_spec["inputSchema"]["json"].get("properties", {})) if spec else set()
-    filtered = {k: v for k, v in tool_use["input"].items() if not known or k in known}
-    parameters = json.dumps(filtered, default=lambda o: f"<<non-serializable: {type(o).__qualname__}>>")
+    # The history holds a plain-JSON copy of the input (a date as its ISO string, ...), as it holds tool
+    # results: a session write of the raw objects would fail with the call half recorded.
+    filtered = _plain_input({k: v for k, v in tool_use["input"].items() if not known or k in known})
+    parameters = json.dumps(filtered)
     user_content: list[Any] = [{"text": f"agent.tool.{tool_use['name']} direct tool call.\n"
                                         f"Input parameters: {parameters}\n"}]
     if override:
@@ -116,3 +133,14 @@ async def _record(agent: Agent, tool_use: ToolUse, result: ToolResult, override:
     ]
     for message in messages:
         await agent._append_message(message)
+
+
+def _plain_input(tool_input: dict[str, Any]) -> dict[str, Any]:
+    """A plain-JSON copy of a direct call's input; a value JSON cannot hold becomes its ``str()``."""
+    plain: dict[str, Any] = {}
+    for key, value in tool_input.items():
+        try:
+            plain[key] = plain_json(value)
+        except ValueError:
+            plain[key] = str(value)
+    return plain

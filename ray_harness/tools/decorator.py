@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -10,9 +11,10 @@ import math
 import re
 import sys
 from collections.abc import AsyncGenerator, Callable
-from typing import Any, TypeVar, get_type_hints, overload
+from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from pydantic_core import to_json
 from typing_extensions import override
 
@@ -23,7 +25,7 @@ from ray_harness.types.content import ToolResult, ToolResultContent, ToolUse
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
 
-__all__ = ("DecoratedFunctionTool", "tool", "to_tool_result")
+__all__ = ("DecoratedFunctionTool", "plain_json", "tool", "to_tool_result")
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -44,7 +46,9 @@ class DecoratedFunctionTool(AgentTool):
         self._context_param = ("tool_context" if context is True else context) or None
         summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
         self._input_model = _input_model(func, self._name, arg_docs, self._context_param)
-        schema = inputSchema or _clean_schema(self._input_model.model_json_schema())
+        # As in Strands, a parameter named ``agent`` is not an input: the calling agent is passed in it.
+        self._takes_agent = "agent" in inspect.signature(func).parameters and self._context_param != "agent"
+        schema = _given_schema(inputSchema) or _clean_schema(self._input_model.model_json_schema())
         self._spec: ToolSpec = {
             "name": self._name,
             "description": description or summary or self._name,
@@ -116,11 +120,17 @@ class DecoratedFunctionTool(AgentTool):
             return
         if self._context_param:
             kwargs[self._context_param] = context
+        if self._takes_agent:
+            kwargs["agent"] = context.agent
         # Streaming functions, and any function a TOOL_RAW extension observes, run as a raw call whose last
         # event is the function's own return value; a plain function is simply awaited.
         if context._raw_observer is not None or inspect.isasyncgenfunction(self._func):
-            async for event in observe_raw(context, lambda: self._raw_call(tool_use, kwargs)):
-                yield ToolResultEvent(to_tool_result(use_id, event.value)) if isinstance(event, RawReturn) else event
+            # Closed in turn when this stream is closed (a cancel, a short-circuiting middleware): the user's
+            # generator's `finally` runs before the tool is over, not later in the loop's cleanup.
+            async with contextlib.aclosing(observe_raw(context, lambda: self._raw_call(tool_use, kwargs))) as events:
+                async for event in events:
+                    yield ToolResultEvent(to_tool_result(use_id, event.value)) if isinstance(event, RawReturn) \
+                        else event
             return
         yield ToolResultEvent(to_tool_result(use_id, await self._call(kwargs)))
 
@@ -135,9 +145,10 @@ class DecoratedFunctionTool(AgentTool):
         if inspect.isasyncgenfunction(self._func):
             # As in Strands: every yield is streamed, and the last one is also the tool's result.
             last: Any = None
-            async for item in self._func(**kwargs):
-                yield ToolStreamEvent(tool_use, item)
-                last = item
+            async with contextlib.aclosing(self._func(**kwargs)) as items:
+                async for item in items:
+                    yield ToolStreamEvent(tool_use, item)
+                    last = item
             yield RawReturn(last)
             return
         yield RawReturn(await self._call(kwargs))
@@ -176,7 +187,7 @@ def to_tool_result(tool_use_id: str, value: Any) -> ToolResult:
     if isinstance(value, dict | list | tuple | BaseModel):
         block: ToolResultContent
         try:
-            block = {"json": _plain_json(value)}
+            block = {"json": plain_json(value)}
         except ValueError:
             block = {"text": str(value)}
         return {"toolUseId": tool_use_id, "status": "success", "content": [block]}
@@ -187,7 +198,7 @@ def to_tool_result(tool_use_id: str, value: Any) -> ToolResult:
     return {"toolUseId": tool_use_id, "status": "success", "content": [{"text": text}]}
 
 
-def _plain_json(value: Any) -> Any:
+def plain_json(value: Any) -> Any:
     """A fresh copy of ``value`` made only of JSON types; ``ValueError`` if JSON cannot hold it."""
     # pydantic's serializer takes datetimes, Decimal, sets, enums, dataclasses and models; anything else
     # goes through str(). NaN and Infinity come out as bare constants, which the parse then rejects.
@@ -218,7 +229,14 @@ def tool(
     context: bool | str = False,
     inputSchema: dict[str, Any] | None = None,  # noqa: N803 - the Converse field name
 ) -> DecoratedFunctionTool | Callable[[Callable[..., Any]], DecoratedFunctionTool]:
-    """Declare a tool. ``context=True`` injects a ``ToolContext`` as parameter ``tool_context``."""
+    """Declare a tool. ``context=True`` injects a ``ToolContext`` as parameter ``tool_context``.
+
+    The input schema comes from the parameters' type hints; a parameter's description is a string in
+    ``Annotated[type, "text"]``, else its docstring entry. A ``pydantic.Field(...)`` default keeps its
+    constraints. As in Strands, parameters ``self``, ``cls`` and ``agent`` are not inputs: ``agent``
+    receives the calling agent. ``inputSchema`` replaces the generated schema (a JSON schema, or the
+    Converse form ``{"json": schema}``); inputs are still validated against the signature.
+    """
 
     def decorate(target: Callable[..., Any]) -> DecoratedFunctionTool:
         return DecoratedFunctionTool(target, name=name, description=description, context=context,
@@ -231,22 +249,56 @@ def tool(
 
 def _input_model(func: Callable[..., Any], name: str, docs: dict[str, str], context_param: str | None) -> type[BaseModel]:
     try:
-        hints = get_type_hints(func)
+        hints = get_type_hints(func, include_extras=True)
     except Exception:  # unresolvable annotations: fall back to raw ones
         hints = dict(getattr(func, "__annotations__", {}))
     fields: dict[str, Any] = {}
-    from pydantic import Field
-
     for param in inspect.signature(func).parameters.values():
-        if param.name in ("self", "cls") or param.name == context_param:
+        annotation = hints.get(param.name, Any)
+        _check_context_param(param.name, annotation, context_param)
+        if param.name in ("self", "cls", "agent") or param.name == context_param:
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
-        annotation = hints.get(param.name, Any)
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (annotation, Field(default, description=docs.get(param.name) or f"Parameter {param.name}"))
+        fields[param.name] = (annotation, _field(param, annotation, docs))
     model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Input"
     return create_model(model_name, __config__=ConfigDict(arbitrary_types_allowed=True), **fields)
+
+
+def _check_context_param(name: str, annotation: Any, context_param: str | None) -> None:
+    """A parameter typed ``ToolContext`` must be the one ``context=`` names (as Strands checks)."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if annotation is not ToolContext or name == context_param:
+        return
+    if context_param is None:
+        raise ValueError(f"parameter {name!r} is a ToolContext: declare the tool with @tool(context=True)"
+                         f"{'' if name == 'tool_context' else f' or @tool(context={name!r})'}")
+    raise ValueError(f"parameter {name!r} is a ToolContext but @tool(context=...) names {context_param!r}")
+
+
+def _field(param: inspect.Parameter, annotation: Any, docs: dict[str, str]) -> Any:
+    """The pydantic field of one parameter: its default and description.
+
+    The description is, as in Strands, a string in ``Annotated[...]``, else the docstring's, else
+    ``Parameter <name>``. A ``Field(...)`` default keeps its own default, constraints and description.
+    """
+    described = [meta for meta in get_args(annotation)[1:] if isinstance(meta, str)] \
+        if get_origin(annotation) is Annotated else []
+    description = described[-1] if described else docs.get(param.name) or f"Parameter {param.name}"
+    if isinstance(param.default, FieldInfo):
+        if param.default.description is not None:
+            return param.default
+        return FieldInfo.merge_field_infos(param.default, FieldInfo(description=description))
+    default = ... if param.default is inspect.Parameter.empty else param.default
+    return Field(default, description=description)
+
+
+def _given_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An ``inputSchema=`` JSON schema; the Converse form ``{"json": schema}`` is accepted too, as in Strands."""
+    if schema is not None and set(schema) == {"json"} and isinstance(schema["json"], dict):
+        return schema["json"]
+    return schema
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,10 @@ from ray_harness.types.tools import ToolSpec
 __all__ = ("AgentTool", "DecoratedFunctionTool", "ToolRegistry")
 
 
+_NOT_LOADED_HINT = (" (unlike Strands, tools are not loaded from file paths, module paths or modules: import the "
+                    "module and pass its @tool functions)")
+
+
 class ToolRegistry:
     """The tools of one agent, by name, plus the tool providers whose tools load at the first run."""
 
@@ -41,7 +45,8 @@ class ToolRegistry:
         elif inspect.isfunction(item) or inspect.ismethod(item):
             self._add(tool(item))
         else:
-            raise ValueError(f"cannot use {item!r} as a tool: expected @tool function, AgentTool, Agent or tool provider")
+            raise ValueError(f"cannot use {item!r} as a tool: expected @tool function, AgentTool, Agent or tool "
+                             f"provider{_NOT_LOADED_HINT if isinstance(item, str) or inspect.ismodule(item) else ''}")
 
     def _add(self, agent_tool: AgentTool, *, replace: bool = False) -> None:
         name = agent_tool.tool_name

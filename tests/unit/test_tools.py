@@ -7,10 +7,10 @@ import threading
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ray_harness import Agent, ToolContext, tool
 from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
@@ -68,6 +68,62 @@ def test_decorator_options_and_bad_names() -> None:
     assert (find.tool_name, find.tool_spec["description"]) == ("lookup-city", "Find a city")
     with pytest.raises(ValueError, match="must match"):
         tool(name="bad name!")(lambda: None)
+
+
+def test_annotated_descriptions_and_field_defaults_as_in_strands() -> None:
+    @tool
+    def page(limit: Annotated[int, "How many rows."] = 10, offset: int = Field(default=0, ge=0),
+             sort: str = Field(default="id", description="Sort key.")) -> str:
+        """Page through rows.
+
+        Args:
+            offset: Rows to skip.
+        """
+        return f"{limit}/{offset}/{sort}"
+
+    properties = page.tool_spec["inputSchema"]["json"]["properties"]
+    assert properties["limit"] == {"default": 10, "description": "How many rows.", "type": "integer"}
+    assert properties["offset"] == {"default": 0, "description": "Rows to skip.", "minimum": 0, "type": "integer"}
+    assert properties["sort"]["description"] == "Sort key."
+    assert page.validate_input({}) == {"limit": 10, "offset": 0, "sort": "id"}  # the defaults, not FieldInfo
+    with pytest.raises(ValueError, match=r"input\.offset"):
+        page.validate_input({"offset": -1})
+
+
+def test_a_parameter_named_agent_receives_the_calling_agent() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def who(x: int, agent: Any = None) -> str:
+        """Report the caller."""
+        seen.append(agent)
+        return "ok"
+
+    assert list(who.tool_spec["inputSchema"]["json"]["properties"]) == ["x"]
+    agent = _run([who], tool_call("who", {"x": 1}), text("done"))
+    agent.tool.who(x=2)
+    assert seen == [agent, agent]
+
+
+def test_tool_context_parameter_needs_context_option() -> None:
+    def uses_context(x: int, tool_context: ToolContext) -> str:
+        return "ok"
+
+    with pytest.raises(ValueError, match=r"@tool\(context=True\)"):
+        tool(uses_context)
+    with pytest.raises(ValueError, match="names 'ctx'"):
+        tool(context="ctx")(uses_context)
+    assert list(tool(context=True)(uses_context).tool_spec["inputSchema"]["json"]["properties"]) == ["x"]
+
+
+@pytest.mark.parametrize("given", [{"type": "object", "properties": {"q": {"type": "string"}}},
+                                   {"json": {"type": "object", "properties": {"q": {"type": "string"}}}}])
+def test_input_schema_accepts_the_plain_and_the_converse_form(given: dict[str, Any]) -> None:
+    @tool(inputSchema=given)
+    def search(q: str) -> str:
+        return q
+
+    assert search.tool_spec["inputSchema"] == {"json": {"type": "object", "properties": {"q": {"type": "string"}}}}
 
 
 def _run(tools: list, *steps, **kwargs) -> Agent:
@@ -301,6 +357,10 @@ def test_registry_rejects_duplicates_and_junk() -> None:
         registry.register(weather)
     with pytest.raises(ValueError, match="cannot use"):
         registry.register(42)
+    with pytest.raises(ValueError, match="not loaded from file paths, module paths or modules"):
+        registry.register("strands_tools.calculator")  # a Strands tool string says why it is refused
+    with pytest.raises(ValueError, match="not loaded from file paths, module paths or modules"):
+        registry.register(json)
 
 
 def test_plain_functions_are_wrapped() -> None:
@@ -349,3 +409,70 @@ def test_closing_a_finished_concurrent_batch_does_not_suspend() -> None:
             closing.send(None)
 
     asyncio.run(scenario())
+
+
+def test_direct_call_finds_a_tool_whose_name_mixes_dashes_and_underscores() -> None:
+    @tool(name="my-tool_v2")
+    def versioned(x: int) -> int:
+        return x
+
+    agent = Agent(ScriptedModel(), tools=[versioned], record_direct_tool_call=False)
+    assert agent.tool.my_tool_v2(x=3)["content"] == [{"text": "3"}]
+
+
+def test_direct_call_of_a_tool_named_like_a_caller_method() -> None:
+    @tool
+    def call_async(x: int) -> int:
+        return x
+
+    agent = Agent(ScriptedModel(), tools=[call_async], record_direct_tool_call=False)
+    assert agent.tool.call_async(x=4)["content"] == [{"text": "4"}]
+
+
+def test_direct_call_records_a_plain_json_copy_of_its_input(tmp_path: Path) -> None:
+    from ray_harness.session import FileSessionManager
+
+    @tool
+    def on_day(day: date) -> str:
+        """Plan a day."""
+        return day.isoformat()
+
+    agent = Agent(ScriptedModel(), tools=[on_day],
+                  session_manager=FileSessionManager(session_id="s", storage_dir=str(tmp_path)))
+    agent.tool.on_day(day=date(2024, 5, 1))  # a session write of the raw date would fail halfway
+    assert agent.messages[1]["content"][0]["toolUse"]["input"] == {"day": "2024-05-01"}
+    assert 'Input parameters: {"day": "2024-05-01"}' in agent.messages[0]["content"][0]["text"]
+    assert len(agent.messages) == 4
+
+
+def test_direct_calls_are_kept_within_the_conversation_window() -> None:
+    from ray_harness.agent.conversation_manager import SlidingWindowConversationManager
+
+    agent = Agent(ScriptedModel(), tools=[weather], conversation_manager=SlidingWindowConversationManager(window_size=4))
+    for city in ("Oslo", "Rome", "Lima"):
+        agent.tool.weather(city=city)
+    assert len(agent.messages) == 4  # trimmed after each call, as after an invocation
+
+
+def test_closing_a_streaming_tool_closes_the_users_generator_at_once() -> None:
+    log: list[str] = []
+
+    @tool
+    async def ticker() -> Any:
+        """Streams."""
+        try:
+            yield "p1"
+            yield "p2"
+        finally:
+            log.append("user generator closed")
+
+    async def scenario() -> None:
+        use: Any = {"toolUseId": "t", "name": "ticker", "input": {}}
+        stream = ticker.stream(use, ToolContext(tool_use=use, agent=None, invocation_state={},
+                                                cancel_signal=threading.Event()))
+        await stream.__anext__()
+        await stream.aclose()
+        log.append("stream closed")
+
+    asyncio.run(scenario())
+    assert log == ["user generator closed", "stream closed"]
