@@ -77,10 +77,14 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
         try:
             async for event in executed:
                 yield event
+        except Exception:
+            await _after_unfinished_batch(agent, inv, tool_uses, results)
+            raise
         finally:
             await executed.aclose()  # closed mid-batch: the running tools end before the agent is released
     if interrupts:
-        _suspend(agent, message, results, interrupts)
+        _suspend(agent, message, results, interrupts)  # first: a raising hook must not lose the interrupts
+        await _after_unfinished_batch(agent, inv, tool_uses, results)
         yield {"type": "interrupt", "interrupts": interrupts}
         yield ToolsOutcome(interrupts=interrupts)
         return
@@ -95,6 +99,19 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     if not inv.quiet:
         yield {"type": "message", "message": result_message}
     yield ToolsOutcome(end_turn=after.end_turn)
+
+
+async def _after_unfinished_batch(agent: Agent, inv: Invocation, tool_uses: list[ToolUse],
+                                 results: dict[str, ToolResult]) -> None:
+    """``AfterToolsEvent`` for a batch that stopped on interrupts or an error, with the results it has.
+
+    As in Strands, every executed batch's ``BeforeToolsEvent`` is paired with one; its ``end_turn`` is not
+    applied (the batch is not over) and its message is not added to the history.
+    """
+    if agent.hooks.has_callbacks(AfterToolsEvent):
+        done: Message = {"role": "user", "content": [{"toolResult": results[use["toolUseId"]]}
+                                                     for use in tool_uses if use["toolUseId"] in results]}
+        await agent.hooks.invoke_callbacks_async(AfterToolsEvent(agent=agent, message=done, invocation_state=inv.state))
 
 
 def _batch_cancel_text(cancel: Any, inv: Invocation) -> str | None:

@@ -189,8 +189,9 @@ class Agent:
         else:
             raise TypeError(f"hooks entries must be HookProviders or callbacks, got {hook!r}")
 
-    def add_hook(self, callback: Callable[..., Any], event_type: type[BaseHookEvent] | None = None,
-                 order: int = HookOrder.DEFAULT) -> None:
+    def add_hook(self, callback: Callable[..., Any],
+                 event_type: type[BaseHookEvent] | list[type[BaseHookEvent]] | None = None,
+                 order: float = HookOrder.DEFAULT) -> None:
         """Register ``callback``; its event type is inferred from the annotation when not given."""
         if is_hook_provider(callback) and event_type is None:
             callback.register_hooks(self.hooks)
@@ -312,6 +313,14 @@ class Agent:
         checked_limits = validate_limits(limits)
         if invocation_state is not None and not isinstance(invocation_state, dict):
             raise TypeError(f"invocation_state must be a dict or None, got {type(invocation_state).__name__}")
+        if checked_limits is not None and "cost_usd" in checked_limits and getattr(self.model, "prices", None) is None:
+            # Without prices every call costs 0: the budget would silently never stop the run.
+            raise TypeError("limits['cost_usd'] needs prices on the model: pass prices=ModelPrices(...) to it")
+        output_model = structured_output_model or self.structured_output_model
+        if output_model is not None and self.tool_registry.get(output_model.__name__) is not None:
+            # Two tool specs of one name: every provider refuses the request (Strands refuses it here too).
+            raise ValueError(f"Tool {output_model.__name__!r} already exists: the structured output model "
+                             "is offered to the model as a tool of its name; rename the model or the tool")
         handler = self.callback_handler
         if handler is not None:
             quiet = False  # the handler hears every event, as in Strands
@@ -323,8 +332,8 @@ class Agent:
             state = invocation_state if invocation_state is not None else {}
             if kwargs:  # a new dict, as in Strands: the caller's invocation_state is not ours to change
                 state = {**state, **kwargs}
-            invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits,
-                                    structured_output_model or self.structured_output_model, quiet=quiet)
+            invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits, output_model,
+                                    quiet=quiet)
             self._cancel_message = None
             self._cancel_after_tools = False
             self._invocation = invocation
@@ -343,12 +352,28 @@ class Agent:
             self._lock.release()
 
     def structured_output(self, output_model: type, prompt: Any = None) -> Any:
-        """Run the agent and return an instance of ``output_model`` (a pydantic model)."""
+        """Run the agent and return an instance of ``output_model`` (a pydantic model).
+
+        Without a prompt the model answers from the history as it is.
+
+        Raises:
+            ValueError: No prompt and no history (Strands' check; nothing is added to the history).
+        """
+        self._require_something_to_answer(prompt)
         return self(prompt, structured_output_model=output_model).structured_output
 
     async def structured_output_async(self, output_model: type, prompt: Any = None) -> Any:
-        """Run an invocation whose answer fills ``output_model`` and return that pydantic instance."""
+        """Run an invocation whose answer fills ``output_model`` and return that pydantic instance.
+
+        Raises:
+            ValueError: No prompt and no history, as :meth:`structured_output`.
+        """
+        self._require_something_to_answer(prompt)
         return (await self.invoke_async(prompt, structured_output_model=output_model)).structured_output
+
+    def _require_something_to_answer(self, prompt: Any) -> None:
+        if prompt is None and not self.messages:
+            raise ValueError("No conversation history or prompt provided")
 
     # -- state ------------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from ray_harness.agent._model_call import call_model
+from ray_harness.agent._model_call import _cancelled_stop, call_model
 from ray_harness.agent._prompt import prepare_prompt
 from ray_harness.agent._structured import StructuredOutput
 from ray_harness.agent._tool_phase import ToolsOutcome, run_tools
@@ -31,7 +31,7 @@ from ray_harness.telemetry import metrics
 from ray_harness.telemetry.metrics import sinks as metric_sinks
 from ray_harness.telemetry.tracing import agent_attributes, get_tracer
 from ray_harness.types.content import Message
-from ray_harness.types.exceptions import MaxTokensReachedException, StructuredOutputException
+from ray_harness.types.exceptions import MaxTokensReachedException
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -162,20 +162,13 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
         result: AgentResult | None = None
         resume: Any = None
         try:
-            veto: Any = None
-            messages: list[Message] | None = new_messages
-            # Events are built only for registered callbacks: most agents have none, and a graph row makes dozens.
-            if agent.hooks.has_callbacks(BeforeInvocationEvent):
-                before, _ = await agent.hooks.invoke_callbacks_async(
-                    BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=new_messages)
-                )
-                veto, messages = before.cancel, before.messages
+            veto, messages = await _before_invocation(agent, inv, new_messages)
             if veto:
                 text = veto if isinstance(veto, str) else "invocation denied by hook"
                 # NOTE: not appended, so history keeps alternating roles (Strands appends it).
                 result = inv.result("end_turn", {"role": "assistant", "content": [{"text": text}]})
             else:
-                for message in messages or []:
+                for message in messages:
                     await agent._append_message(message, inv.state)
                 cycles = _cycles(agent, inv)
                 try:
@@ -197,12 +190,23 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
                 AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
             )
             resume = after.resume
-        if resume is not None and result is not None and result.stop_reason != "interrupt":
+        if resume is not None and result is not None:  # also after interrupts: a hook may answer them (Strands)
             current = resume
             continue
         assert result is not None
         yield {"type": "result", "result": result}
         return
+
+
+async def _before_invocation(agent: Agent, inv: Invocation, messages: list[Message]) -> tuple[Any, list[Message]]:
+    """``BeforeInvocationEvent``'s veto and the messages to add (a hook's ``None`` keeps the prompt, as Strands)."""
+    # Events are built only for registered callbacks: most agents have none, and a graph row makes dozens.
+    if not agent.hooks.has_callbacks(BeforeInvocationEvent):
+        return None, messages
+    before, _ = await agent.hooks.invoke_callbacks_async(
+        BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=messages)
+    )
+    return before.cancel, messages if before.messages is None else before.messages
 
 
 def _rollback(agent: Agent, inv: Invocation, length: int) -> None:
@@ -216,12 +220,29 @@ def _rollback(agent: Agent, inv: Invocation, length: int) -> None:
     first = inv.first_appended
     if first is not None:
         found = next((i for i, message in enumerate(agent.messages) if message is first), None)
-        length = found if found is not None else min(length, len(agent.messages))
+        if found is None:
+            # Trimmed away, with everything older than it but the manager's pinned prefix and summary.
+            manager = agent.conversation_manager
+            length = int(getattr(manager, "pinned_message_count", 0)) + int(
+                getattr(manager, "synthetic_message_count", 0))
+        elif _answers_earlier_tool_use(agent.messages, found):
+            length = found + 1  # a resume's results of tools that ran: they did, whatever failed after
+        else:
+            length = found
     if len(agent.messages) > length:
         del agent.messages[length:]
         truncate = getattr(agent.session_manager, "on_history_truncated", None)
         if callable(truncate):
             truncate(agent, length)
+
+
+def _answers_earlier_tool_use(messages: list[Message], index: int) -> bool:
+    """Whether ``messages[index]`` holds only tool results for the tool uses of the message before it."""
+    if index == 0 or messages[index]["role"] != "user" or messages[index - 1]["role"] != "assistant":
+        return False
+    uses = {block["toolUse"]["toolUseId"] for block in messages[index - 1]["content"] if "toolUse" in block}
+    results = [block["toolResult"].get("toolUseId") for block in messages[index]["content"] if "toolResult" in block]
+    return bool(results) and len(results) == len(messages[index]["content"]) and set(results) <= uses
 
 
 async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
@@ -233,7 +254,7 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     had been released — and a next invocation started.
     """
     while True:
-        stop = _stop_at_cycle_top(agent, inv)
+        stop = await _stop_at_cycle_top(agent, inv)
         if stop is not None:
             yield stop
             return
@@ -293,6 +314,8 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     finally:
         await batch.aclose()
     assert tools is not None
+    if inv.structured is not None and inv.structured.value is not None and not inv.quiet:
+        yield {"type": "structured_output", "structured_output": inv.structured.value}  # Strands' event
     final_result = await _after_tools(agent, inv, message, tools)
     if final_result is not None:
         yield final_result
@@ -360,6 +383,8 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
     if stop_reason != "tool_use" or not any("toolUse" in block for block in message["content"]):
         final = await _finish_turn(agent, inv, message, stop_reason)
         if final is not None:
+            if final.structured_output is not None and not inv.quiet:
+                yield {"type": "structured_output", "structured_output": final.structured_output}
             yield final
         return  # structured output was requested: the next cycle asks for it
     if agent.checkpointing and not (inv.cancelled or inv.deferred_cancel):
@@ -369,10 +394,17 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
     turn.message = message
 
 
-def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
+async def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
     if agent._interrupt_state.activated:
         return None  # resuming an interrupted batch: its tools run before anything else is checked
     if inv.cancelled or inv.deferred_cancel:
+        messages: list[Message] = agent.messages
+        if messages and messages[-1]["role"] == "user":
+            # Cancelled before the model answered (a hook, an early cancel): the history ends with the
+            # cancel's text as when the cancel lands during the model call, not with the previous call's answer.
+            message = _cancelled_stop(agent).message
+            await agent._append_message(message, inv.state)
+            return inv.result("cancelled", message)
         return inv.result("cancelled", _last_assistant(agent))
     reason = check_limits(inv.limits, agent.event_loop_metrics.invocation_cycles,
                           agent.event_loop_metrics.invocation_usage, agent.event_loop_metrics.invocation_cost_usd)
@@ -387,9 +419,8 @@ async def _finish_turn(agent: Agent, inv: Invocation, message: Message, stop_rea
         extra = {"structured_output": inv.structured.value} if inv.structured else {}
         return inv.result(stop_reason, message, **extra)
     if inv.structured.forced:
-        raise StructuredOutputException(
-            f"the model did not produce the structured output {inv.structured.name!r} even when forced"
-        )
+        # A provider that cannot force a tool may answer with the JSON as text (Strands reads it too).
+        return inv.result(stop_reason, message, structured_output=inv.structured.from_text(message))
     inv.structured.forced = True
     await agent._append_message({"role": "user", "content": [{"text": inv.structured.prompt}]}, inv.state)
     return None
@@ -413,7 +444,7 @@ async def _after_tools(agent: Agent, inv: Invocation, message: Message, tools: T
             await agent._append_message(final, inv.state)
         return inv.result("cancelled", final)
     if inv.structured is not None and inv.structured.value is not None:
-        return inv.result("end_turn", message, structured_output=inv.structured.value)
+        return inv.result("tool_use", message, structured_output=inv.structured.value)  # Strands' stop reason
     if agent.checkpointing:
         return inv.result("checkpoint", message,
                           checkpoint=Checkpoint(position="after_tools", cycle_index=inv.cycle_index))

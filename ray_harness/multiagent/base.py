@@ -359,8 +359,9 @@ class MultiAgentBase(ABC):
     def deserialize_state(self, payload: dict[str, Any]) -> None:
         """Restore a snapshot made by :meth:`serialize_state` (possibly in another process)."""
 
-    def add_hook(self, callback: Callable[..., Any], event_type: type[BaseHookEvent] | None = None,
-                 order: int = HookOrder.DEFAULT) -> None:
+    def add_hook(self, callback: Callable[..., Any],
+                 event_type: type[BaseHookEvent] | list[type[BaseHookEvent]] | None = None,
+                 order: float = HookOrder.DEFAULT) -> None:
         """Register a multi-agent hook callback (event type inferred from the annotation when not given)."""
         if is_hook_provider(callback) and event_type is None:
             callback.register_hooks(self.hooks)

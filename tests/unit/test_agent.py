@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from ray_harness import Agent, AgentResult, tool
 from ray_harness.agent import ModelRetryStrategy
+from ray_harness.hooks.events import AfterModelCallEvent
 from ray_harness.testing import FakeClock, ScriptedModel, ScriptError, reasoning, step, text, tool_call
 from ray_harness.types.exceptions import (
     ConcurrencyException,
@@ -140,6 +142,32 @@ def test_throttling_gives_up_after_max_attempts_and_rolls_back() -> None:
     assert agent.messages == []  # a failed invocation leaves the history as it was
 
 
+def test_a_subclass_can_widen_what_is_retried() -> None:
+    class RetryTimeouts(ModelRetryStrategy):  # the Strands way to retry more than throttling
+        def is_retryable(self, exception: Exception) -> bool:
+            return isinstance(exception, TimeoutError) or super().is_retryable(exception)
+
+    clock = FakeClock()
+    agent = Agent(ScriptedModel(TimeoutError("read timed out"), text("ok")),
+                  retry_strategy=RetryTimeouts(initial_delay=1, clock=clock))
+    assert str(agent("x")) == "ok\n"
+    assert clock.sleeps == [1]
+
+
+def test_a_hook_retried_answer_still_counts_its_usage() -> None:
+    usage = {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
+    calls = []
+
+    def retry_first(event: AfterModelCallEvent) -> None:
+        calls.append(event)
+        event.retry = len(calls) == 1
+
+    agent = Agent(ScriptedModel(text("discarded", usage=usage), text("kept", usage=usage)), hooks=[retry_first])
+    assert str(agent("x")) == "kept\n"
+    # Both answers were processed and billed, as Strands counts them.
+    assert agent.event_loop_metrics.accumulated_usage["totalTokens"] == 30
+
+
 def test_no_retry_strategy_means_no_retries() -> None:
     agent = Agent(ScriptedModel(ModelThrottledException("429")), retry_strategy=None)
     with pytest.raises(ModelThrottledException):
@@ -181,6 +209,9 @@ def test_structured_output_when_model_calls_the_tool() -> None:
     result = agent("weather?", structured_output_model=Weather)
     assert result.structured_output == Weather(city="Oslo", temperature=3)
     assert "Weather" in model.calls[0].tool_names
+    # As in Strands: the loop ends once the tool succeeds, and its description tells the model to call it last.
+    spec = next(spec for spec in model.calls[0].tool_specs if spec["name"] == "Weather")
+    assert spec["description"].startswith("IMPORTANT: This StructuredOutputTool should only be invoked as the last")
 
 
 def test_structured_output_forced_then_fails() -> None:
@@ -193,8 +224,64 @@ def test_structured_output_forced_then_fails() -> None:
 def test_structured_output_forced_then_succeeds_after_validation_error() -> None:
     model = ScriptedModel(text("plain"), tool_call("Weather", {"city": "Oslo"}),
                           tool_call("Weather", {"city": "Oslo", "temperature": 5}))
-    result = Agent(model).structured_output(Weather, "q")
+    agent = Agent(model)
+    result = agent.structured_output(Weather, "q")
     assert result == Weather(city="Oslo", temperature=5)
+    # The texts the model reads are Strands': what to fix, then the success note.
+    failed, succeeded = [block["toolResult"] for message in agent.messages for block in message["content"]
+                         if "toolResult" in block]
+    assert failed["content"] == [{"text": "Validation failed for Weather. Please fix the following errors:\n"
+                                          "- Field 'temperature': Field required"}]
+    assert succeeded["content"] == [{"text": "Successfully validated Weather structured output"}]
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    ('{"city": "Oslo", "temperature": 3}', None),
+    ('{"city": "Oslo"}', "Weather.temperature: Field required"),
+    ("it is cold", "neither called the tool nor answered with a JSON object"),
+])
+def test_structured_output_read_from_the_forced_turns_json_text(answer: str, error: str | None) -> None:
+    # As in Strands: a provider that cannot force the tool may answer the forced request with JSON text.
+    from ray_harness.agent._structured import StructuredOutput
+
+    structured = StructuredOutput(Weather)
+    message = {"role": "assistant", "content": [{"text": answer}]}
+    if error is None:
+        assert structured.from_text(message) == Weather(city="Oslo", temperature=3) == structured.value
+    else:
+        with pytest.raises(StructuredOutputException, match=error):
+            structured.from_text(message)
+
+
+def test_structured_output_in_the_loop_as_strands_gives_it() -> None:
+    # The forced turn's JSON text is read; the stream has a structured_output event; the tool's stop reason.
+    agent = Agent(ScriptedModel(text("thinking"), text('{"city": "Oslo", "temperature": 3}')))
+    result = agent("q", structured_output_model=Weather)
+    assert (result.stop_reason, result.structured_output) == ("end_turn", Weather(city="Oslo", temperature=3))
+
+    async def events() -> list[dict[str, Any]]:
+        streamed = Agent(ScriptedModel(tool_call("Weather", {"city": "Oslo", "temperature": 3})))
+        return [event async for event in streamed.stream_async("q", structured_output_model=Weather)]
+
+    seen = asyncio.run(events())
+    assert [event["structured_output"] for event in seen if event.get("type") == "structured_output"] == [
+        Weather(city="Oslo", temperature=3)]
+    assert seen[-1]["result"].stop_reason == "tool_use"
+
+
+def test_structured_output_refuses_what_no_provider_could_answer() -> None:
+    @tool
+    def Weather(city: str) -> str:  # the clash with the output model is the point
+        """A tool named like the output model."""
+        return city
+
+    clash = Agent(ScriptedModel(), tools=[Weather])
+    with pytest.raises(ValueError, match="Tool 'Weather' already exists"):
+        clash("q", structured_output_model=globals()["Weather"])
+    empty = Agent(ScriptedModel())
+    with pytest.raises(ValueError, match="No conversation history or prompt provided"):
+        empty.structured_output(globals()["Weather"])
+    assert clash.messages == [] and empty.messages == []
 
 
 def test_agent_pickles_with_its_tools_and_model() -> None:
@@ -249,6 +336,25 @@ def test_rollback_after_the_conversation_manager_trimmed_during_the_failed_invoc
         agent("new question")
     assert all(m["content"][0]["text"] != "new question" for m in agent.messages)
     assert agent.messages[-1]["role"] == "assistant"
+
+
+def test_a_manager_that_does_not_reduce_ends_the_overflow_retries() -> None:
+    from ray_harness.agent.conversation_manager import ConversationManager
+    from ray_harness.types.exceptions import ContextWindowOverflowException
+
+    class Forgetful(ConversationManager):  # neither reduces nor re-raises, as the contract asks
+        def apply_management(self, agent: Agent, **kwargs: object) -> None:
+            pass
+
+        def reduce_context(self, agent: Agent, e: Exception | None = None, **kwargs: object) -> None:
+            pass
+
+    error = ContextWindowOverflowException("too long")
+    model = ScriptedModel(error, error, text("never reached"))
+    agent = Agent(model, conversation_manager=Forgetful())
+    with pytest.raises(ContextWindowOverflowException) as raised:
+        agent("x")
+    assert raised.value is error and len(model.calls) == 1  # the same request would overflow forever
 
 
 def test_redacted_reasoning_is_kept_in_history() -> None:

@@ -164,6 +164,14 @@ def test_bad_limits_raise_type_error_before_the_model(limits: object) -> None:
     assert model.calls == []
 
 
+def test_a_cost_budget_needs_prices_on_the_model() -> None:
+    model = ScriptedModel(text("free"))
+    agent = Agent(model)
+    with pytest.raises(TypeError, match="needs prices on the model"):
+        agent("x", limits={"cost_usd": 1.0})  # it would never stop the run
+    assert model.calls == [] and agent.messages == []
+
+
 def _looping_model() -> ScriptedModel:
     usage = {"inputTokens": 100, "outputTokens": 50, "totalTokens": 150}
     return ScriptedModel(tool_call("nap", {"seconds": 0}, usage=usage), loop=True)
@@ -230,3 +238,25 @@ async def test_a_stream_closed_mid_batch_has_ended_when_aclose_returns() -> None
     assert agent.messages == []
     agent.restore(agent.snapshot())  # idle: no ConcurrencyException
     assert str(await agent.invoke_async("y")).strip() == "next"
+
+
+def test_a_cancel_before_the_model_answered_ends_with_its_text_not_the_previous_answer() -> None:
+    from ray_harness.hooks import BeforeInvocationEvent
+
+    agent = Agent(ScriptedModel(text("first answer"), text("second answer")))
+    agent("one")
+    stop_next = {"message": "stopped by policy"}
+
+    def cancel_first_thing(event: BeforeInvocationEvent) -> None:
+        if stop_next:
+            event.agent.cancel(**stop_next)
+
+    agent.add_hook(cancel_first_thing, BeforeInvocationEvent)
+    result = agent("two")
+    assert result.stop_reason == "cancelled"
+    assert str(result) == "stopped by policy\n"  # was "first answer"
+    assert agent.messages[-2:] == [{"role": "user", "content": [{"text": "two"}]},
+                                   {"role": "assistant", "content": [{"text": "stopped by policy"}]}]
+    stop_next.clear()
+    assert str(agent("three")) == "second answer\n"  # the script was not consumed; roles still alternate
+    assert [message["role"] for message in agent.messages] == ["user", "assistant"] * 3

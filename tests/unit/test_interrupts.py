@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ray_harness import Agent, ToolContext, tool
-from ray_harness.hooks import BeforeToolCallEvent, BeforeToolsEvent
+from ray_harness.hooks import AfterInvocationEvent, AfterToolsEvent, BeforeToolCallEvent, BeforeToolsEvent
 from ray_harness.interrupts import Interrupt, InterruptState
 from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
 from ray_harness.tools import SequentialToolExecutor
@@ -173,3 +173,47 @@ def test_interrupt_state_round_trips_and_resumes_in_a_new_agent() -> None:
     fresh._interrupt_state = InterruptState.from_dict(saved)
     assert str(fresh(_respond((pending, "approve")))) == "resumed\n"
     assert RAN == ["risky:2"]
+
+
+def test_an_after_invocation_hook_may_answer_the_interrupts_by_resuming() -> None:
+    # Strands: AfterInvocationEvent.resume re-invokes with any input, interrupt responses included.
+    def auto_approve(event: AfterInvocationEvent) -> None:
+        if event.result is not None and event.result.stop_reason == "interrupt":
+            event.resume = _respond(*((item, "approve") for item in event.result.interrupts))
+
+    agent = Agent(ScriptedModel(tool_call("risky", {"x": "3"}), text("approved and done")), tools=[risky],
+                  hooks=[approve_risky, auto_approve])
+    result = agent("go")
+    assert (result.stop_reason, str(result)) == ("end_turn", "approved and done\n")
+    assert RAN == ["risky:3"]
+
+
+def test_a_resume_whose_next_model_call_fails_keeps_the_results_of_the_tools_that_ran() -> None:
+    agent = Agent(ScriptedModel(tool_call("risky", {"x": "4"}, tool_use_id="r4"), RuntimeError("model down")),
+                  tools=[risky], hooks=[approve_risky])
+    (pending,) = agent("go").interrupts
+    with pytest.raises(RuntimeError, match="model down"):
+        agent(_respond((pending, "approve")))
+    assert RAN == ["risky:4"]
+    # The tool ran: its result stays (the next prompt must not tell the model it was interrupted).
+    assert agent.messages[-1]["content"][0]["toolResult"]["toolUseId"] == "r4"
+    assert agent.messages[-1]["content"][0]["toolResult"]["status"] == "success"
+    assert not agent.interrupt_state.activated
+
+
+def test_after_tools_pairs_before_tools_when_the_batch_stops_on_an_interrupt() -> None:
+    seen: list[tuple[str, list[str]]] = []
+
+    def before(event: BeforeToolsEvent) -> None:
+        seen.append(("before", []))
+
+    def after(event: AfterToolsEvent) -> None:
+        seen.append(("after", [block["toolResult"]["toolUseId"] for block in event.message["content"]]))
+
+    model = ScriptedModel(tool_calls(("safe", {"x": "1"}, "s1"), ("risky", {"x": "2"}, "r1")), text("done"))
+    agent = Agent(model, tools=[safe, risky], hooks=[approve_risky, before, after])
+    (pending,) = agent("go").interrupts
+    assert seen == [("before", []), ("after", ["s1"])]  # as Strands: the results the batch has
+    assert [m["role"] for m in agent.messages] == ["user", "assistant"]  # nothing added to the history
+    agent(_respond((pending, "approve")))
+    assert seen[2:] == [("before", []), ("after", ["s1", "r1"])]
