@@ -1,7 +1,7 @@
 """The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``dashboard install``, ``status``, ``serve``.
 
 User mistakes (a bad target, a missing file, a bad option) print one ``error:``
-line and exit 2; a failed evaluation or job exits 1.
+line and exit 2; a failed evaluation (a row failed in its target or a scorer) or job exits 1.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ def _parser() -> argparse.ArgumentParser:
                                description="Evaluate researcher → 2 parallel analysts → writer over a bundled "
                                            "dataset on a pool of Ray host actors. No API key needed.")
     demo.add_argument("--model", help="use a real provider for every node, e.g. anthropic:claude-sonnet-4-5")
-    demo.add_argument("--max-tokens", type=int, default=512,
+    demo.add_argument("--max-tokens", type=_positive_int, default=512,
                       help="output cap of each model call when the --model spec sets no ?max_tokens= (default 512)")
     demo.add_argument("--output-dir", default="ray_harness_demo", help="where results go (default ./ray_harness_demo)")
-    demo.add_argument("--rows", type=int, default=None, help="evaluate only the first N rows")
-    demo.add_argument("--concurrency", type=int, default=16)
-    demo.add_argument("--pool-size", type=int, default=2)
+    demo.add_argument("--rows", type=_positive_int, default=None, help="evaluate only the first N rows")
+    demo.add_argument("--concurrency", type=_positive_int, default=16, help="rows in flight (default 16)")
+    demo.add_argument("--pool-size", type=_positive_int, default=2, help="Ray host actors (default 2)")
     demo.add_argument("--address", help="Ray address to join (default: RAY_ADDRESS, else an embedded local Ray)")
     demo.add_argument("--dashboard", action="store_true", help="start the Ray dashboard with the embedded Ray")
     demo.add_argument("--local", action="store_true", help="run in this process instead of on Ray")
@@ -82,11 +82,12 @@ def _parser() -> argparse.ArgumentParser:
 
     ev = commands.add_parser("eval", help="evaluate a target over a dataset")
     ev.add_argument("target", help="module:function building an Agent, Graph or Swarm per row")
-    ev.add_argument("dataset", help="JSONL or CSV file (a 'prompt' column/key per row)")
-    ev.add_argument("--output", default="results.jsonl", help="record file (.jsonl or .parquet)")
-    ev.add_argument("--concurrency", type=int, default=32)
-    ev.add_argument("--pool-size", type=int, default=2)
-    ev.add_argument("--prompt-key", default="prompt")
+    ev.add_argument("dataset", help="JSONL, JSON (one array) or CSV file (a 'prompt' column/key per row)")
+    ev.add_argument("--output", default="results.jsonl",
+                    help="record file (.jsonl, or a .parquet directory); default results.jsonl")
+    ev.add_argument("--concurrency", type=_positive_int, default=32, help="rows in flight (default 32)")
+    ev.add_argument("--pool-size", type=_positive_int, default=2, help="Ray host actors (default 2)")
+    ev.add_argument("--prompt-key", default="prompt", help="the row key holding the prompt (default prompt)")
     ev.add_argument("--scorer", action="append", default=[], help="module:function scorer (repeatable)")
     ev.add_argument("--no-resume", action="store_true", help="start over instead of skipping recorded rows")
     ev.add_argument("--address", help="Ray address to join")
@@ -135,6 +136,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: a bad count is a usage error before anything starts (not a Ray start, then an error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+    return value
+
+
 def _init_ray(address: str | None, *, dashboard: bool = False) -> None:
     from ray_harness import runtime
 
@@ -161,6 +173,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.rows is not None:
         rows = rows[: max(0, args.rows)]
     output = out_dir / "results.jsonl"
+    _check_summary_file(out_dir / "summary.json")
     dashboard = None
     if not args.local:
         _init_ray(args.address, dashboard=args.dashboard)
@@ -177,7 +190,20 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"summary: {(out_dir / 'summary.json').resolve()}")
     if dashboard:
         print(f"dashboard: {dashboard}")
-    return 0 if summary["errors"] == 0 else 1
+    return _exit_code(summary)
+
+
+def _check_summary_file(path: Path) -> None:
+    """Refuse (before anything runs) an ``--output-dir`` whose ``summary.json`` is a file of the user's."""
+    if not path.exists():
+        return
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (ValueError, UnicodeDecodeError):
+        summary = None
+    if not (isinstance(summary, dict) and summary.keys() >= {"rows", "errors", "tokens", "scores"}):
+        raise ValueError(f"{path} is not the summary of an evaluation; it was left untouched: "
+                         "choose another --output-dir")
 
 
 def _seconds(value: float | None) -> str:
@@ -189,6 +215,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"rows {summary['rows']}  errors {summary['errors']}  tokens {tokens['total']} "
           f"(in {tokens['input']}, out {tokens['output']})  cost ${summary['cost_usd']:.4f}  "
           f"{summary['rows_per_s']:.1f} rows/s  p50 latency {_seconds(summary['latency_s']['p50'])}")
+    if summary.get("scorer_errors"):  # the rows completed, but their scores are missing: say so
+        print(f"scorer errors {summary['scorer_errors']} (the records' \"error\" says which scorer failed and why)")
     for name, stats in summary["scores"].items():
         print(f"score {name}: mean {stats['mean']:.3f} (p50 {stats['p50']:.3f}, n={stats['count']})")
 
@@ -240,7 +268,12 @@ def _eval(args: argparse.Namespace) -> int:
                        runtime="local" if args.local else "ray", pool_size=args.pool_size)
     _print_summary(summary)
     print(f"results: {Path(args.output).resolve()}")
-    return 0 if summary["errors"] == 0 else 1
+    return _exit_code(summary)
+
+
+def _exit_code(summary: dict[str, Any]) -> int:
+    """1 when a row failed, in its target or in a scorer (its scores are missing), else 0."""
+    return 0 if summary["errors"] == 0 and not summary.get("scorer_errors") else 1
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -252,6 +285,9 @@ def _submit(args: argparse.Namespace) -> int:
     if command[0] == "ray-harness":
         command = command[1:]
     # Through the interpreter rather than the console script: works wherever the package is importable.
+    # Checked here, as the job would check it: a mistake in it is a usage error now, not a failed job later
+    # (argparse prints it and exits 2; nothing is submitted).
+    _parser().parse_args(command)
     command = ["python", "-m", "ray_harness.cli", *command]
     _check_downloads(args)
     from ray_harness.runtime.jobs import submit_and_follow
@@ -278,10 +314,7 @@ def _outputs_of(command: list[str]) -> list[str]:
     """
     if command[:1] != ["eval"]:
         return []
-    try:
-        output = _parser().parse_args(command).output
-    except SystemExit:  # the job's own command line is wrong: it reports that itself
-        return []
+    output = _parser().parse_args(command).output  # checked by _submit before
     path = os.path.normpath(output)
     if os.path.isabs(path) or path.startswith(".."):
         return []

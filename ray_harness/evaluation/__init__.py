@@ -15,7 +15,8 @@ Each record: ``index``, ``input`` (the row), ``output`` (``str(result)``),
 failed row), ``usage`` and ``cost_usd`` (spent, also by a failed row), ``latency_s``,
 ``error`` (``None`` or ``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
 the scorer's function name plus ``rows``, ``errors``, ``tokens``, ``cost_usd``
-and ``rows_per_s``. A row whose host actor dies (``RemoteActorError``) runs again
+and ``rows_per_s``, over the rows of this dataset only (an output reused with another dataset keeps
+the records of rows this one does not have; they are not summarized). A row whose host actor dies (``RemoteActorError``) runs again
 on the restarted host, up to five times, instead of being recorded as an error.
 
 With a ``ray.data.Dataset`` (and ``runtime="ray"``) the rows go through Ray Data instead
@@ -36,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import logging
 import random
 import sys
 import threading
@@ -54,9 +56,11 @@ from ray_harness.evaluation._scoring import Scorer, checked_scorers, score_row
 from ray_harness.evaluation._summary import summarize
 from ray_harness.models.rate_limit import RateLimit, register_rate_limits
 from ray_harness.telemetry.runs import eval_row_finished, row_scope, run_scope
-from ray_harness.types.exceptions import ModelThrottledException, RemoteActorError
+from ray_harness.types.exceptions import ModelThrottledException, RayHarnessError, RemoteActorError
 
 __all__ = ["RateLimit", "evaluate", "evaluate_async", "grade"]
+
+logger = logging.getLogger("ray_harness.evaluation")
 
 
 @dataclass
@@ -98,7 +102,7 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
 
     Args:
         target: Zero-argument factory building an Agent, Graph or Swarm (callable or ``"module:function"``).
-        dataset: JSONL/CSV path, list of dicts, or a ``ray.data.Dataset``.
+        dataset: JSONL/CSV path (``.json``: JSON Lines or one array), list of dicts, or a ``ray.data.Dataset``.
         scorers: ``f(row, result) -> float | bool | dict`` (sync or async); dict keys become ``<name>.<key>``.
         concurrency: Maximum rows in flight (default 32).
         output: Record file (``.jsonl`` or ``.parquet``); None keeps records in memory only.
@@ -112,7 +116,7 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
         max_throttle_retries: Throttled attempts per row before it is recorded as an error.
         cancel_event: Set it (from any thread) to stop: in-flight rows are cancelled, finished ones kept.
             Ctrl-C (in the main thread) sets it too, and ``evaluate()`` then raises ``KeyboardInterrupt``.
-        id_key: A row column identifying rows for resume (default: the row's position).
+        id_key: A row column identifying rows for resume (default: the row's position); every row needs one.
         rate_limits: ``{"<provider>:<model_id>": RateLimit(...)}`` enforced cluster-wide on every model call.
         max_pool_size: With a Ray Dataset: the host pool may grow from ``pool_size`` up to this.
         filesystem: A ``pyarrow.fs`` filesystem for a Ray Dataset's ``output`` (e.g. S3 with an endpoint).
@@ -187,7 +191,7 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
     rows = _peeked(iter_rows(dataset))  # a missing or unreadable dataset fails before any output is created
     writer = open_writer(output, resume)
     run = _Evaluation(backend, writer, list(scorers), concurrency or 32, limits, prompt_key, max_throttle_retries,
-                      cancel_event)
+                      cancel_event, id_key)
     try:
         await backend.start()
         with run_scope("eval", target if isinstance(target, str) else getattr(factory, "__name__", "evaluation")):
@@ -236,8 +240,8 @@ def _peeked(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 class _Evaluation:
     def __init__(self, backend: Backend, writer: RecordWriter, scorers: list[Scorer], concurrency: int,
-                 limits: Any, prompt_key: str, max_throttle_retries: int, cancel_event: threading.Event | None
-                 ) -> None:
+                 limits: Any, prompt_key: str, max_throttle_retries: int, cancel_event: threading.Event | None,
+                 id_key: str | None = None) -> None:
         self.backend = backend
         self.writer = writer
         self.scorers = scorers
@@ -248,28 +252,64 @@ class _Evaluation:
         self.max_infra_retries = 5
         self.cancel_event = cancel_event
         self.run_prefix = uuid.uuid4().hex[:8]
-        self.records: dict[int, dict[str, Any]] = {}
+        self.id_key = id_key
+        self.records: dict[Any, dict[str, Any]] = {}  # by row key: the row's index, or its id_key value
+        self.dataset_rows = 0
+        self.dataset_ids: set[Any] = set()
         self.new_rows = 0
         self.bar_errors = 0
         self.throttled = 0
 
     async def execute(self, rows: Iterator[dict[str, Any]], progress: bool | None, output: str | None
                       ) -> dict[str, Any]:
-        self.records = self.writer.done()
+        self.records = {self._key(record["index"], record.get("input") or {}): record
+                        for record in self.writer.done().values()}
         self.bar_errors = sum(1 for record in self.records.values() if record.get("error"))
         started = time.perf_counter()
         bar = _progress_bar(progress, initial=len(self.records))
+        counted = self._counted(rows)
         cancelled = False
         try:
-            cancelled = await self._loop(rows, bar)
+            cancelled = await self._loop(counted, bar)
         finally:
             if bar is not None:
                 bar.close()
-        ordered = [self.records[i] for i in sorted(self.records)]
-        summary = summarize(ordered, elapsed_s=time.perf_counter() - started, new_rows=self.new_rows,
+        elapsed = time.perf_counter() - started
+        if cancelled:
+            _drain(counted)  # counted, not run: which recorded rows are this dataset's
+        summary = summarize(self._dataset_records(output), elapsed_s=elapsed, new_rows=self.new_rows,
                             cancelled=cancelled, output=output)
         summary["throttled"] = self.throttled
         return summary
+
+    def _key(self, index: int, row: dict[str, Any]) -> Any:
+        """What identifies a row across runs (resume): its ``id_key`` value, else its position."""
+        return index if self.id_key is None else row.get(self.id_key)
+
+    def _counted(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for index, row in enumerate(rows):
+            if self.id_key is not None:
+                if row.get(self.id_key) is None:  # it could not be told apart from other rows on resume
+                    raise ValueError(f"dataset row {index} has no {self.id_key!r} value (id_key={self.id_key!r})")
+                self.dataset_ids.add(row[self.id_key])
+            self.dataset_rows += 1
+            yield row
+
+    def _in_dataset(self, key: Any) -> bool:
+        return key in self.dataset_ids if self.id_key is not None else key < self.dataset_rows
+
+    def _dataset_records(self, output: str | None) -> list[dict[str, Any]]:
+        """The records of this dataset's rows, by index.
+
+        An output reused with another dataset (a shorter one, or other ids) also holds records of rows this
+        dataset does not have: they are not this evaluation's results, so they stay out of its summary (and stay
+        in the file, untouched).
+        """
+        ours = [record for key, record in self.records.items() if self._in_dataset(key)]
+        if len(ours) < len(self.records):
+            logger.warning("%s holds %d record(s) of rows this dataset (%d rows) does not have: they are not in "
+                           "the summary", output, len(self.records) - len(ours), self.dataset_rows)
+        return sorted(ours, key=lambda record: int(record["index"]))
 
     async def _loop(self, rows: Iterator[dict[str, Any]], bar: Any) -> bool:
         source = enumerate(rows)
@@ -314,7 +354,7 @@ class _Evaluation:
                     task = finished.popleft()
                     row = in_flight.pop(task)
                     self._finish(row, task.result(), retries, bar)
-        except (asyncio.CancelledError, KeyboardInterrupt):
+        except BaseException:  # also a dataset row that cannot be read: rows in flight on hosts would run on
             await self._cancel(in_flight)
             raise
 
@@ -324,7 +364,7 @@ class _Evaluation:
         if ready is not None:
             return ready
         for index, data in source:
-            if index not in self.records:
+            if self._key(index, data) not in self.records:
                 return _Row(index, data)
         return None
 
@@ -350,10 +390,10 @@ class _Evaluation:
     def _run_id(self, row: _Row) -> str:
         return f"eval-{self.run_prefix}-{row.index}-{row.attempt}"
 
-    async def _run_row(self, row: _Row) -> tuple[Any, BaseException | None, float]:
-        if self.prompt_key not in row.data:
-            return None, KeyError(f"row {row.index} has no {self.prompt_key!r} key (prompt_key={self.prompt_key!r})"
-                                  ), 0.0
+    async def _run_row(self, row: _Row) -> tuple[Any, BaseException | None, float | None]:
+        if row.data.get(self.prompt_key) is None:  # a None prompt would run the target on no message at all
+            return None, _NoPrompt(f"row {row.index} has no {self.prompt_key!r} value (prompt_key="
+                                   f"{self.prompt_key!r})"), None
         started = time.perf_counter()
         try:
             with row_scope(str(row.index)):  # names the host call that runs it: ray_harness.row:<eval>/<index>
@@ -365,7 +405,7 @@ class _Evaluation:
         latency = time.perf_counter() - started
         return result, None, latency
 
-    def _finish(self, row: _Row, outcome: tuple[Any, BaseException | None, float], retries: collections.deque[_Row],
+    def _finish(self, row: _Row, outcome: tuple[Any, BaseException | None, float | None], retries: collections.deque[_Row],
                 bar: Any) -> None:
         result, error, latency = outcome
         if isinstance(error, ModelThrottledException) and row.attempt < self.max_throttle_retries:
@@ -386,7 +426,7 @@ class _Evaluation:
         if error is None:
             self.gate.succeeded()
         record = _record(row, result, error, latency)
-        self.records[row.index] = record
+        self.records[self._key(row.index, row.data)] = record
         self.new_rows += 1
         if self.scorers and error is None:
             record["scores"], failure = score_row(self.scorers, row.data, result)
@@ -401,10 +441,27 @@ class _Evaluation:
             bar.update(1)
 
 
-def _record(row: _Row, result: Any, error: BaseException | None, latency: float) -> dict[str, Any]:
+def _drain(rows: Iterator[dict[str, Any]]) -> None:
+    """Read the rest of ``rows``; a row that cannot be read ends it (no evaluation gets past it either)."""
+    with contextlib.suppress(Exception):
+        for _ in rows:
+            pass
+
+
+class _NoPrompt(RayHarnessError, KeyError):
+    """A row without a prompt: the dataset's fault (error kind ``"input"``), recorded as a ``KeyError``."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # KeyError's own str() quotes its message
+
+
+def _record(row: _Row, result: Any, error: BaseException | None, latency: float | None) -> dict[str, Any]:
     record: dict[str, Any] = {"index": row.index, "input": row.data, "output": None, "structured_output": None,
                               "status": "failed", "stop_reason": None, "usage": None, "cost_usd": 0.0,
                               "latency_s": latency, "error": None, "scores": {}}
+    if isinstance(error, _NoPrompt):  # as the Ray Dataset path records it
+        record["error"] = {"type": "KeyError", "message": str(error), "kind": "input"}
+        return record
     if error is not None:
         # A host that died under the row more often than it is retried: the cluster's fault, not the target's.
         kind = "infrastructure" if isinstance(error, RemoteActorError) else "target"

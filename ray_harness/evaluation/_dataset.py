@@ -1,4 +1,7 @@
-"""Datasets for evaluations: JSONL / CSV files, lists of dicts, or a Ray Dataset."""
+"""Datasets for evaluations: JSONL / CSV files, lists of dicts, or a Ray Dataset.
+
+A ``.json`` file is JSON Lines or one array of objects.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +33,9 @@ def _from_file(path: Path) -> Iterator[dict[str, Any]]:
     if not path.exists():
         raise FileNotFoundError(f"dataset file {path} does not exist")
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
+    if suffix == ".json" and _starts_with(path, "["):
+        yield from _from_json_array(path)
+    elif suffix in (".jsonl", ".ndjson", ".json"):
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
@@ -47,6 +52,25 @@ def _from_file(path: Path) -> Iterator[dict[str, Any]]:
                 yield dict(row)
     else:
         raise ValueError(f"dataset file {path}: unsupported extension {suffix!r} (use .jsonl or .csv)")
+
+
+def _starts_with(path: Path, char: str) -> bool:
+    """Whether the file's first non-blank character is ``char`` (a ``.json`` file is JSON Lines or one array)."""
+    with path.open(encoding="utf-8") as handle:
+        while chunk := handle.read(4096):
+            stripped = chunk.lstrip()
+            if stripped:
+                return stripped.startswith(char)
+    return False
+
+
+def _from_json_array(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    for index, row in enumerate(rows):
+        yield _as_row(row, f"{path}[{index}]")
 
 
 def _as_row(row: Any, where: str) -> dict[str, Any]:

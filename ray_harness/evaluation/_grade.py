@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def grade(results: Any, scorers: Iterable[Scorer], output: str | None = None, *,
     started = time.perf_counter()
     if isinstance(results, list | tuple):
         records = [dict(r) for r in results]
-    elif isinstance(results, str | Path) and str(results).lower().endswith((".jsonl", ".ndjson")):
+    elif isinstance(results, str | Path) and _is_jsonl(results):
         records = _read_jsonl(Path(results))
     else:
         from ray_harness.runtime._evaluation_data import grade_dataset
@@ -65,6 +66,11 @@ def grade(results: Any, scorers: Iterable[Scorer], output: str | None = None, *,
                         output=output)
     summary["score_names"] = score_names(scorers)
     return summary
+
+
+def _is_jsonl(results: str | Path) -> bool:
+    """A results file: ``evaluate()`` writes JSONL to any ``output`` but a ``.parquet`` one, which is a directory."""
+    return str(results).lower().endswith((".jsonl", ".ndjson")) or Path(results).is_file()
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -92,8 +98,15 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     if path.exists():
         raise ValueError(f"output {path} already exists; grade() writes a new results file (choose another path)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps({"index": record.get("index"), **record}, default=str) + "\n")
-    temporary.replace(path)
+    # A name of its own: a fixed one ("<output>.tmp") could be a file of the user's, which would be overwritten.
+    # Opened with "x" (never over an existing file), not mkstemp: the results file keeps the umask's permissions.
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    handle = temporary.open("x", encoding="utf-8")
+    try:
+        with handle:
+            for record in records:
+                handle.write(json.dumps({"index": record.get("index"), **record}, default=str) + "\n")
+        temporary.replace(path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)  # ours: created above
+        raise

@@ -193,7 +193,10 @@ class ParquetWriter(RecordWriter):
         path.mkdir(parents=True, exist_ok=True)
         self._pending: list[dict[str, Any]] = []
         self._batch = batch
-        self._parts = len(list(path.glob("part-*.parquet")))
+        # After the highest part, not after the count: with a part removed (its rows to run again), the count
+        # would name an existing part, and replace its records.
+        numbers = [int(part.name[5:11]) for part in path.glob("part-*.parquet") if _OUR_NAME.fullmatch(part.name)]
+        self._parts = max(numbers, default=-1) + 1
 
     def done(self) -> dict[int, dict[str, Any]]:
         import pyarrow.parquet as pq

@@ -227,8 +227,15 @@ def _done_keys(output: str, filesystem: Any, id_key: str | None) -> set[Any]:
     return {row.get(id_key) if row else None for row in table.column("input").to_pylist()}
 
 
-def _summary_of(output: str | None, filesystem: Any, tables: list[Any] | None) -> dict[str, Any]:
+def _summary_of(output: str | None, filesystem: Any, tables: list[Any] | None,
+                dataset: tuple[int, str | None, list[Any]] | None = None) -> dict[str, Any]:
+    """The summary of the records (a task on the cluster); ``dataset`` = (rows, id_key, refs of id lists).
+
+    An output reused with another dataset (shorter, or other ids) also holds records of rows this dataset does
+    not have: they stay in the output, untouched, but out of this summary (``left_out`` counts them).
+    """
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     if tables is not None:
         parts = [t for t in ray.get(tables) if t.num_rows]
@@ -236,7 +243,26 @@ def _summary_of(output: str | None, filesystem: Any, tables: list[Any] | None) -
     else:
         assert output is not None
         table = read_records(output, filesystem)
-    return summarize_columns(table)
+    left_out = 0
+    if table is not None and dataset is not None:
+        rows, id_key, id_refs = dataset
+        if id_key is None:
+            keep = pc.less(table.column("index"), rows)
+        else:
+            ids: set[Any] = set()
+            for chunk in ray.get(id_refs):
+                ids.update(chunk)
+            keep = pa.array([row is not None and row.get(id_key) in ids for row in table.column("input").to_pylist()])
+        kept = table.filter(keep)
+        left_out = table.num_rows - kept.num_rows
+        table = kept
+    summary = summarize_columns(table)
+    summary["left_out"] = left_out
+    return summary
+
+
+def _ids_of(table: Any, id_key: str) -> list[Any]:
+    return list(table.column(id_key).to_pylist())
 
 
 def _indexed_block(table: Any, offset: int) -> Any:
@@ -249,8 +275,8 @@ def _rows_of(table: Any) -> int:
     return int(table.num_rows)
 
 
-def _with_index(dataset: Any) -> tuple[Any, int]:
-    """The dataset with each row's position in a column, and its row count.
+def _with_index(dataset: Any) -> tuple[Any, int, list[Any]]:
+    """The dataset with each row's position in a column, its row count and its blocks' references.
 
     Positions come from block order and block sizes (the driver sees block references and row counts,
     never rows), so they are the same on every run over the same input: resume relies on that.
@@ -263,7 +289,7 @@ def _with_index(dataset: Any) -> tuple[Any, int]:
     for table, rows in zip(tables, counts, strict=True):
         refs.append(indexer.remote(table, offset))
         offset += rows
-    return ray.data.from_arrow_refs(refs), offset
+    return ray.data.from_arrow_refs(refs), offset, tables
 
 
 def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output: str | None, resume: bool,
@@ -309,7 +335,7 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
                "trace_context": current_carrier()}
     size = pool_size or 2
     compute = ray.data.ActorPoolStrategy(min_size=size, max_size=max(size, max_pool_size or size))
-    indexed, total = _with_index(dataset)
+    indexed, total, blocks = _with_index(dataset)
     results = indexed.map_batches(
         EvaluationHost, fn_constructor_args=(agent_spec(target), options), batch_size=concurrency or 32,
         batch_format="pyarrow", compute=compute, num_cpus=0.25, zero_copy_batch=True,  # I/O-bound hosts
@@ -325,7 +351,13 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
     finally:
         watcher.stop()
     counted: dict[str, Any] = ray.get(counters.snapshot.remote())
-    summary: dict[str, Any] = ray.get(ray.remote(num_cpus=0)(_summary_of).remote(output, filesystem, tables))
+    id_refs = [] if id_key is None else [ray.remote(num_cpus=0)(_ids_of).remote(block, id_key) for block in blocks]
+    summary: dict[str, Any] = ray.get(ray.remote(num_cpus=0)(_summary_of).remote(
+        output, filesystem, tables, (total, id_key, id_refs)))
+    left_out = summary.pop("left_out")
+    if left_out:
+        logger.warning("%s holds %d record(s) of rows this dataset (%d rows) does not have: they are not in the "
+                       "summary", output, left_out, total)
     elapsed = time.perf_counter() - started
     summary.update(elapsed_s=elapsed, rows_this_run=counted["rows"], rows_per_s=counted["rows"] / elapsed,
                    throttled=counted["throttled"], cancelled=watcher.cancelled, output=output)
@@ -456,6 +488,7 @@ def grade_dataset(results: Any, scorers: list[Scorer], output: str | None, *, fi
     else:
         tables = graded.to_arrow_refs()
     summary: dict[str, Any] = ray.get(ray.remote(num_cpus=0)(_summary_of).remote(output, filesystem, tables))
+    summary.pop("left_out")
     elapsed = time.perf_counter() - started
     summary.update(elapsed_s=elapsed, rows_this_run=summary["rows"], rows_per_s=summary["rows"] / elapsed,
                    output=output, score_names=names)

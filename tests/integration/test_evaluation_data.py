@@ -74,6 +74,17 @@ def test_resume_by_id_key_records_every_row_once(tmp_path: Path) -> None:
     assert sorted(qids) == sorted(f"q{i}" for i in range(120))
 
 
+def test_a_shorter_dataset_on_a_reused_output_summarizes_only_its_own_rows(tmp_path: Path) -> None:
+    out = tmp_path / "reused"
+    assert evaluate("tests.eval_targets:echo_agent", _prompts(30), output=str(out), pool_size=1)["rows"] == 30
+    # The first 10 rows (by position, then by id): the other 20 records stay in the output, not in the summary.
+    by_index = evaluate("tests.eval_targets:echo_agent", _prompts(10), output=str(out), pool_size=1)
+    assert (by_index["rows"], by_index["rows_this_run"]) == (10, 0)
+    by_id = evaluate("tests.eval_targets:echo_agent", _prompts(10), output=str(out), id_key="qid", pool_size=1)
+    assert (by_id["rows"], by_id["rows_this_run"]) == (10, 0)
+    assert _records(out).num_rows == 30
+
+
 def test_evaluate_then_grade_equals_inline_scoring_and_errors_are_kept_apart(tmp_path: Path) -> None:
     import ray
 

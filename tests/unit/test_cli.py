@@ -180,3 +180,30 @@ def test_status_text_shows_runs_with_their_progress() -> None:
     assert text.splitlines()[0] == "2 run(s) in progress"
     assert "nodes 1 done, 1 running (write), 1 pending  tokens 50  $0.0012  age 12s  run r1" in text
     assert "rows 7 done, 1 failed" in text and "(no dashboard)" in text
+
+
+def test_eval_with_a_failing_scorer_says_so_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
+    code = main(["eval", "tests.eval_targets:echo_agent", str(data), "--local", "--output", str(tmp_path / "o.jsonl"),
+                 "--scorer", "tests.eval_targets:echo_agent"])  # a factory, not f(row, result): it raises TypeError
+    assert code == 1
+    assert "scorer errors 2" in capsys.readouterr().out
+
+
+def test_demo_leaves_a_summary_json_of_the_users_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "summary.json").write_text('{"mine": 1}')
+    assert main(["demo", "--local", "--rows", "1", "--output-dir", str(tmp_path)]) == 2
+    assert "summary.json is not the summary of an evaluation" in capsys.readouterr().err
+    assert (tmp_path / "summary.json").read_text() == '{"mine": 1}' and not (tmp_path / "results.jsonl").exists()
+
+
+@pytest.mark.parametrize("argv", [["eval", "m:f", "d.jsonl", "--concurrency", "0"],
+                                  ["eval", "m:f", "d.jsonl", "--pool-size", "-1"], ["demo", "--rows", "0"],
+                                  ["submit", "--", "eval", "m:f", "d.jsonl", "--concurrency", "0"],
+                                  ["submit", "--", "eval", "m:f"]])
+def test_bad_counts_and_bad_job_commands_are_usage_errors_before_anything_starts(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error: nothing started, nothing submitted
+        main(argv)
+    assert exited.value.code == 2 and "usage: ray-harness" in capsys.readouterr().err

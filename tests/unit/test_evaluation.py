@@ -266,3 +266,106 @@ def test_parquet_parts_of_failed_and_completed_rows_read_back_as_one_table(tmp_p
     assert table.num_rows == 4
     assert str(table.schema.field("output").type) == "string"
     assert sorted(table.column("status").to_pylist()) == ["completed", "completed", "failed", "failed"]
+
+
+def test_records_of_rows_past_the_end_of_a_shorter_dataset_are_not_in_its_summary(tmp_path: Path) -> None:
+    out = tmp_path / "reused.jsonl"
+    evaluate("tests.eval_targets:echo_agent", _rows(10), scorers=[exact], output=str(out), runtime="local")
+    before = out.read_bytes()
+    summary = evaluate("tests.eval_targets:echo_agent", _rows(4), scorers=[exact], output=str(out), runtime="local")
+    assert summary["rows"] == 4 and summary["rows_this_run"] == 0
+    assert summary["tokens"]["total"] == 60 and summary["scores"]["exact"]["count"] == 4
+    assert out.read_bytes() == before  # the other records are kept, untouched
+    stop = threading.Event()
+    stop.set()  # cancelled before any row: the rest of the dataset is read to know its size
+    cancelled = evaluate("tests.eval_targets:echo_agent", _rows(4), output=str(out), runtime="local",
+                         cancel_event=stop)
+    assert cancelled["cancelled"] is True and cancelled["rows"] == 4
+    longer = evaluate("tests.eval_targets:echo_agent", _rows(20), output=str(out), runtime="local", cancel_event=stop)
+    assert longer["rows"] == 10  # recorded rows the cancelled run did not reach are this dataset's too
+
+
+def test_a_missing_or_null_prompt_is_an_input_error_naming_the_key(tmp_path: Path) -> None:
+    out = tmp_path / "prompts.jsonl"
+    summary = evaluate("tests.eval_targets:echo_agent", [{"prompt": None}, {"question": "q"}, {"prompt": "q"}],
+                       output=str(out), runtime="local")
+    records = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["index"])
+    assert summary["errors"] == 2 and records[2]["error"] is None
+    for record in records[:2]:  # not run: a None prompt would invoke the agent on no message at all
+        assert record["output"] is None and record["status"] == "failed"
+        assert record["error"] == {"type": "KeyError", "kind": "input",
+                                   "message": f"row {record['index']} has no 'prompt' value (prompt_key='prompt')"}
+
+
+def test_grade_reads_a_results_file_of_any_name_and_never_touches_a_file_next_to_its_output(tmp_path: Path) -> None:
+    from ray_harness.evaluation import grade
+
+    results = tmp_path / "results.json"  # evaluate() writes JSONL to any output but a .parquet one
+    evaluate("tests.eval_targets:echo_agent", _rows(3), output=str(results), runtime="local")
+    theirs = tmp_path / "graded.jsonl.tmp"
+    theirs.write_text("the user's own file")
+    summary = grade(str(results), [exact], output=str(tmp_path / "graded.jsonl"))  # no Ray: a file is JSONL
+    assert summary["rows"] == 3 and summary["exact"] == 1.0
+    assert theirs.read_text() == "the user's own file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graded.jsonl", "graded.jsonl.tmp", "results.json"]
+
+
+def test_parquet_parts_after_a_removed_one_do_not_replace_existing_parts(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "r.parquet"
+    evaluate("tests.eval_targets:echo_agent", _rows(2), output=str(out), runtime="local")
+    evaluate("tests.eval_targets:echo_agent", _rows(4), output=str(out), runtime="local")
+    (out / "part-000000.parquet").unlink()  # its rows (0 and 1) run again
+    summary = evaluate("tests.eval_targets:echo_agent", _rows(4), output=str(out), runtime="local")
+    assert summary["rows"] == 4 and summary["rows_this_run"] == 2
+    assert sorted(pq.read_table(out).column("index").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_id_key_resumes_a_list_by_row_id_not_by_position(tmp_path: Path) -> None:
+    out = tmp_path / "ids.jsonl"
+    rows = [{"id": f"r{i}", **row} for i, row in enumerate(_rows(3))]
+    evaluate("tests.eval_targets:echo_agent", rows, output=str(out), runtime="local", id_key="id")
+    grown = [{"id": "new", "prompt": "fresh", "expected": "echo: fresh"}, *rows[1:]]  # r0 dropped, a row prepended
+    summary = evaluate("tests.eval_targets:echo_agent", grown, scorers=[exact], output=str(out), runtime="local",
+                       id_key="id")
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["input"]["id"] for r in records] == ["r0", "r1", "r2", "new"]  # r1 and r2 did not run again
+    assert summary["rows"] == 3 and summary["rows_this_run"] == 1  # r0 is not this dataset's
+    with pytest.raises(ValueError, match=r"row 1 has no 'id' value"):
+        evaluate("tests.eval_targets:echo_agent", [rows[0], _rows(1)[0]], runtime="local", id_key="id")
+
+
+def test_an_unreadable_row_cancels_the_rows_in_flight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray_harness.evaluation._backends import LocalBackend
+
+    cancelled: list[str] = []
+    original = LocalBackend.cancel
+
+    async def recording(self: LocalBackend, run_ids: list[str]) -> None:
+        cancelled.extend(run_ids)
+        await original(self, run_ids)
+
+    monkeypatch.setattr(LocalBackend, "cancel", recording)
+    monkeypatch.setenv("RAY_HARNESS_TEST_DELAY", "5")
+    out = tmp_path / "bad_row.jsonl"
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"dataset\[2\]: each row must be an object"):
+        evaluate("tests.eval_targets:slow_agent", [*_rows(2), "not a row"], concurrency=4, output=str(out),
+                 runtime="local")
+    assert len(cancelled) == 2 and time.monotonic() - started < 4  # not left running (on Ray hosts: spending)
+
+
+def test_a_json_dataset_may_be_one_array_of_rows(tmp_path: Path) -> None:
+    pretty = tmp_path / "rows.json"
+    pretty.write_text(json.dumps(_rows(3), indent=2))
+    summary = evaluate("tests.eval_targets:echo_agent", str(pretty), scorers=[exact], runtime="local")
+    assert summary["rows"] == 3 and summary["exact"] == 1.0
+    lines = tmp_path / "lines.json"
+    lines.write_text("".join(json.dumps(row) + "\n" for row in _rows(2)))  # JSON Lines under .json still work
+    assert evaluate("tests.eval_targets:echo_agent", str(lines), runtime="local")["rows"] == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"prompt": "a"},\n  3]')
+    with pytest.raises(ValueError, match=r"bad\.json\[1\]: each row must be an object"):
+        evaluate("tests.eval_targets:echo_agent", str(bad), runtime="local")
