@@ -88,6 +88,38 @@ def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_
 
 
 @dataclass
+class _Started:
+    """What :func:`run` in this process started: the last app's ``shutdown()`` stops it, whichever handle that is.
+
+    Each is recorded by identity (the Serve controller's actor id, this driver's Ray node and job), so a Serve or
+    Ray that someone else started after ours went away is never stopped from here.
+    """
+
+    serve: str | None = None
+    ray: str | None = None
+
+
+_started = _Started()
+
+
+def _serve_controller_id() -> str | None:
+    from ray.serve.context import _get_global_client
+
+    client = _get_global_client(raise_if_no_controller_running=False)
+    return None if client is None else client._controller._actor_id.hex()
+
+
+def _ray_id() -> str | None:
+    """This driver's connection: its node (new with every local Ray) and job (new with every ``ray.init``)."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    return f"{context.get_node_id()}:{context.get_job_id()}"
+
+
+@dataclass
 class ServeHandle:
     """A running app: its ``url`` (the A2A endpoint; the card is under ``.well-known/``) and ``shutdown()``."""
 
@@ -104,19 +136,20 @@ class ServeHandle:
     def shutdown(self) -> None:
         """Delete this app only; idempotent, and a no-op once Ray Serve (or Ray) is gone.
 
-        Ray Serve (and then Ray) stop too when :func:`run` started them for this app and no other
-        application is left: apps deployed after this one keep serving until their own ``shutdown()``.
+        Ray Serve (and then Ray) stop too when :func:`run` in this process started them and no application is
+        left, whichever app was deployed first: the others keep serving until the last ``shutdown()``.
         """
         if self._closed:
             return
         self._closed = True
-        if self._delete_app() and self._owns_ray:
+        if self._delete_app() and _started.ray is not None and _started.ray == _ray_id():
             from ray_harness import runtime
 
+            _started.ray = None
             runtime.shutdown()
 
     def _delete_app(self) -> bool:
-        """Delete the app; True when nothing is left running that this handle's owner would cut off."""
+        """Delete the app; True when no application is left (Serve, if this process started it, is stopped)."""
         import ray
         from ray import serve
         from ray.exceptions import RayActorError
@@ -130,7 +163,8 @@ class ServeHandle:
                 return False  # other apps still serve: Serve (and the Ray under it) stay up for them
         except RayActorError:  # the controller died (Serve shut down by another process) since it was cached
             return True
-        if self._owns_serve:
+        if _started.serve is not None and _started.serve == _serve_controller_id():
+            _started.serve = None
             serve.shutdown()  # type: ignore[no-untyped-call]
         return True
 
@@ -162,12 +196,15 @@ def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking
         owns_ray = address is None
         # "local", not None: ray.init() without an address would join any `ray start` cluster on this machine.
         runtime.init(address=address) if address else runtime.init(address="local", include_dashboard=False)
+        if owns_ray:
+            _started.ray = _ray_id()
     running = _get_global_client(raise_if_no_controller_running=False)
     if running is not None and int(running.http_config.port) != int(port):
         raise ValueError(f"Ray Serve already serves HTTP on port {running.http_config.port}; pass port="
                          f"{running.http_config.port} (one HTTP proxy per Ray cluster)")
     if running is None:
         serve.start(http_options={"host": host, "port": int(port)})
+        _started.serve = _serve_controller_id()
     app_name = name or application._bound_deployment.name
     prefix = "/" + route_prefix.strip("/") if route_prefix.strip("/") else "/"
     serve.run(application, name=app_name, route_prefix=prefix, blocking=False)

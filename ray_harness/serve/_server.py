@@ -117,7 +117,8 @@ class HarnessRequestHandler(DefaultRequestHandler):
         self._harness = executor
         self._records = records
 
-    async def _check_message(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+    async def _check_message(self, params: SendMessageRequest, context: ServerCallContext) -> bool:
+        """Reject a message the stored task cannot take; True when it answers an interrupt (and claimed it)."""
         message: Message = params.message
         try:
             responses = interrupt_responses(message)
@@ -126,13 +127,16 @@ class HarnessRequestHandler(DefaultRequestHandler):
         if not message.task_id:
             if responses is not None:
                 raise InvalidParamsError(message="interruptResponses answer a task: set message.taskId")
-            return
+            return False
         stored = await self._records.get(message.task_id, context)
         if stored is None:
             raise TaskNotFoundError(message=f"Task {message.task_id} not found")
         task: Task = stored.task
         if not message.context_id:
             message.context_id = task.context_id  # a follow-up may name only the task
+        elif message.context_id != task.context_id:  # the SDK's own check, here so it comes before the claim
+            raise InvalidParamsError(message=f"Context {message.context_id} does not match context "
+                                             f"{task.context_id} of task {task.id}")
         state = task.status.state
         if state in TERMINAL:
             raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state "
@@ -150,16 +154,45 @@ class HarnessRequestHandler(DefaultRequestHandler):
             if unknown:
                 raise InvalidParamsError(message=f"interruptResponses: unknown interruptId(s) {unknown}; "
                                                  f"task {task.id} waits for {pending}")
+            await self._claim(task.id, stored.version, context)
+            return True
+        return False
+
+    async def _claim(self, task_id: str, version: Any, context: ServerCallContext) -> None:
+        """Only one answer runs: two answers racing (on two replicas) would both run the approved tools."""
+        if not await self._records.claim(task_id):
+            raise UnsupportedOperationError(message=f"Task {task_id} is already being answered; wait for it")
+        again = await self._records.get(task_id, context)
+        if again is None or again.version != version:  # answered and settled between the read and the claim
+            await self._records.release(task_id)
+            raise UnsupportedOperationError(message=f"Task {task_id} was answered meanwhile; get it and answer "
+                                                    "what it waits for now")
+
+    async def _unclaim(self, params: SendMessageRequest) -> None:
+        """The SDK refused a claimed answer before a run took the task over: it may be answered again."""
+        with contextlib.suppress(Exception):
+            if not self._harness.is_running(params.message.task_id):
+                await self._records.release(params.message.task_id)
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Any:
-        await self._check_message(params, context)
-        return await super().on_message_send(params, context)
+        claimed = await self._check_message(params, context)
+        try:
+            return await super().on_message_send(params, context)
+        except Exception:
+            if claimed:
+                await self._unclaim(params)
+            raise
 
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Any, None]:
-        await self._check_message(params, context)
-        async for event in super().on_message_send_stream(params, context):
-            yield event
+        claimed = await self._check_message(params, context)
+        try:
+            async for event in super().on_message_send_stream(params, context):
+                yield event
+        except Exception:
+            if claimed:
+                await self._unclaim(params)
+            raise
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         stored = await self._records.get(params.id, context)

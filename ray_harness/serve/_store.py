@@ -55,7 +55,7 @@ from ray_harness.session.file import FileSessionRepository
 from ray_harness.session.records import validate_id
 from ray_harness.session.repository import BlobSessionRepository
 from ray_harness.session.s3 import S3SessionRepository
-from ray_harness.types.exceptions import SessionException
+from ray_harness.types.exceptions import RayHarnessError, SessionException
 
 __all__ = ("DEAD_REPLICA_TEXT", "TERMINAL", "MemoryRepository", "StorePoller", "TaskRecords", "open_repository",
            "replica_id")
@@ -179,6 +179,10 @@ def _decode(raw: bytes, where: str) -> tuple[int, Task]:
         return version, ParseDict(data["task"], Task(), ignore_unknown_fields=True)
     except (ValueError, KeyError, TypeError) as error:
         raise SessionException(f"unreadable task record {where}: {error}") from None
+
+
+class _LeaseHeld(RayHarnessError):
+    """Raised inside a lease swap when a live lease is already there (internal; it never leaves this module)."""
 
 
 class _Swap:
@@ -353,6 +357,30 @@ class TaskRecords(VersionedTaskStore):
 
     def drop_local(self, task_id: str) -> None:
         self.local.discard(task_id)
+
+    async def claim(self, task_id: str) -> bool:
+        """Take the lease of ``task_id`` unless a live one exists (compare-and-swap); False when it does.
+
+        An answer to an ``INPUT_REQUIRED`` task claims it first: of two answers racing on two replicas only one
+        runs the approved tools; the other sees the lease.
+        """
+        payload = json.dumps({"owner": self.owner, "expires": time.time() + self.lease_seconds}).encode()
+
+        def swap(current: bytes | None) -> bytes:
+            if _lease_expires(current) > time.time():
+                raise _LeaseHeld(task_id)
+            return payload
+
+        try:
+            await self._io(self._swap.update, _lease_key(task_id), swap)
+        except _LeaseHeld:
+            return False
+        return True
+
+    async def release(self, task_id: str) -> None:
+        """Give up a claim whose answer did not start a run (the task may be answered again at once)."""
+        if task_id not in self.local:
+            await self._io(self.repo._delete, _lease_key(task_id))
 
     async def lease_alive(self, task_id: str) -> bool:
         raw = await self._io(self.repo._read, _lease_key(task_id))

@@ -39,7 +39,7 @@ _CONTEXT_KEY = "a2a_tasks"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]+")
 _TEXT_REPLY = "input"
 """Remote id of the one interrupt of a server whose INPUT_REQUIRED carries no ``interrupts`` data part."""
-_FORMS = "a string, a list of text content blocks, a list of interruptResponse blocks, or None"
+_FORMS = "a non-empty string, a list of text content blocks, or a list of interruptResponse blocks"
 
 
 class A2AError(RayHarnessError):
@@ -163,8 +163,9 @@ class A2AAgent:
         """Send ``prompt`` (text, or ``interruptResponse`` blocks answering this agent's interrupts).
 
         Raises:
-            ValueError: For a prompt it cannot send (anything but a string, text content blocks,
-                ``interruptResponse`` blocks or ``None``), before any network call.
+            ValueError: For a prompt it cannot send (anything but a non-empty string, text content blocks or
+                ``interruptResponse`` blocks: a remote agent has no local history to continue from ``None``),
+                before any network call.
             A2AError: When the server is unreachable, answers with an error, or the remote task fails.
         """
         if not self._busy.acquire(blocking=False):
@@ -192,7 +193,10 @@ class A2AAgent:
             return task_id, _remote_answers(state.interrupts, task_id), ""
         if state.activated:
             raise TypeError("the A2AAgent is interrupted: resume with a list of interruptResponse blocks")
-        return None, None, _prompt_text(prompt)
+        text = _prompt_text(prompt)
+        if not text:  # an A2A message needs a part: the server would refuse it with a bare "Validation failed"
+            raise ValueError(f"A2AAgent has nothing to send in the prompt {_short(prompt)}; expected {_FORMS}")
+        return None, None, text
 
     def _result(self, outcome: _Outcome) -> AgentResult:
         state = outcome.state
@@ -265,7 +269,7 @@ class A2AAgent:
 
 
 def _prompt_text(prompt: Any) -> str:
-    """The text a prompt sends: a string, text content blocks (joined by spaces), or nothing for ``None``/``[]``.
+    """The text a prompt sends: a string, or text content blocks (joined by spaces); ``""`` for ``None``/``[]``.
 
     Raises:
         ValueError: For anything else, named; a remote agent gets text only and keeps its own history, so

@@ -205,6 +205,9 @@ UNSENDABLE = [
     (["a bare string"], "block 'a bare string'"),
     ([{"text": "hi"}, {"image": {"format": "png", "source": {"bytes": b"x"}}}], "block {'image'"),
     ([{"role": "user", "content": [{"text": "hi"}]}], "block {'role'"),
+    (None, "nothing to send in the prompt None"),  # no local history to continue: an empty A2A message
+    ("", "nothing to send in the prompt ''"),
+    ([], "nothing to send in the prompt []"),
 ]
 
 

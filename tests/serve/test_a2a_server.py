@@ -180,6 +180,26 @@ async def test_interrupt_answered_on_another_replica(replicas: Any, refund_log: 
             await send(client_a, user("more", task_id=task_id))
 
 
+async def test_racing_answers_on_two_replicas_run_the_approved_tool_once(replicas: Any, refund_log: Path) -> None:
+    first = replicas(build_support_agent)
+    second = replicas(build_support_agent)
+    async with official_client(first.url, streaming=False) as client_a, \
+            official_client(second.url, streaming=False) as client_b:
+        task = (await send(client_a, user("refund order R9")))[0].task
+        wrong_context = user(task_id=task.id, data=answer(task))
+        wrong_context.message.context_id = "another-context"
+        with pytest.raises(InvalidParamsError, match="does not match"):  # refused before it claims the task
+            await send(client_b, wrong_context)
+        outcomes = await asyncio.gather(send(client_a, user(task_id=task.id, data=answer(task))),
+                                        send(client_b, user(task_id=task.id, data=answer(task))),
+                                        return_exceptions=True)
+        refused = [item for item in outcomes if isinstance(item, Exception)]
+        done = [item[0].task for item in outcomes if not isinstance(item, Exception)]
+        assert [type(error) for error in refused] == [UnsupportedOperationError], outcomes
+        assert [item.status.state for item in done] == [TaskState.TASK_STATE_COMPLETED]
+        assert read_log(refund_log) == "R9\n"  # one refund, though two answers approved it
+
+
 async def test_interrupt_in_an_s3_task_store(replicas: Any, moto_endpoint: str, refund_log: Path) -> None:
     import boto3
 

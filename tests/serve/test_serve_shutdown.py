@@ -1,6 +1,6 @@
 """``ServeHandle.shutdown()`` with several apps on one Ray Serve: each handle deletes only its own app, Serve
-stops only when the handle that started it leaves nothing behind, and a handle outliving Serve shuts down
-quietly."""
+stops with the last app when ``run()`` in this process started it (whichever handle shuts down last), a Serve
+started by someone else stays up, and a handle outliving Serve shuts down quietly."""
 
 from __future__ import annotations
 
@@ -60,8 +60,20 @@ def test_the_first_apps_shutdown_leaves_later_apps_serving() -> None:
     assert _answers(second) == "echo: still there?"
     first.shutdown()  # idempotent
     second.shutdown()  # its app is still there to delete: no "There is no Serve instance running"
-    assert _apps() == set()
+    assert _serve_client() is None  # the last app is gone: the Serve this process started goes with it
     second.shutdown()
+
+
+@pytest.mark.usefixtures("no_serve")
+def test_a_serve_started_elsewhere_stays_up_after_the_last_app() -> None:
+    from ray import serve
+
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    only = _run("only", port)
+    assert not only._owns_serve
+    only.shutdown()
+    assert _serve_client() is not None and _apps() == set()
 
 
 @pytest.mark.usefixtures("no_serve")
