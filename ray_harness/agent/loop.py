@@ -134,6 +134,10 @@ def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invoca
     attributes: dict[str, Any] = {
         "gen_ai.usage.input_tokens": usage.get("inputTokens", 0),
         "gen_ai.usage.output_tokens": usage.get("outputTokens", 0),
+        "gen_ai.usage.total_tokens": usage.get("totalTokens", 0),
+        # As on the chat spans: only when the provider reported cache tokens (None attributes are dropped).
+        "gen_ai.usage.cache_read.input_tokens": usage.get("cacheReadInputTokens"),
+        "gen_ai.usage.cache_creation.input_tokens": usage.get("cacheWriteInputTokens"),
         "ray_harness.cost_usd": agent.event_loop_metrics.invocation_cost_usd,
         "ray_harness.cycles": agent.event_loop_metrics.invocation_cycles,
     }
@@ -271,7 +275,8 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                 return
             continue
         inv.cycle_span = inv.tracer.start_span("execute_event_loop_cycle", inv.agent_span,
-                                               {"ray_harness.cycle_index": inv.cycle_index, **agent.trace_attributes})
+                                               {"gen_ai.operation.name": "execute_event_loop_cycle",
+                                                "ray_harness.cycle_index": inv.cycle_index, **agent.trace_attributes})
         error: BaseException | None = None
         try:
             async for event in cycle:

@@ -114,8 +114,10 @@ def node_result_from_agent(result: AgentResult, started: float) -> NodeResult:
     metrics = result.metrics
     usage = zero_usage()
     add_usage(usage, getattr(metrics, "invocation_usage", None) or getattr(metrics, "accumulated_usage", {}))
+    # latencyMs is the model's, as Strands reports it (execution_time holds the wall clock, tools included).
+    latency = (getattr(metrics, "invocation_metrics", None) or {}).get("latencyMs", execution_time)
     return NodeResult(result=result, execution_time=execution_time, status=status, accumulated_usage=usage,
-                      accumulated_metrics={"latencyMs": execution_time}, execution_count=1,
+                      accumulated_metrics={"latencyMs": int(latency)}, execution_count=1,
                       interrupts=list(result.interrupts or []),
                       accumulated_cost_usd=float(getattr(metrics, "invocation_cost_usd", 0.0) or 0.0))
 

@@ -1,9 +1,9 @@
 """Agent metrics, fanned out to pluggable sinks.
 
 The loop reports each model call and tool call here. Sinks: OpenTelemetry metrics (installed by
-:func:`enable_otel_metrics`, or automatically when the global ``MeterProvider`` is an SDK provider)
-and, inside Ray actors, ``ray.util.metrics`` (installed by ``ray_harness.runtime``, so the Ray
-dashboard's Prometheus endpoint shows ``ray_harness_*``). With no sink a report costs one check.
+:func:`enable_otel_metrics`; nothing installs them for you) and, inside Ray actors, ``ray.util.metrics``
+(installed by ``ray_harness.runtime``, so the Ray dashboard's Prometheus endpoint shows ``ray_harness_*``).
+With no sink a report costs one check.
 Metric names: ``ray_harness_model_calls``, ``ray_harness_tokens`` (tag ``direction``),
 ``ray_harness_cost_usd``, ``ray_harness_model_latency_s``, ``ray_harness_tool_calls`` (tags ``tool``,
 ``status``), ``ray_harness_tool_latency_s``, ``ray_harness_active_agents``,
@@ -177,19 +177,21 @@ class OtelMetricsSink:
         self._pending_by_agent: dict[str, int] = {}
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
-        """Count the call and its input/output tokens and cost, and record its latency, tagged by agent."""
-        tags = {"agent": agent}
+        """Count the call, its input/output tokens and cost, and record its latency, tagged by agent and run scope."""
+        tags = _scope_tags(agent)
         self._calls.add(1, tags)
         self._tokens.add(int(usage.get("inputTokens", 0)), {**tags, "direction": "input"})
         self._tokens.add(int(usage.get("outputTokens", 0)), {**tags, "direction": "output"})
         if cost_usd:
             self._cost.add(cost_usd, tags)
+        tags.pop("run", None)  # as the Ray sink: a histogram per run would be a series set per run
         self._latency.record(latency_s, tags)
 
     def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
-        """Count the tool call and record its latency, tagged by agent, tool and status."""
-        tags = {"agent": agent, "tool": tool, "status": status}
+        """Count the tool call and record its latency, tagged by agent, run scope, tool and status."""
+        tags = {**_scope_tags(agent), "tool": tool, "status": status}
         self._tools.add(1, tags)
+        tags.pop("run", None)
         self._tool_latency.record(latency_s, tags)
 
     def active_agents(self, agent: str, delta: int) -> None:
@@ -202,6 +204,13 @@ class OtelMetricsSink:
         self._pending_by_agent[agent] = count
         if count != previous:
             self._pending.add(count - previous, {"agent": agent})
+
+
+def _scope_tags(agent: str) -> dict[str, str]:
+    """``agent`` and the run scope (graph/swarm/eval, node, run) of the call, as the Ray sink tags them."""
+    from ray_harness.telemetry.runs import metric_tags  # runs imports this module
+
+    return metric_tags(agent)
 
 
 def enable_otel_metrics(meter_provider: Any = None) -> OtelMetricsSink:

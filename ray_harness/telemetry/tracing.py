@@ -63,7 +63,7 @@ class _OtelTracer(Tracer):
 
     def start_span(self, name: str, parent: Any = None, attributes: dict[str, Any] | None = None) -> Any:
         ctx = self._trace.set_span_in_context(parent) if parent is not None else None
-        clean = {k: v for k, v in (attributes or {}).items() if v is not None}
+        clean = {k: v for k, v in (attributes or {}).items() if _is_attribute_value(v)}
         return self._tracer.start_span(name, context=ctx, attributes=clean)
 
     def end_span(self, span: Any, attributes: dict[str, Any] | None = None, error: BaseException | None = None,
@@ -71,14 +71,18 @@ class _OtelTracer(Tracer):
         """End ``span`` with ``attributes``.
 
         ``error`` (recorded on the span) or ``failed`` (a description: an error result, no exception) set its
-        status to ERROR, as the GenAI conventions ask of a failed operation.
+        status to ERROR, as the GenAI conventions ask of a failed operation. A cancellation (``error`` that is no
+        ``Exception``: ``CancelledError``, ``GeneratorExit`` of a closed stream, ``KeyboardInterrupt``) is no
+        failure: the status stays UNSET and ``ray_harness.cancellation.type`` names it, as Strands does.
         """
         if span is None:
             return
         for key, value in (attributes or {}).items():
-            if value is not None:
+            if _is_attribute_value(value):
                 span.set_attribute(key, value)
-        if error is not None or failed is not None:
+        if error is not None and not isinstance(error, Exception):
+            span.set_attribute("ray_harness.cancellation.type", type(error).__name__)
+        elif error is not None or failed is not None:
             from opentelemetry.trace import Status, StatusCode
 
             if error is not None:
@@ -127,7 +131,7 @@ def _span_scope(tracer: Tracer, name: str, attributes: dict[str, Any] | None) ->
         raise
     finally:
         tracer.detach(token)
-        tracer.end_span(span, error=error if isinstance(error, Exception) else None)
+        tracer.end_span(span, error=error)  # a cancellation is told apart there
 
 
 def get_tracer() -> Tracer:
@@ -165,6 +169,10 @@ def chat_result_attributes(stop: Any, capture_content: bool) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.usage.input_tokens": usage.get("inputTokens", 0),
         "gen_ai.usage.output_tokens": usage.get("outputTokens", 0),
+        "gen_ai.usage.total_tokens": usage.get("totalTokens"),
+        # The GenAI conventions' cache counters (Strands sets them too), only when the provider reports them.
+        "gen_ai.usage.cache_read.input_tokens": usage.get("cacheReadInputTokens"),
+        "gen_ai.usage.cache_creation.input_tokens": usage.get("cacheWriteInputTokens"),
         "gen_ai.response.finish_reasons": [stop.stop_reason],
         "gen_ai.server.time_to_first_token": (metrics["timeToFirstByteMs"] / 1000)
         if "timeToFirstByteMs" in metrics else None,
@@ -191,7 +199,9 @@ def tool_attributes(agent: Any, tool_use: Any, capture_content: bool) -> dict[st
 
 
 def tool_result_attributes(result: Any, started: float, capture_content: bool) -> dict[str, Any]:
-    attributes: dict[str, Any] = {"ray_harness.tool.status": result.get("status"),
+    status = result.get("status")
+    attributes: dict[str, Any] = {"gen_ai.tool.status": status,  # Strands' name: dashboards built on it keep working
+                                  "ray_harness.tool.status": status,
                                   "ray_harness.tool.duration_s": time.perf_counter() - started}
     if capture_content:
         attributes["gen_ai.tool.call.result"] = _json(result.get("content"))
@@ -199,7 +209,18 @@ def tool_result_attributes(result: Any, started: float, capture_content: bool) -
 
 
 def _custom(agent: Any) -> dict[str, Any]:
-    return {key: value for key, value in agent.trace_attributes.items() if isinstance(value, str | int | float | bool)}
+    return {key: value for key, value in agent.trace_attributes.items() if _is_attribute_value(value)}
+
+
+def _is_attribute_value(value: Any) -> bool:
+    """Whether OpenTelemetry accepts ``value`` as an attribute: a primitive, or a list or tuple of primitives.
+
+    Strands keeps such lists in ``trace_attributes``; anything else (None, a dict) is left out instead of
+    making the SDK log a warning per span.
+    """
+    if isinstance(value, str | int | float | bool):
+        return True
+    return isinstance(value, list | tuple) and all(isinstance(item, str | int | float | bool) for item in value)
 
 
 def _model_id(agent: Any) -> str:

@@ -225,3 +225,97 @@ async def test_a_stream_closed_mid_batch_has_ended_its_spans_when_aclose_returns
     names = sorted(span.name for span in spans.get_finished_spans())
     assert names == ["chat", "execute_event_loop_cycle", "execute_tool wait_long", "execute_tool wait_long",
                      "invoke_agent agent"]
+
+
+def test_a_cancelled_invocation_leaves_its_spans_unset_and_names_the_cancellation(
+        spans: InMemorySpanExporter) -> None:
+    """As Strands: a cancellation is no failure (status UNSET), the span says what cancelled it."""
+    import asyncio
+
+    from opentelemetry.trace import StatusCode
+
+    started = asyncio.Event()
+
+    @tool
+    async def slow(query: str) -> str:
+        """Waits."""
+        started.set()
+        await asyncio.sleep(30)
+        return "late"
+
+    async def run() -> None:
+        agent = Agent(ScriptedModel(tool_call("slow", {"query": "x"}), text("done")), tools=[slow], name="waiter")
+        task = asyncio.create_task(agent.invoke_async("go"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    for name in ("invoke_agent waiter", "execute_event_loop_cycle"):
+        assert finished[name].status.status_code == StatusCode.UNSET
+        assert finished[name].attributes["ray_harness.cancellation.type"] == "CancelledError"
+        assert not finished[name].events  # no exception recorded
+
+
+def test_list_trace_attributes_reach_every_span_and_invalid_ones_none(spans: InMemorySpanExporter) -> None:
+    agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}), text("done")), tools=[lookup], name="tagged",
+                  trace_attributes={"tags": ["a", "b"], "bad": {"nested": 1}})
+    agent("go")
+    for span in spans.get_finished_spans():
+        if span.name != "user span":
+            assert span.attributes.get("tags") == ("a", "b"), span.name
+            assert "bad" not in span.attributes
+
+
+def test_chat_and_tool_spans_carry_strands_usage_and_status_names(spans: InMemorySpanExporter) -> None:
+    usage = {"inputTokens": 7, "outputTokens": 3, "totalTokens": 10, "cacheReadInputTokens": 4}
+    Agent(ScriptedModel(tool_call("lookup", {"query": "x"}, usage=usage), text("done")), tools=[lookup])("go")
+    finished = spans.get_finished_spans()
+    chat = next(span for span in finished if span.name == "chat").attributes
+    assert (chat["gen_ai.usage.total_tokens"], chat["gen_ai.usage.cache_read.input_tokens"]) == (10, 4)
+    assert "gen_ai.usage.cache_creation.input_tokens" not in chat  # not reported by the provider
+    tool_span = next(span for span in finished if span.name == "execute_tool lookup").attributes
+    assert tool_span["gen_ai.tool.status"] == "success"
+
+
+def test_otel_metrics_carry_the_run_scope_tags() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from ray_harness.multiagent import GraphBuilder
+    from ray_harness.telemetry import metrics
+
+    reader = InMemoryMetricReader()
+    sink = metrics.enable_otel_metrics(MeterProvider(metric_readers=[reader]))
+    try:
+        builder = GraphBuilder()
+        builder.add_node(Agent(ScriptedModel(text("a")), name="solo"), "only")
+        builder.set_graph_id("report")
+        builder.build(runtime="local")("task")
+    finally:
+        metrics.remove_sink(sink)
+    calls = [dict(point.attributes) for resource in reader.get_metrics_data().resource_metrics
+             for scope in resource.scope_metrics for metric in scope.metrics
+             if metric.name == "ray_harness_model_calls" for point in metric.data.data_points]
+    assert len(calls) == 1
+    assert calls[0]["agent"] == "solo" and calls[0]["graph"] == "report" and calls[0]["node"] == "only"
+    assert calls[0]["run"]
+
+
+def test_a_span_scope_left_by_a_cancellation_names_it(spans: InMemorySpanExporter) -> None:
+    import asyncio
+
+    from opentelemetry.trace import StatusCode
+
+    from ray_harness.telemetry.tracing import span_scope
+
+    with pytest.raises(asyncio.CancelledError), span_scope("invoke_graph"):
+        raise asyncio.CancelledError
+    with pytest.raises(ValueError), span_scope("execute_node n"):
+        raise ValueError("bad input")
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    assert finished["invoke_graph"].status.status_code == StatusCode.UNSET
+    assert finished["invoke_graph"].attributes["ray_harness.cancellation.type"] == "CancelledError"
+    assert finished["execute_node n"].status.status_code == StatusCode.ERROR

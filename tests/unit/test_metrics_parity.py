@@ -1,0 +1,106 @@
+"""What an invocation reports, as Strands reports it: ``AgentResult`` text and JSON, ``EventLoopMetrics``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from ray_harness import Agent, AgentResult, tool
+from ray_harness.agent import result as result_module
+from ray_harness.agent.result import EventLoopMetrics
+from ray_harness.checkpoint import Checkpoint
+from ray_harness.interrupts import Interrupt
+from ray_harness.testing import ScriptedModel, text, tool_call
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look something up."""
+    return f"found {query}"
+
+
+def _result(content: list[dict], **extra: object) -> AgentResult:
+    message: Any = {"role": "assistant", "content": content}
+    return AgentResult(stop_reason="end_turn", message=message, **extra)  # type: ignore[arg-type]
+
+
+def test_str_is_interrupts_then_structured_output_then_text_and_citations() -> None:
+    cited = {"citationsContent": {"content": [{"text": "cited"}], "citations": []}}
+    assert str(_result([cited, {"text": "plain"}])) == "cited\nplain\n"
+    assert str(_result([{"text": "ignored"}], structured_output=Person(name="A", age=3))) == '{"name":"A","age":3}'
+    interrupt = Interrupt(id="i1", name="approve", reason={"why": 1})
+    pending = _result([{"text": "ignored"}], interrupts=[interrupt], structured_output=Person(name="A", age=3))
+    assert str(pending) == str([interrupt.to_dict()])
+    assert pending.text == "ignored"  # the message's own text, whatever str() shows
+
+
+def test_structured_output_of_an_invocation_is_its_str() -> None:
+    agent = Agent(ScriptedModel(text("thinking"), tool_call("Person", {"name": "A", "age": 3})))
+    result = agent("who?", structured_output_model=Person)
+    assert json.loads(str(result)) == {"name": "A", "age": 3}
+
+
+def test_to_dict_is_tagged_as_strands_and_from_dict_reads_it_back() -> None:
+    original = _result([{"text": "paused"}], interrupts=[Interrupt(id="i1", name="approve")],
+                       checkpoint=Checkpoint(position="after_model", cycle_index=2))
+    original.metrics.add_usage({"inputTokens": 5, "outputTokens": 2, "totalTokens": 7}, 10, 0.5)
+    data = json.loads(json.dumps(original.to_dict()))
+    assert data["type"] == "agent_result"
+    restored = AgentResult.from_dict(data)
+    assert (restored.stop_reason, restored.message, restored.interrupts) == ("end_turn", original.message,
+                                                                            original.interrupts)
+    assert restored.checkpoint == original.checkpoint
+    assert restored.metrics.accumulated_usage["totalTokens"] == 7 and restored.metrics.accumulated_cost_usd == 0.5
+    with pytest.raises(TypeError, match="unexpected type"):
+        AgentResult.from_dict({"type": "multiagent_result", "message": original.message})
+
+
+def test_invocations_keep_each_cycles_usage_and_the_context_size() -> None:
+    first = {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110}
+    second = {"inputTokens": 40, "outputTokens": 5, "totalTokens": 70, "cacheReadInputTokens": 25}
+    agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}, usage=first), text("done", usage=second),
+                                text("again", usage=first)), tools=[lookup])
+    result = agent("go")
+    invocation = result.metrics.latest_agent_invocation
+    assert invocation is not None and [cycle.usage["inputTokens"] for cycle in invocation.cycles] == [100, 40]
+    assert invocation.usage["totalTokens"] == 180
+    assert result.context_size == 65  # cached tokens reported apart are part of the prompt (Strands' rule)
+    assert result.projected_context_size == 70
+    agent("more")
+    summary = agent.event_loop_metrics.get_summary()
+    assert [len(item["cycles"]) for item in summary["agent_invocations"]] == [2, 1]
+    assert agent.event_loop_metrics.invocation_metrics == {"latencyMs": 0}  # per invocation, unlike accumulated
+
+
+def test_a_new_agent_has_no_context_size() -> None:
+    assert _result([{"text": "x"}]).context_size is None
+    assert EventLoopMetrics().projected_context_size is None
+
+
+def test_kept_invocations_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(result_module, "KEPT_INVOCATIONS", 3)
+    metrics = EventLoopMetrics()
+    for _ in range(5):
+        metrics.start_invocation()
+    assert len(metrics.agent_invocations) == 3
+    assert metrics.latest_agent_invocation is not None
+    assert metrics.latest_agent_invocation.usage is metrics.invocation_usage
+
+
+def test_summary_tool_usage_has_strands_execution_stats_and_tool_info() -> None:
+    metrics = EventLoopMetrics()
+    metrics.add_tool("lookup", True, 0.5, tool_use={"toolUseId": "t1", "name": "lookup", "input": {"q": 1}})
+    metrics.add_tool("lookup", False, 1.5)
+    entry = metrics.get_summary()["tool_usage"]["lookup"]
+    assert entry["execution_stats"] == {"call_count": 2, "success_count": 1, "error_count": 1, "total_time": 2.0,
+                                        "average_time": 1.0, "success_rate": 0.5}
+    assert entry["call_count"] == 2  # the flat keys stay
+    assert entry["tool_info"] == {"tool_use_id": "t1", "name": "lookup", "input_params": {"q": 1}}
