@@ -19,10 +19,26 @@ __all__ = ("HANDOFF_TOOL_NAME", "Handoff", "HandoffTracker", "build_swarm_node_t
 HANDOFF_TOOL_NAME = "handoff_to_agent"
 
 
+# The spec Strands' decorator gives this tool, word for word: the model sees the same tool in both SDKs.
+HANDOFF_TOOL_DESCRIPTION = ("Transfer control to another agent in the swarm for specialized help.\n\n"
+                            "Returns:\n    Confirmation of handoff initiation")
+HANDOFF_INPUT_SCHEMA: dict[str, Any] = {
+    "properties": {
+        "agent_name": {"description": "Name of the agent to hand off to", "type": "string"},
+        "message": {"description": "Message explaining what needs to be done and why you're handing off",
+                    "type": "string"},
+        "context": {"default": None, "description": "Additional context to share with the next agent",
+                    "type": "object"},
+    },
+    "required": ["agent_name", "message"],
+    "type": "object",
+}
+
+
 def make_handoff_tool(member_names: list[str]) -> DecoratedFunctionTool:
     names = list(member_names)
 
-    @tool(name=HANDOFF_TOOL_NAME)
+    @tool(name=HANDOFF_TOOL_NAME, description=HANDOFF_TOOL_DESCRIPTION, inputSchema=HANDOFF_INPUT_SCHEMA)
     def handoff_to_agent(agent_name: str, message: str, context: dict[str, Any] | None = None) -> dict[str, Any]:
         """Transfer control to another agent in the swarm for specialized help.
 
@@ -33,13 +49,28 @@ def make_handoff_tool(member_names: list[str]) -> DecoratedFunctionTool:
         """
         if agent_name not in names:
             return {"status": "error", "content": [{"text": f"Error: Agent '{agent_name}' not found in swarm"}]}
-        try:
-            json.dumps(context or {})
-        except (TypeError, ValueError) as error:
-            return {"status": "error", "content": [{"text": f"Error in handoff: context is not JSON: {error}"}]}
+        problem = context_problem(context or {})
+        if problem is not None:
+            # Refused here, so the model can retry: the swarm only acts on successful handoffs.
+            return {"status": "error", "content": [{"text": f"Error in handoff: {problem}"}]}
         return {"status": "success", "content": [{"text": f"Handing off to {agent_name}: {message}"}]}
 
     return handoff_to_agent
+
+
+def context_problem(context: dict[str, Any]) -> str | None:
+    """Why ``context`` cannot join the shared context (Strands' texts), or None when it can."""
+    for key, value in context.items():
+        if not isinstance(key, str):
+            return "Key must be a string"
+        if not key.strip():
+            return "Key cannot be empty"
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            return (f"Value is not JSON serializable: {type(value).__name__}. Only JSON-compatible types "
+                    "(str, int, float, bool, list, dict, None) are allowed.")
+    return None
 
 
 @dataclass
@@ -47,6 +78,18 @@ class Handoff:
     target: str
     message: str
     context: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON for the swarm's interrupt state (a member interrupted after handing off)."""
+        return {"target": self.target, "message": self.message, "context": dict(self.context)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Handoff | None:
+        """The handoff :meth:`to_dict` wrote, or None when there is none (or it is not a handoff)."""
+        if not isinstance(data, dict) or not isinstance(data.get("target"), str):
+            return None
+        context = data.get("context")
+        return cls(data["target"], str(data.get("message") or ""), dict(context) if isinstance(context, dict) else {})
 
 
 class HandoffTracker:

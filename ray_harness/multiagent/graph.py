@@ -487,6 +487,8 @@ class Graph(MultiAgentBase):
     async def _record(self, done: _NodeDone, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         node = self.nodes[done.node_id]
         if done.interrupts or (done.result is not None and done.result.status == Status.INTERRUPTED):
+            if done.result is not None:
+                self._count_interrupted(node, done.result)
             yield self._suspend(node, done)
             save_state(self, self.session_manager)
             return
@@ -528,6 +530,17 @@ class Graph(MultiAgentBase):
         self.state.accumulated_cost_usd += result.accumulated_cost_usd
         self.state.execution_count += result.execution_count
         self._scheduler.finish(node.node_id)
+
+    def _count_interrupted(self, node: GraphNode, result: NodeResult) -> None:
+        """What a node spent before its interrupt counts (the resumed run's result counts only its own).
+
+        The result is the node's (``graph.nodes[id].result``) but not yet the graph's: as in Strands, ``results``
+        holds the nodes that finished.
+        """
+        node.result = result
+        add_usage(self.state.accumulated_usage, result.accumulated_usage)
+        add_usage(self.state.accumulated_metrics, result.accumulated_metrics)
+        self.state.accumulated_cost_usd += result.accumulated_cost_usd
 
     def _suspend(self, node: GraphNode, done: _NodeDone) -> dict[str, Any]:
         from_hook = bool(done.interrupts)

@@ -28,7 +28,13 @@ from ray_harness.hooks.events import (
 )
 from ray_harness.hooks.registry import HookRegistry
 from ray_harness.interrupts import Interrupt, InterruptState
-from ray_harness.multiagent._handoff import HANDOFF_TOOL_NAME, HandoffTracker, build_swarm_node_text, make_handoff_tool
+from ray_harness.multiagent._handoff import (
+    HANDOFF_TOOL_NAME,
+    Handoff,
+    HandoffTracker,
+    build_swarm_node_text,
+    make_handoff_tool,
+)
 from ray_harness.multiagent._persistence import load_state, save_state
 from ray_harness.multiagent._scheduling import should_continue_swarm
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
@@ -248,11 +254,11 @@ class Swarm(MultiAgentBase):
         self._node_runner.start_invocation()
         await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
                                                                                invocation_state=invocation_state))
-        resume_input = self._prepare(task)
+        resume_input, resumed_handoff = self._prepare(task)
         self.state.completion_status = Status.EXECUTING
         self.state.start_time = time.monotonic()
         interrupts: list[Interrupt] = []
-        loop = self._loop(resume_input, invocation_state)
+        loop = self._loop(resume_input, resumed_handoff, invocation_state)
         try:
             async for event in loop:
                 if event["type"] == "multiagent_node_interrupt":
@@ -270,7 +276,8 @@ class Swarm(MultiAgentBase):
             save_state(self, self.session_manager)
         yield result_event(self._build_result(interrupts))
 
-    def _prepare(self, task: Any) -> Any:
+    def _prepare(self, task: Any) -> tuple[Any, Handoff | None]:
+        """Start a new run, or pick up the interrupted one: the member's resume input and its pending handoff."""
         resuming = self._interrupt_state.activated
         if not resuming and not isinstance(task, str | list):
             raise ValueError(f"task must be a string or a list of content blocks, got {type(task).__name__}")
@@ -281,17 +288,22 @@ class Swarm(MultiAgentBase):
             self._interrupt_state.context = {}
             self._interrupt_state.activated = False
             if context.get("from_hook", True):
-                return None
-            return [{"interruptResponse": {"interruptId": key, "response": self._interrupt_state.interrupts[key].response}}
-                    for key in context.get("interrupt_ids", []) if key in self._interrupt_state.interrupts]
+                return None, None
+            responses = [{"interruptResponse": {"interruptId": key,
+                                                "response": self._interrupt_state.interrupts[key].response}}
+                         for key in context.get("interrupt_ids", []) if key in self._interrupt_state.interrupts]
+            handoff = Handoff.from_dict(context.get("handoff"))
+            # A session restored into a swarm without that member: the handoff has nowhere to go.
+            return responses, handoff if handoff is not None and handoff.target in self.nodes else None
         if self._resume_pending:
-            return None
+            return None, None
         self._interrupt_state.deactivate()
         self.shared_context = SharedContext()
         self.state = SwarmState(current_node=self.entry_point, task=task, shared_context=self.shared_context)
-        return None
+        return None, None
 
-    async def _loop(self, resume_input: Any, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
+    async def _loop(self, resume_input: Any, resumed_handoff: Handoff | None,
+                    invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         while True:
             node = self.state.current_node
             assert node is not None
@@ -307,9 +319,9 @@ class Swarm(MultiAgentBase):
                 self.state.stop_reason = reason
                 self.state.completion_status = Status.FAILED
                 return
-            yield node_start_event(node.node_id, "agent")
             before, interrupts = await self.hooks.invoke_callbacks_async(
                 BeforeNodeCallEvent(source=self, node_id=node.node_id, invocation_state=invocation_state))
+            # As in Strands' Swarm, a member the hook stops never starts: no node start event for it.
             if interrupts:
                 yield self._suspend(node, interrupts, from_hook=True)
                 return
@@ -320,7 +332,10 @@ class Swarm(MultiAgentBase):
                 self.state.completion_status = Status.FAILED
                 await self._after_node(node, invocation_state)
                 return
+            yield node_start_event(node.node_id, "agent")
             tracker = HandoffTracker()
+            # A handoff the member made before its interrupt stands (its tool already answered the model).
+            tracker.handoff, resumed_handoff = resumed_handoff, None
             result: NodeResult | None = None
             member = self._run_member(node, resume_input, tracker, invocation_state)
             try:
@@ -334,7 +349,11 @@ class Swarm(MultiAgentBase):
             resume_input = None
             assert result is not None
             if result.status == Status.INTERRUPTED:
-                yield self._suspend(node, result.interrupts, from_hook=False)
+                # Kept (as in Strands) so the tokens spent before the interrupt count; the resumed turn's result
+                # replaces it and adds only its own usage.
+                self._store(node, result, ran=False)
+                yield node_stop_event(node.node_id, result)
+                yield self._suspend(node, result.interrupts, from_hook=False, handoff=tracker.handoff)
                 return
             self._store(node, result, ran=result.status == Status.COMPLETED)
             yield node_stop_event(node.node_id, result)
@@ -351,7 +370,8 @@ class Swarm(MultiAgentBase):
             self.state.current_node = self.nodes[tracker.handoff.target]
             self.state.handoff_message = tracker.handoff.message
             save_state(self, self.session_manager)
-            yield handoff_event([node.node_id], [tracker.handoff.target], tracker.handoff.message)
+            yield handoff_event([node.node_id], [tracker.handoff.target],
+                                tracker.handoff.message or "Agent handoff occurred")
 
     async def _run_member(self, node: SwarmNode, resume_input: Any, tracker: HandoffTracker,
                           invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
@@ -423,13 +443,16 @@ class Swarm(MultiAgentBase):
         await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
                                                                    invocation_state=invocation_state))
 
-    def _suspend(self, node: SwarmNode, interrupts: list[Interrupt], *, from_hook: bool) -> dict[str, Any]:
+    def _suspend(self, node: SwarmNode, interrupts: list[Interrupt], *, from_hook: bool,
+                 handoff: Handoff | None = None) -> dict[str, Any]:
         self.state.completion_status = Status.INTERRUPTED
         for item in interrupts:
             self._interrupt_state.interrupts[item.id] = item
         context: dict[str, Any] = {"from_hook": from_hook, "interrupt_ids": [item.id for item in interrupts]}
         if not from_hook:
             context["node_state"] = self._node_runner.export_node_state(node.node_id)
+        if handoff is not None:
+            context["handoff"] = handoff.to_dict()
         self._interrupt_state.context[node.node_id] = context
         self._interrupt_state.activate()
         return node_interrupt_event(node.node_id, interrupts)

@@ -144,3 +144,21 @@ async def test_interrupt_inside_nested_graph_surfaces_and_resumes(runtime: str) 
     second = await graph.invoke_async(respond(first.interrupts, "fine"))
     assert second.status == Status.COMPLETED
     assert str(second.results["after"]).strip() == "after done"
+
+
+async def test_what_a_node_spent_before_its_interrupt_counts(runtime: str) -> None:
+    usage = {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
+    builder = GraphBuilder()
+    builder.add_node(make_agent("B", tool_call("deploy", {}, usage=usage), text("deployed", usage=usage),
+                                tools=[deploy]), "B")
+    graph = builder.build(runtime=runtime)
+    first = await graph.invoke_async("ship it")
+    assert first.status == Status.INTERRUPTED
+    assert first.accumulated_usage["totalTokens"] == 15 and "B" not in first.results
+    node_result = graph.nodes["B"].result
+    assert node_result is not None and node_result.status == Status.INTERRUPTED
+    answer = [{"interruptResponse": {"interruptId": first.interrupts[0].id, "response": "yes"}}]
+    second = await graph.invoke_async(answer)
+    assert second.status == Status.COMPLETED
+    assert second.accumulated_usage["totalTokens"] == 30  # both model calls, each once
+    assert second.results["B"].accumulated_usage["totalTokens"] == 15  # the resumed run's own

@@ -7,7 +7,7 @@ import pytest
 
 from ray_harness import Status, Swarm, ToolContext, tool
 from ray_harness.hooks import BeforeNodeCallEvent
-from ray_harness.testing import text, tool_call
+from ray_harness.testing import text, tool_call, tool_calls
 from tests.multiagent.conftest import JsonFileStore, make_agent
 
 
@@ -167,3 +167,96 @@ async def test_interrupts_before_and_inside_members_resume(tmp_path: Path, runti
     assert [n.node_id for n in third.node_history] == ["clerk", "cashier"]
     assert any(block.get("toolResult", {}).get("content") == [{"text": "paid 5 (approved)"}]
                for message in restored_cashier.messages for block in message["content"])
+
+
+def test_handoff_tool_spec_is_the_strands_spec() -> None:
+    member = make_agent("solo")
+    Swarm([member], runtime="local")
+    spec = member.tool_registry.get("handoff_to_agent").tool_spec
+    assert spec["description"] == ("Transfer control to another agent in the swarm for specialized help.\n\n"
+                                   "Returns:\n    Confirmation of handoff initiation")
+    assert spec["inputSchema"]["json"]["properties"]["context"] == {
+        "default": None, "description": "Additional context to share with the next agent", "type": "object"}
+    assert spec["inputSchema"]["json"]["required"] == ["agent_name", "message"]
+
+
+async def test_a_bad_context_key_is_refused_to_the_model_not_fatal_to_the_swarm(runtime: str) -> None:
+    sender = make_agent("sender", handoff("receiver", "take it", {" ": 1}), handoff("receiver", "", {"ok": 1}),
+                        text("sent"))
+    receiver = make_agent("receiver", text("received"))
+    swarm = Swarm([sender, receiver], runtime=runtime)
+    events = [event async for event in swarm.stream_async("t")]
+    result = events[-1]["result"]
+    assert result.status == Status.COMPLETED
+    assert [n.node_id for n in result.node_history] == ["sender", "receiver"]
+    refused = sender.messages[2]["content"][0]["toolResult"]
+    assert refused["status"] == "error"
+    assert refused["content"] == [{"text": "Error in handoff: Key cannot be empty"}]
+    assert swarm.shared_context.context == {"sender": {"ok": 1}}
+    # An empty handoff message is announced with Strands' default text.
+    handoffs = [e for e in events if e["type"] == "multiagent_handoff"]
+    assert handoffs[0]["message"] == "Agent handoff occurred"
+
+
+async def test_an_interrupted_member_reports_its_result_and_usage(runtime: str) -> None:
+    clerk = make_agent("clerk", handoff("cashier", "pay 5"), text("handed"))
+    cashier = make_agent("cashier", tool_call("pay", {"amount": 5}), text("payment done"), tools=[pay])
+    swarm = Swarm([clerk, cashier], runtime=runtime)
+    events = [event async for event in swarm.stream_async("buy")]
+    first = events[-1]["result"]
+    assert first.status == Status.INTERRUPTED
+    kinds = [(e["type"], e.get("node_id")) for e in events if e["type"] != "multiagent_node_stream"]
+    assert kinds[-3:] == [("multiagent_node_stop", "cashier"), ("multiagent_node_interrupt", "cashier"),
+                          ("multiagent_result", None)]
+    interrupted = first.results["cashier"]
+    assert interrupted.status == Status.INTERRUPTED
+    assert interrupted.accumulated_usage["totalTokens"] > 0
+    assert first.accumulated_usage["totalTokens"] == (first.results["clerk"].accumulated_usage["totalTokens"]
+                                                      + interrupted.accumulated_usage["totalTokens"])
+    assert [n.node_id for n in first.node_history] == ["clerk"]
+
+    second = await swarm.invoke_async([{"interruptResponse": {"interruptId": first.interrupts[0].id,
+                                                              "response": "ok"}}])
+    assert second.status == Status.COMPLETED
+    # Every model call counts once: the turn before the interrupt and the resumed one.
+    assert second.accumulated_usage["totalTokens"] == (first.accumulated_usage["totalTokens"]
+                                                       + second.results["cashier"].accumulated_usage["totalTokens"])
+
+
+async def test_a_member_stopped_by_its_hook_never_starts(runtime: str) -> None:
+    a = make_agent("a", handoff("b"), text("x"))
+    b = make_agent("b", text("y"))
+    swarm = Swarm([a, b], runtime=runtime)
+
+    def gate(event: BeforeNodeCallEvent) -> None:
+        if event.node_id == "b":
+            event.cancel_node = "not b"
+
+    swarm.add_hook(gate)
+    events = [event async for event in swarm.stream_async("t")]
+    assert [e["node_id"] for e in events if e["type"] == "multiagent_node_start"] == ["a"]
+    assert events[-2] == {"type": "multiagent_node_cancel", "node_id": "b", "message": "not b"}
+
+
+async def test_a_handoff_made_before_an_interrupt_stands_after_the_resume(tmp_path: Path, runtime: str) -> None:
+    # The model was told "Handing off to clerk": finishing the interrupted turn must not drop that handoff,
+    # also when a new Swarm resumes from the session.
+    both = tool_calls(("handoff_to_agent", {"agent_name": "clerk", "message": "receipt please",
+                                            "context": {"paid": True}}, "h1"), ("pay", {"amount": 5}, "p1"))
+    store = JsonFileStore(tmp_path / "swarm.json")
+    swarm = Swarm([make_agent("cashier", both, tools=[pay]), make_agent("clerk")], session_manager=store,
+                  runtime=runtime)
+    first = await swarm.invoke_async("buy")
+    assert first.status == Status.INTERRUPTED
+
+    clerk = make_agent("clerk", text("receipt"))
+    restored = Swarm([make_agent("cashier", text("payment done"), tools=[pay]), clerk],
+                     session_manager=JsonFileStore(tmp_path / "swarm.json"), runtime=runtime)
+    events = [event async for event in restored.stream_async(
+        [{"interruptResponse": {"interruptId": first.interrupts[0].id, "response": "yes"}}])]
+    result = events[-1]["result"]
+    assert result.status == Status.COMPLETED
+    assert [n.node_id for n in result.node_history] == ["cashier", "clerk"]
+    assert [e["message"] for e in events if e["type"] == "multiagent_handoff"] == ["receipt please"]
+    assert restored.shared_context.context == {"cashier": {"paid": True}}
+    assert clerk.messages[0]["content"][0]["text"].startswith("Context:\nHandoff Message: receipt please\n\n")
