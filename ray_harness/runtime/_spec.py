@@ -4,7 +4,8 @@ Accepted sources: an ``Agent`` (pickled by value; ``Agent.__getstate__`` drops i
 lock and events), ``bytes`` from :func:`pack_agent` / ``cloudpickle.dumps(agent)``,
 a ``"module:function"`` string, or a zero-argument callable returning an Agent
 (cloudpickled; a factory keeps unpicklable things such as provider clients out
-of the payload: they are created in the actor's process).
+of the payload: they are created in the actor's process). An ``A2AAgent`` is
+callable but no factory, and no Agent to run in an actor: it is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from ray_harness.agent.agent import Agent
 from ray_harness.runtime import _pickling
 from ray_harness.sandbox._binding import pickled_identities
+from ray_harness.serve.client import A2AAgent
 
 __all__ = ("AgentSpec", "agent_spec", "build_agent", "load_factory")
 
@@ -52,6 +54,12 @@ def agent_spec(source: Any) -> AgentSpec:
         if not sep or not module or not function:
             raise ValueError(f"agent factory string must look like 'package.module:function', got {source!r}")
         return AgentSpec("factory_path", source, function)
+    if isinstance(source, A2AAgent):  # callable, but an agent rather than a factory: refused before it is called
+        raise TypeError(
+            f"an A2AAgent ({source.url}) cannot be the agent of a RemoteAgent, an AgentPool or a runtime='ray' "
+            "evaluation: it is a client of its server, not an Agent to build in an actor. Call it from this "
+            "process (runtime='local'), or use it as a tool or as a Graph/Swarm node (any runtime)"
+        )
     if callable(source):
         with pickled_identities() as sandbox_ids:  # a factory closing over a sandbox object shares it
             payload = _pickling.dumps(source)

@@ -66,6 +66,12 @@ the host, a ``RayNodeRunner`` runs the nodes:
   through their own node runner.
 * **RemoteAgent nodes** call their dedicated actor; that actor keeps the
   history (``reset_on_revisit`` is not supported for them).
+* **A2AAgent nodes** (:class:`~ray_harness.serve.A2AAgent`) are HTTP clients of
+  a remote server that keeps their history: they run in the orchestration's
+  process (nothing shipped to the pool), as with ``runtime="local"``. What a
+  call changes in the copy there (messages, state, the interrupt state a
+  resume needs) comes back to the driver's A2AAgent with the run state
+  (:meth:`RayNodeRunner.run_state`).
 * **Cancel** (``graph.cancel()`` / ``swarm.cancel()``) in the driver is one
   message to the orchestration host; there it broadcasts with one
   :class:`~ray_harness.runtime.RunHandle` to every host slot of the run at
@@ -113,6 +119,7 @@ from ray_harness.runtime._slots import MessagesDigest, conversation_digest, slot
 from ray_harness.runtime._wire import EventItem, InvokeRequest, ResultItem, SlotSync, pack_snapshot
 from ray_harness.runtime.pool import AgentPool
 from ray_harness.runtime.remote_agent import RemoteAgent
+from ray_harness.serve.client import A2AAgent
 
 __all__ = ("RayNodeRunner", "RayRuntime", "release_all_slots")
 
@@ -264,11 +271,11 @@ class RayNodeRunner:
 
     def run_node(self, node_id: str, node_input: Any, invocation_state: dict[str, Any], *,
                  events: EventFilter = "all") -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
-        """Run one node: nested orchestrators here, RemoteAgents in their actor, agents on the pool."""
+        """Run one node: nested orchestrators and A2AAgents here, RemoteAgents in their actor, agents on the pool."""
         # Returns the chosen runner itself: a wrapping generator would cost a layer per node and event.
         target = self._nodes[node_id]
         in_process = current_placement() == "in_process"  # stated by the host or agent actor running this call
-        if isinstance(target, MultiAgentBase) or (in_process and not isinstance(target, RemoteAgent)):
+        if isinstance(target, MultiAgentBase | A2AAgent) or (in_process and not isinstance(target, RemoteAgent)):
             return self._local.run_node(node_id, node_input, invocation_state, events=events)
         if self._orchestration is not None:
             visit = self._visits.get(node_id, 0)
@@ -343,7 +350,7 @@ class RayNodeRunner:
     def cancel_node(self, node_id: str) -> None:
         """Ask one running node to stop (one cancel message to where it runs)."""
         target = self._nodes.get(node_id)
-        if isinstance(target, MultiAgentBase):
+        if isinstance(target, MultiAgentBase | A2AAgent):  # running here
             self._local.cancel_node(node_id)
             return
         self._broadcast(self._handle([node_id]))
@@ -390,7 +397,8 @@ class RayNodeRunner:
 
         With the digest of that state (:func:`~ray_harness.runtime._slots.conversation_digest`), so the next
         invocation sends a node's snapshot only when its copy changed meanwhile; the messages' running digest kept
-        through the invocation's deltas is reused (no history is hashed again here after delta runs).
+        through the invocation's deltas is reused (no history is hashed again here after delta runs). And what the
+        runs changed in the A2AAgent nodes, which ran here.
         """
         synced: dict[str, tuple[int, str | None]] = {}
         for node_id, (revision, digest) in self._synced.items():
@@ -400,7 +408,8 @@ class RayNodeRunner:
                 digest = conversation_digest(self._nodes[node_id], self._chains.get(node_id))
                 self._synced[node_id] = (revision, digest)  # a kept copy does not hash it again next time
             synced[node_id] = (revision, digest)
-        return {"synced": synced}
+        a2a = {node_id: target._run_state() for node_id, target in self._nodes.items() if isinstance(target, A2AAgent)}
+        return {"synced": synced, "a2a": a2a}
 
     def state_digest(self, node_id: str) -> str | None:
         """The digest of the node's state its slot holds, when known (``None``: not run, or changed since)."""
@@ -430,6 +439,8 @@ class RayNodeRunner:
         """Take over :meth:`run_state` of this node runner's copy that ran the invocation (in the driver)."""
         self._synced = dict(state["synced"])
         self._dirty.clear()
+        for node_id, a2a_state in state.get("a2a", {}).items():
+            self._nodes[node_id]._apply_run_state(a2a_state)
         if self._synced and self._lease is not None and self._lease.pool is None:
             self._lease.attach(self._pool or default_pool(check=False))
 

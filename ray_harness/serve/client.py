@@ -88,6 +88,34 @@ class A2AAgent:
         self._cancel = threading.Event()
         self._busy = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Shipped to a Ray actor (a node on its Graph/Swarm's orchestration host, a tool of a RemoteAgent's agent):
+        # the call's lock and cancel flag belong to this process. The card is a protobuf whose generated class
+        # pickle cannot name: it travels as its wire bytes, so the copy does not fetch it again.
+        state = self.__dict__.copy()
+        del state["_cancel"], state["_busy"]
+        state["_card"] = None if self._card is None else self._card.SerializeToString()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._card is not None:
+            from a2a.types.a2a_pb2 import AgentCard
+
+            self._card = AgentCard.FromString(self._card)
+        self._cancel = threading.Event()
+        self._busy = threading.Lock()
+
+    def _run_state(self) -> dict[str, Any]:
+        """What a call changes here (the remote keeps the rest): a copy that ran elsewhere hands it back."""
+        return {"messages": self.messages, "state": self.state, "interrupt_state": self._interrupt_state}
+
+    def _apply_run_state(self, state: dict[str, Any]) -> None:
+        """Take over :meth:`_run_state` of a copy of this agent (a Graph/Swarm node's, from its orchestration host)."""
+        self.messages = state["messages"]
+        self.state = state["state"]
+        self._interrupt_state = state["interrupt_state"]
+
     # -- the card ---------------------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
@@ -230,7 +258,8 @@ class A2AAgent:
         from google.protobuf.json_format import ParseDict
         from google.protobuf.struct_pb2 import Value
 
-        card = self.card
+        # Fetched off the event loop the first time: it may be a Graph's or an orchestration host's shared loop.
+        card = self._card if self._card is not None else await asyncio.to_thread(lambda: self.card)
         if data is not None and [item["interruptId"] for item in data] == [_TEXT_REPLY]:
             text, data = str(data[0]["response"]), None  # it asked in prose: reply in prose
         parts = [Part(text=text)] if text else []

@@ -120,6 +120,20 @@ def test_as_a_graph_node_with_a_remote_interrupt(support_url: str) -> None:
     assert done.results["remote"].result.text == "Done: refunded G1."
 
 
+def test_it_pickles_with_its_card_and_a_fresh_lock(replicas: Any) -> None:
+    from ray import cloudpickle
+
+    replica = replicas(build_support_agent, token=TOKEN)
+    remote = A2AAgent(replica.url, auth_token=TOKEN)
+    assert remote("before").text == "echo: before"
+    copy = cloudpickle.loads(cloudpickle.dumps(remote))  # how a Graph/Swarm or a RemoteAgent ships it
+    assert (copy.context_id, copy.messages, copy._card) == (remote.context_id, remote.messages, remote._card)
+    assert copy._busy is not remote._busy and not copy._busy.locked()
+    assert copy("after").text == "echo: after"
+    unfetched = cloudpickle.loads(cloudpickle.dumps(A2AAgent(replica.url)))
+    assert unfetched.name == "support"  # fetched on first use, as in the original
+
+
 def test_cancel_and_remote_failure(replicas: Any) -> None:
     remote = A2AAgent(replicas(build_support_agent).url)
     outcome: dict[str, Any] = {}
