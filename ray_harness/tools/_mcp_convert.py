@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import re
 from typing import Any
 
 import mcp_types
@@ -18,7 +20,13 @@ import mcp_types
 from ray_harness.types.content import ToolResult, ToolResultContent
 from ray_harness.types.tools import ToolSpec
 
-__all__ = ("to_tool_result", "to_tool_spec")
+__all__ = ("published_names", "to_tool_result", "to_tool_spec")
+
+# What model providers accept as a tool name (Bedrock, OpenAI, Anthropic); MCP also allows dots and 128 chars.
+_PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NOT_NAME_CHAR = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_NAME = 64
+_DIGEST_CHARS = 8
 
 # Converse image formats, keyed by MIME subtype.
 _IMAGE_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg", "gif": "gif", "webp": "webp"}
@@ -34,6 +42,28 @@ _DOCUMENT_FORMATS = {
     "text/plain": "txt",
     "text/markdown": "md",
 }
+
+
+def published_names(server_names: list[str], prefix: str | None) -> list[str]:
+    """The names the agent publishes for the server's tools: ``<prefix>_<name>``, made acceptable to providers.
+
+    A name a provider would refuse (a dot or space, more than 64 characters) gets ``_`` for each other
+    character and, when too long or when that collides with another tool's name, a short digest of the
+    original so it stays unique. Valid names are kept as they are; calls still use the server's own name.
+    """
+    wanted = [f"{prefix}_{name}" if prefix else name for name in server_names]
+    valid = {name for name in wanted if _PROVIDER_NAME.match(name)}
+    published: list[str] = []
+    for name in wanted:
+        if name in valid:
+            published.append(name)
+            continue
+        cleaned = _NOT_NAME_CHAR.sub("_", name)
+        if len(cleaned) > _MAX_NAME or not cleaned or cleaned in valid or cleaned in published:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_CHARS]
+            cleaned = f"{cleaned[:_MAX_NAME - _DIGEST_CHARS - 1]}_{digest}"
+        published.append(cleaned)
+    return published
 
 
 def to_tool_spec(tool: mcp_types.Tool, name: str) -> ToolSpec:

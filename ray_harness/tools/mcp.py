@@ -18,7 +18,12 @@ configuration, so in a Ray actor the connection opens in the actor's process.
 
 Errors: ``MCPClientInitializationError`` (the server could not be started or
 reached). Failures during a call (a tool error, the server dying, a lost
-connection) never raise into the agent: they become error tool results.
+connection) never raise into the agent: they become error tool results. A
+server that no longer knows the session (an HTTP server that restarted) gets
+a new session and the call is sent again, as the MCP spec asks.
+
+Tool names that model providers would refuse (dots, spaces, more than 64
+characters: all fine in MCP) are published sanitised (``published_names``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import Any, TextIO, TypeVar
 
 import anyio
@@ -39,15 +44,15 @@ import mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
-from ray_harness.tools._mcp_convert import to_tool_result, to_tool_spec
+from ray_harness.tools._mcp_convert import published_names, to_tool_result, to_tool_spec
 from ray_harness.tools._mcp_session import SessionRunner, describe_error
 from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, error_result, observe_raw
-from ray_harness.types.content import ToolUse
+from ray_harness.types.content import ToolResult, ToolUse
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
@@ -59,6 +64,7 @@ T = TypeVar("T")
 CANCELLED_TEXT = "Tool execution cancelled"
 _POLL_SECONDS = 0.05  # how often a waiting call looks at the cancel signal and the session's health
 _START_GRACE_SECONDS = 5.0  # beyond startup_timeout, for the session thread to report its own timeout
+_SESSION_NOT_FOUND = -32001  # the TypeScript SDK's code for a request naming a session the server does not know
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
@@ -139,6 +145,7 @@ class MCPClient:
         tool_filter: Callable[[str], bool] | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
+        _refuse_other_command_forms(command)
         try:
             config = MCPClientConfig(command=command, url=url, headers=headers, env=env, cwd=cwd, prefix=prefix,
                                      tool_filter=tool_filter, startup_timeout=startup_timeout)
@@ -198,13 +205,32 @@ class MCPClient:
                 raise MCPClientInitializationError(
                     f"could not list the tools of MCP server {self._config.label}: {describe_error(error)}") from error
             keep = self._config.tool_filter
-            prefix = self._config.prefix
-            self._tools = [
-                MCPAgentTool(self, tool, f"{prefix}_{tool.name}" if prefix else tool.name)
-                for tool in listed
-                if keep is None or keep(tool.name)
-            ]
+            kept = [tool for tool in listed if keep is None or keep(tool.name)]
+            names = published_names([tool.name for tool in kept], self._config.prefix)
+            self._tools = [MCPAgentTool(self, tool, name) for tool, name in zip(kept, names, strict=True)]
         return list(self._tools)
+
+    def list_tools_sync(self) -> list[AgentTool]:
+        """``load_tools()`` from sync code, Strands' spelling: every page, filtered and prefixed.
+
+        Unlike Strands there is no ``pagination_token`` (all pages come at once) and no need to enter
+        ``with client:`` first; ``Agent(tools=[client])`` loads the tools by itself.
+        """
+        result: list[AgentTool] = _run_sync(self.load_tools())
+        return result
+
+    def call_tool_sync(self, tool_use_id: str, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        """Call the server's tool ``name`` (its own, unprefixed name) from sync code, as Strands does.
+
+        Returns the converted tool result; a failure (the server dying, a lost connection) is an error result.
+        """
+        return _run_sync(self._call_to_result(tool_use_id, name, arguments or {}))
+
+    async def _call_to_result(self, tool_use_id: str, name: str, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            return to_tool_result(tool_use_id, await self.call_tool_async(name, arguments))
+        except Exception as error:
+            return error_result(tool_use_id, f"Error: MCP tool '{name}' failed: {error}")
 
     async def call_tool_async(self, name: str, arguments: dict[str, Any], *,
                               cancel_signal: threading.Event | None = None) -> mcp_types.CallToolResult:
@@ -224,6 +250,18 @@ class MCPClient:
     async def _run(self, work: Callable[[ClientSession], Awaitable[T]],
                    cancel_signal: threading.Event | None = None) -> T:
         runner = await self._session_runner()
+        try:
+            return await self._run_on(runner, work, cancel_signal)
+        except MCPError as error:
+            if self._config.url is None or not _session_expired(error):
+                raise
+            # The server no longer knows our session (it restarted, or expired it) and rejected the request
+            # unrun; the spec tells a client to start a new session then, so the request is sent once more.
+            runner.mark_lost(f"the server ended the session ({error.message})")
+        return await self._run_on(await self._session_runner(), work, cancel_signal)
+
+    async def _run_on(self, runner: SessionRunner, work: Callable[[ClientSession], Awaitable[T]],
+                      cancel_signal: threading.Event | None) -> T:
         future = runner.submit(work)
         try:
             return await _wait(future, runner, cancel_signal)
@@ -341,6 +379,37 @@ class MCPAgentTool(AgentTool):
                                                            cancel_signal=context.cancel_signal))
 
 
+def _run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    from ray_harness.agent.agent import run_sync  # here: the agent package imports the tools package
+
+    result: T = run_sync(coroutine)
+    return result
+
+
+def _refuse_other_command_forms(command: object) -> None:
+    # The two forms users bring from elsewhere get a message that says what to pass instead.
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError:  # unbalanced quotes: the example need not be exact
+            argv = command.split()
+        raise ValueError(f"invalid MCPClient: command= takes the argv as a list, e.g. command={argv!r}")
+    if callable(command):
+        raise ValueError("invalid MCPClient: a transport callable (Strands' MCPClient(lambda: stdio_client(...))) is "
+                         "not supported; pass command=[argv...] for a stdio server or url=... for streamable HTTP")
+
+
+def _session_expired(error: MCPError) -> bool:
+    """Whether the server rejected a request because it does not know the session (HTTP 404 with a session id).
+
+    The mcp client reports that 404 as the server's JSON-RPC error ("Session not found" from the Python SDK,
+    code -32001 from the TypeScript one) or, without a JSON body, as its own "Session terminated".
+    """
+    message = error.message.lower()
+    return error.code in (INVALID_REQUEST, _SESSION_NOT_FOUND) and "session" in message and (
+        "not found" in message or "terminated" in message)
+
+
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
@@ -400,7 +469,10 @@ def _start_failure(config: MCPClientConfig, error: BaseException) -> str:
     else:
         cause = describe_error(error)
     verb = "start" if config.command is not None else "connect to"
-    return f"could not {verb} MCP server {config.label}: {cause}"
+    hint = ""
+    if config.url is not None and config.url.split("?", 1)[0].rstrip("/").endswith("/sse"):
+        hint = " (MCPClient speaks streamable HTTP, usually at /mcp; legacy SSE-only servers are not supported)"
+    return f"could not {verb} MCP server {config.label}: {cause}{hint}"
 
 
 def _server_errlog() -> TextIO:

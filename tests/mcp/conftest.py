@@ -62,7 +62,15 @@ class HttpServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.marker_dir = marker_dir
-        env = {**os.environ, "MCP_TEST_MARKER_DIR": str(marker_dir)}
+        self._serve()
+
+    def restart(self) -> None:
+        """A new server process on the same URL (it knows none of the old one's sessions)."""
+        self.stop()
+        self._serve()
+
+    def _serve(self) -> None:
+        env = {**os.environ, "MCP_TEST_MARKER_DIR": str(self.marker_dir)}
         self.process = subprocess.Popen([sys.executable, SERVER_APP, "http", str(self.port)], env=env)
         deadline = time.monotonic() + 20
         while True:

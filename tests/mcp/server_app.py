@@ -90,6 +90,11 @@ def header(name: str, ctx: Context) -> str:
     return headers.get(name.lower(), "")
 
 
+@server.tool(name="clock.now", description="A dotted name (allowed by MCP, refused by model providers).")
+def clock_now() -> str:
+    return "tick"
+
+
 @server.tool(description="Report the server's process id.")
 def pid() -> str:
     return str(os.getpid())

@@ -33,6 +33,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
         ({"command": ["x"], "prefix": "has space"}, "MCPClient.prefix: String should match pattern"),
         ({"command": ["x"], "startup_timeout": 0}, "MCPClient.startup_timeout: Input should be greater than 0"),
         ({"command": ["x"], "tool_filter": "not callable"}, "MCPClient.tool_filter"),
+        ({"command": "uvx mcp-server-fetch"}, "command= takes the argv as a list, e.g. command=['uvx', 'mcp-"),
+        ({"command": lambda: None}, "a transport callable (Strands' MCPClient(lambda: stdio_client(...))) is not"),
     ],
 )
 def test_invalid_configuration_names_the_field(kwargs: dict[str, Any], message: str) -> None:

@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import base64
+import re
 
 import mcp_types
 
-from ray_harness.tools._mcp_convert import to_tool_result, to_tool_spec
+from ray_harness.tools._mcp_convert import published_names, to_tool_result, to_tool_spec
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\nfake"
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+def test_published_names_keep_valid_names_and_make_others_acceptable_to_providers() -> None:
+    long_a, long_b = "a" * 80, "a" * 79 + "b"
+    names = published_names(["get.time", "get_time", "my tool", "ok-name", long_a, long_b], "srv")
+    assert names[2:4] == ["srv_my_tool", "srv_ok-name"]
+    assert names[1] == "srv_get_time"  # a valid name keeps its name; the dotted one that collides gets a digest
+    assert names[0].startswith("srv_get_time_") and names[0] != names[1]
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
+    assert published_names([long_a], None) == published_names([long_a], None)  # stable across connections
+    assert published_names(["echo"], None) == ["echo"]
 
 
 def test_tool_spec_uses_the_published_name_description_and_input_schema() -> None:

@@ -85,6 +85,24 @@ async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_wo
         assert own_http_server.url in retried["content"][0]["text"]
 
 
+async def test_a_restarted_server_gets_a_new_session_instead_of_failing_every_call(
+        own_http_server: HttpServer) -> None:
+    with MCPClient(url=own_http_server.url) as client:
+        model = ScriptedModel(tool_call("echo", {"text": "before"}), text("ok"),
+                              tool_call("echo", {"text": "after"}), text("ok"))
+        agent = Agent(model, tools=[client])
+        await agent.invoke_async("go")
+        own_http_server.restart()  # e.g. a redeploy: the new process answers 404 to the old session id
+
+        await agent.invoke_async("again")
+
+        before, after = _tool_results(agent)
+        assert before["content"][0] == {"text": "echo: before"}
+        # The server never ran the rejected call, so it is sent again on a new session (as the spec asks).
+        assert after["status"] == "success", after
+        assert after["content"][0] == {"text": "echo: after"}
+
+
 async def test_start_failure_raises_before_the_model_is_called_naming_the_url() -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
     model = ScriptedModel(text("never"))
@@ -92,6 +110,12 @@ async def test_start_failure_raises_before_the_model_is_called_naming_the_url() 
     with pytest.raises(MCPClientInitializationError, match=f"could not connect to MCP server at URL {url}: "):
         await agent.invoke_async("hi")
     assert model.calls == []
+
+
+async def test_a_legacy_sse_url_fails_with_a_hint_about_the_transport() -> None:
+    url = f"http://127.0.0.1:{free_port()}/sse"
+    with pytest.raises(MCPClientInitializationError, match="legacy SSE-only servers are not supported"):
+        await MCPClient(url=url, startup_timeout=5).load_tools()
 
 
 async def test_pickle_round_trip_keeps_the_configuration_and_reconnects(http_server: HttpServer) -> None:

@@ -47,6 +47,34 @@ async def test_tools_are_listed_with_prefix_filter_and_specs() -> None:
         assert await client.load_tools() == tools  # loaded once, same tool objects
 
 
+def test_strands_sync_pattern_lists_the_tools_and_calls_one() -> None:
+    # Strands' usual form: `with client: tools = client.list_tools_sync(); Agent(tools=tools)`.
+    with MCPClient(command=STDIO_COMMAND, prefix="calc", tool_filter=lambda name: name in {"add", "crash"}) as client:
+        tools = client.list_tools_sync()
+        assert sorted(t.tool_name for t in tools) == ["calc_add", "calc_crash"]
+        agent = Agent(ScriptedModel(tool_call("calc_add", {"a": 1, "b": 2}), text("3")), tools=tools)
+        agent("1+2?")
+        assert _tool_results(agent)[0]["content"][-1] == {"json": {"total": 3}}
+
+        assert client.call_tool_sync("id-1", "add", {"a": 2, "b": 2}) == {
+            "toolUseId": "id-1", "status": "success", "content": [{"text": '{\n  "total": 4\n}'}, {"json": {"total": 4}}]}
+        crashed = client.call_tool_sync("id-2", "crash")
+        assert crashed["status"] == "error"
+        assert crashed["content"][0]["text"].startswith("Error: MCP tool 'crash' failed:")
+
+
+def test_a_name_providers_refuse_is_published_sanitized_and_called_by_its_own_name(
+        shared_stdio: MCPClient) -> None:
+    agent = Agent(ScriptedModel(tool_call("srv_clock_now", {}), text("done")), tools=[shared_stdio])
+
+    agent("what time is it?")
+
+    assert "srv_clock_now" in agent.tool_names
+    assert agent.tool_registry.get("srv_clock_now").mcp_tool.name == "clock.now"
+    (tool_result,) = _tool_results(agent)
+    assert tool_result["content"][0] == {"text": "tick"}
+
+
 def test_agent_calls_a_tool_with_arguments_from_the_model(shared_stdio: MCPClient) -> None:
     model = ScriptedModel(tool_call("srv_add", {"a": 2, "b": 3}), text("5"))
     agent = Agent(model, tools=[shared_stdio])
