@@ -17,7 +17,7 @@ from ray_harness.session.manager import SessionManager
 from ray_harness.tools.executors import ToolExecutor
 from ray_harness.types.content import SystemContentBlock
 
-__all__ = ("check_arguments", "check_system_prompt")
+__all__ = ("check_arguments", "check_identity", "check_system_prompt")
 
 
 def check_arguments(*, description: Any, conversation_manager: Any, session_manager: Any, tool_executor: Any,
@@ -49,6 +49,23 @@ def check_arguments(*, description: Any, conversation_manager: Any, session_mana
     if structured_output_model is not None and not (isinstance(structured_output_model, type)
                                                     and hasattr(structured_output_model, "model_json_schema")):
         raise TypeError(f"structured_output_model must be a pydantic model class, got {_kind(structured_output_model)}")
+
+
+def check_identity(name: Any, agent_id: Any) -> tuple[str, str]:
+    """``name`` and ``agent_id`` as the agent keeps them: ``None`` is the default, as in Strands.
+
+    ``agent_id`` names the agent's files and keys in a session, so path separators are refused here (as Strands
+    does), not at the first session write.
+    """
+    name = "agent" if name is None else name
+    agent_id = "default" if agent_id is None else agent_id
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if not isinstance(agent_id, str) or not agent_id:
+        raise ValueError(f"agent_id must be a non-empty string, got {agent_id!r}")
+    if any(separator in agent_id for separator in ("/", "\\", "\x00")):
+        raise ValueError(f"agent_id {agent_id!r} must not contain path separators ('/' or '\\\\') or NUL")
+    return name, agent_id
 
 
 def check_system_prompt(system_prompt: Any) -> str | list[SystemContentBlock] | None:

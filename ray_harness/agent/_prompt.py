@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.types.content import Message
-from ray_harness.types.validation import CONTENT_BLOCKS, MESSAGES, validate
+from ray_harness.types.validation import validate_blocks, validate_messages
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -42,10 +42,14 @@ def prepare_prompt(agent: Agent, prompt: Any, inv: Invocation) -> list[Message]:
         if not prompt:
             return []
         if all(isinstance(item, dict) and "role" in item for item in prompt):
-            return _answering_open_tool_uses(agent, validate(MESSAGES, prompt, "prompt"))
+            return _answering_open_tool_uses(agent, validate_messages(prompt, "prompt"))
         if all(isinstance(item, dict) and "role" not in item for item in prompt):
-            blocks = validate(CONTENT_BLOCKS, prompt, "prompt")
+            blocks = validate_blocks(prompt, "prompt")
             return _answering_open_tool_uses(agent, [{"role": "user", "content": blocks}])
+        for index, item in enumerate(prompt):
+            if not isinstance(item, dict):
+                raise ValueError(f"prompt[{index}] is a {type(item).__name__}, not a message or content block dict; "
+                                 f"expected {_FORMS}")
         raise ValueError(f"prompt list mixes messages and content blocks; expected {_FORMS}")
     raise ValueError(f"unsupported prompt of type {type(prompt).__name__}; expected {_FORMS}")
 

@@ -9,7 +9,7 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent._arguments import check_arguments, check_system_prompt
+from ray_harness.agent._arguments import check_arguments, check_identity, check_system_prompt
 from ray_harness.agent.conversation_manager.base import ConversationManager
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
@@ -32,7 +32,7 @@ from ray_harness.tools.executors import ConcurrentToolExecutor, ToolExecutor
 from ray_harness.tools.registry import ToolRegistry
 from ray_harness.types.content import Message, SystemContentBlock
 from ray_harness.types.exceptions import ConcurrencyException, ModelConfigurationError
-from ray_harness.types.validation import MESSAGES, validate
+from ray_harness.types.validation import validate_messages
 
 if TYPE_CHECKING:
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ("Agent",)
 
 _DEFAULT_RETRY = object()
+_CHECKED_FIELDS = ("model", "system_prompt", "state")  # properties whose setters check the value
 _NO_MODEL_HELP = (
     "Agent needs a model and none is configured (ray_harness never calls a cloud API by default). "
     "Pass model= one of: a Model instance (ray_harness.models.AnthropicModel, OpenAIModel, BedrockModel), "
@@ -97,16 +98,13 @@ class Agent:
                         retry_strategy=None if retry_strategy is _DEFAULT_RETRY else retry_strategy,
                         checkpointing=checkpointing, max_guide_retries=max_guide_retries, tools=tools,
                         callback_handler=callback_handler, structured_output_model=structured_output_model)
-        self.model: Model = _resolve_model(model)
+        self.model = model
         # A fresh agent (one per node per evaluation row) skips copying and validating an empty history.
-        self.messages: list[Message] = validate(MESSAGES, copy.deepcopy(messages), "messages") if messages else []
-        self.system_prompt = check_system_prompt(system_prompt)
-        if not isinstance(name, str) or not name:
-            raise ValueError("name must be a non-empty string")
-        self.name = name
-        self.agent_id = agent_id
+        self.messages: list[Message] = validate_messages(copy.deepcopy(messages), "messages") if messages else []
+        self.system_prompt = system_prompt
+        self.name, self.agent_id = check_identity(name, agent_id)
         self.description = description
-        self.state = state if isinstance(state, AgentState) else AgentState(state)
+        self.state = state  # the setter takes a dict too
         self.trace_attributes = dict(trace_attributes or {})
         self.record_direct_tool_call = record_direct_tool_call
         self.checkpointing = checkpointing
@@ -156,6 +154,41 @@ class Agent:
         self._cancel_after_tools = False
         self._invocation: Any = None
 
+    # Checked on assignment too, so a wrong value is named where it is set, not at the next model call.
+
+    @property
+    def model(self) -> Model:
+        """The model of the next call; assign a ``Model`` or a model string (resolved as ``Agent(model=...)``)."""
+        return self._model
+
+    @model.setter
+    def model(self, value: Model | str | None) -> None:
+        self._model = _resolve_model(value)
+
+    @property
+    def system_prompt(self) -> str | list[SystemContentBlock] | None:
+        """The system prompt as given: a string, a list of system content blocks, or None."""
+        return self._system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: str | list[SystemContentBlock] | None) -> None:
+        self._system_prompt = check_system_prompt(value)
+
+    @property
+    def system_prompt_content(self) -> list[SystemContentBlock] | None:
+        """The system prompt as content blocks (a string is one text block), or None (Strands' property)."""
+        prompt = self._system_prompt
+        return [{"text": prompt}] if isinstance(prompt, str) else None if prompt is None else list(prompt)
+
+    @property
+    def state(self) -> AgentState:
+        """The agent's JSON key-value state; assign an ``AgentState`` or a dict of JSON values."""
+        return self._state
+
+    @state.setter
+    def state(self, value: AgentState | dict[str, Any] | None) -> None:
+        self._state = value if isinstance(value, AgentState) else AgentState(value)
+
     @property
     def sandbox(self) -> Any:
         """Where this agent's shell and file tools run (a ``LocalEnvironment`` unless one was given)."""
@@ -176,6 +209,9 @@ class Agent:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in _CHECKED_FIELDS:  # an agent pickled when these were plain attributes
+            if name in state:
+                state[f"_{name}"] = state.pop(name)
         self.__dict__.update(state)
         self._init_runtime_fields()
 
@@ -209,6 +245,27 @@ class Agent:
 
         return AgentAsTool(self, name=name, description=description, preserve_context=preserve_context,
                            delegate=delegate)
+
+    def cleanup(self) -> None:
+        """Close the agent's tool providers (an MCP server's session ends), as Strands' ``cleanup()``.
+
+        Idempotent; the agent stays usable: a later invocation that calls a provider's tool reconnects it.
+        ``with Agent(...) as agent:`` calls this at the end of the block.
+        """
+        for provider in self.tool_registry.providers:
+            provider.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.cleanup()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.cleanup()
 
     @property
     def sandbox_id(self) -> str | None:

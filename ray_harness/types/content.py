@@ -3,8 +3,13 @@
 The shapes follow the Bedrock Converse API (and the Strands SDK): a message is
 ``{"role": "user" | "assistant", "content": [block, ...]}`` and each block holds
 exactly one of ``text``, ``toolUse``, ``toolResult``, ``reasoningContent``,
-``image``, ``document``, ``json``, ``interruptResponse`` or
-``checkpointResume``.
+``image``, ``document``, ``video``, ``cachePoint``, ``guardContent``,
+``citationsContent`` or ``json`` (a prompt may also be ``interruptResponse`` or
+``checkpointResume`` blocks).
+
+Validation (:mod:`ray_harness.types.validation`) keeps only the keys named here, so every
+block kind a provider here sends is declared (Strands' ``audio`` is not: none sends it).
+A caller's block of no known kind is refused, naming it (validation would otherwise leave ``{}``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = (
     "ToolResultContent",
     "ToolResultStatus",
     "ToolUse",
+    "VideoContent",
 )
 
 Role = Literal["user", "assistant"]
@@ -51,10 +57,22 @@ class ImageContent(TypedDict):
 
 
 class DocumentContent(TypedDict):
-    """A document block (``format`` such as ``pdf`` or ``txt``, a ``name``, and its bytes)."""
+    """A document block (``format`` such as ``pdf`` or ``txt``, a ``name``, and its bytes).
+
+    ``citations`` (``{"enabled": True}``) and ``context`` are Bedrock's, as in Strands.
+    """
 
     format: str
     name: str
+    source: ImageSource
+    citations: NotRequired[dict[str, Any] | None]
+    context: NotRequired[str | None]
+
+
+class VideoContent(TypedDict):
+    """A video block: ``{"format": "mp4", "source": {"bytes": ...}}`` (Bedrock)."""
+
+    format: str
     source: ImageSource
 
 
@@ -119,6 +137,10 @@ class ContentBlock(TypedDict, total=False):
     reasoningContent: ReasoningContent
     image: ImageContent
     document: DocumentContent
+    video: VideoContent
+    cachePoint: dict[str, Any]
+    guardContent: dict[str, Any]
+    citationsContent: dict[str, Any]
     json: Any
 
 

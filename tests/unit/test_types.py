@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 from ray_harness.types import exceptions as exc
-from ray_harness.types.validation import MESSAGES, validate
+from ray_harness.types.validation import MESSAGES, validate, validate_blocks, validate_messages
 
 
 def _all_exception_classes() -> list[type[BaseException]]:
@@ -64,3 +64,24 @@ def test_valid_messages_pass_unchanged() -> None:
                                                       "content": [{"json": {"v": [1, 2]}}]}}]},
     ]
     assert validate(MESSAGES, messages, "messages") == messages
+
+
+def test_every_block_kind_strands_and_the_providers_know_survives_validation() -> None:
+    # Such blocks used to become {} (unknown keys dropped): every provider then refused the request.
+    video = {"video": {"format": "mp4", "source": {"bytes": b"\x00\xff"}}}
+    document = {"document": {"format": "txt", "name": "n", "source": {"bytes": b"x"}, "citations": {"enabled": True},
+                             "context": "c"}}
+    messages = [
+        {"role": "user", "content": [{"text": "a"}, video, document, {"cachePoint": {"type": "default"}},
+                                     {"guardContent": {"text": {"text": "g"}}}]},
+        {"role": "assistant", "content": [{"citationsContent": {"content": [{"text": "cited"}], "citations": []}}]},
+    ]
+    assert validate(MESSAGES, messages, "messages") == messages
+    assert validate_messages(messages, "messages") == messages
+
+
+def test_a_block_of_no_known_kind_is_named_not_emptied() -> None:
+    with pytest.raises(ValueError, match=r"messages\[0\]\.content\[1\]: a content block needs one of .*got keys \['txt'\]"):
+        validate_messages([{"role": "user", "content": [{"text": "a"}, {"txt": "typo"}]}], "messages")
+    with pytest.raises(ValueError, match=r"prompt\[0\]: a content block needs one of .*got keys \[\]"):
+        validate_blocks([{}], "prompt")
