@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from ray_harness.types.content import Message
 
 __all__ = ("AgentInvocation", "AgentResult", "EventLoopCycleMetric", "EventLoopMetrics", "ToolMetrics")
+
+_CYCLE_IDS = itertools.count(1)
+"""Cycle ids unique in the process: a uuid4 per cycle cost more than the rest of the cycle's bookkeeping."""
 
 KEPT_INVOCATIONS = 100
 """How many invocations ``EventLoopMetrics.agent_invocations`` keeps (the latest): an agent in an actor serves
@@ -128,7 +131,7 @@ class EventLoopMetrics:
         self.invocation_cycles += 1
         if self.agent_invocations:
             self.agent_invocations[-1].cycles.append(
-                EventLoopCycleMetric(event_loop_cycle_id=str(uuid.uuid4()), usage=self._cycle_usage))
+                EventLoopCycleMetric(event_loop_cycle_id=f"cycle-{next(_CYCLE_IDS)}", usage=self._cycle_usage))
         self._cycle_usage = _zero_usage()
 
     def add_tool(self, name: str, success: bool, seconds: float, tool_use: dict[str, Any] | None = None) -> None:
