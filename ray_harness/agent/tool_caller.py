@@ -33,10 +33,13 @@ class ToolCaller:
         if tool_name is None:
             raise AttributeError(f"agent {self._agent.name!r} has no tool {name!r}; tools: {registry.names}")
 
-        def call(*, record_direct_tool_call: bool | None = None, user_message_override: str | None = None,
+        def call(*args: Any, record_direct_tool_call: bool | None = None, user_message_override: str | None = None,
                  **kwargs: Any) -> ToolResult:
             from ray_harness.agent.agent import run_sync
 
+            if args:  # a tool's input is a JSON object: its fields have names
+                raise TypeError(f"agent.tool.{name}() takes keyword arguments only (the tool's input fields), "
+                                f"got {len(args)} positional")
             result: ToolResult = run_sync(call_tool(self._agent, tool_name, kwargs, record=record_direct_tool_call,
                                                     user_message_override=user_message_override))
             return result

@@ -476,3 +476,10 @@ def test_closing_a_streaming_tool_closes_the_users_generator_at_once() -> None:
 
     asyncio.run(scenario())
     assert log == ["user generator closed", "stream closed"]
+
+
+def test_a_direct_call_with_positional_arguments_says_to_name_them() -> None:
+    agent = Agent(ScriptedModel(), tools=[weather])
+    with pytest.raises(TypeError, match=r"agent.tool.weather\(\) takes keyword arguments only"):
+        agent.tool.weather("Oslo")
+    assert agent.messages == []
