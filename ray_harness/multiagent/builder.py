@@ -18,8 +18,11 @@ logger = logging.getLogger(__name__)
 
 
 def _positive(name: str, value: Any, kind: type | tuple[type, ...]) -> None:
+    """Check a limit: a positive ``kind``, or None (no limit, as Strands' setters document)."""
+    if value is None:
+        return
     if isinstance(value, bool) or not isinstance(value, kind) or not float(str(value)) > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+        raise ValueError(f"{name} must be a positive number or None, got {value!r}")
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -91,31 +94,33 @@ class GraphBuilder:
             self.entry_points.append(self.nodes[node_id])
         return self
 
-    def set_max_node_executions(self, max_executions: int) -> GraphBuilder:
+    def set_max_node_executions(self, max_executions: int | None) -> GraphBuilder:
         """Stop the graph after ``max_executions`` node executions in total (cycles count each visit).
 
+        ``None`` removes the limit, as in Strands.
+
         Raises:
-            ValueError: ``max_executions`` is not a positive int.
+            ValueError: ``max_executions`` is not a positive int or None.
         """
         _positive("max_node_executions", max_executions, int)
         self._max_node_executions = max_executions
         return self
 
-    def set_execution_timeout(self, timeout: float) -> GraphBuilder:
-        """Stop the whole graph after ``timeout`` seconds: its running nodes are stopped.
+    def set_execution_timeout(self, timeout: float | None) -> GraphBuilder:
+        """Stop the whole graph after ``timeout`` seconds: its running nodes are stopped. ``None``: no limit.
 
         Raises:
-            ValueError: ``timeout`` is not a positive number.
+            ValueError: ``timeout`` is not a positive number or None.
         """
         _positive("execution_timeout", timeout, (int, float))
         self._execution_timeout = timeout
         return self
 
-    def set_node_timeout(self, timeout: float) -> GraphBuilder:
-        """Fail a node that runs longer than ``timeout`` seconds.
+    def set_node_timeout(self, timeout: float | None) -> GraphBuilder:
+        """Fail a node that runs longer than ``timeout`` seconds. ``None``: no limit.
 
         Raises:
-            ValueError: ``timeout`` is not a positive number.
+            ValueError: ``timeout`` is not a positive number or None.
         """
         _positive("node_timeout", timeout, (int, float))
         self._node_timeout = timeout  # kept as given: it appears in the timeout message

@@ -162,7 +162,8 @@ class Graph(MultiAgentBase):
             raise ConcurrencyException(f"graph {self.id!r} is already running an invocation")
         try:
             state = invocation_state if invocation_state is not None else {}
-            state.update(kwargs)
+            if kwargs:  # a new dict, as the Agent does: the caller's invocation_state is not ours to change
+                state = {**state, **kwargs}
             # A node runner may run the whole orchestration elsewhere (runtime="ray": on an orchestration host).
             elsewhere = getattr(self._node_runner, "stream_orchestrator", None)
             delegated = None if elsewhere is None else elsewhere(self, task, state, events="result" if quiet else "all")
@@ -191,6 +192,7 @@ class Graph(MultiAgentBase):
                       ) -> AsyncGenerator[dict[str, Any], None]:
         # Quiet (invoke_async, pooled rows): nodes run without their stream events, and only interrupt and
         # result events are produced here; hooks, results and state are the same.
+        self._accept(task)
         self._quiet = quiet
         self._invocation_state = invocation_state
         self._cancel_requested = False
@@ -225,13 +227,20 @@ class Graph(MultiAgentBase):
             save_state(self, self.session_manager)
         yield result_event(self._build_result(interrupts))
 
+    def _accept(self, task: Any) -> None:
+        """Refuse a bad task before any hook runs (as an Agent refuses a bad prompt); store interrupt answers.
+
+        Raises:
+            ValueError: ``task`` is neither a string nor a list, or holds answers but nothing is interrupted.
+            TypeError, KeyError: Bad interrupt answers (none is stored then).
+        """
+        if not self._interrupt_state.activated and not isinstance(task, str | list):
+            raise ValueError(f"task must be a string or a list of content blocks, got {type(task).__name__}")
+        self._interrupt_state.resume(task)
+
     def _prepare(self, task: Any) -> dict[str, Any]:
         """Start fresh, or resume interrupts / a restored run. Returns node id → input of nodes to re-run."""
-        resuming = self._interrupt_state.activated
-        if not resuming and not isinstance(task, str | list):
-            raise ValueError(f"task must be a string or a list of content blocks, got {type(task).__name__}")
-        self._interrupt_state.resume(task)  # TypeError/KeyError for bad responses, ValueError when not interrupted
-        if resuming:
+        if self._interrupt_state.activated:
             relaunch = {node.node_id: self._resume_input(node.node_id) for node in self.state.interrupted_nodes}
             self.state.interrupted_nodes.clear()
             self._interrupt_state.context = {}
@@ -259,7 +268,7 @@ class Graph(MultiAgentBase):
             for key in context.get("interrupt_ids", []) if key in self._interrupt_state.interrupts
         ]
 
-    def _input_sources(self, node_id: str, invocation_state: dict[str, Any]) -> list[str]:
+    async def _input_sources(self, node_id: str, invocation_state: dict[str, Any]) -> list[str]:
         """Every completed source whose edge condition holds now, in edge order (as in Strands).
 
         Not only the sources that fired since the node last ran (those decide when it runs): a node revisited
@@ -268,7 +277,7 @@ class Graph(MultiAgentBase):
         completed, results = self.state.completed_nodes, self.state.results
         return [edge.from_node.node_id for edge in self._incoming[node_id]
                 if edge.from_node in completed and edge.from_node.node_id in results
-                and edge.should_traverse(self.state, invocation_state)]
+                and await edge.should_traverse_async(self.state, invocation_state)]
 
     def _node_input(self, node_id: str) -> Any:
         sources = self._inputs.get(node_id, [])
@@ -305,10 +314,25 @@ class Graph(MultiAgentBase):
             if self._fatal is not None:
                 raise self._fatal
         finally:
-            for task in tasks.values():
-                task.cancel()
-            if tasks:
-                await asyncio.gather(*tasks.values(), return_exceptions=True)
+            try:
+                for task in tasks.values():
+                    task.cancel()
+                if tasks:
+                    await asyncio.gather(*tasks.values(), return_exceptions=True)
+            finally:
+                self._abandon_unrecorded()
+
+    def _abandon_unrecorded(self) -> None:
+        """Nodes the run stopped without recording (it raised, or its caller left) end CANCELLED, not EXECUTING.
+
+        A normal end records every node it started, so this finds nothing then.
+        """
+        for node in self.nodes.values():
+            if node.execution_status == Status.EXECUTING:
+                stopped = NodeResult(result=Exception(f"Node '{node.node_id}' was cancelled"), status=Status.CANCELLED)
+                node.execution_status, node.result = Status.CANCELLED, stopped
+                self.state.results[node.node_id] = stopped
+                self.state.cancelled_nodes.add(node)
 
     async def _node_finished(self, done: _NodeDone, queue: asyncio.Queue[Any],
                              tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any],
@@ -395,7 +419,7 @@ class Graph(MultiAgentBase):
         A quiet batch of one node with nothing else running goes to ``inline`` instead, and ``_run`` awaits
         it itself: no task, queue item or callback (a chain's nodes cost less), and no node events to relay.
         """
-        from_ids = self._propagate(invocation_state)
+        from_ids = await self._propagate(invocation_state)
         launches: dict[str, Any] = {}
         ready = [node_id for node_id in self._scheduler.ready if node_id not in tasks]
         if ready and not self._cancel_requested:
@@ -416,7 +440,7 @@ class Graph(MultiAgentBase):
             if self.reset_on_revisit and node in self.state.completed_nodes:
                 self._node_runner.reset_node(node_id)
                 self.state.completed_nodes.discard(node)
-            self._inputs[node_id] = self._input_sources(node_id, invocation_state)
+            self._inputs[node_id] = await self._input_sources(node_id, invocation_state)
             self.state.launched += 1
             launches[node_id] = self._node_input(node_id)
         if len(launches) == 1 and self._quiet and not tasks:
@@ -429,13 +453,13 @@ class Graph(MultiAgentBase):
         if launches and from_ids and not self._quiet:
             yield handoff_event(from_ids, list(launches))
 
-    def _propagate(self, invocation_state: dict[str, Any]) -> list[str]:
+    async def _propagate(self, invocation_state: dict[str, Any]) -> list[str]:
         """Fire the edges of every finished node (conditions see the state after the whole batch)."""
         finished = list(self._scheduler.finished)
         for node_id in finished:
             if self.nodes[node_id].execution_status == Status.COMPLETED:
                 fired = [edge.to_node.node_id for edge in self._outgoing[node_id]
-                         if edge.should_traverse(self.state, invocation_state)]
+                         if await edge.should_traverse_async(self.state, invocation_state)]
                 self._scheduler.propagate(node_id, fired, failed=False)
             else:
                 self._scheduler.propagate(node_id, [], failed=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,8 +12,8 @@ from ray_harness.multiagent.base import MultiAgentResult, NodeResult, Status, ze
 
 __all__ = ("EdgeCondition", "GraphEdge", "GraphNode", "GraphResult", "GraphState", "build_node_input")
 
-EdgeCondition = Callable[..., bool]
-"""``f(state) -> bool`` or ``f(state, *, invocation_state) -> bool``."""
+EdgeCondition = Callable[..., bool | Awaitable[bool]]
+"""``f(state) -> bool`` or ``f(state, *, invocation_state) -> bool``; an ``async def`` condition is awaited."""
 
 
 def _takes_invocation_state(condition: EdgeCondition) -> bool:
@@ -64,12 +64,38 @@ class GraphEdge:
             self._with_context = _takes_invocation_state(self.condition)
 
     def should_traverse(self, state: GraphState, invocation_state: dict[str, Any]) -> bool:
-        """Whether the edge fires for the graph ``state`` (always, when it has no condition)."""
+        """Whether the edge fires for the graph ``state`` (always, when it has no condition).
+
+        Raises:
+            TypeError: The condition is async: use :meth:`should_traverse_async`.
+        """
+        verdict = self._evaluate(state, invocation_state)
+        if inspect.isawaitable(verdict):
+            _discard(verdict)
+            raise TypeError("this edge's condition is async: call `await edge.should_traverse_async(...)`")
+        return bool(verdict)
+
+    async def should_traverse_async(self, state: GraphState, invocation_state: dict[str, Any]) -> bool:
+        """:meth:`should_traverse`, awaiting an ``async def`` condition (the graph evaluates edges this way)."""
+        verdict = self._evaluate(state, invocation_state)
+        if inspect.isawaitable(verdict):
+            # A coroutine is truthy: taken as the answer, every async condition would hold.
+            verdict = await verdict
+        return bool(verdict)
+
+    def _evaluate(self, state: GraphState, invocation_state: dict[str, Any]) -> Any:
         if self.condition is None:
             return True
         if self._with_context:
-            return bool(self.condition(state, invocation_state=invocation_state))
-        return bool(self.condition(state))
+            return self.condition(state, invocation_state=invocation_state)
+        return self.condition(state)
+
+
+def _discard(awaitable: Awaitable[Any]) -> None:
+    """Close a coroutine that will not be awaited, so it does not warn "never awaited" later."""
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
 
 
 @dataclass

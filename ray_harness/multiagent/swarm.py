@@ -225,7 +225,8 @@ class Swarm(MultiAgentBase):
             raise ConcurrencyException(f"swarm {self.id!r} is already running an invocation")
         try:
             state = invocation_state if invocation_state is not None else {}
-            state.update(kwargs)
+            if kwargs:  # a new dict, as the Agent does: the caller's invocation_state is not ours to change
+                state = {**state, **kwargs}
             # A node runner may run the whole orchestration elsewhere (runtime="ray": on an orchestration host).
             elsewhere = getattr(self._node_runner, "stream_orchestrator", None)
             delegated = None if elsewhere is None else elsewhere(self, task, state, events="all")

@@ -125,9 +125,35 @@ async def test_conditions_see_state_and_invocation_state(runtime: str) -> None:
     builder.add_edge("router", "escalate", condition=plain)
     builder.add_edge("router", "vip", condition=with_context)
     builder.add_edge("router", "normal", condition=lambda state: "urgent" not in str(state.results["router"]))
-    result = await builder.build(runtime=runtime).invoke_async("t", {"tier": "gold"})
+    mine = {"tier": "bronze"}
+    # Keyword arguments join a new invocation_state over the caller's (whose dict stays as it was).
+    result = await builder.build(runtime=runtime).invoke_async("t", mine, tier="gold")
     assert set(result.results) == {"router", "escalate", "vip"}
     assert ("plain", ["router"]) in seen and ("context", "gold") in seen
+    assert mine == {"tier": "bronze"}
+
+
+async def test_async_conditions_are_awaited(runtime: str) -> None:
+    async def holds(state: Any) -> bool:
+        return "go" in str(state.results["router"])
+
+    async def never(state: Any, *, invocation_state: dict[str, Any]) -> bool:
+        return bool(invocation_state.get("never"))
+
+    builder = GraphBuilder()
+    builder.add_node(make_agent("router", text("go")), "router")
+    builder.add_node(make_agent("taken", text("taken")), "taken")
+    builder.add_node(make_agent("skipped", text("never")), "skipped")
+    builder.add_edge("router", "taken", condition=holds)
+    builder.add_edge("router", "skipped", condition=never)
+    graph = builder.build(runtime=runtime)
+    result = await graph.invoke_async("t", {"never": False})
+    # A coroutine is truthy: evaluated without awaiting it, every async condition held.
+    assert set(result.results) == {"router", "taken"}
+    edge = next(edge for edge in graph.edges if edge.to_node.node_id == "skipped")
+    with pytest.raises(TypeError, match="should_traverse_async"):
+        edge.should_traverse(graph.state, {})
+    assert await edge.should_traverse_async(graph.state, {"never": True}) is True
 
 
 async def test_cycle_stops_at_max_node_executions(runtime: str) -> None:
@@ -359,6 +385,58 @@ async def test_eager_scheduling_starts_successors_without_waiting_for_the_batch(
     result = await builder.set_scheduling("eager").build(runtime=runtime).invoke_async("t")
     assert result.status == Status.COMPLETED
     assert timeline.at("next", "start") < timeline.at("slow", "end")
+
+
+def test_limits_accept_none_as_no_limit_as_in_strands() -> None:
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("x")), "a")
+    builder.set_max_node_executions(3).set_execution_timeout(10).set_node_timeout(5)
+    builder.set_max_node_executions(None).set_execution_timeout(None).set_node_timeout(None)
+    graph = builder.build(runtime="local")
+    assert (graph.max_node_executions, graph.execution_timeout, graph.node_timeout) == (None, None, None)
+    assert graph("t").status == Status.COMPLETED
+
+
+async def test_a_refused_task_fires_no_invocation_hook() -> None:
+    recorder = RecordingHooks()
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("x")), "a")
+    graph = builder.set_hook_providers([recorder]).build(runtime="local")
+    with pytest.raises(ValueError, match="task must be"):
+        await graph.invoke_async({"text": "not a list"})
+    with pytest.raises(ValueError, match="not interrupted"):
+        await graph.invoke_async([{"interruptResponse": {"interruptId": "x", "response": "y"}}])
+    # Nothing ran: no Before without its After (an Agent refuses a bad prompt before its hooks too).
+    assert recorder.names() == ["MultiAgentInitializedEvent"]
+    assert (await graph.invoke_async("t")).status == Status.COMPLETED
+
+
+async def test_nodes_stopped_by_an_early_end_are_cancelled_not_left_executing() -> None:
+    def explode(state: Any) -> bool:
+        raise KeyError("condition bug")
+
+    builder = GraphBuilder()
+    builder.add_node(make_agent("a", text("a", delay=0.01)), "a")
+    builder.add_node(make_agent("slow", text("late", delay=5)), "slow")
+    builder.add_node(make_agent("c", text("never")), "c")
+    builder.add_edge("a", "c", condition=explode)
+    graph = builder.set_scheduling("eager").build(runtime="local")
+    with pytest.raises(KeyError, match="condition bug"):
+        await graph.invoke_async("t")
+    assert graph.nodes["slow"].execution_status == Status.CANCELLED  # was: EXECUTING, after the run ended
+    assert graph.state.results["slow"].status == Status.CANCELLED
+    assert graph.nodes["slow"] in graph.state.cancelled_nodes
+
+    # The caller stops reading mid-run: the run is over, and so is its node.
+    builder = GraphBuilder()
+    builder.add_node(make_agent("slow", text("late", delay=5)), "slow")
+    graph = builder.build(runtime="local")
+    events = graph.stream_async("t")
+    async for event in events:
+        if event["type"] == "multiagent_node_start":
+            break
+    await events.aclose()
+    assert graph.nodes["slow"].execution_status == Status.CANCELLED
 
 
 def test_builder_validation() -> None:
