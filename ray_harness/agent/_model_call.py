@@ -231,11 +231,12 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
         if inv.cancelled:
             yield _cancelled_stop(agent)
             return
-        stream = agent.model.stream(ctx.messages, ctx.tool_specs or None, ctx.system_prompt,
+        specs = _offered_specs(inv, ctx)
+        stream = agent.model.stream(ctx.messages, specs or None, ctx.system_prompt,
                                     tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
         # A rate-limited model waits for its (cluster-wide) permit here, inside the cancellable wait below.
         stream = rate_limited(agent.model, stream, lambda: estimate_tokens(ctx.messages, ctx.system_prompt,
-                                                                          ctx.tool_specs or None))
+                                                                          specs or None))
         received = StreamState()
         events = process_stream(stream, raw_events=chunk_events, deltas=chunk_events,  # type: ignore[arg-type]
                                 state=received)
@@ -265,10 +266,23 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
                 await stream.aclose()
         if inv.cancelled:
             # The provider saw the request (and maybe streamed part of an answer): estimate what that cost.
-            yield _cancelled_stop(agent, received.cut_usage(estimate_tokens(ctx.messages, ctx.system_prompt, ctx.tool_specs))
+            yield _cancelled_stop(agent, received.cut_usage(estimate_tokens(ctx.messages, ctx.system_prompt, specs))
                                   if requested else None)
 
     return terminal
+
+
+def _offered_specs(inv: Invocation, ctx: InvokeModelContext) -> list[Any]:
+    """The tool specs sent to the provider: on the forced structured-output turn only the forced tool (as Strands).
+
+    A provider that ignores ``tool_choice`` (many OpenAI-compatible servers) would otherwise call the agent's other
+    tools again and again instead of answering; middleware still sees every spec in ``ctx``.
+    """
+    choice = ctx.tool_choice
+    if inv.structured is None or not inv.structured.forced or not choice or "tool" not in choice:
+        return ctx.tool_specs
+    forced = choice["tool"]["name"]
+    return [spec for spec in ctx.tool_specs if spec["name"] == forced]
 
 
 def _uncancel(inv: Invocation) -> None:

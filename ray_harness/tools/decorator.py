@@ -312,6 +312,10 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_KEPT_SECTIONS = ("returns:", "return:", "yields:", "yield:", "raises:", "raise:", "except:", "exceptions:",
+                  "examples:", "example:", "note:", "notes:", "see also:", "seealso:", "references:", "ref:")
+"""Google-style section headers that end ``Args:`` and stay in the description (Strands' list)."""
+
 _REST_FIELD = re.compile(r"^:(\w+)((?:\s+[^:\s]+)*)\s*:\s*(.*)$")
 """A reST/Sphinx field line: ``:param [type] name: text``, ``:returns: text``, ``:raises Error: text``."""
 
@@ -319,8 +323,11 @@ _REST_FIELD = re.compile(r"^:(\w+)((?:\s+[^:\s]+)*)\s*:\s*(.*)$")
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """The description and the arguments' texts of a docstring.
 
-    Google style (the text before ``Args:``; ``name: text`` lines under it) and reST/Sphinx fields
-    (``:param name: text``; other fields such as ``:returns:`` are left out of the description).
+    Google style: the description is the docstring without its ``Args:`` section (``Returns:``,
+    ``Raises:``, ``Example:`` ... stay, as Strands sends them: they tell the model what the tool gives
+    back); ``name: text`` lines under ``Args:`` describe the arguments. reST/Sphinx fields
+    (``:param name: text``) describe the arguments; all fields, ``:returns:`` included, are left out
+    of the description.
     """
     lines = doc.splitlines()
     summary: list[str] = []
@@ -345,11 +352,10 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         if line.endswith(":") and header in {"args", "arguments", "parameters", "params"}:
             section, current = "args", None
             continue
-        if line.endswith(":") and header in {"returns", "return", "raises", "yields", "examples", "example", "note"}:
-            section, current = "other", None
-            continue
+        if line.lower().startswith(_KEPT_SECTIONS) and not raw.startswith((" ", "\t")):
+            section, current = "summary", None  # a section header, not an argument's "Note: ..." line
         if section == "summary":
-            summary.append(line)
+            summary.append(raw.rstrip())
         elif section == "args" and line:
             match = re.match(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", line)
             if match and raw.startswith((" ", "\t")) and (current is None or not raw.startswith(" " * 8)):

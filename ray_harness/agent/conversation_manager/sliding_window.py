@@ -189,12 +189,14 @@ class SlidingWindowConversationManager(ConversationManager):
         window_size: Maximum number of messages kept after each invocation.
         should_truncate_results: On overflow, shorten the largest tool results (keeping their
             first and last characters; images become a short placeholder text) before removing messages.
+        per_turn: ``True``: also trim before every model call; an int ``n``: before every n-th model call
+            (as Strands); ``False`` (default): only after each invocation.
         pin_first: Number of leading messages that are never removed.
         proactive_compression: ``True`` (threshold 0.7) or ``{"compression_threshold": x}``:
             reduce before a model call once the context is that full.
     """
 
-    def __init__(self, window_size: int = 40, should_truncate_results: bool = True, *,
+    def __init__(self, window_size: int = 40, should_truncate_results: bool = True, *, per_turn: bool | int = False,
                  pin_first: int | None = None, proactive_compression: bool | dict[str, Any] | None = None) -> None:
         super().__init__()
         if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
@@ -205,7 +207,11 @@ class SlidingWindowConversationManager(ConversationManager):
         if self.pin_first is not None and self.pin_first >= window_size:
             raise ValueError(f"pin_first ({self.pin_first}) must be smaller than window_size ({window_size})")
         self.compression_threshold = parse_proactive_compression(proactive_compression)
+        if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn <= 0):
+            raise ValueError(f"per_turn must be a positive int, True or False, got {per_turn!r}")
+        self.per_turn = per_turn
         self.pinned_message_count = 0
+        self._model_call_count = 0
         self._usage = ContextUsage()
 
     @property
@@ -235,7 +241,9 @@ class SlidingWindowConversationManager(ConversationManager):
             "no valid trim point keeps tool pairs intact")
 
     def before_model_call(self, agent: Agent, **kwargs: Any) -> None:
-        """With proactive compression on, reduce the conversation until it is below the threshold."""
+        """Trim before a model call: to the window when ``per_turn`` says so, below the proactive threshold."""
+        if self._per_turn_due():
+            self.apply_management(agent)
         limit = threshold_tokens(agent, self.compression_threshold)
         if limit is None:
             return
@@ -253,14 +261,23 @@ class SlidingWindowConversationManager(ConversationManager):
         """The state to persist: the base manager's, plus how many messages are pinned."""
         state = super().get_state()
         state["pinned_message_count"] = self.pinned_message_count
+        state["model_call_count"] = self._model_call_count
         return state
 
     def restore_from_session(self, state: dict[str, Any]) -> list[Any] | None:
         """Restore the state written by :meth:`get_state`; adds no messages (returns ``None``)."""
         super().restore_from_session(state)
         self.pinned_message_count = int(state.get("pinned_message_count", 0))
+        self._model_call_count = int(state.get("model_call_count", 0))
         self._usage.forget()
         return None
+
+    def _per_turn_due(self) -> bool:
+        """Count a model call; whether ``per_turn`` asks for a trim before it."""
+        if self.per_turn is False:
+            return False
+        self._model_call_count += 1
+        return self.per_turn is True or self._model_call_count % self.per_turn == 0
 
     # -- internals --------------------------------------------------------------------------------------
 
