@@ -53,10 +53,22 @@ def _ray_node_runner() -> Any:
 _runtimes.register("ray", _ray_node_runner)
 
 _MULTIAGENT = {"Graph", "GraphBuilder", "MultiAgentResult", "NodeResult", "Status", "Swarm"}
+# Names Strands exports from its package root, where a switched `from strands import X` looks for them (not in
+# __all__: the contract's top level stays what API.md lists).
+_STRANDS_ROOT = {
+    "ModelRetryStrategy": "ray_harness.agent.retry",
+    "InterventionHandler": "ray_harness.interventions",
+    "Sandbox": "ray_harness.sandbox",
+    "PosixShellSandbox": "ray_harness.sandbox",
+    "SandboxTimeoutError": "ray_harness.sandbox",
+    "SandboxPathNotFoundError": "ray_harness.sandbox",
+}
 
 
 def __getattr__(name: str) -> Any:
     # Multi-agent classes load on first use: they are heavier and most scripts use one agent.
     if name in _MULTIAGENT:
         return getattr(importlib.import_module("ray_harness.multiagent"), name)
+    if name in _STRANDS_ROOT:
+        return getattr(importlib.import_module(_STRANDS_ROOT[name]), name)
     raise AttributeError(f"module 'ray_harness' has no attribute {name!r}")

@@ -12,10 +12,18 @@ __all__ = ["Agent", "AgentResult", "AgentSnapshot", "AgentState", "EventLoopMetr
            "SnapshotDelta"]
 
 
+_CONVERSATION_MANAGERS = ("ConversationManager", "NullConversationManager", "SlidingWindowConversationManager",
+                          "SummarizingConversationManager")
+
+
 def __getattr__(name: str) -> Any:
     # AgentSnapshot loads on first use: building its pydantic models would cost every `import ray_harness`.
     if name in ("AgentSnapshot", "SnapshotDelta"):
         from ray_harness.agent import snapshot
 
         return getattr(snapshot, name)
+    if name in _CONVERSATION_MANAGERS:  # where Strands exports them (`strands.agent`)
+        from ray_harness.agent import conversation_manager
+
+        return getattr(conversation_manager, name)
     raise AttributeError(f"module 'ray_harness.agent' has no attribute {name!r}")

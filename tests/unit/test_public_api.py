@@ -37,3 +37,24 @@ def test_importtime_lists_no_ray_module() -> None:
                          text=True, check=True, env=env)
     modules = [line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line]
     assert not [m for m in modules if m == "ray" or m.startswith("ray.")]
+
+
+def test_the_names_strands_exports_from_its_root_import_from_ours_too() -> None:
+    # A switched `from strands import X` / `from strands.agent import X` keeps working (outside __all__).
+    from ray_harness import (  # noqa: F401
+        InterventionHandler,
+        ModelRetryStrategy,
+        PosixShellSandbox,
+        Sandbox,
+        SandboxPathNotFoundError,
+        SandboxTimeoutError,
+    )
+    from ray_harness.agent import (  # noqa: F401
+        ConversationManager,
+        NullConversationManager,
+        SlidingWindowConversationManager,
+        SummarizingConversationManager,
+    )
+    from ray_harness.sandbox import SandboxTimeoutError as Original
+
+    assert SandboxTimeoutError is Original
