@@ -59,9 +59,12 @@ class BedrockModel(ConfiguredModel):
         boto_session: A ``boto3.Session`` to take credentials and region from.
         params: Further Converse request fields, sent as given: ``inferenceConfig`` (``maxTokens``,
             ``temperature``, ...), ``additionalModelRequestFields``, ``guardrailConfig``, ...
-        max_tokens, temperature, top_p, stop_sequences, additional_request_fields: Strands' ``BedrockModel``
-            settings of the same names, kept in ``params`` (``inferenceConfig.maxTokens``, ...,
-            ``additionalModelRequestFields``); ``update_config()`` takes them too.
+        max_tokens: Strands' ``BedrockModel`` setting, kept in ``params`` as ``inferenceConfig.maxTokens``
+            (``update_config()`` takes it and the next four too).
+        temperature: Strands' setting, kept as ``inferenceConfig.temperature``.
+        top_p: Strands' setting, kept as ``inferenceConfig.topP``.
+        stop_sequences: Strands' setting, kept as ``inferenceConfig.stopSequences``.
+        additional_request_fields: Strands' setting, kept as ``additionalModelRequestFields``.
         boto_client_config: A ``botocore.config.Config`` for the client (retries, timeouts, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
         prices: Optional price table for cost accounting.
