@@ -153,7 +153,10 @@ def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invoca
 async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
     inv.loop = asyncio.get_running_loop()
     inv.task = asyncio.current_task()
-    await agent.tool_registry.load_providers()
+    if not await _load_providers(inv):
+        # Cancelled while an MCP server was starting: nothing was added to the history; the next call loads again.
+        yield {"type": "result", "result": inv.result("cancelled", _cancelled_stop(agent).message)}
+        return
     agent.event_loop_metrics.start_invocation()
     current: Any = prompt
     while True:
@@ -200,6 +203,25 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
         assert result is not None
         yield {"type": "result", "result": result}
         return
+
+
+async def _load_providers(inv: Invocation) -> bool:
+    """Load the tool providers (an MCP server may take seconds to start); False when a cancel stopped it."""
+    if inv.cancel_signal.is_set():
+        return False
+    inv.model_streaming = True  # an interruptible wait, as the model call and a retry's sleep: cancel lands here
+    try:
+        await inv.agent.tool_registry.load_providers()
+    except asyncio.CancelledError:
+        if not inv.model_interrupted:
+            raise
+        task = inv.task
+        if task is not None:
+            task.uncancel()
+        return False
+    finally:
+        inv.model_streaming = False
+    return True
 
 
 async def _before_invocation(agent: Agent, inv: Invocation, messages: list[Message]) -> tuple[Any, list[Message]]:

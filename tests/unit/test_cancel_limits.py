@@ -260,3 +260,33 @@ def test_a_cancel_before_the_model_answered_ends_with_its_text_not_the_previous_
     stop_next.clear()
     assert str(agent("three")) == "second answer\n"  # the script was not consumed; roles still alternate
     assert [message["role"] for message in agent.messages] == ["user", "assistant"] * 3
+
+
+async def test_a_cancel_reaches_an_invocation_waiting_for_a_tool_provider_to_start() -> None:
+    from ray_harness.tools.base import AgentTool
+
+    class SlowServer:  # an MCP server that takes its time to start
+        def __init__(self) -> None:
+            self.starting = asyncio.Event()
+            self.loads = 0
+
+        async def load_tools(self) -> list[AgentTool]:
+            self.loads += 1
+            self.starting.set()
+            if self.loads == 1:
+                await asyncio.sleep(300)
+            return []
+
+        def close(self) -> None:
+            pass
+
+    server = SlowServer()
+    agent = Agent(ScriptedModel(text("after the server started")), tools=[server])
+    task = asyncio.create_task(agent.invoke_async("hello"))
+    await server.starting.wait()
+    agent.cancel(message="no time to wait")
+    result = await asyncio.wait_for(task, 120)  # the server would take 300 s
+    assert (result.stop_reason, str(result)) == ("cancelled", "no time to wait\n")
+    assert agent.messages == []  # the prompt was never added
+    assert str(await agent.invoke_async("hello")) == "after the server started\n"  # loads again, then runs
+    assert server.loads == 2
