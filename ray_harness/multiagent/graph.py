@@ -79,7 +79,7 @@ class Graph(MultiAgentBase):
                  node_timeout: float | None = None, reset_on_revisit: bool = False, join: str = "any",
                  failure_policy: str = "fail_fast", scheduling: str = "batch", hooks: list[Any] | None = None,
                  session_manager: Any = None, graph_id: str = "default_graph",
-                 runtime: str = DEFAULT_RUNTIME) -> None:
+                 runtime: str = DEFAULT_RUNTIME, trace_attributes: dict[str, Any] | None = None) -> None:
         seen: set[int] = set()
         for node in nodes.values():
             if id(node.executor) in seen:
@@ -98,6 +98,7 @@ class Graph(MultiAgentBase):
         self.scheduling = scheduling
         self.session_manager = session_manager
         self.runtime = runtime
+        self.trace_attributes = dict(trace_attributes or {})  # on the invoke_graph span, as Strands' Graph
         self.hooks = HookRegistry()
         self._register_hook_providers(hooks)
         self.state = GraphState()
@@ -177,7 +178,7 @@ class Graph(MultiAgentBase):
                     await delegated.aclose()
                 return
             with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
-                                             "ray_harness.graph.nodes": len(self.nodes)}), \
+                                             "ray_harness.graph.nodes": len(self.nodes), **self.trace_attributes}), \
                     run_scope("graph", self.id, nodes=len(self.nodes)):
                 run = self._invoke(task, state, quiet)
                 try:

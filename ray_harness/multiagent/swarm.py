@@ -134,7 +134,8 @@ class Swarm(MultiAgentBase):
                  max_iterations: int = 20, execution_timeout: float = 900.0, node_timeout: float = 300.0,
                  repetitive_handoff_detection_window: int = 0, repetitive_handoff_min_unique_agents: int = 0,
                  hooks: list[Any] | None = None, session_manager: Any = None, reset_members: bool = False,
-                 runtime: str = DEFAULT_RUNTIME, id: str = "default_swarm") -> None:
+                 runtime: str = DEFAULT_RUNTIME, id: str = "default_swarm",
+                 trace_attributes: dict[str, Any] | None = None) -> None:
         for name, value in (("max_handoffs", max_handoffs), ("max_iterations", max_iterations),
                             ("execution_timeout", execution_timeout), ("node_timeout", node_timeout)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -153,6 +154,7 @@ class Swarm(MultiAgentBase):
         self.reset_members = reset_members
         self.session_manager = session_manager
         self.runtime = runtime
+        self.trace_attributes = dict(trace_attributes or {})  # on the invoke_swarm span, as Strands' Swarm
         self.nodes = self._members(nodes)
         self.entry_point = self._entry(entry_point)
         handoff = make_handoff_tool(list(self.nodes))
@@ -239,7 +241,8 @@ class Swarm(MultiAgentBase):
                 finally:
                     await delegated.aclose()
                 return
-            with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id}), \
+            with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id,
+                                             **self.trace_attributes}), \
                     run_scope("swarm", self.id, nodes=len(self.nodes)):
                 run = self._invoke(task, state)
                 try:

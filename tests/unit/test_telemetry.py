@@ -319,3 +319,21 @@ def test_a_span_scope_left_by_a_cancellation_names_it(spans: InMemorySpanExporte
     assert finished["invoke_graph"].status.status_code == StatusCode.UNSET
     assert finished["invoke_graph"].attributes["ray_harness.cancellation.type"] == "CancelledError"
     assert finished["execute_node n"].status.status_code == StatusCode.ERROR
+
+
+def test_graph_and_swarm_trace_attributes_reach_their_invoke_spans(spans: InMemorySpanExporter) -> None:
+    # Strands' Graph(...) and Swarm(...) take trace_attributes too; a switched import must not be a TypeError.
+    from ray_harness.multiagent import Graph, GraphBuilder, Swarm
+
+    built = GraphBuilder()
+    built.add_node(Agent(ScriptedModel(text("a")), name="first"), "first")
+    template = built.build(runtime="local")
+    graph = Graph(template.nodes, template.edges, template.entry_points, runtime="local",
+                  trace_attributes={"team": "search", "tags": ["a", "b"], "bad": {"x": 1}})
+    graph("task")
+    Swarm([Agent(ScriptedModel(text("done")), name="solo")], runtime="local", trace_attributes={"team": "desk"})("task")
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    assert finished["invoke_graph"].attributes["team"] == "search"
+    assert tuple(finished["invoke_graph"].attributes["tags"]) == ("a", "b")
+    assert "bad" not in finished["invoke_graph"].attributes
+    assert finished["invoke_swarm"].attributes["team"] == "desk"
