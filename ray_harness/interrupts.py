@@ -41,6 +41,17 @@ class Interrupt:
         """The interrupt as a JSON-ready dict (``id``, ``name``, ``reason``, ``response``)."""
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Any) -> Interrupt:
+        """Rebuild an interrupt from :meth:`to_dict` output.
+
+        Raises:
+            TypeError: ``data`` is not a dict with ``id`` and ``name``.
+        """
+        if not isinstance(data, dict) or "id" not in data or "name" not in data:
+            raise TypeError(f"interrupt must be a dict with 'id' and 'name', got {data!r}")
+        return cls(id=data["id"], name=data["name"], reason=data.get("reason"), response=data.get("response"))
+
 
 class InterruptException(RayHarnessError):
     """Raised by ``interrupt()`` when no response is known yet; the loop turns it into a pause.

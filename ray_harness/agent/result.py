@@ -297,8 +297,7 @@ class AgentResult:
             stop_reason=str(data.get("stop_reason", "end_turn")),
             message=message,  # type: ignore[arg-type]
             metrics=metrics, state={},
-            interrupts=[Interrupt(id=item["id"], name=item["name"], reason=item.get("reason"),
-                                  response=item.get("response")) for item in data.get("interrupts") or []],
+            interrupts=[Interrupt.from_dict(item) for item in data.get("interrupts") or []],
             structured_output=data.get("structured_output"),
             checkpoint=Checkpoint.from_dict(checkpoint) if checkpoint else None,
         )
@@ -317,3 +316,4 @@ def _message_text(message: Message) -> str:
             cited = block["citationsContent"].get("content", [])
             parts.extend(str(inner["text"]) + "\n" for inner in cited if isinstance(inner, dict) and "text" in inner)
     return "".join(parts)
+

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from ray_harness.agent.result import AgentResult, EventLoopMetrics
+from ray_harness.agent.result import AgentResult
 from ray_harness.hooks.registry import (
     BaseHookEvent,
     HookOrder,
@@ -62,29 +62,13 @@ def add_usage(target: dict[str, int], source: dict[str, Any]) -> None:
 
 
 def agent_result_to_dict(result: AgentResult) -> dict[str, Any]:
-    """An ``AgentResult`` as the JSON dict stored in a ``NodeResult`` (tagged ``"type": "agent_result"``)."""
-    return {"type": "agent_result", **result.to_dict()}
+    """An ``AgentResult`` as the JSON dict stored in a ``NodeResult`` (``AgentResult.to_dict``, tagged)."""
+    return result.to_dict()
 
 
 def agent_result_from_dict(data: dict[str, Any]) -> AgentResult:
-    """Rebuild an ``AgentResult`` from :func:`agent_result_to_dict` output (usage and cost included)."""
-    message = data.get("message")
-    if not isinstance(message, dict) or "content" not in message:
-        raise TypeError("agent result field 'message' must be a message dict")
-    metrics = EventLoopMetrics()
-    usage = data.get("usage") or {}
-    add_usage(metrics.accumulated_usage, usage)
-    add_usage(metrics.invocation_usage, usage)
-    metrics.accumulated_cost_usd = metrics.invocation_cost_usd = float(data.get("cost_usd") or 0.0)
-    interrupts = [_interrupt_from_dict(item) for item in data.get("interrupts") or []]
-    return AgentResult(stop_reason=str(data.get("stop_reason", "end_turn")), message=message,  # type: ignore[arg-type]
-                       metrics=metrics, interrupts=interrupts, structured_output=data.get("structured_output"))
-
-
-def _interrupt_from_dict(data: Any) -> Interrupt:
-    if not isinstance(data, dict) or "id" not in data or "name" not in data:
-        raise TypeError(f"interrupt must be a dict with 'id' and 'name', got {data!r}")
-    return Interrupt(id=data["id"], name=data["name"], reason=data.get("reason"), response=data.get("response"))
+    """Rebuild an ``AgentResult`` from :func:`agent_result_to_dict` output (``AgentResult.from_dict``)."""
+    return AgentResult.from_dict(data)
 
 
 @dataclass
@@ -157,7 +141,7 @@ class NodeResult:
             accumulated_usage={**zero_usage(), **(data.get("accumulated_usage") or {})},
             accumulated_metrics={"latencyMs": 0, **(data.get("accumulated_metrics") or {})},
             execution_count=int(data.get("execution_count") or 0),
-            interrupts=[_interrupt_from_dict(item) for item in data.get("interrupts") or []],
+            interrupts=[Interrupt.from_dict(item) for item in data.get("interrupts") or []],
             accumulated_cost_usd=float(data.get("accumulated_cost_usd") or 0.0),
         )
 
@@ -218,7 +202,7 @@ class MultiAgentResult:
             accumulated_metrics={"latencyMs": 0, **(data.get("accumulated_metrics") or {})},
             execution_count=int(data.get("execution_count") or 0),
             execution_time=int(data.get("execution_time") or 0),
-            interrupts=[_interrupt_from_dict(item) for item in data.get("interrupts") or []],
+            interrupts=[Interrupt.from_dict(item) for item in data.get("interrupts") or []],
             accumulated_cost_usd=float(data.get("accumulated_cost_usd") or 0.0),
         )
 
