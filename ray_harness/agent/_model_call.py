@@ -174,15 +174,7 @@ def _retry_delay(agent: Agent, error: Exception, attempt: int) -> float | None:
 
 async def _sleep_unless_cancelled(agent: Agent, inv: Invocation, delay: float) -> None:
     assert agent.retry_strategy is not None
-    inv.model_streaming = True
-    try:
-        await agent.retry_strategy.clock.sleep(delay)
-    except asyncio.CancelledError:
-        if not inv.model_interrupted:
-            raise
-        _uncancel(inv)
-    finally:
-        inv.model_streaming = False
+    await inv.wait_unless_cancelled(agent.retry_strategy.clock.sleep(delay))
 
 
 def _account(agent: Agent, stop: ModelStopReason) -> None:
@@ -246,18 +238,18 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
                 requested = True
                 # The flag is up only while parked on the provider, never across our own yields: a cancel
                 # then interrupts the wait itself instead of whatever the consumer awaits.
-                inv.model_streaming = True
+                inv.interruptible_wait = True
                 try:
                     event = await events.__anext__()
                 except StopAsyncIteration:
                     break
                 except asyncio.CancelledError:
-                    if not inv.model_interrupted:
+                    if not inv.wait_interrupted:
                         raise
                     _uncancel(inv)
                     break
                 finally:
-                    inv.model_streaming = False
+                    inv.interruptible_wait = False
                 yield event
         finally:
             with contextlib.suppress(Exception):

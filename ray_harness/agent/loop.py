@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -53,8 +53,10 @@ class Invocation:
         self.deferred_cancel = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.task: asyncio.Task[Any] | None = None
-        self.model_streaming = False
-        self.model_interrupted = False
+        # Up while the task is parked where a cancel may cancel it: on the provider's stream, a retry's sleep, a
+        # tool provider starting (see wait_unless_cancelled); wait_interrupted says a cancel did.
+        self.interruptible_wait = False
+        self.wait_interrupted = False
         self.cycle_index = 0
         self.resumed_position: str | None = None
         self.first_appended: Message | None = None
@@ -82,11 +84,26 @@ class Invocation:
                 pass
 
     def _interrupt_model_wait(self) -> None:
-        # Runs on the loop thread, so model_streaming cannot change under us: the task is parked at an
-        # await inside the model call and the CancelledError lands there (see _model_call).
-        if self.model_streaming and self.task is not None and not self.model_interrupted:
-            self.model_interrupted = True
+        # Runs on the loop thread, so interruptible_wait cannot change under us: the task is parked at an
+        # interruptible await (the model call, a retry's sleep, a provider starting) and the CancelledError lands there.
+        if self.interruptible_wait and self.task is not None and not self.wait_interrupted:
+            self.wait_interrupted = True
             self.task.cancel()
+
+    async def wait_unless_cancelled(self, awaitable: Awaitable[Any]) -> bool:
+        """Await ``awaitable`` where a cancel interrupts it (as it interrupts the model call); False when one did."""
+        self.interruptible_wait = True
+        try:
+            await awaitable
+        except asyncio.CancelledError:
+            if not self.wait_interrupted:
+                raise
+            if self.task is not None:
+                self.task.uncancel()
+            return False
+        finally:
+            self.interruptible_wait = False
+        return True
 
     def result(self, stop_reason: str, message: Message, **extra: Any) -> AgentResult:
         """The invocation's ``AgentResult`` with the agent's metrics and state (``extra``: more fields)."""
@@ -209,19 +226,7 @@ async def _load_providers(inv: Invocation) -> bool:
     """Load the tool providers (an MCP server may take seconds to start); False when a cancel stopped it."""
     if inv.cancel_signal.is_set():
         return False
-    inv.model_streaming = True  # an interruptible wait, as the model call and a retry's sleep: cancel lands here
-    try:
-        await inv.agent.tool_registry.load_providers()
-    except asyncio.CancelledError:
-        if not inv.model_interrupted:
-            raise
-        task = inv.task
-        if task is not None:
-            task.uncancel()
-        return False
-    finally:
-        inv.model_streaming = False
-    return True
+    return await inv.wait_unless_cancelled(inv.agent.tool_registry.load_providers())
 
 
 async def _before_invocation(agent: Agent, inv: Invocation, messages: list[Message]) -> tuple[Any, list[Message]]:

@@ -235,7 +235,7 @@ def test_cancel_while_the_model_streams_under_wrappers() -> None:
 
     async def run() -> Any:
         task = asyncio.create_task(agent.invoke_async("x"))
-        while agent._invocation is None or not agent._invocation.model_streaming:  # noqa: ASYNC110
+        while agent._invocation is None or not agent._invocation.interruptible_wait:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         agent.cancel()
         return await task
