@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -291,6 +292,7 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
             return
         ended = False
         cycle = _cycle(agent, inv)
+        started = time.perf_counter()
         if not inv.tracer.enabled:
             try:
                 async for event in cycle:
@@ -298,6 +300,7 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                     yield event
             finally:
                 await cycle.aclose()
+                agent.event_loop_metrics.add_cycle_duration(time.perf_counter() - started)
             if ended:
                 return
             continue
@@ -314,6 +317,7 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
             raise
         finally:
             await cycle.aclose()
+            agent.event_loop_metrics.add_cycle_duration(time.perf_counter() - started)
             inv.tracer.end_span(inv.cycle_span, error=error)
             inv.cycle_span = None
         if ended:

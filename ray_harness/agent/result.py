@@ -18,6 +18,7 @@ _CYCLE_IDS = itertools.count(1)
 """Cycle ids unique in the process: a uuid4 per cycle cost more than the rest of the cycle's bookkeeping."""
 
 KEPT_INVOCATIONS = 100
+KEPT_CYCLE_DURATIONS = 1_000
 """How many invocations ``EventLoopMetrics.agent_invocations`` keeps (the latest): an agent in an actor serves
 many, and its metrics travel with every result."""
 
@@ -89,13 +90,19 @@ class EventLoopMetrics:
     """The latest invocation's model latency (``accumulated_metrics`` counts every invocation)."""
     agent_invocations: list[AgentInvocation] = field(default_factory=list)
     """The latest invocations (up to ``KEPT_INVOCATIONS``), each with its cycles' usage."""
+    total_duration: float = 0.0
+    """Seconds spent in event-loop cycles (model call and tools) over every invocation."""
+    cycle_durations: list[float] = field(default_factory=list)
+    """The seconds of each of the latest cycles (up to ``KEPT_CYCLE_DURATIONS``), oldest first."""
     _cycle_usage: dict[str, int] = field(default_factory=_zero_usage, init=False, repr=False, compare=False)
+    _invocation_timed_cycles: int = field(default=0, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # A result crossing to another process carries only the latest invocation's cycles: a resident agent
         # of a reused Graph would otherwise ship up to KEPT_INVOCATIONS of them with every node result.
         state = dict(self.__dict__)
         state["agent_invocations"] = self.agent_invocations[-1:]
+        state["cycle_durations"] = self.cycle_durations[len(self.cycle_durations) - self._invocation_timed_cycles:]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -108,6 +115,7 @@ class EventLoopMetrics:
         self.invocation_cost_usd = 0.0
         self.invocation_metrics = {"latencyMs": 0}
         self._cycle_usage = _zero_usage()
+        self._invocation_timed_cycles = 0
         # The invocation's entry shares ``invocation_usage``: one dict, counted once.
         self.agent_invocations.append(AgentInvocation(usage=self.invocation_usage))
         del self.agent_invocations[:-KEPT_INVOCATIONS]
@@ -133,6 +141,14 @@ class EventLoopMetrics:
             self.agent_invocations[-1].cycles.append(
                 EventLoopCycleMetric(event_loop_cycle_id=f"cycle-{next(_CYCLE_IDS)}", usage=self._cycle_usage))
         self._cycle_usage = _zero_usage()
+
+    def add_cycle_duration(self, seconds: float) -> None:
+        """Record how long one cycle (its model call and its tools) took."""
+        self.total_duration += seconds
+        self.cycle_durations.append(seconds)
+        self._invocation_timed_cycles = min(self._invocation_timed_cycles + 1, KEPT_CYCLE_DURATIONS)
+        if len(self.cycle_durations) > KEPT_CYCLE_DURATIONS:
+            del self.cycle_durations[:-KEPT_CYCLE_DURATIONS]
 
     def add_tool(self, name: str, success: bool, seconds: float, tool_use: dict[str, Any] | None = None) -> None:
         """Count one call of tool ``name``, successful or not, that took ``seconds`` (``tool_use``: the call)."""
@@ -173,6 +189,8 @@ class EventLoopMetrics:
         """The metrics as a JSON dict: cycles, model calls, usage, latency, cost and per-tool counts."""
         return {
             "total_cycles": self.cycle_count,
+            "total_duration": self.total_duration,
+            "average_cycle_time": self.total_duration / self.cycle_count if self.cycle_count else 0.0,
             "model_calls": self.model_calls,
             "accumulated_usage": dict(self.accumulated_usage),
             "accumulated_metrics": dict(self.accumulated_metrics),

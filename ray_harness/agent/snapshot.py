@@ -72,6 +72,8 @@ class SnapshotMetrics(BaseModel):
     """Usage of the latest invocation (a graph node reports this one, not the cumulative one)."""
     invocation_cycles: int = 0
     invocation_cost_usd: float = 0.0
+    total_duration: float = 0.0
+    """Seconds spent in event-loop cycles (``EventLoopMetrics.total_duration``)."""
 
 
 class AgentSnapshot(BaseModel):
@@ -170,7 +172,7 @@ def take_snapshot(agent: Any, messages_from: int = 0, *, copy: bool = True) -> A
             accumulated_usage=dict(metrics.accumulated_usage), accumulated_metrics=dict(metrics.accumulated_metrics),
             accumulated_cost_usd=metrics.accumulated_cost_usd, tool_metrics=tool_metrics,
             invocation_usage=dict(metrics.invocation_usage), invocation_cycles=metrics.invocation_cycles,
-            invocation_cost_usd=metrics.invocation_cost_usd),
+            invocation_cost_usd=metrics.invocation_cost_usd, total_duration=metrics.total_duration),
         model_state=keep(get_model_state()) if callable(get_model_state) else None,
     )
 
@@ -219,7 +221,7 @@ def restore_snapshot(agent: Any, snapshot: AgentSnapshot | SnapshotDelta, *, cop
                                         error_count=t.error_count, total_time=t.total_time)
                       for name, t in m.tool_metrics.items()},
         invocation_usage=dict(m.invocation_usage), invocation_cycles=m.invocation_cycles,
-        invocation_cost_usd=m.invocation_cost_usd)
+        invocation_cost_usd=m.invocation_cost_usd, total_duration=m.total_duration)
     undo: list[Any] = []
     try:
         manager = agent.conversation_manager

@@ -104,3 +104,41 @@ def test_summary_tool_usage_has_strands_execution_stats_and_tool_info() -> None:
                                         "average_time": 1.0, "success_rate": 0.5}
     assert entry["call_count"] == 2  # the flat keys stay
     assert entry["tool_info"] == {"tool_use_id": "t1", "name": "lookup", "input_params": {"q": 1}}
+
+
+@tool
+def nap() -> str:
+    """Sleep a little."""
+    import time
+
+    time.sleep(0.02)
+    return "rested"
+
+
+def test_cycle_durations_and_total_duration_as_strands_summarizes_them() -> None:
+    import pickle
+
+    agent = Agent(ScriptedModel(tool_call("nap", {}), text("done"), text("again")), tools=[nap])
+    agent("go")
+    metrics = agent.event_loop_metrics
+    assert len(metrics.cycle_durations) == 2 and metrics.cycle_durations[0] >= 0.02  # the tool is in its cycle
+    agent("more")
+    assert len(metrics.cycle_durations) == 3 and metrics.total_duration == pytest.approx(sum(metrics.cycle_durations))
+    summary = metrics.get_summary()
+    assert summary["total_duration"] == metrics.total_duration
+    assert summary["average_cycle_time"] == pytest.approx(metrics.total_duration / 3)
+    # A result crossing processes carries the latest invocation's cycles only; the total stays whole.
+    shipped = pickle.loads(pickle.dumps(metrics))
+    assert shipped.cycle_durations == metrics.cycle_durations[-1:] and shipped.total_duration == metrics.total_duration
+    other = Agent(ScriptedModel(), agent_id=agent.agent_id)
+    other.restore(agent.snapshot())
+    assert other.event_loop_metrics.total_duration == metrics.total_duration
+
+
+def test_kept_cycle_durations_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(result_module, "KEPT_CYCLE_DURATIONS", 2)
+    metrics = EventLoopMetrics()
+    metrics.start_invocation()
+    for seconds in (1.0, 2.0, 3.0):
+        metrics.add_cycle_duration(seconds)
+    assert metrics.cycle_durations == [2.0, 3.0] and metrics.total_duration == 6.0
