@@ -4,6 +4,11 @@ Every record is one JSON object with ``schema_version`` (currently ``"1"``). Byt
 (images, documents) are stored as ``{"__bytes__": "<base64>"}``. A record that is not valid JSON,
 has wrong types or an unknown schema version raises :class:`SessionException` naming where it was
 read from; nothing is reset or overwritten.
+
+A record without ``schema_version`` is one the Strands SDK wrote (same folder layout): its agent's
+interrupt state under ``_internal_state``, its bytes as ``{"__bytes_encoded__": true, "data": ...}`` and
+a message's ``redact_message`` replacing the message are read as Strands reads them, so a session
+survives switching the imports. A Strands Graph's or Swarm's state is not ours to read: it is refused by name.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ __all__ = (
 
 SCHEMA_VERSION = "1"
 _BYTES_KEY = "__bytes__"
+_STRANDS_BYTES_KEY = "__bytes_encoded__"
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -107,10 +113,12 @@ def encode_json(value: Any) -> Any:
 
 
 def decode_json(value: Any) -> Any:
-    """The inverse of :func:`encode_json`: byte markers become ``bytes`` again."""
+    """The inverse of :func:`encode_json`: byte markers (ours and Strands') become ``bytes`` again."""
     if isinstance(value, dict):
         if len(value) == 1 and _BYTES_KEY in value and isinstance(value[_BYTES_KEY], str):
             return base64.b64decode(value[_BYTES_KEY])
+        if value.get(_STRANDS_BYTES_KEY) is True and isinstance(value.get("data"), str) and len(value) == 2:
+            return base64.b64decode(value["data"])
         return {key: decode_json(item) for key, item in value.items()}
     if isinstance(value, list):
         return [decode_json(item) for item in value]
@@ -141,7 +149,9 @@ def parse_record(raw: bytes, model: type[R], location: str) -> R:
         raise SessionException(f"corrupted session file {location}: expected a JSON object, "
                                f"got {type(data).__name__}")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version is None:
+        data = _from_strands(data, model, location)
+    elif version != SCHEMA_VERSION:
         raise SessionException(f"session file {location} has schema_version {version!r}; "
                                f"this ray_harness reads schema_version {SCHEMA_VERSION!r}")
     try:
@@ -149,3 +159,36 @@ def parse_record(raw: bytes, model: type[R], location: str) -> R:
     except ValidationError as error:
         raise SessionException(
             f"corrupted session file {location}: {describe_validation_error(error, model.__name__)}") from None
+
+
+def _from_strands(data: dict[str, Any], model: type[BaseModel], location: str) -> dict[str, Any]:
+    """A record the Strands SDK wrote, in this module's form (see the module docstring)."""
+    if model is MultiAgentRecord:
+        raise SessionException(f"session file {location} holds a Graph's or Swarm's state written by the Strands "
+                               "SDK (no schema_version); ray_harness reads Strands' agent sessions, not its "
+                               "multi-agent state: start that Graph or Swarm in a new session")
+    data = dict(data)
+    if model is AgentRecord:
+        internal = data.pop("_internal_state", None)
+        if isinstance(internal, dict) and isinstance(internal.get("interrupt_state"), dict):
+            data["interrupt_state"] = _strands_interrupt_state(internal["interrupt_state"])
+    elif model is MessageRecord:
+        if data.get("redact_message") is not None:
+            data["message"] = data["redact_message"]  # Strands reads the redacted message in its place
+        message = data.get("message")
+        if isinstance(message, dict):
+            data["message"] = {key: value for key, value in message.items() if key != "tracking_id"}
+    return data
+
+
+def _strands_interrupt_state(state: dict[str, Any]) -> dict[str, Any]:
+    """Strands keeps an interrupted tool batch under ``pending_tool_execution``; ours is in the context."""
+    state = dict(state)
+    pending = state.pop("pending_tool_execution", None)
+    if isinstance(pending, dict) and isinstance(pending.get("assistant_message"), dict):
+        message = {key: value for key, value in pending["assistant_message"].items() if key in ("role", "content")}
+        context = state.get("context")
+        context = context if isinstance(context, dict) else {}
+        state["context"] = {**context, "tool_use_message": message,
+                            "tool_results": list(pending.get("completed_tool_results") or [])}
+    return state
