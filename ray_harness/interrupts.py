@@ -108,11 +108,19 @@ class InterruptState:
                 f"content_types=<{invalid}> | must resume from interrupt with a list of interruptResponse blocks"
             )
         answers: list[tuple[str, Any]] = []
-        for block in prompt:  # all checked before any is applied: a bad block changes nothing
+        for index, block in enumerate(prompt):  # all checked before any is applied: a bad block changes nothing
             response = block["interruptResponse"]
-            if not isinstance(response, dict) or "interruptId" not in response or "response" not in response:
-                raise TypeError("interruptResponse must be {'interruptId': str, 'response': value}")
+            where = f"prompt[{index}]['interruptResponse']"
+            if not isinstance(response, dict):
+                raise TypeError(f"{where} must be a dict {{'interruptId': str, 'response': value}}, "
+                                f"got {type(response).__name__}")
+            missing = [name for name in ("interruptId", "response") if name not in response]
+            if missing:
+                raise TypeError(f"{where} is missing {' and '.join(map(repr, missing))}; "
+                                "expected {'interruptId': str, 'response': value}")
             key = response["interruptId"]
+            if not isinstance(key, str):
+                raise TypeError(f"{where}['interruptId'] must be a str, got {type(key).__name__}")
             if key not in self.interrupts:
                 raise KeyError(f"interrupt_id=<{key}> | no interrupt found")
             answers.append((key, response["response"]))

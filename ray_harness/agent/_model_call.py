@@ -66,7 +66,10 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
         if stop is not None and stop.stop_reason == "cancelled":
             if stop.usage.get("totalTokens"):
                 _account(agent, stop)  # a stream cut mid-way was still (partly) processed and billed
-            yield stop  # cancelled: no AfterModelCallEvent retry can undo a user's cancel
+            # Hooks hear the call end, as in Strands (a BeforeModelCallEvent is always paired), but no
+            # AfterModelCallEvent retry can undo a user's cancel.
+            await _after_model_call_retries(agent, inv, stop, None)
+            yield stop
             return
         if await _after_model_call_retries(agent, inv, stop, error):
             if stop is not None and not veto:

@@ -202,7 +202,7 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
                                result=result, invocation_state=inv.state, exception=exception,
                                cancel_message=cancel_message)
         )
-        if after.retry:
+        if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it (Strands)
             continue
         final = _normalize(use_id, after.result)
         _count_tool_call(agent, name, final, started)

@@ -59,8 +59,12 @@ class Invocation:
         self.interruptible_wait = False
         self.wait_interrupted = False
         self.cycle_index = 0
+        # Cycles that ran a resumed tool batch without calling the model: a turn for ``limits`` all the same
+        # (as Strands counts every cycle), while the metrics count model cycles only.
+        self.resumed_cycles = 0
         self.resumed_position: str | None = None
         self.first_appended: Message | None = None
+        self.last_before: Message | None = None  # the history's last message when the invocation started
         self.tracer = get_tracer()
         self.agent_span: Any = None
         self.cycle_span: Any = None
@@ -176,6 +180,7 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
         yield {"type": "result", "result": inv.result("cancelled", _cancelled_stop(agent).message)}
         return
     agent.event_loop_metrics.start_invocation()
+    inv.last_before = agent.messages[-1] if agent.messages else None
     current: Any = prompt
     while True:
         new_messages = prepare_prompt(agent, current, inv)
@@ -251,7 +256,13 @@ def _rollback(agent: Agent, inv: Invocation, length: int) -> None:
         return  # the interrupted turn must stay so that it can be resumed
     first = inv.first_appended
     if first is not None:
-        found = next((i for i, message in enumerate(agent.messages) if message is first), None)
+        found = _index_of(agent.messages, first)
+        if found is None and inv.last_before is not None:
+            # Not trimmed but replaced (a guide merged its text into the prompt's turn): it follows the
+            # history's last message from before the invocation, if that one is still there.
+            before = _index_of(agent.messages, inv.last_before)
+            if before is not None and before + 1 < len(agent.messages):
+                found = before + 1
         if found is None:
             # Trimmed away, with everything older than it but the manager's pinned prefix and summary.
             manager = agent.conversation_manager
@@ -266,6 +277,10 @@ def _rollback(agent: Agent, inv: Invocation, length: int) -> None:
         truncate = getattr(agent.session_manager, "on_history_truncated", None)
         if callable(truncate):
             truncate(agent, length)
+
+
+def _index_of(messages: list[Message], message: Message) -> int | None:
+    return next((i for i, candidate in enumerate(messages) if candidate is message), None)
 
 
 def _answers_earlier_tool_use(messages: list[Message], index: int) -> bool:
@@ -338,6 +353,8 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         if turn.message is None:
             return  # the invocation ended here (its result was yielded), or the next cycle goes on
         message = turn.message
+    else:
+        inv.resumed_cycles += 1
     inv.resumed_position = None
     tools: ToolsOutcome | None = None
     batch = run_tools(agent, inv, message)
@@ -442,7 +459,7 @@ async def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | Non
             await agent._append_message(message, inv.state)
             return inv.result("cancelled", message)
         return inv.result("cancelled", _last_assistant(agent))
-    reason = check_limits(inv.limits, agent.event_loop_metrics.invocation_cycles,
+    reason = check_limits(inv.limits, agent.event_loop_metrics.invocation_cycles + inv.resumed_cycles,
                           agent.event_loop_metrics.invocation_usage, agent.event_loop_metrics.invocation_cost_usd)
     if reason is not None:
         return inv.result(reason, _last_assistant(agent))  # the model's last word, not the tool results after it

@@ -178,10 +178,14 @@ class InterventionRegistry:
         if method in ("before_invocation", "before_tool_call"):
             _set_cancel(method, event, text)
         elif method == "before_model_call":
+            messages = self._agent.messages
+            if messages and messages[-1]["role"] == "user" and messages[-1]["content"][-1:] == [{"text": text}]:
+                return  # the same call again (a throttling retry): the model already gets this guidance once
             append_user_text(self._agent, text)
         elif method == "after_model_call":
-            if event.exception is not None or event.stop_response is None:
-                return
+            if event.exception is not None or event.stop_response is None \
+                    or event.stop_response.stop_reason == "cancelled":
+                return  # no reply to discard, or a cancelled call (which is not retried)
             if self._guide_retries >= self._agent.max_guide_retries:
                 logger.warning("guide_retries=<%d> | guidance after the model call ignored: retry bound reached",
                                self._guide_retries)

@@ -178,8 +178,8 @@ class SteeringHandler:
                                 "expected SteerProceed, SteerGuide or SteerInterrupt")
 
     async def _after_model(self, event: AfterModelCallEvent) -> None:
-        if event.stop_response is None:
-            return
+        if event.stop_response is None or event.stop_response.stop_reason == "cancelled":
+            return  # no reply to steer: the call failed, or it was cancelled (and is not retried)
         action = await _call(self.steer_after_model, event)
         match action:
             case SteerProceed() | None:

@@ -131,6 +131,66 @@ async def test_cancel_after_current_tools_with_message() -> None:
     assert agent.messages[-1] == {"role": "assistant", "content": [{"text": "stopped by operator"}]}
 
 
+async def test_a_cancelled_model_call_still_ends_with_after_model_call_and_is_not_retried() -> None:
+    """Before/AfterModelCallEvent stay paired (as Strands); a retry or a guide cannot undo the cancel."""
+    from ray_harness.hooks import AfterModelCallEvent, BeforeModelCallEvent
+    from ray_harness.interventions import Guide, InterventionHandler
+    from ray_harness.steering import SteerGuide, SteeringHandler
+
+    class Critic(InterventionHandler):
+        name = "critic"
+
+        def after_model_call(self, event):  # type: ignore[no-untyped-def,override]
+            return Guide("try again")
+
+    class Steer(SteeringHandler):
+        def steer_after_model(self, event):  # type: ignore[no-untyped-def,override]
+            return SteerGuide("steer again")
+
+    seen: list[str] = []
+
+    def after(event: AfterModelCallEvent) -> None:
+        assert event.stop_response is not None
+        seen.append(f"after:{event.stop_response.stop_reason}")
+        event.retry = True
+
+    model = ScriptedModel(text("never", delay=120), text("unreached"))
+    agent = Agent(model, interventions=[Critic()], hooks=[Steer()])
+    agent.hooks.add_callback(BeforeModelCallEvent, lambda event: seen.append("before"))
+    agent.hooks.add_callback(AfterModelCallEvent, after)
+    _, result = await asyncio.gather(_cancel_later(agent, 0.05), agent.invoke_async("x"))
+    assert result.stop_reason == "cancelled"
+    assert seen == ["before", "after:cancelled"]
+    assert len(model.calls) == 1
+    assert agent.messages == [{"role": "user", "content": [{"text": "x"}]},
+                              {"role": "assistant", "content": [{"text": "Cancelled by user"}]}]  # no guidance
+
+
+async def test_a_cancel_ends_a_hook_driven_tool_retry_loop() -> None:
+    """``AfterToolCallEvent.retry`` does not run the tool again once the invocation is cancelled (as Strands)."""
+    from ray_harness.hooks import AfterToolCallEvent
+
+    runs: list[int] = []
+
+    @tool(context=True)
+    def flaky(tool_context: ToolContext) -> str:
+        """Always fails; cancels on its second run."""
+        runs.append(len(runs))
+        if len(runs) == 2:
+            tool_context.agent.cancel()
+        raise RuntimeError("down")
+
+    def retry_failures(event: AfterToolCallEvent) -> None:
+        event.retry = event.result["status"] == "error" and len(runs) < 10
+
+    agent = Agent(ScriptedModel(tool_call("flaky", {}, tool_use_id="t1"), text("unreached")), tools=[flaky])
+    agent.hooks.add_callback(AfterToolCallEvent, retry_failures)
+    result = await agent.invoke_async("x")
+    assert result.stop_reason == "cancelled"
+    assert runs == [0, 1]  # the retry after the cancel did not run
+    assert agent.messages[-1]["content"][0]["toolResult"]["toolUseId"] == "t1"  # the call is still answered
+
+
 def test_cancel_on_idle_agent_does_not_poison_next_call() -> None:
     agent = Agent(ScriptedModel(text("fine")))
     agent.cancel()
@@ -204,6 +264,24 @@ def test_limit_priority_turns_first_and_per_invocation() -> None:
     assert agent("x", limits={"turns": 1, "total_tokens": 1, "output_tokens": 1}).stop_reason == "limit_turns"
     assert agent("y", limits={"turns": 1}).stop_reason == "limit_turns"  # counters restart per invocation
     assert len(model.calls) == 2
+
+
+def test_a_resumed_tool_batch_counts_as_a_turn() -> None:
+    """As in Strands, the cycle that runs an interrupted batch is a turn although it does not call the model."""
+
+    @tool(context=True)
+    def approve(tool_context: ToolContext) -> str:
+        """Asks a human."""
+        return f"approved: {tool_context.interrupt('ok?')}"
+
+    model = ScriptedModel(tool_call("approve", {}, tool_use_id="t1"), text("unreached"))
+    agent = Agent(model, tools=[approve])
+    paused = agent("x")
+    answers = [{"interruptResponse": {"interruptId": i.id, "response": "yes"}} for i in paused.interrupts]
+    result = agent(answers, limits={"turns": 1})
+    assert result.stop_reason == "limit_turns"
+    assert len(model.calls) == 1  # the model was not called after the resumed tools
+    assert agent.messages[-1]["content"][0]["toolResult"]["content"] == [{"text": "approved: yes"}]
 
 
 def test_cost_reported_in_metrics() -> None:

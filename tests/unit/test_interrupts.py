@@ -155,6 +155,25 @@ def test_resume_errors() -> None:
     assert RAN == ["risky:2"]
 
 
+@pytest.mark.parametrize(("response", "named"), [
+    ({"interruptId": "ID"}, "missing 'response'"),
+    ({"response": "approve"}, "missing 'interruptId'"),
+    ("approve", r"prompt\[1\]\['interruptResponse'\] must be a dict"),
+    ({"interruptId": 7, "response": "approve"}, r"\['interruptId'\] must be a str, got int"),
+])
+def test_a_malformed_response_names_the_field_and_changes_nothing(response: object, named: str) -> None:
+    agent = Agent(ScriptedModel(tool_call("risky", {"x": "2"}), text("ok")), tools=[risky], hooks=[approve_risky])
+    (pending,) = agent("go").interrupts
+    if isinstance(response, dict) and response.get("interruptId") == "ID":
+        response = {**response, "interruptId": pending.id}
+    good = {"interruptResponse": {"interruptId": pending.id, "response": "approve"}}
+    with pytest.raises(TypeError, match=named):
+        agent([good, {"interruptResponse": response}])
+    assert pending.response is None and RAN == []  # the good block before it was not applied
+    agent([good])
+    assert RAN == ["risky:2"]
+
+
 def test_direct_tool_call_refused_while_interrupted() -> None:
     agent = Agent(ScriptedModel(tool_call("risky", {"x": "2"})), tools=[risky, safe], hooks=[approve_risky])
     agent("go")

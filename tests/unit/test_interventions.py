@@ -175,3 +175,28 @@ def test_guide_after_model_discards_reply_and_retries_with_a_bound() -> None:
     assert str(result) == "bad 3\n"  # the bound stops the retries; the last reply is kept
     assert [m["role"] for m in agent.messages] == ["user", "assistant"]
     assert model.calls[1].messages[-1]["content"][-1] == {"text": "GUIDANCE: [critic] be precise"}
+
+
+def test_a_failed_invocation_after_a_guide_rolls_back_only_its_own_turn() -> None:
+    """The guide merges into the prompt's message (a new dict); the rollback must still find where to cut."""
+    policy = ModelPolicy("m", Proceed())
+    agent = Agent(ScriptedModel(text("first answer"), ValueError("provider down")), interventions=[policy],
+                  retry_strategy=None)
+    agent("first")
+    earlier = list(agent.messages)
+    policy.action = Guide("be brief")
+    with pytest.raises(ValueError, match="provider down"):
+        agent("second")
+    assert agent.messages == earlier  # the earlier conversation is kept, the failed turn is gone
+
+
+def test_guide_before_a_retried_model_call_is_added_once() -> None:
+    from ray_harness.agent.retry import ModelRetryStrategy
+    from ray_harness.types.exceptions import ModelThrottledException
+
+    model = ScriptedModel(ModelThrottledException("slow down"), text("ok"))
+    agent = Agent(model, interventions=[ModelPolicy("m", Guide("be brief"))],
+                  retry_strategy=ModelRetryStrategy(max_attempts=2, initial_delay=0, max_delay=0))
+    agent("x")
+    assert agent.messages[0]["content"] == [{"text": "x"}, {"text": "GUIDANCE: [m] be brief"}]
+    assert model.calls[1].messages[0]["content"] == agent.messages[0]["content"]
