@@ -62,6 +62,7 @@ _STRANDS_ROOT = {
     "PosixShellSandbox": "ray_harness.sandbox",
     "SandboxTimeoutError": "ray_harness.sandbox",
     "SandboxPathNotFoundError": "ray_harness.sandbox",
+    "Snapshot": "ray_harness.agent.field_snapshot",
 }
 
 

@@ -35,6 +35,7 @@ from ray_harness.types.exceptions import ConcurrencyException, ModelConfiguratio
 from ray_harness.types.validation import validate_messages
 
 if TYPE_CHECKING:
+    from ray_harness.agent.field_snapshot import Snapshot
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 
 __all__ = ("Agent",)
@@ -462,6 +463,39 @@ class Agent:
         from ray_harness.agent.snapshot import restore_snapshot
 
         restore_snapshot(self, snapshot)
+
+    def take_snapshot(self, *, preset: str | None = None, include: list[str] | None = None,
+                      exclude: list[str] | None = None, app_data: dict[str, Any] | None = None) -> Snapshot:
+        """Strands' snapshot: a JSON-compatible copy of chosen fields (see :class:`~ray_harness.agent.field_snapshot.Snapshot`).
+
+        Args:
+            preset: ``"session"``: messages, state, conversation manager state, interrupt state and model state.
+            include: Fields added to the preset's (``messages``, ``state``, ``conversation_manager_state``,
+                ``interrupt_state``, ``system_prompt``, ``model_state``).
+            exclude: Fields removed after that.
+            app_data: Your own JSON, stored as given.
+
+        Raises:
+            SnapshotException: an unknown preset or field, or no field left.
+
+        :meth:`snapshot` is ray_harness's typed, whole-state form (what the runtime and sessions use).
+        """
+        from ray_harness.agent.field_snapshot import take_snapshot
+
+        return take_snapshot(self, preset=preset, include=include, exclude=exclude, app_data=app_data)
+
+    def load_snapshot(self, snapshot: Snapshot) -> None:
+        """Restore the fields a :meth:`take_snapshot` snapshot holds; the others stay as they are.
+
+        Raises:
+            SnapshotException: another schema version or scope, or unknown fields.
+            ConcurrencyException: the agent is running an invocation.
+
+        A snapshot with a bad field leaves the agent unchanged.
+        """
+        from ray_harness.agent.field_snapshot import load_snapshot
+
+        load_snapshot(self, snapshot)
 
     @property
     def interrupt_state(self) -> InterruptState:

@@ -42,6 +42,7 @@ __all__ = (
     "RayHarnessError",
     "RemoteActorError",
     "SessionException",
+    "SnapshotException",
     "StructuredOutputException",
 )
 
@@ -101,6 +102,10 @@ class StructuredOutputException(RayHarnessError):
 
 class SessionException(RayHarnessError):
     """A session could not be read or written consistently."""
+
+
+class SnapshotException(RayHarnessError):
+    """A Strands-style ``Snapshot`` could not be taken or loaded (a bad field name, version or scope)."""
 
 
 class EventLoopException(RayHarnessError):
