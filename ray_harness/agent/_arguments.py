@@ -22,7 +22,8 @@ __all__ = ("check_arguments", "check_identity", "check_system_prompt")
 
 def check_arguments(*, description: Any, conversation_manager: Any, session_manager: Any, tool_executor: Any,
                     retry_strategy: Any, checkpointing: Any, max_guide_retries: Any, tools: Any,
-                    callback_handler: Any, structured_output_model: Any) -> None:
+                    callback_handler: Any, structured_output_model: Any, structured_output_prompt: Any = None,
+                    concurrent_invocation_mode: Any = "throw") -> None:
     """Raise ``TypeError``/``ValueError`` naming the first argument that cannot work."""
     if description is not None and not isinstance(description, str):
         raise TypeError(f"description must be a string or None, got {_kind(description)}")
@@ -49,6 +50,16 @@ def check_arguments(*, description: Any, conversation_manager: Any, session_mana
     if structured_output_model is not None and not (isinstance(structured_output_model, type)
                                                     and hasattr(structured_output_model, "model_json_schema")):
         raise TypeError(f"structured_output_model must be a pydantic model class, got {_kind(structured_output_model)}")
+    if structured_output_prompt is not None and (not isinstance(structured_output_prompt, str)
+                                                 or not structured_output_prompt.strip()):
+        raise ValueError(f"structured_output_prompt must be a non-empty string or None, got "
+                         f"{structured_output_prompt!r}")
+    if concurrent_invocation_mode != "throw":
+        # Strands' "unsafe_reentrant" runs two invocations of one agent over one history; here one agent runs
+        # one invocation at a time (cancel, snapshots and the runtime address the one running).
+        raise ValueError(f"concurrent_invocation_mode must be 'throw' (a second concurrent invocation raises "
+                         f"ConcurrencyException), got {concurrent_invocation_mode!r}; for concurrent work use one "
+                         "Agent per invocation")
 
 
 def check_identity(name: Any, agent_id: Any) -> tuple[str, str]:

@@ -18,14 +18,14 @@ PROMPT = "You must format the previous response as structured output."
 
 
 class StructuredOutput:
-    def __init__(self, output_model: type) -> None:
+    def __init__(self, output_model: type, prompt: str | None = None) -> None:
         if not (isinstance(output_model, type) and issubclass(output_model, BaseModel)):
             raise TypeError(f"structured_output_model must be a pydantic BaseModel class, got {output_model!r}")
         self.model: type[BaseModel] = output_model
         self.name = output_model.__name__
         self.value: Any = None
         self.forced = False
-        self.prompt = PROMPT
+        self.prompt = prompt or PROMPT
         schema = output_model.model_json_schema()
         description = schema.pop("description", None) or (output_model.__doc__ or "").strip()
         schema.pop("title", None)

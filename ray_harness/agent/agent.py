@@ -6,6 +6,7 @@ import asyncio
 import copy
 import os
 import threading
+import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,9 @@ class Agent:
     """The pydantic model every invocation's answer fills unless the call names another (as in Strands)."""
     callback_handler: Callable[..., Any] | None = None
     """Called with every stream event's fields as keyword arguments (Strands' ``callback_handler``)."""
+    structured_output_prompt: str | None = None
+    """The user message that asks for the structured output when the model answered without it (None: Strands')."""
+    _session_id: str | None = None  # made on first read of ``session_id`` when no session manager has one
 
     def __init__(
         self,
@@ -84,21 +88,27 @@ class Agent:
         max_guide_retries: int = 3,
         structured_output_model: type | None = None,
         callback_handler: Callable[..., Any] | None = None,
+        structured_output_prompt: str | None = None,
+        concurrent_invocation_mode: str = "throw",
     ) -> None:
         """Configure an agent as in Strands; every argument is checked here, and a wrong one is named.
 
         ``system_prompt`` is a string or a list of ``{"text": ...}`` / ``{"cachePoint": {...}}`` blocks (cache
         points reach Bedrock and Anthropic; other providers get the texts, one per line).
         ``structured_output_model`` is the pydantic model every invocation's answer fills unless the call names
-        another. ``callback_handler`` is called with each stream event's fields as keyword arguments, for
+        another; ``structured_output_prompt`` replaces the message that asks for it when the model answered
+        without it. ``callback_handler`` is called with each stream event's fields as keyword arguments, for
         ``agent(...)`` and ``invoke_async`` too; ``None`` (the default) prints nothing, where Strands' default
-        prints the answer.
+        prints the answer. ``concurrent_invocation_mode`` takes only Strands' default ``"throw"``: a second
+        invocation while one runs raises ``ConcurrencyException``.
         """
         check_arguments(description=description, conversation_manager=conversation_manager,
                         session_manager=session_manager, tool_executor=tool_executor,
                         retry_strategy=None if retry_strategy is _DEFAULT_RETRY else retry_strategy,
                         checkpointing=checkpointing, max_guide_retries=max_guide_retries, tools=tools,
-                        callback_handler=callback_handler, structured_output_model=structured_output_model)
+                        callback_handler=callback_handler, structured_output_model=structured_output_model,
+                        structured_output_prompt=structured_output_prompt,
+                        concurrent_invocation_mode=concurrent_invocation_mode)
         self.model = model
         # A fresh agent (one per node per evaluation row) skips copying and validating an empty history.
         self.messages: list[Message] = validate_messages(copy.deepcopy(messages), "messages") if messages else []
@@ -114,6 +124,8 @@ class Agent:
             self.structured_output_model = structured_output_model
         if callback_handler is not None:
             self.callback_handler = callback_handler
+        if structured_output_prompt is not None:
+            self.structured_output_prompt = structured_output_prompt
         self.retry_strategy: ModelRetryStrategy | None = (
             ModelRetryStrategy() if retry_strategy is _DEFAULT_RETRY else retry_strategy
         )
@@ -256,17 +268,44 @@ class Agent:
         for provider in self.tool_registry.providers:
             provider.close()
 
+    def shutdown(self) -> None:
+        """End of the agent's life (Strands' name): :meth:`cleanup`. Safe to call more than once."""
+        self.cleanup()
+
+    async def shutdown_async(self) -> None:
+        """:meth:`shutdown` for async code."""
+        self.cleanup()
+
     def __enter__(self) -> Agent:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.cleanup()
+        self.shutdown()
 
     async def __aenter__(self) -> Agent:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self.cleanup()
+        await self.shutdown_async()
+
+    @property
+    def session_id(self) -> str:
+        """The session manager's session id; without one, a random id made for this agent (Strands' property)."""
+        session_id = getattr(self.session_manager, "session_id", None)
+        if isinstance(session_id, str):
+            return session_id
+        if self._session_id is None:
+            self._session_id = uuid.uuid4().hex[:8]
+        return self._session_id
+
+    @property
+    def cancel_signal(self) -> threading.Event:
+        """The running invocation's cancel signal (what ``tool_context.cancel_signal`` is); unset when idle.
+
+        Read-only: call :meth:`cancel` to cancel. Hooks may check ``event.agent.cancel_signal.is_set()``.
+        """
+        invocation = self._invocation
+        return invocation.cancel_signal if invocation is not None else threading.Event()
 
     @property
     def sandbox_id(self) -> str | None:

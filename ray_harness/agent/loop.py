@@ -50,7 +50,8 @@ class Invocation:
         self.cancel_signal = cancel_signal
         self.state = state
         self.limits = limits
-        self.structured = StructuredOutput(structured_output_model) if structured_output_model else None
+        self.structured = StructuredOutput(structured_output_model, agent.structured_output_prompt) \
+            if structured_output_model else None
         self.deferred_cancel = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.task: asyncio.Task[Any] | None = None

@@ -12,6 +12,7 @@ import pytest
 
 from ray_harness import Agent
 from ray_harness.agent.state import AgentState
+from ray_harness.hooks.events import BeforeToolCallEvent
 from ray_harness.session import FileSessionManager
 from ray_harness.testing import ScriptedModel, text
 from ray_harness.tools.base import AgentTool
@@ -202,3 +203,65 @@ async def test_the_async_with_block_cleans_up_at_its_end() -> None:
     async with Agent(ScriptedModel(text("ok")), tools=[provider]) as agent:
         assert str(await agent.invoke_async("x")) == "ok\n"
     assert provider.closed == 1
+
+
+async def test_shutdown_and_shutdown_async_are_strands_names_for_cleanup() -> None:
+    provider = _Provider()
+    agent = Agent(ScriptedModel(), tools=[provider])
+    agent.shutdown()
+    await agent.shutdown_async()
+    assert provider.closed == 2
+
+
+# -- Strands' other agent arguments and properties ------------------------------------------------------------
+
+
+def test_structured_output_prompt_is_the_message_that_asks_for_the_output() -> None:
+    from pydantic import BaseModel
+
+    from ray_harness.testing import tool_call
+
+    class Person(BaseModel):
+        name: str
+
+    model = ScriptedModel(text("It is Ann."), tool_call("Person", {"name": "Ann"}))
+    agent = Agent(model, structured_output_prompt="Now fill in the form.")
+    assert agent("who?", structured_output_model=Person).structured_output == Person(name="Ann")
+    assert model.calls[1].messages[-1] == {"role": "user", "content": [{"text": "Now fill in the form."}]}
+    with pytest.raises(ValueError, match="structured_output_prompt"):
+        Agent(ScriptedModel(), structured_output_prompt=" ")
+
+
+def test_concurrent_invocation_mode_takes_only_throw() -> None:
+    Agent(ScriptedModel(), concurrent_invocation_mode="throw")
+    with pytest.raises(ValueError, match="concurrent_invocation_mode must be 'throw'"):
+        Agent(ScriptedModel(), concurrent_invocation_mode="unsafe_reentrant")
+
+
+def test_session_id_is_the_session_managers_or_one_of_the_agents_own(tmp_path: Path) -> None:
+    with_session = Agent(ScriptedModel(), session_manager=FileSessionManager("ticket-7", storage_dir=str(tmp_path)))
+    assert with_session.session_id == "ticket-7"
+    alone = Agent(ScriptedModel())
+    assert len(alone.session_id) == 8 and alone.session_id == alone.session_id
+    assert alone.session_id != Agent(ScriptedModel()).session_id
+    assert pickle.loads(pickle.dumps(alone)).session_id == alone.session_id
+
+
+def test_cancel_signal_is_the_running_invocations() -> None:
+    from ray_harness.testing import tool_call
+    from ray_harness.tools.decorator import tool
+
+    seen: list[bool] = []
+
+    @tool
+    def slow() -> str:
+        """Wait."""
+        return "done"
+
+    def cancel_first(event: BeforeToolCallEvent) -> None:
+        event.agent.cancel()
+        seen.append(event.agent.cancel_signal.is_set())
+
+    agent = Agent(ScriptedModel(tool_call("slow", {}), text("never")), tools=[slow], hooks=[cancel_first])
+    assert agent("go").stop_reason == "cancelled"
+    assert seen == [True] and not agent.cancel_signal.is_set()  # idle: a fresh, unset signal
