@@ -90,8 +90,26 @@ async def _before_model_call(agent: Agent, inv: Invocation) -> Any:
     """Fire ``BeforeModelCallEvent``; returns the hooks' veto (``cancel``: True or a message), if any."""
     if not agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
         return None
-    before, _ = await agent.hooks.invoke_callbacks_async(BeforeModelCallEvent(agent=agent, invocation_state=inv.state))
+    before, _ = await agent.hooks.invoke_callbacks_async(BeforeModelCallEvent(
+        agent=agent, invocation_state=inv.state, projected_input_tokens=_projected_input_tokens(agent)))
     return before.cancel
+
+
+def _projected_input_tokens(agent: Agent) -> int:
+    """About how many input tokens the next call sends (Strands' estimate, with ray_harness's heuristic).
+
+    The latest call's prompt and answer as the provider counted them, plus an estimate of the messages added since
+    the last assistant message; before any call (or after a restore), an estimate of the whole request.
+    """
+    from ray_harness.models.base import estimate_tokens
+
+    baseline = agent.event_loop_metrics.projected_context_size
+    messages = agent.messages
+    if baseline is None:
+        return estimate_tokens(messages, agent.system_prompt, agent.tool_registry.get_all_specs())
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), -1)
+    added = messages[last + 1:]
+    return baseline + (estimate_tokens(added) if added else 0)
 
 
 async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGenerator[Any, None]:

@@ -200,7 +200,7 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         after, _ = await agent.hooks.invoke_callbacks_async(
             AfterToolCallEvent(agent=agent, selected_tool=before.selected_tool, tool_use=before.tool_use,
                                result=result, invocation_state=inv.state, exception=exception,
-                               cancel_message=cancel_message)
+                               cancel_message=cancel_message, duration=time.perf_counter() - started)
         )
         if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it (Strands)
             continue

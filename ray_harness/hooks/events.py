@@ -124,11 +124,15 @@ class BeforeModelCallEvent(HookEvent):
         agent: The agent.
         invocation_state: The per-call ``invocation_state`` dict.
         cancel: Writable. ``True`` or a text vetoes the call ("model call denied by hook").
+        projected_input_tokens: About how many input tokens the call sends: the latest call's prompt and answer
+            as the provider counted them plus an estimate (4 characters a token) of what was added since; an
+            estimate of the whole request before the first call. As Strands' field.
     """
 
     agent: Agent
     invocation_state: dict[str, Any] = field(default_factory=dict)
     cancel: bool | str = False
+    projected_input_tokens: int | None = None
     _writable: ClassVar[frozenset[str]] = frozenset({"cancel"})
 
 
@@ -281,6 +285,7 @@ class AfterToolCallEvent(HookEvent):
         exception: What the tool raised, if it raised.
         cancel_message: The cancel text, when the call was cancelled.
         retry: Writable. ``True`` runs the tool again.
+        duration: Seconds this call of the tool took (Strands' field).
     """
 
     agent: Agent
@@ -291,6 +296,7 @@ class AfterToolCallEvent(HookEvent):
     exception: BaseException | None = None
     cancel_message: str | None = None
     retry: bool = False
+    duration: float = 0.0
     _writable: ClassVar[frozenset[str]] = frozenset({"result", "retry"})
 
     @property

@@ -305,3 +305,32 @@ def test_after_invocation_resume_runs_again() -> None:
     agent = Agent(model, hooks=[again])
     assert str(agent("x")) == "two\n"
     assert model.calls[1].messages[-1]["content"] == [{"text": "follow-up"}]
+
+
+def test_after_tool_call_has_the_calls_duration_and_before_model_call_a_token_projection() -> None:
+    import time
+
+    @tool
+    def nap() -> str:
+        """Sleep a little."""
+        time.sleep(0.02)
+        return "rested"
+
+    durations: list[float] = []
+    projections: list[int | None] = []
+
+    def after_tool(event: AfterToolCallEvent) -> None:
+        durations.append(event.duration)
+
+    def before_model(event: BeforeModelCallEvent) -> None:
+        projections.append(event.projected_input_tokens)
+
+    first = {"inputTokens": 1000, "outputTokens": 50, "totalTokens": 1050}
+    agent = Agent(ScriptedModel(tool_call("nap", {}, usage=first), text("done")), tools=[nap],
+                  hooks=[after_tool, before_model], system_prompt="x" * 400)
+    agent("go")
+    assert len(durations) == 1 and durations[0] >= 0.02
+    cold, warm = projections
+    assert cold is not None and cold >= 100  # the whole request, estimated: the system prompt alone is 100 tokens
+    # The first call's prompt and answer as counted, plus the tool result added since.
+    assert warm is not None and warm > 1050 and warm < 1050 + 100
