@@ -53,7 +53,7 @@ _LIFECYCLE = ("before_agent", "abefore_agent", "before_model", "abefore_model", 
               "after_agent", "aafter_agent")
 _ASYNC_WRAP = {Placement.MODEL_LOGICAL: "awrap_model_call", Placement.MODEL_PHYSICAL: "awrap_model_call",
                Placement.TOOL_VISIBLE: "awrap_tool_call", Placement.TOOL_RAW: "awrap_tool_call"}
-_sync_only_warned: set[tuple[type, str]] = set()
+_warned: set[tuple[type, str]] = set()  # (middleware class, hook or placement) already warned about
 _CACHE_SIZE = 256
 _resolved: dict[tuple[Any, ...], Resolution] = {}
 
@@ -88,7 +88,7 @@ def assemble(agent: Agent, inv: Invocation) -> ExtensionChain | None:
         for contributor in list(extension.contributors):
             owner = type(contributor).__name__
             try:
-                items = list(contributor.contribute_middlewares(loading.app_store, ctx) or ())
+                items = _contributions(contributor.contribute_middlewares(loading.app_store, ctx))
             except Exception as error:
                 diagnostic(extension.use, owner, "contribute_middlewares", error)
                 continue
@@ -109,6 +109,19 @@ def assemble(agent: Agent, inv: Invocation) -> ExtensionChain | None:
                            "%s is absent from this stack: retry_strategy=None); it sits at the outermost model "
                            "position", use, RETRY)
     return ExtensionChain(agent, inv, cached)
+
+
+def _contributions(returned: Any) -> list[Any]:
+    """What a contributor returned, as a list (None: nothing).
+
+    Raises:
+        TypeError: not a sequence of placements (a lone placement, a string or a mapping is a mistake, not a list).
+    """
+    if isinstance(returned, MiddlewarePlacement | str | bytes | dict) or (
+            returned is not None and not hasattr(returned, "__iter__")):
+        raise TypeError(f"contribute_middlewares returns a sequence of MiddlewarePlacement (or None), got "
+                        f"{type(returned).__name__}")
+    return list(returned or ())
 
 
 def _resolution(placed: list[tuple[int, int, str, MiddlewarePlacement]], retry: bool) -> Resolution:
@@ -152,8 +165,12 @@ class Resolution:
         self.physical_wrappers = self._active(Placement.MODEL_PHYSICAL)
         self.visible_wrappers = self._active(Placement.TOOL_VISIBLE)
         self.raw_wrappers = self._active(Placement.TOOL_RAW)
-        self.standard = [wrapper for wrapper in self.by_placement.get(Placement.STANDARD, [])
-                         if any(implemented(wrapper.middleware, hook) for hook in _LIFECYCLE)]
+        self.standard = []
+        for wrapper in self.by_placement.get(Placement.STANDARD, []):
+            if any(implemented(wrapper.middleware, hook) for hook in _LIFECYCLE):
+                self.standard.append(wrapper)
+            else:
+                _warn_inert(wrapper, "before_agent/before_model/after_model/after_agent")
         self.model_names = [wrapper.name for wrapper in self.logical_wrappers + self.physical_wrappers]
         self.tool_names = [wrapper.name for wrapper in self.visible_wrappers + self.raw_wrappers]
         (self.logical_layers, self.physical_layers, self.visible_layers, self.raw_layers,
@@ -166,12 +183,31 @@ class Resolution:
         for wrapper in self.by_placement.get(placement, []):
             if implemented(wrapper.middleware, hook):
                 active.append(wrapper)
-            elif implemented(wrapper.middleware, hook[1:]) and (type(wrapper.middleware), hook) not in _sync_only_warned:
-                _sync_only_warned.add((type(wrapper.middleware), hook))
-                logger.warning("Extension %s: %s implements only %s; invocations take the async path, where it is "
-                               "passed through (implement %s to observe calls)", wrapper.use,
-                               type(wrapper.middleware).__name__, hook[1:], hook)
+            elif implemented(wrapper.middleware, hook[1:]):
+                _warn_once(wrapper, hook, "Extension %s: %s implements only %s; invocations take the async path, "
+                           "where it is passed through (implement %s to observe calls)",
+                           type(wrapper.middleware).__name__, hook[1:], hook)
+            else:
+                _warn_inert(wrapper, hook[1:])
         return active
+
+
+def _warn_once(wrapper: Wrapper, key: str, message: str, *args: Any) -> None:
+    """Log ``message`` (after the extension's name) once per process for this middleware class and ``key``."""
+    if (type(wrapper.middleware), key) not in _warned:
+        _warned.add((type(wrapper.middleware), key))
+        logger.warning(message, wrapper.use, *args)
+
+
+def _warn_inert(wrapper: Wrapper, hooks: str) -> None:
+    """A contribution without any hook that acts at its placement observes nothing: say so rather than stay silent.
+
+    Model wraps act only at model placements, tool wraps only at tool placements, lifecycle hooks only at STANDARD.
+    """
+    placement = wrapper.placement.name
+    _warn_once(wrapper, placement, "Extension %s: %s at %s implements none of the hooks that act there (%s, sync "
+               "or async); it observes nothing (model wraps act only at MODEL_* placements, tool wraps only at TOOL_* "
+               "placements, lifecycle hooks only at STANDARD)", type(wrapper.middleware).__name__, placement, hooks)
 
 
 def _layers(resolution: Resolution) -> tuple[Layers, Layers, Layers, Layers, Layers]:
@@ -295,8 +331,15 @@ class ExtensionChain:
                 return call_model(agent, inv)
 
             self._retry_layer = (call_model, retry_layer)
+        # the decision's request as the model stage builds it: a pending structured output adds its tool, and
+        # on the forced turn its tool_choice
         specs = list(agent.tool_registry.get_all_specs())
-        request = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, None, inv.state)
+        tool_choice = None
+        structured = inv.structured
+        if structured is not None and structured.value is None:
+            specs.append(structured.spec)
+            tool_choice = structured.tool_choice()
+        request = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, tool_choice, inv.state)
         return self._resolution.logical_layers.run(self._retry_layer[1], request, self.store)
 
     async def _logical_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]

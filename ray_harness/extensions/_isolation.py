@@ -11,7 +11,9 @@ task, so cancel and the model-wait interrupter work as without hooks.
 
 Downstream runs once per call, tracked by the call itself, so recovering from a hook's fault never adds a
 model request or a tool side effect: downstream always gets the original request, and the caller gets its
-real result (or its exception). Interrupts raised downstream always propagate.
+real result (or its exception). Interrupts raised downstream always propagate. A hook that awaits ``handler``
+in a task of its own (``asyncio.wait_for(handler(request), 5)``) gets downstream run in a task of its own too,
+which only the call can cancel: a hook that stops waiting cannot cancel a tool or a model request.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator
 from functools import partial
-from types import CoroutineType
+from types import CoroutineType, GeneratorType
 from typing import Any, TypeVar
 
 from ray_harness.extensions.types import (
     AgentMiddleware,
     ExtensionData,
+    ExtensionError,
     LifecycleContext,
     Placement,
     _current_store,
@@ -120,8 +123,8 @@ class _Run:
     plain ``partial`` of :func:`_enter` (no object, no Python call of its own).
     """
 
-    __slots__ = ("buffer", "driving", "emitted", "error", "failure", "handed", "inner", "layers", "outcome", "phase",
-                 "raised", "request", "result", "store", "task", "waiters")
+    __slots__ = ("buffer", "detached", "driving", "emitted", "error", "failure", "handed", "inner", "layers", "outcome",
+                 "phase", "raised", "request", "result", "store", "task", "waiters")
 
     def __init__(self, layers: Layers, inner: Inner, request: Any, store: ExtensionData) -> None:
         self.layers = layers
@@ -140,6 +143,7 @@ class _Run:
         self.emitted: Any = None
         self.driving = False
         self.task: Any = None
+        self.detached: asyncio.Task[None] | None = None  # downstream in a task of its own (see _detach_inner)
 
 
 def _iterable_coroutine(function: F) -> F:
@@ -172,12 +176,14 @@ def _enter(run: _Run, index: int, request: Any = None) -> Generator[Any, Any, An
     layers = run.layers
     try:
         if index == layers.count:
-            yield from _inner(run)
+            # a foreign task (a hook's own, e.g. wait_for's) awaits handler while the driver is not stepping
+            yield from (_inner(run) if run.driving else _detach_inner(run))
         else:
             hook_error: Exception | None = None
             try:
                 awaitable = layers.hooks[index](layers.view(run.request), partial(_enter, run, index + 1))
-                yield from (awaitable if type(awaitable) is CoroutineType else awaitable.__await__())  # type: ignore[misc]
+                yield from (awaitable if type(awaitable) is CoroutineType  # type: ignore[misc]
+                            else _awaited(awaitable, layers.hook_name))
             except Exception as error:  # the hook's own fault, or the handler's exception it let through
                 hook_error = error
             if hook_error is not None or phase[index + 1] != _FINISHED:
@@ -193,12 +199,123 @@ def _enter(run: _Run, index: int, request: Any = None) -> Generator[Any, Any, An
             waiter = run.waiters.pop(index, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
+    if run.detached is not None or run.failure is not None:
+        yield from _after_entry(run, index)
     if run.failure is not None and index:  # the driver's own entry (0) leaves the outcome to the driver
         if run.raised is None:
             run.raised = {}
         run.raised[index] = run.failure
         raise run.failure
     return layers.handout(run) if index else None
+
+
+def _after_entry(run: _Run, index: int) -> Generator[Any, Any, None]:
+    """What entry ``index`` settles after its hook (or downstream) ended, before answering the hook that awaits it."""
+    if run.detached is not None and not run.detached.done():
+        # a hook stopped waiting for a detached downstream (a timeout around handler): its outcome is the answer
+        yield from _until_done(run.detached)
+    if type(run.failure) is asyncio.CancelledError and index < run.layers.count:
+        _absorbed_cancel(run, index)
+
+
+def _absorbed_cancel(run: _Run, index: int) -> None:
+    """Hook ``index`` absorbed a cancel that ended downstream: name it, instead of a ``CancelledError`` nobody asked for.
+
+    A timeout around ``handler`` in the hook's own task (``async with asyncio.timeout(5)``, or ``wait_for`` on
+    Python 3.12+) cancels that task where it waits, which is inside the tool or the model request. The call
+    cannot be completed any more (nor run again); when the cancel was the hook's own (the task is not being
+    cancelled any more), the caller gets an :class:`ExtensionError` naming the hook: at ``TOOL_RAW`` a tool error
+    result, elsewhere the invocation's error. A cancel of the call itself still propagates as it is.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        return
+    wrapper = run.layers.wrappers[index]
+    what = "tool call" if wrapper.placement in (Placement.TOOL_VISIBLE, Placement.TOOL_RAW) else "model request"
+    error = ExtensionError(
+        f"Extension {wrapper.use}: {type(wrapper.middleware).__name__}.{run.layers.hook_name} cancelled the {what} "
+        "it observes (a timeout or cancel around handler in its own task); a contribution cannot stop a call: "
+        "await handler without a timeout, or run it in a task of its own (asyncio.ensure_future), whose "
+        "cancel stops only the wait")
+    error.__cause__ = run.failure
+    logger.warning("%s", error)
+    run.failure = run.error = error
+
+
+def _awaited(awaitable: Any, hook_name: str) -> Any:
+    """What ``yield from`` runs for a hook's return value that is not a native coroutine.
+
+    A plain ``def`` hook may return ``handler(request)`` itself (a generator-based coroutine, which has no
+    ``__await__``) or any other awaitable; anything else is the hook's fault.
+
+    Raises:
+        TypeError: the hook returned something that is not awaitable.
+    """
+    if inspect.isawaitable(awaitable):
+        return awaitable if isinstance(awaitable, GeneratorType) else awaitable.__await__()
+    raise TypeError(f"{hook_name} returned {type(awaitable).__name__}, not an awaitable (define it with async def)")
+
+
+def _detach_inner(run: _Run) -> Generator[Any, Any, None]:
+    """Downstream, entered from a task a hook started (``await asyncio.wait_for(handler(request), 5)``).
+
+    It runs in a task of its own that only the call itself can cancel (see :func:`_drive`): a hook that
+    stops waiting (a timeout, a cancel of its own task) ends its wait, never the model request or the tool;
+    the caller still gets downstream's real outcome, once it is there.
+    """
+    task = run.detached = asyncio.get_running_loop().create_task(_downstream(run))
+    yield from _until_done(task)
+
+
+async def _downstream(run: _Run) -> None:
+    try:
+        await _InnerAwaitable(run)
+    except BaseException:  # recorded on the run by _inner (error, failure): the chain raises it
+        pass
+
+
+class _InnerAwaitable:
+    __slots__ = ("run",)
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        return _inner(self.run)
+
+
+def _until_done(task: asyncio.Task[None]) -> Generator[Any, Any, None]:
+    """Wait for ``task`` without owning it: cancelling the waiter does not cancel the task."""
+    if not task.done():
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def finished(_: Any) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        task.add_done_callback(finished)
+        yield from done
+
+
+def _cancel_handled_downstream(run: _Run) -> bool:
+    """Whether the call's cancel reached its detached downstream, which took it and ended with a result.
+
+    An agent's cancel interrupts the provider wait by cancelling the invocation's task; with downstream in a
+    task of its own that cancel lands on the hooks' wait instead, and :func:`_stop_detached` passes it on. The
+    model call then ends with its cancelled stop and withdraws the cancel request (``uncancel``): the caller gets
+    that result, as without hooks. A cancel nobody withdrew still propagates.
+    """
+    task = asyncio.current_task()
+    return (run.detached is not None and run.error is None and run.outcome is not _MISSING and task is not None
+            and task.cancelling() == 0)
+
+
+async def _stop_detached(run: _Run) -> None:
+    """The call ends early (cancelled, or its consumer left): cancel a detached downstream and let it unwind first."""
+    task = run.detached
+    if task is not None and not task.done():
+        task.cancel()
+        await asyncio.wait([task])
 
 
 def _real(run: _Run) -> Any:
@@ -304,6 +421,24 @@ class _Abort(BaseException):
     """Thrown into the hooks when their consumer went away, so each ``await handler`` unwinds (closing downstream)."""
 
 
+_DONE: Any = object()
+
+
+def _step(run: _Run, steps: Generator[Any, Any, Any], value: Any, thrown: BaseException | None,
+          store: ExtensionData | None) -> Any:
+    """Resume the hooks once (``store`` set around it unless None): what they yield, or ``_DONE`` at their end."""
+    token = _current_store.set(store) if store is not None else None
+    run.driving = True
+    try:
+        return steps.send(value) if thrown is None else steps.throw(thrown)
+    except StopIteration:
+        return _DONE
+    finally:
+        run.driving = False
+        if token is not None:
+            _current_store.reset(token)  # set in this very step, so in this context
+
+
 async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
     """The one async generator of a call: steps the outermost hook (as a Task would) and yields the events.
 
@@ -315,31 +450,29 @@ async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
     steps = _enter(run, 0)
     value: Any = None
     thrown: BaseException | None = None
-    while True:
-        token = _current_store.set(store) if outer else None
-        run.driving = True
-        try:
-            yielded = steps.send(value) if thrown is None else steps.throw(thrown)
-        except StopIteration:
-            break
-        finally:
-            run.driving = False
-            if token is not None:
-                _current_store.reset(token)  # set in this very step, so in this context
-        value = thrown = None
-        try:
-            while run.buffer:
-                yield run.buffer.pop(0)
-            if yielded is _EMIT:
-                yield run.emitted
-                continue
-        except GeneratorExit:
-            await _abort(steps)
+    try:
+        while True:
+            yielded = _step(run, steps, value, thrown, store if outer else None)
+            if yielded is _DONE:
+                break
+            value = thrown = None
+            try:
+                while run.buffer:
+                    yield run.buffer.pop(0)
+                if yielded is _EMIT:
+                    yield run.emitted
+                    continue
+            except GeneratorExit:
+                await _abort(steps)
+                raise
+            try:
+                value = await _Forward(yielded)
+            except BaseException as error:  # cancellation and the like go into the hooks, as a Task would
+                thrown = error
+    except BaseException as error:
+        await _stop_detached(run)
+        if not (isinstance(error, asyncio.CancelledError) and _cancel_handled_downstream(run)):
             raise
-        try:
-            value = await _Forward(yielded)
-        except BaseException as error:  # cancellation and the like go into the hooks, as a Task would
-            thrown = error
     while run.buffer:
         yield run.buffer.pop(0)
     if run.error is not None:

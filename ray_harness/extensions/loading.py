@@ -34,6 +34,10 @@ class Extension:
     contributors: list[Any] = field(default_factory=list)
     forwarded: bool = False
     """Installed because the process that calls this one uses it (its variable at start, or :func:`adopt`)."""
+    install: Any = None
+    """The ``install`` object and the ``config`` it got: the same pair is the same extension, however it was named."""
+    config: Any = None
+    handle: ExtensionHandle | None = field(default=None, repr=False)
 
 
 class ExtensionRegistry:
@@ -72,7 +76,6 @@ class ExtensionHandle:
                 _installed.remove(self.extension)
             if _handles.get(self.extension.use) is self:
                 _handles.pop(self.extension.use)
-            _in_code[:] = [entry for entry in _in_code if entry[2] is not self]
 
     def __repr__(self) -> str:
         return f"ExtensionHandle({self.extension.use!r})"
@@ -81,10 +84,6 @@ class ExtensionHandle:
 _lock = threading.RLock()
 _installed: list[Extension] = []
 _handles: dict[str, ExtensionHandle] = {}  # entry-point installs, by name
-_in_code: list[tuple[Callable[..., Any], Any, ExtensionHandle]] = []
-"""In-code installs: (the install object, its config, the handle). The same object with an equal config is the
-same extension; another object (another closure of one factory, another lambda) or another config is another,
-even when its ``module:qualname`` is the same."""
 _env_loaded = False
 _forwarding = False  # this process has (had) entry-point extensions: its calls to actors carry the list
 app_store = ExtensionData()
@@ -95,13 +94,16 @@ def use(name_or_install: str | Callable[..., Any], config: Any = None) -> Extens
     """Install an extension in this process: an entry-point name or an ``install(registry, config)``.
 
     Using the same one twice is a no-op that returns the same handle: the same entry-point name, or the same
-    ``install`` object with an equal ``config``. Distinct install objects are distinct extensions, even when they
-    share a ``module:qualname`` (closures of one factory, lambdas), and so is one ``install`` with another config.
+    ``install`` object with an equal ``config`` (also when one use names the entry point and the other passes its
+    ``install``: an extension installed in code that is then used by name becomes that entry point). Distinct
+    install objects are distinct extensions, even when they share a ``module:qualname`` (closures of one factory,
+    lambdas), and so is one ``install`` with another config.
 
     Raises:
         ExtensionError: no entry point of that name in group ``ray_harness.extensions``, or its
             ``install`` raised (the message names the extension).
     """
+    global _forwarding
     with _lock:
         if not _env_loaded:
             _load_env()  # the variable's extensions come first, as in every actor this process starts
@@ -112,16 +114,34 @@ def use(name_or_install: str | Callable[..., Any], config: Any = None) -> Extens
             known = _handles.get(key)
             if known is not None:
                 return known
-            return _install(key, _load_entry_point(key), config, entry_point=True)
+            install = _load_entry_point(key)
+            known = _same_install(install, config)
+            if known is not None and not known.extension.entry_point:
+                # installed in code before: it becomes this entry point (named by it, forwarded to actors)
+                known.extension.use, known.extension.entry_point = key, True
+                _handles[key] = known
+                _forwarding = True
+                return known
+            return _install(key, install, config, entry_point=True)
         if not callable(name_or_install):
             raise TypeError(f"use() takes an entry-point name or an install(registry, config) callable, "
                             f"got {name_or_install!r}")
-        for install, known_config, handle in _in_code:
-            if install is name_or_install and _same_config(known_config, config):
-                return handle
-        handle = _install(_qualified_name(name_or_install), name_or_install, config, entry_point=False)
-        _in_code.append((name_or_install, config, handle))
-        return handle
+        known = _same_install(name_or_install, config)  # also an entry point's install: not a second copy
+        if known is not None:
+            return known
+        return _install(_qualified_name(name_or_install), name_or_install, config, entry_point=False)
+
+
+def _same_install(install: Callable[..., Any], config: Any) -> ExtensionHandle | None:
+    """The handle of the installed extension made by this ``install`` object with an equal ``config``, if any.
+
+    Another object (another closure of one factory, another lambda) or another config is another extension, even
+    when its ``module:qualname`` is the same.
+    """
+    for extension in _installed:
+        if extension.install is install and _same_config(extension.config, config):
+            return extension.handle
+    return None
 
 
 def installed() -> list[Extension]:
@@ -175,7 +195,10 @@ def adopt(names: list[str]) -> None:
                 _handles[extension.use].remove()
         for name in names:
             if name not in _handles:
-                use(name).extension.forwarded = True
+                own = {id(extension) for extension in _installed}
+                extension = use(name).extension
+                # one this process installed in code itself (now named by its entry point) is its own, and stays
+                extension.forwarded = id(extension) not in own
         # the caller's load order decides registration order among entry points (in-code installs follow)
         rank = {name: index for index, name in enumerate(names)}
         _installed.sort(key=lambda extension: rank.get(extension.use, len(rank)) if extension.entry_point
@@ -187,14 +210,30 @@ def _env_names() -> list[str]:
 
 
 def _load_env() -> None:
+    """Install the variable's extensions, all or none.
+
+    A name that does not load raises here, and again at every later build (until the variable is fixed): a
+    process never runs with part of the list it was configured with.
+    """
     global _env_loaded
     with _lock:
         if _env_loaded:
             return
-        _env_loaded = True  # an unknown name raises once, here, not at every agent build
-        for name in _env_names():
-            # in an actor the variable is the starting process's list (forwarded); in a driver it is its own
-            use(name).extension.forwarded = True
+        _env_loaded = True  # the use() calls below must not load the variable again
+        added: list[ExtensionHandle] = []
+        try:
+            for name in _env_names():
+                new = name not in _handles
+                handle = use(name)
+                # in an actor the variable is the starting process's list (forwarded); in a driver it is its own
+                handle.extension.forwarded = True
+                if new:
+                    added.append(handle)
+        except BaseException:
+            for handle in added:
+                handle.remove()
+            _env_loaded = False
+            raise
 
 
 def _load_entry_point(name: str) -> Callable[..., Any]:
@@ -214,7 +253,7 @@ def _load_entry_point(name: str) -> Callable[..., Any]:
 
 
 def _install(key: str, install: Callable[..., Any], config: Any, *, entry_point: bool) -> ExtensionHandle:
-    extension = Extension(key, entry_point)
+    extension = Extension(key, entry_point, install=install, config=config)
     try:
         install(ExtensionRegistry(extension), config)
     except Exception as error:
@@ -222,7 +261,7 @@ def _install(key: str, install: Callable[..., Any], config: Any, *, entry_point:
     global _forwarding
     _installed.append(extension)
     _forwarding = _forwarding or entry_point
-    handle = ExtensionHandle(extension)
+    handle = extension.handle = ExtensionHandle(extension)
     if entry_point:
         _handles[key] = handle
     return handle
@@ -249,5 +288,4 @@ def reset() -> None:
     with _lock:
         _installed.clear()
         _handles.clear()
-        _in_code.clear()
         _env_loaded = _forwarding = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import threading
 from typing import Any
@@ -32,6 +33,7 @@ from ray_harness.testing.clock import FakeClock
 from ray_harness.tools.base import AgentTool
 from ray_harness.types.exceptions import ContextWindowOverflowException, ModelThrottledException
 from tests.extension_state import clean_extensions  # noqa: F401 - the autouse fixture
+from tests.plugin_fixture import ENTRY_POINT as TEST_PLUGIN, installed_test_plugin  # noqa: F401 - the fixture
 
 LOGICAL, PHYSICAL, VISIBLE, RAW, STANDARD = (Placement.MODEL_LOGICAL, Placement.MODEL_PHYSICAL,
                                              Placement.TOOL_VISIBLE, Placement.TOOL_RAW, Placement.STANDARD)
@@ -957,3 +959,294 @@ def test_use_tells_distinct_installs_of_one_qualified_name_apart() -> None:
     assert [entry if isinstance(entry, str) else entry[0] for entry in seen
             if isinstance(entry, str) or entry[1] == "model"] == ["audit", "lambda 1", "lambda 2", "B"]
     assert use(configured, {"tag": "A"}) is not a  # removed: installing it again is a new installation
+
+
+@pytest.mark.usefixtures("installed_test_plugin")
+def test_a_variable_that_does_not_load_fails_every_build_and_installs_none_of_its_list(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither a second build nor an in-code ``use()`` runs with part of the configured list."""
+    monkeypatch.setenv(loading.ENV_VAR, f"{TEST_PLUGIN},no_such_ext")
+    loading.reset()
+    for _ in range(2):
+        with pytest.raises(ExtensionError, match="unknown extension 'no_such_ext'"):
+            Agent(ScriptedModel(text("ok")))("x")
+        with pytest.raises(ExtensionError, match="unknown extension 'no_such_ext'"):
+            use(lambda registry, config: None)
+        assert loading._installed == []
+    monkeypatch.setenv(loading.ENV_VAR, TEST_PLUGIN)  # fixed: the next build loads it
+    agent = Agent(ScriptedModel(text("ok")))
+    agent("x")
+    assert agent.state.get("rh_test_plugin")["model_calls"] == 1
+
+
+@pytest.mark.usefixtures("installed_test_plugin")
+def test_an_entry_point_and_its_install_used_in_code_are_one_extension() -> None:
+    import rh_test_plugin
+
+    handle = use(TEST_PLUGIN)
+    assert use(rh_test_plugin.install) is handle  # not a second copy that counts every call twice
+    agent = Agent(ScriptedModel(text("ok")))
+    agent("x")
+    assert agent.state.get("rh_test_plugin")["model_calls"] == 1
+    handle.remove()
+    assert loading.installed() == []
+
+    in_code = use(rh_test_plugin.install)  # in code first, then by name: it becomes the entry point
+    assert in_code.name == "rh_test_plugin:install" and loading.forwarded_names() == []
+    assert use(TEST_PLUGIN) is in_code
+    assert in_code.name == TEST_PLUGIN and loading.forwarded_names() == [TEST_PLUGIN]
+    assert use(rh_test_plugin.install) is in_code and len(loading.installed()) == 1
+    assert use(rh_test_plugin.install, config={"other": 1}) is not in_code  # another config: another extension
+
+
+def test_a_contribution_without_a_hook_acting_at_its_placement_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    class ModelOnly(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    class ToolOnly(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+    contribute(MiddlewarePlacement(ModelOnly(), VISIBLE), MiddlewarePlacement(ModelOnly(), STANDARD),
+               MiddlewarePlacement(ToolOnly(), LOGICAL), MiddlewarePlacement(ModelOnly(), LOGICAL))
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        tool_agent(tool_call("lookup", {"key": "k"}), text("done"))("x")
+        tool_agent(text("done"))("x")
+    reports = [record.getMessage() for record in caplog.records if "observes nothing" in record.getMessage()]
+    assert [report.split(" implements")[0] for report in reports] == [
+        "Extension ext:test_ext: ToolOnly at MODEL_LOGICAL", "Extension ext:test_ext: ModelOnly at TOOL_VISIBLE",
+        "Extension ext:test_ext: ModelOnly at STANDARD"]  # once per class and placement, not per build
+    assert "(wrap_tool_call, sync or async)" in reports[1]
+
+
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
+def test_a_plain_def_hook_may_return_the_handlers_awaitable(placement: Placement,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """``def awrap_*(self, request, handler): return handler(request)`` observes like ``async def``; a plain def
+    that returns something not awaitable gets a diagnostic that says so, and the host calls ``handler``."""
+    calls.clear()
+    seen: list[str] = []
+
+    class ReturnsAwaitable(AgentMiddleware):
+        def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            seen.append("model")
+            return handler(request)
+
+        def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            seen.append("tool")
+            return handler(request)
+
+    class ReturnsNone(AgentMiddleware):
+        def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return None
+
+        awrap_tool_call = awrap_model_call
+
+    contribute(MiddlewarePlacement(ReturnsAwaitable(), placement), MiddlewarePlacement(ReturnsNone(), placement))
+    model = ScriptedModel(tool_call("side_effect", {"key": "real"}), text("done"))
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        assert str(Agent(model, tools=[side_effect])("x")) == "done\n"
+    assert len(model.calls) == 2 and calls == ["real"]
+    assert seen == (["model", "model"] if placement in (LOGICAL, PHYSICAL) else ["tool"])
+    diagnostics = [record.getMessage() for record in caplog.records if "failed and was skipped" in record.getMessage()]
+    assert diagnostics and all("ReturnsNone" in message and "returned NoneType, not an awaitable" in message
+                               for message in diagnostics)
+
+
+@pytest.mark.parametrize("placement", [VISIBLE, RAW])
+def test_a_hook_that_stops_waiting_for_handler_cannot_cancel_the_tool(placement: Placement) -> None:
+    """A hook that gives up on ``handler`` (``asyncio.wait_for(handler(request), 5)`` timing out) stops its own wait
+    only: the tool runs to its end once, the model gets its real result, and the run goes on."""
+    log: list[str] = []
+    events: dict[str, asyncio.Event] = {}
+
+    class GivesUp(AgentMiddleware):
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            waiting = asyncio.ensure_future(handler(request))
+            await events["started"].wait()
+            waiting.cancel()  # what a timeout around handler does
+            try:
+                await waiting
+            except asyncio.CancelledError:
+                log.append("hook gave up")
+            events["gate"].set()
+            return "gave up"
+
+    @tool
+    async def gated(key: str) -> str:
+        """Waits for the gate."""
+        events["started"].set()
+        await events["gate"].wait()
+        log.append("tool finished")
+        return f"real {key}"
+
+    contribute(MiddlewarePlacement(GivesUp(), placement))
+    model = ScriptedModel(tool_call("gated", {"key": "k"}), text("done"))
+    agent = Agent(model, tools=[gated])
+
+    async def run() -> Any:
+        events.update(started=asyncio.Event(), gate=asyncio.Event())  # made in the loop that runs the test
+        return await agent.invoke_async("x")
+
+    assert str(asyncio.run(run())) == "done\n"
+    assert log == ["hook gave up", "tool finished"]
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "real k"}]
+    assert len(model.calls) == 2
+
+
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL])
+def test_cancel_while_a_hook_awaits_handler_in_another_task(placement: Placement) -> None:
+    """``agent.cancel()`` interrupts the provider wait also when a hook runs ``handler`` in a task of its own: the
+    call ends with the cancelled stop, as without hooks (not with a ``CancelledError``)."""
+
+    class InATask(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await asyncio.wait_for(handler(request), timeout=60)
+
+    contribute(MiddlewarePlacement(InATask(), placement))
+    agent = Agent(ScriptedModel(text("slow", delay=30), text("next")))
+
+    async def run() -> Any:
+        task = asyncio.create_task(agent.invoke_async("x"))
+        while agent._invocation is None or not agent._invocation.interruptible_wait:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        agent.cancel()
+        return await task, await agent.invoke_async("again")
+
+    cancelled, after = asyncio.run(run())
+    assert cancelled.stop_reason == "cancelled" and after.stop_reason == "end_turn"
+
+
+def test_a_callers_cancel_still_propagates_and_the_detached_tool_unwinds_first() -> None:
+    log: list[str] = []
+    events: dict[str, asyncio.Event] = {}
+
+    class InATask(AgentMiddleware):
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return await asyncio.wait_for(handler(request), timeout=60)
+
+    @tool
+    async def waits(key: str) -> str:
+        """Waits until cancelled."""
+        events["started"].set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            log.append("tool cleanup")
+        return key
+
+    contribute(MiddlewarePlacement(InATask(), RAW))
+    agent = Agent(ScriptedModel(tool_call("waits", {"key": "k"}), text("done")), tools=[waits])
+
+    async def run() -> None:
+        events["started"] = asyncio.Event()
+        task = asyncio.create_task(agent.invoke_async("x"))
+        await events["started"].wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        log.append("caller saw the cancel")
+
+    asyncio.run(run())
+    assert log == ["tool cleanup", "caller saw the cancel"]
+
+
+def test_logical_sees_the_decisions_request_with_a_pending_structured_output() -> None:
+    """``MODEL_LOGICAL`` sees the tool specs and tool_choice the decision is made with, as ``MODEL_PHYSICAL`` does:
+    the structured-output tool while it is pending, and the forced choice on the forced turn."""
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        value: int
+
+    seen: dict[str, list[Any]] = {"LOGICAL": [], "PHYSICAL": []}
+
+    class Requests(AgentMiddleware):
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            seen[self.tag].append(([spec["name"] for spec in request.tool_specs], request.tool_choice))
+            return await handler(request)
+
+    contribute(MiddlewarePlacement(Requests("LOGICAL"), LOGICAL), MiddlewarePlacement(Requests("PHYSICAL"), PHYSICAL))
+    agent = tool_agent(text("no tool"), tool_call("Answer", {"value": 4}))
+    assert agent("x", structured_output_model=Answer).structured_output == Answer(value=4)
+    assert seen["LOGICAL"] == seen["PHYSICAL"] == [(["lookup", "explode", "Answer"], None),
+                                                   (["lookup", "explode", "Answer"], {"tool": {"name": "Answer"}})]
+
+
+@pytest.mark.parametrize("returned", ["placement", "text", 5])
+def test_a_contributor_returning_no_sequence_gets_a_diagnostic_that_says_so(
+        returned: Any, caplog: pytest.LogCaptureFixture) -> None:
+    log: list[Any] = []
+    value = {"placement": MiddlewarePlacement(Recorder(log, "lone"), LOGICAL), "text": "abc", 5: 5}[returned]
+
+    class Contributor:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+            return value
+
+    use(lambda registry, config: registry.middlewares(Contributor()))
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        Agent(ScriptedModel(text("ok")))("x")
+    assert log == []
+    assert (f"Contributor.contribute_middlewares failed and was skipped: contribute_middlewares returns a sequence "
+            f"of MiddlewarePlacement (or None), got {type(value).__name__}") in caplog.text
+    assert "item 0" not in caplog.text  # not one diagnostic per character of a string
+
+
+@pytest.mark.usefixtures("installed_test_plugin")
+def test_an_own_in_code_install_named_by_a_callers_list_stays_when_the_caller_drops_it() -> None:
+    import rh_test_plugin
+
+    own = use(rh_test_plugin.install)
+    loading.adopt([TEST_PLUGIN])  # a caller forwards the entry point: the same extension, now named by it
+    assert [extension.use for extension in loading.installed()] == [TEST_PLUGIN]
+    loading.adopt([])  # the caller removed it: this process installed it itself, so it stays
+    assert loading.installed() == [own.extension]
+
+
+@pytest.mark.parametrize("placement", [RAW, VISIBLE, PHYSICAL])
+def test_a_timeout_around_handler_in_the_hooks_own_task_is_named_not_a_bare_cancel(placement: Placement) -> None:
+    """``async with asyncio.timeout(...)`` around ``handler`` cancels the call where it waits (the tool, the model
+    request): the caller gets an ``ExtensionError`` naming the hook, not a ``CancelledError`` nobody asked for (at
+    ``TOOL_RAW`` the tool's error result, and the run goes on)."""
+    timeouts: list[Any] = []
+
+    class Timeout(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            try:
+                async with asyncio.timeout(None) as timeout:
+                    timeouts.append(timeout)
+                    return await handler(request)
+            except TimeoutError:
+                return "gave up"
+
+        awrap_tool_call = awrap_model_call
+
+    class Model(ScriptedModel):
+        async def stream(self, *args: Any, **kwargs: Any) -> Any:
+            if placement is PHYSICAL:
+                timeouts[-1].reschedule(asyncio.get_running_loop().time())  # expires while the provider waits
+                await asyncio.Event().wait()
+            async for event in super().stream(*args, **kwargs):
+                yield event
+
+    @tool
+    async def waits(key: str) -> str:
+        """Waits until cancelled."""
+        timeouts[-1].reschedule(asyncio.get_running_loop().time())
+        await asyncio.Event().wait()
+        return key
+
+    contribute(MiddlewarePlacement(Timeout(), placement))
+    agent = Agent(Model(tool_call("waits", {"key": "k"}), text("done")), tools=[waits])
+    expected = "Extension ext:test_ext: Timeout.awrap_%s_call cancelled the %s it observes" % (
+        ("model", "model request") if placement is PHYSICAL else ("tool", "tool call"))
+    if placement is RAW:
+        assert str(agent("x")) == "done\n"
+        assert agent.messages[2]["content"][0]["toolResult"]["content"][0]["text"].startswith(f"Error: {expected}")
+    else:
+        with pytest.raises(ExtensionError, match=re.escape(expected)):
+            agent("x")
