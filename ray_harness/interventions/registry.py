@@ -116,9 +116,8 @@ class InterventionRegistry:
             logger.warning("handler=<%s>, on_error=<%s> | intervention handler raised: %s", handler.name,
                            handler.on_error, error)
             return Deny(f"Handler threw: {error}") if handler.on_error == "deny" else Proceed()
-        if action is None:
-            return Proceed()
         if not isinstance(action, Proceed | Deny | Guide | Confirm | Transform):
+            # None too (Strands): a handler that forgot its `return` must not let every tool through.
             raise TypeError(f"intervention handler {handler.name!r}.{method} returned {action!r}; "
                             "expected Proceed, Deny, Guide, Confirm or Transform")
         return action

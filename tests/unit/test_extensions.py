@@ -26,7 +26,7 @@ from ray_harness.extensions import (
     use,
 )
 from ray_harness.hooks.events import AfterModelCallEvent, AfterToolCallEvent
-from ray_harness.interventions import Guide, InterventionHandler
+from ray_harness.interventions import Guide, InterventionHandler, Proceed
 from ray_harness.middleware.types import InvokeModelStage, ToolResultEvent
 from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.testing.clock import FakeClock
@@ -126,7 +126,7 @@ def test_logical_is_outside_overflow_reduction_guide_and_after_model_retry() -> 
 
         def after_model_call(self, event: Any) -> Any:
             self.seen += 1
-            return Guide("again") if self.seen == 1 else None
+            return Guide("again") if self.seen == 1 else Proceed()
 
     answers: list[bool] = []
 

@@ -200,3 +200,26 @@ def test_guide_before_a_retried_model_call_is_added_once() -> None:
     agent("x")
     assert agent.messages[0]["content"] == [{"text": "x"}, {"text": "GUIDANCE: [m] be brief"}]
     assert model.calls[1].messages[0]["content"] == agent.messages[0]["content"]
+
+
+def test_a_handler_returning_none_fails_closed_as_in_strands() -> None:
+    ran: list[str] = []
+
+    @tool
+    def drop_table(name: str) -> str:
+        """Drop a table."""
+        ran.append(name)
+        return "dropped"
+
+    class Forgetful(InterventionHandler):
+        name = "forgetful"
+
+        def before_tool_call(self, event: object) -> None:
+            if False:  # the `return Deny(...)` a policy meant to write
+                pass
+
+    agent = Agent(ScriptedModel(tool_call("drop_table", {"name": "users"}), text("done")), tools=[drop_table],
+                  interventions=[Forgetful()])
+    with pytest.raises(TypeError, match=r"'forgetful'.before_tool_call returned None"):
+        agent("drop it")
+    assert ran == []
