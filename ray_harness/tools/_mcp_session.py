@@ -13,7 +13,10 @@ once the server answered ``initialize`` (or fails with the leaf cause of the
 failure). ``stop()`` ends the session; leaving the transport's context ends a
 stdio server. When the connection breaks for any reason the runner records
 why (``lost``), cancels in-flight calls, and is never reused: the client
-starts a new runner for the next call.
+starts a new runner for the next call. That includes the server's side ending
+while no call is in flight (a stdio server that exited or was killed): the
+runner learns it from the receive loop ending, so the next call starts a new
+server instead of failing on the dead one.
 """
 
 from __future__ import annotations
@@ -28,12 +31,22 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from mcp import ClientSession
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.transport_context import TransportContext
 
-__all__ = ("Connector", "SessionRunner", "describe_error", "leaf_error")
+from ray_harness.types.exceptions import RayHarnessError
+
+__all__ = ("Connector", "SessionGone", "SessionRunner", "WatchedDispatcher", "describe_error", "leaf_error")
 
 T = TypeVar("T")
-Connector = Callable[[contextlib.AsyncExitStack], Awaitable[ClientSession]]
-"""Open the transport and session on the given stack and return the initialized session."""
+Connector = Callable[[contextlib.AsyncExitStack, Callable[[], None]], Awaitable[ClientSession]]
+"""Open the transport and session on the given stack and return the initialized session; the callback is
+for a ``WatchedDispatcher``, to be called when the server's side of the connection ends."""
+
+
+class SessionGone(RayHarnessError, ConnectionError):
+    """The session ended before the request was sent: nothing reached the server, so a new session may send it."""
+
 
 _STOP_JOIN_TIMEOUT = 10.0  # stdio shutdown: close stdin, 2 s grace, SIGTERM, 2 s, SIGKILL
 _live: weakref.WeakSet[SessionRunner] = weakref.WeakSet()
@@ -97,12 +110,14 @@ class SessionRunner:
             self._thread.join(_STOP_JOIN_TIMEOUT)
 
     def submit(self, work: Callable[[ClientSession], Awaitable[T]]) -> concurrent.futures.Future[T]:
-        """Run ``work(session)`` on the session's loop. Raises ``ConnectionError`` if the session is gone."""
+        """Run ``work(session)`` on the session's loop. Raises ``SessionGone`` if the session is gone."""
         loop, session = self._loop, self._session
         if self._lost is not None or loop is None or session is None:
-            raise ConnectionError(f"MCP server {self.label} is not connected: {self._lost or 'not started'}")
+            raise SessionGone(f"MCP server {self.label} is not connected: {self._lost or 'not started'}")
 
         async def tracked() -> T:
+            if self._lost is not None:  # lost while the call was on its way to this loop
+                raise SessionGone(f"MCP server {self.label} is not connected: {self._lost}")
             task = asyncio.current_task()
             assert task is not None
             self._calls.add(task)
@@ -114,7 +129,7 @@ class SessionRunner:
         try:
             return asyncio.run_coroutine_threadsafe(tracked(), loop)
         except RuntimeError:  # the loop closed under us
-            raise ConnectionError(f"MCP server {self.label} is not connected: {self._lost}") from None
+            raise SessionGone(f"MCP server {self.label} is not connected: {self._lost}") from None
 
     # -- the session thread ----------------------------------------------------------------------------
 
@@ -140,7 +155,7 @@ class SessionRunner:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 try:
-                    self._session = await self._connect(stack)
+                    self._session = await self._connect(stack, self._receiving_ended)
                 except BaseException as error:
                     # Report now: unwinding the stack may wait seconds for a stdio server to exit. A
                     # cancellation here is anyio tearing the transport down; its cause arrives as an
@@ -160,6 +175,12 @@ class SessionRunner:
             for task in list(self._calls):
                 task.cancel()
 
+    def _receiving_ended(self) -> None:
+        # Runs on the session loop when the receive loop ends. While connecting, the failing initialize
+        # reports the cause; our own stop ends it too, and then lost is already set.
+        if self._ready.done() and self._lost is None:
+            self.mark_lost("the server closed the connection")
+
     def _request_stop(self) -> None:
         # Runs on the session loop. Still connecting: cancel the attempt; connected: leave the context.
         if not self._ready.done() and self._main_task is not None:
@@ -172,6 +193,23 @@ class SessionRunner:
         if isinstance(leaf, asyncio.CancelledError):  # never hand a waiter a cancellation that is not its own
             leaf = ConnectionError(f"MCP server {self.label}: the connection attempt was stopped")
         _settle(self._ready, leaf)
+
+
+class WatchedDispatcher(JSONRPCDispatcher[TransportContext]):
+    """The mcp package's dispatcher, calling ``on_end`` when its receive loop ends (the server closed its side).
+
+    Without it a dead stdio server goes unnoticed until the next call fails on it with "Connection closed".
+    """
+
+    def __init__(self, read_stream: Any, write_stream: Any, on_end: Callable[[], None]) -> None:
+        super().__init__(read_stream, write_stream)
+        self._on_end = on_end
+
+    async def run(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            await super().run(*args, **kwargs)
+        finally:
+            self._on_end()
 
 
 def _settle(future: concurrent.futures.Future[None], outcome: BaseException | None) -> None:

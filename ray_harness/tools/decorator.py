@@ -304,12 +304,29 @@ def _given_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     schema = dict(schema)
     schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
+    required = schema.get("required", [])
+    for name, prop in schema.get("properties", {}).items():
         if isinstance(prop, dict):
             prop.pop("title", None)
+            if name not in required:
+                _drop_null_branch(prop)
     schema.setdefault("properties", {})
     schema.setdefault("required", [])
     return schema
+
+
+def _drop_null_branch(prop: dict[str, Any]) -> None:
+    """``Optional[X] = default`` reads as ``X`` with its default, as Strands publishes it.
+
+    The model omits the argument rather than sending ``null`` (which is still accepted); a required
+    ``Optional[X]`` keeps its ``null`` branch, so the model can pass one.
+    """
+    branches = prop.get("anyOf")
+    if not isinstance(branches, list) or len(branches) != 2 or {"type": "null"} not in branches:
+        return
+    (kept,) = [branch for branch in branches if branch != {"type": "null"}]
+    del prop["anyOf"]
+    prop.update(kept)
 
 
 _KEPT_SECTIONS = ("returns:", "return:", "yields:", "yield:", "raises:", "raise:", "except:", "exceptions:",

@@ -17,10 +17,12 @@ works from any event loop and from sync code. The client pickles as its
 configuration, so in a Ray actor the connection opens in the actor's process.
 
 Errors: ``MCPClientInitializationError`` (the server could not be started or
-reached). Failures during a call (a tool error, the server dying, a lost
-connection) never raise into the agent: they become error tool results. A
-server that no longer knows the session (an HTTP server that restarted) gets
-a new session and the call is sent again, as the MCP spec asks.
+reached, or a ``tool_filter`` raised). Failures during a call (a tool error,
+the server dying, a lost connection) never raise into the agent: they become
+error tool results, and a call that may have reached the server is never sent
+twice. A call that surely did not reach it is sent to a new session: a stdio
+server that exited between calls is started again, and an HTTP server that no
+longer knows the session (it restarted) gets a new one, as the MCP spec asks.
 
 Tool names that model providers would refuse (dots, spaces, more than 64
 characters: all fine in MCP) are published sanitised (``published_names``).
@@ -50,12 +52,20 @@ from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._mcp_convert import published_names, to_tool_result, to_tool_spec
-from ray_harness.tools._mcp_session import SessionRunner, describe_error
+from ray_harness.tools._mcp_session import SessionGone, SessionRunner, WatchedDispatcher, describe_error
 from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, error_result, observe_raw
 from ray_harness.types.content import ToolResult, ToolUse
 from ray_harness.types.exceptions import RayHarnessError
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
+
+try:  # the official Client's connect policy (server/discover, else the legacy handshake); it is not exported
+    from mcp.client._probe import negotiate_auto
+except ImportError:  # pragma: no cover - a later mcp moved it: the legacy handshake alone still works
+
+    async def negotiate_auto(session: ClientSession) -> None:
+        await session.initialize()
+
 
 __all__ = ("MCPAgentTool", "MCPCallCancelled", "MCPClient", "MCPClientConfig", "MCPClientInitializationError")
 
@@ -204,11 +214,24 @@ class MCPClient:
             except Exception as error:
                 raise MCPClientInitializationError(
                     f"could not list the tools of MCP server {self._config.label}: {describe_error(error)}") from error
-            keep = self._config.tool_filter
-            kept = [tool for tool in listed if keep is None or keep(tool.name)]
+            kept = [tool for tool in listed if self._keeps(tool.name)]
             names = published_names([tool.name for tool in kept], self._config.prefix)
             self._tools = [MCPAgentTool(self, tool, name) for tool, name in zip(kept, names, strict=True)]
         return list(self._tools)
+
+    def _keeps(self, name: str) -> bool:
+        keep = self._config.tool_filter
+        if keep is None:
+            return True
+        try:
+            return bool(keep(name))
+        except Exception as error:
+            # A bug in the filter is the user's, not the server's, but it keeps the agent from knowing its
+            # tools either way: say which filter failed on which tool (Strands lets the bare exception out).
+            filter_name = getattr(keep, "__qualname__", None) or repr(keep)
+            raise MCPClientInitializationError(
+                f"tool_filter {filter_name!r} raised on tool {name!r} of MCP server {self._config.label}: "
+                f"{describe_error(error)}") from error
 
     def list_tools_sync(self) -> list[AgentTool]:
         """``load_tools()`` from sync code, Strands' spelling: every page, filtered and prefixed.
@@ -249,16 +272,18 @@ class MCPClient:
 
     async def _run(self, work: Callable[[ClientSession], Awaitable[T]],
                    cancel_signal: threading.Event | None = None) -> T:
-        runner = await self._session_runner()
+        runner = await self._session_runner(cancel_signal)
         try:
             return await self._run_on(runner, work, cancel_signal)
+        except SessionGone:
+            pass  # the session ended before the request went out (a stdio server exited while idle): resend it
         except MCPError as error:
             if self._config.url is None or not _session_expired(error):
                 raise
             # The server no longer knows our session (it restarted, or expired it) and rejected the request
             # unrun; the spec tells a client to start a new session then, so the request is sent once more.
             runner.mark_lost(f"the server ended the session ({error.message})")
-        return await self._run_on(await self._session_runner(), work, cancel_signal)
+        return await self._run_on(await self._session_runner(cancel_signal), work, cancel_signal)
 
     async def _run_on(self, runner: SessionRunner, work: Callable[[ClientSession], Awaitable[T]],
                       cancel_signal: threading.Event | None) -> T:
@@ -268,15 +293,22 @@ class MCPClient:
         except ConnectionError:
             raise
         except MCPError as error:
-            if error.code == CONNECTION_CLOSED:
-                runner.mark_lost(error.message)
-            raise
+            if error.code != CONNECTION_CLOSED:
+                raise
+            runner.mark_lost(error.message)
+            # The request may have reached the server before it went away, so it is not sent again.
+            raise ConnectionError(f"MCP server {runner.label} closed the connection before answering "
+                                  f"({error.message}); the call may or may not have run") from error
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError, httpx2.HTTPError) as error:
             runner.mark_lost(describe_error(error))
             raise ConnectionError(f"MCP server {runner.label}: {describe_error(error)}") from error
 
-    async def _session_runner(self) -> SessionRunner:
-        """The live session, started now if there is none (or the last one was lost)."""
+    async def _session_runner(self, cancel_signal: threading.Event | None = None) -> SessionRunner:
+        """The live session, started now if there is none (or the last one was lost).
+
+        Raises ``MCPCallCancelled`` when ``cancel_signal`` is set while the server is starting (the start goes
+        on, for the next call).
+        """
         with self._lock:
             runner = self._runner
             if runner is None or runner.lost is not None:
@@ -284,8 +316,8 @@ class MCPClient:
                 self._runner = runner
                 runner.start()
         try:
-            await _settled(runner.ready, self._config.startup_timeout + _START_GRACE_SECONDS)
-        except asyncio.CancelledError:
+            await _settled(runner.ready, self._config.startup_timeout + _START_GRACE_SECONDS, cancel_signal)
+        except (asyncio.CancelledError, MCPCallCancelled):
             raise  # our caller gave up; the session may still serve the next call
         except Exception as error:
             self._discard(runner)
@@ -298,8 +330,8 @@ class MCPClient:
                 self._runner = None
         runner.stop(wait=False)
 
-    async def _connect(self, stack: contextlib.AsyncExitStack) -> ClientSession:
-        """Runs on the session thread: open the transport and the session, then ``initialize``."""
+    async def _connect(self, stack: contextlib.AsyncExitStack, on_end: Callable[[], None]) -> ClientSession:
+        """Runs on the session thread: open the transport and the session, then negotiate the protocol."""
         config = self._config
         if config.command is not None:
             params = StdioServerParameters(command=config.command[0], args=config.command[1:], env=config.env,
@@ -310,9 +342,12 @@ class MCPClient:
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=config.headers, follow_redirects=True, timeout=httpx2.Timeout(30.0, read=300.0)))
             read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
-        session = await stack.enter_async_context(ClientSession(read, write))
+        session = await stack.enter_async_context(ClientSession(dispatcher=WatchedDispatcher(read, write, on_end)))
         with anyio.fail_after(config.startup_timeout):
-            await session.initialize()
+            # The official client's connect policy: server/discover (the 2026-07-28 protocol, whose replies
+            # are plain JSON) and the legacy initialize handshake when the server predates it. Legacy
+            # streamable HTTP replies as server-sent events, which httpx2 caps at 1 MiB each.
+            await negotiate_auto(session)
         return session
 
 
@@ -445,8 +480,12 @@ async def _wait(future: concurrent.futures.Future[T], runner: SessionRunner,
     return waiter.result()
 
 
-async def _settled(future: concurrent.futures.Future[None], timeout: float) -> None:
-    """Wait for a future other callers may share; unlike ``wrap_future``, giving up never cancels it."""
+async def _settled(future: concurrent.futures.Future[None], timeout: float,
+                   cancel_signal: threading.Event | None = None) -> None:
+    """Wait for a future other callers may share; unlike ``wrap_future``, giving up never cancels it.
+
+    Raises ``MCPCallCancelled`` as soon as ``cancel_signal`` is set, ``TimeoutError`` after ``timeout``.
+    """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
@@ -459,7 +498,11 @@ async def _settled(future: concurrent.futures.Future[None], timeout: float) -> N
             loop.call_soon_threadsafe(resolve)
 
     future.add_done_callback(wake)
-    await asyncio.wait_for(done, timeout)
+    async with asyncio.timeout(timeout):
+        while not done.done():
+            if cancel_signal is not None and cancel_signal.is_set():
+                raise MCPCallCancelled("the agent was cancelled while the MCP server was starting")
+            await asyncio.wait({done}, timeout=_POLL_SECONDS if cancel_signal is not None else None)
     future.result()
 
 

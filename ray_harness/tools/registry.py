@@ -66,8 +66,15 @@ class ToolRegistry:
             return
         for provider in self._providers:
             for agent_tool in await provider.load_tools():
-                self._add(agent_tool, replace=agent_tool.tool_name in self._tools
-                          and self._tools[agent_tool.tool_name] is agent_tool)
+                name = agent_tool.tool_name
+                known = self._tools.get(name)
+                if known is agent_tool:
+                    continue  # loaded by an earlier invocation that failed later on
+                if known is not None:
+                    # Two MCP servers often share tool names; the bare "already registered" names neither.
+                    raise ValueError(f"tool name {name!r} of {provider!r} is already registered (by {known!r}); "
+                                     f"give one of them a prefix (MCPClient(..., prefix=...)) or rename the tool")
+                self._add(agent_tool)
         self._providers_loaded = True
 
     @property

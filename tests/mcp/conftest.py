@@ -58,7 +58,8 @@ def free_port() -> int:
 class HttpServer:
     """``server_app.py`` serving streamable HTTP on 127.0.0.1 in its own process."""
 
-    def __init__(self, marker_dir: Path) -> None:
+    def __init__(self, marker_dir: Path, *, legacy: bool = False) -> None:
+        self.legacy = legacy
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.marker_dir = marker_dir
@@ -71,6 +72,8 @@ class HttpServer:
 
     def _serve(self) -> None:
         env = {**os.environ, "MCP_TEST_MARKER_DIR": str(self.marker_dir)}
+        if self.legacy:
+            env["MCP_TEST_LEGACY"] = "1"
         self.process = subprocess.Popen([sys.executable, SERVER_APP, "http", str(self.port)], env=env)
         deadline = time.monotonic() + 20
         while True:
@@ -100,5 +103,13 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
 def own_http_server(tmp_path: Path) -> Iterator[HttpServer]:
     """A server for one test (for tests that kill it)."""
     server = HttpServer(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def legacy_http_server(tmp_path: Path) -> Iterator[HttpServer]:
+    """A server for one test that speaks only the pre-2026 protocol (sessions; replies as server-sent events)."""
+    server = HttpServer(tmp_path, legacy=True)
     yield server
     server.stop()

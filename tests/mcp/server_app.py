@@ -5,6 +5,9 @@ Run as ``python server_app.py stdio`` or ``python server_app.py http <port>``. W
 the client cancels it (so a test can see that ``notifications/cancelled`` arrived), and
 ``started-<tag>`` when it begins. When ``MCP_TEST_STARTED_FILE`` is set, the server writes
 its process id there on startup (so a test can see whether a server was started at all).
+With ``MCP_TEST_LEGACY=1`` an HTTP server does not answer ``server/discover``: it speaks only the
+pre-2026 protocol (``initialize`` handshake, sessions, replies as server-sent events). Over stdio the
+mcp package locks the connection to the 2026 protocol at the unanswered probe, so it is for HTTP only.
 """
 
 from __future__ import annotations
@@ -95,6 +98,11 @@ def clock_now() -> str:
     return "tick"
 
 
+@server.tool(description="Return `size` characters of text.")
+def big(size: int) -> str:
+    return "x" * size
+
+
 @server.tool(description="Report the server's process id.")
 def pid() -> str:
     return str(os.getpid())
@@ -110,6 +118,8 @@ def main() -> None:
     started_file = os.environ.get("MCP_TEST_STARTED_FILE")
     if started_file:
         Path(started_file).write_text(str(os.getpid()))
+    if os.environ.get("MCP_TEST_LEGACY"):
+        server._lowlevel_server._request_handlers.pop("server/discover")  # no public switch for this
     transport = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if transport == "stdio":
         server.run("stdio")

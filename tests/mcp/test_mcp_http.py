@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import socket
+import threading
 import time
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 
 from ray_harness import Agent
 from ray_harness.testing import ScriptedModel, text, tool_call
-from ray_harness.tools.mcp import MCPClient, MCPClientInitializationError
+from ray_harness.tools.mcp import MCPCallCancelled, MCPClient, MCPClientInitializationError
 from tests.mcp.conftest import HttpServer, free_port, wait_for_file
 
 
@@ -86,7 +88,8 @@ async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_wo
 
 
 async def test_a_restarted_server_gets_a_new_session_instead_of_failing_every_call(
-        own_http_server: HttpServer) -> None:
+        legacy_http_server: HttpServer) -> None:
+    own_http_server = legacy_http_server  # sessions are a pre-2026 protocol feature
     with MCPClient(url=own_http_server.url) as client:
         model = ScriptedModel(tool_call("echo", {"text": "before"}), text("ok"),
                               tool_call("echo", {"text": "after"}), text("ok"))
@@ -101,6 +104,22 @@ async def test_a_restarted_server_gets_a_new_session_instead_of_failing_every_ca
         # The server never ran the rejected call, so it is sent again on a new session (as the spec asks).
         assert after["status"] == "success", after
         assert after["content"][0] == {"text": "echo: after"}
+
+
+async def test_a_result_over_one_mebibyte_arrives_whole(http_server: HttpServer) -> None:
+    # A pre-2026 server replies as a server-sent event, which httpx2 caps at 1 MiB: the client negotiates the
+    # 2026 protocol (plain JSON replies) when the server offers it, as the mcp package's own Client does.
+    with MCPClient(url=http_server.url) as client:
+        result = client.call_tool_sync("id", "big", {"size": 3 * 1024 * 1024})
+    assert result["status"] == "success", str(result)[:300]
+    assert len(result["content"][0]["text"]) == 3 * 1024 * 1024
+
+
+async def test_a_server_speaking_only_the_pre_2026_protocol_still_works(legacy_http_server: HttpServer) -> None:
+    with MCPClient(url=legacy_http_server.url, headers={"X-Team": "old"}) as client:
+        agent = Agent(ScriptedModel(tool_call("header", {"name": "x-team"}), text("ok")), tools=[client])
+        await agent.invoke_async("go")
+    assert _tool_results(agent)[0]["content"][0] == {"text": "old"}
 
 
 async def test_start_failure_raises_before_the_model_is_called_naming_the_url() -> None:
@@ -130,3 +149,43 @@ async def test_pickle_round_trip_keeps_the_configuration_and_reconnects(http_ser
         agent = Agent(ScriptedModel(tool_call("p_header", {"name": "x-team"}), text("ok")), tools=[clone])
         await agent.invoke_async("go")
         assert _tool_results(agent)[0]["content"][0] == {"text": "clone"}
+
+
+def test_cancel_while_an_http_server_does_not_answer_initialize_ends_the_invocation() -> None:
+    with socket.socket() as silent:  # accepts the connection, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = MCPClient(url=f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", startup_timeout=120)
+        model = ScriptedModel(text("never"))
+        agent = Agent(model, tools=[client])
+
+        def cancel_once_connected() -> None:
+            connection, _ = silent.accept()
+            agent.cancel()
+            connection.close()
+
+        canceller = threading.Thread(target=cancel_once_connected)
+        canceller.start()
+        try:
+            result = agent("hi")
+        finally:
+            canceller.join()
+            client.close()
+        assert result.stop_reason == "cancelled"
+        assert model.calls == []
+        assert agent.messages == []
+
+
+async def test_a_call_cancelled_while_its_server_starts_raises_cancelled_at_once() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        client = MCPClient(url=f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", startup_timeout=120)
+        cancel = threading.Event()
+        cancel.set()
+        try:
+            # Before the fix the call waited out startup_timeout (120 s) and then failed to connect.
+            with pytest.raises(MCPCallCancelled, match="while the MCP server was starting"):
+                await client.call_tool_async("echo", {"text": "x"}, cancel_signal=cancel)
+        finally:
+            client.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import signal
 import sys
 import threading
 import time
@@ -180,10 +182,91 @@ async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_wo
         assert str(result) == "recovered\n"
         crashed, echoed = _tool_results(agent)
         assert crashed["status"] == "error"
-        assert crashed["content"][0]["text"].startswith("Error: MCP tool 'crash' failed:")
+        crash_text = crashed["content"][0]["text"]
+        assert crash_text.startswith("Error: MCP tool 'crash' failed: MCP server command ")
+        # The request had reached the server, so it is not sent again, and the model learns it may have run.
+        assert "closed the connection before answering" in crash_text
+        assert "may or may not have run" in crash_text
         # The next call starts a fresh server.
         assert echoed["status"] == "success"
         assert echoed["content"][0] == {"text": "echo: still here"}
+
+
+async def test_a_server_killed_while_idle_is_restarted_by_the_next_call() -> None:
+    with MCPClient(command=STDIO_COMMAND) as client:
+        first = (await client.call_tool_async("pid", {})).content[0]
+        old_pid = int(first.text)  # type: ignore[union-attr]
+        os.kill(old_pid, signal.SIGKILL)
+        # The client notices the dead server without a call (its stdout closed) and retires the session.
+        deadline = time.monotonic() + 30
+        while client._runner is not None and client._runner.lost is None:
+            assert time.monotonic() < deadline, "the client never noticed that its server died"
+            await asyncio.sleep(0.02)
+
+        # The call never reached the dead server, so it is sent to a new one instead of failing.
+        agent = Agent(ScriptedModel(tool_call("pid", {}), text("ok")), tools=[client])
+        await agent.invoke_async("which pid?")
+
+        (result,) = _tool_results(agent)
+        assert result["status"] == "success"
+        assert int(result["content"][0]["text"]) != old_pid
+
+
+def test_cancel_while_a_tool_call_restarts_the_server_ends_the_call(tmp_path: Path) -> None:
+    # The first start serves normally; every later start announces itself and hangs before initialize.
+    served, restarting = tmp_path / "served", tmp_path / "restarting"
+    script = (f"if [ -e {served} ]; then touch {restarting}; exec sleep 120; fi; "
+              f"touch {served}; exec {shlex.join(STDIO_COMMAND)}")
+    with MCPClient(command=["sh", "-c", script], startup_timeout=120) as client:
+        model = ScriptedModel(tool_call("crash", {}), text("crashed"), tool_call("echo", {"text": "x"}), text("no"))
+        agent = Agent(model, tools=[client])
+        agent("crash the server")  # the session is lost; the next call starts the server again
+
+        def cancel_once_restarting() -> None:
+            deadline = time.monotonic() + 60
+            while not restarting.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            agent.cancel()
+
+        canceller = threading.Thread(target=cancel_once_restarting)
+        canceller.start()
+        result = agent("echo")  # before the fix: waited the whole startup_timeout (120 s), then failed
+        canceller.join()
+
+        assert restarting.exists()
+        assert result.stop_reason == "cancelled"
+        assert _tool_results(agent)[-1]["content"] == [{"text": "Tool execution cancelled"}]
+
+
+async def test_call_tool_async_raises_connection_error_when_the_server_dies_mid_call() -> None:
+    with MCPClient(command=STDIO_COMMAND) as client, \
+            pytest.raises(ConnectionError, match="closed the connection before answering"):
+        await client.call_tool_async("crash", {})
+
+
+def test_a_tool_filter_that_raises_names_the_filter_and_the_tool() -> None:
+    def only_known(name: str) -> bool:
+        return {"echo": True}[name]
+
+    with MCPClient(command=STDIO_COMMAND, tool_filter=only_known) as client:
+        agent = Agent(ScriptedModel(text("never")), tools=[client])
+        with pytest.raises(MCPClientInitializationError) as caught:
+            agent("hi")
+    message = str(caught.value)
+    assert "tool_filter 'test_a_tool_filter_that_raises_names_the_filter_and_the_tool.<locals>.only_known'" in message
+    assert "raised on tool 'add'" in message  # echo passed; add, listed next, is not in the dict
+    assert "KeyError: 'add'" in message
+    assert isinstance(caught.value.__cause__, KeyError)
+    assert agent.messages == []
+
+
+def test_a_server_speaking_only_the_pre_2026_protocol_still_works() -> None:
+    # The client probes server/discover first; an older server refuses it and gets the initialize handshake.
+    legacy = [sys.executable, str(Path(__file__).with_name("legacy_stdio_server.py"))]
+    with MCPClient(command=legacy) as client:
+        agent = Agent(ScriptedModel(tool_call("echo", {"text": "hi"}), text("ok")), tools=[client])
+        agent("go")
+    assert _tool_results(agent)[0]["content"] == [{"text": "legacy: hi"}]
 
 
 def test_start_failure_raises_before_the_model_is_called_naming_the_command() -> None:

@@ -483,3 +483,56 @@ def test_a_direct_call_with_positional_arguments_says_to_name_them() -> None:
     with pytest.raises(TypeError, match=r"agent.tool.weather\(\) takes keyword arguments only"):
         agent.tool.weather("Oslo")
     assert agent.messages == []
+
+
+class _Provider:
+    """A tool provider publishing fixed tools (as an MCP client would, once connected)."""
+
+    def __init__(self, label: str, *tools: Any) -> None:
+        self.label = label
+        self.tools = list(tools)
+
+    async def load_tools(self) -> list[Any]:
+        return self.tools
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"Provider({self.label})"
+
+
+def test_a_tool_name_published_by_two_providers_names_both_and_suggests_a_prefix() -> None:
+    @tool(name="search")
+    def first(q: str) -> str:
+        """Search one."""
+        return q
+
+    @tool(name="search")
+    def second(q: str) -> str:
+        """Search two."""
+        return q
+
+    agent = Agent(ScriptedModel(text("never")), tools=[_Provider("one", first), _Provider("two", second)])
+    expected = r"tool name 'search' of Provider\(two\) is already registered \(by <tool search>\)"
+    with pytest.raises(ValueError, match=expected) as caught:
+        agent("hi")
+    assert "prefix=" in str(caught.value)
+
+
+def test_an_optional_parameter_with_a_default_is_published_as_its_type_as_in_strands() -> None:
+    @tool
+    def find(query: str | None, limit: int | None = None, tags: list[str] | None = None) -> str:
+        """Find things."""
+        return f"{query}/{limit}/{tags}"
+
+    properties = find.tool_spec["inputSchema"]["json"]["properties"]
+    assert properties["limit"] == {"type": "integer", "default": None, "description": "Parameter limit"}
+    assert properties["tags"] == {"type": "array", "items": {"type": "string"}, "default": None,
+                                  "description": "Parameter tags"}
+    # Required: the null branch stays, or the model could never pass the None the function accepts.
+    assert properties["query"] == {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Parameter query"}
+
+    agent = Agent(ScriptedModel(tool_call("find", {"query": None, "limit": None}), text("ok")), tools=[find])
+    agent("go")
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "None/None/None"}]
