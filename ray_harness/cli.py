@@ -96,7 +96,9 @@ def _parser() -> argparse.ArgumentParser:
 
     submit = commands.add_parser("submit", help="run a ray-harness command as a Ray Job",
                                  description="Example: ray-harness submit -- eval my_pkg:build data.jsonl")
-    submit.add_argument("--address", default=None, help="dashboard URL (default RAY_ADDRESS or http://127.0.0.1:8265)")
+    submit.add_argument("--address", default=None,
+                        help="dashboard URL, or the cluster's GCS address host:port (default RAY_ADDRESS, "
+                             "else http://127.0.0.1:8265)")
     submit.add_argument("--working-dir", default=".", help="shipped to the cluster as the job's working_dir")
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
     submit.add_argument("--download", action="append", default=[], metavar="PATH",
@@ -292,9 +294,8 @@ def _submit(args: argparse.Namespace) -> int:
     _check_downloads(args)
     from ray_harness.runtime.jobs import submit_and_follow
 
+    # A GCS address (host:port, "auto") is passed as it is: Ray asks that cluster where its dashboard is.
     address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
-    if not address.startswith("http"):
-        address = f"http://{address.split(':')[0]}:8265"
     excludes = [*_EXCLUDES, *_outputs_of(command[3:])]
     _, succeeded = submit_and_follow(address, shlex.join(command),
                                      {"working_dir": args.working_dir, "excludes": excludes},
@@ -378,12 +379,19 @@ def _status_text(status: dict[str, Any]) -> str:
             progress = (f"nodes {len(run['nodes_done'])} done, {len(run['nodes_running'])} running{active}, "
                         f"{run['nodes_pending']} pending")
         tokens = run["input_tokens"] + run["output_tokens"]
+        # A run that ended: its age_s is how long it took (an "age 0s" read as "just started").
+        ended = run.get("ended_at") if run["status"] != "running" else None
+        age = f"took {run['age_s']:.0f}s, ended {max(0.0, time.time() - ended):.0f}s ago" if ended \
+            else f"age {run['age_s']:.0f}s"
         lines.append(f"  {run['kind']:5s} {run['name']:24s} {run['status']:9s} {progress}  tokens {tokens}  "
-                     f"${run['cost_usd']:.4f}  age {run['age_s']:.0f}s  run {run['run']}")
+                     f"${run['cost_usd']:.4f}  {age}  run {run['run']}")
     if status.get("unavailable"):
         lines.append(f"({status['unavailable']})")
-    lines.append(f"{len(status['actors'])} ray_harness actor(s)")
-    for actor in status["actors"]:
+    # Ray keeps dead actors listed (every driver's ended hosts, each a row): the text shows those that still run.
+    actors = [actor for actor in status["actors"] if actor["state"] != "DEAD"]
+    dead = len(status["actors"]) - len(actors)
+    lines.append(f"{len(actors)} ray_harness actor(s)" + (f" ({dead} dead not shown; --json lists them)" if dead else ""))
+    for actor in actors:
         lines.append(f"  {actor['name']:40s} {actor['state']:10s} pid={actor['pid']} node={actor['node_id'][:12]}")
     lines.append(f"{len(status['jobs'])} job(s)")
     for job in status["jobs"]:

@@ -85,8 +85,9 @@ class ActorClient:
             cancel: Sent when the stream does not reach its end (the consumer stopped, the call failed).
             cancel_call: Then cancel the streaming call itself instead (``ray.cancel``: ``CancelledError`` in the
                 actor's generator; for callees without a cancel message, e.g. a sandbox command).
-            resend: The callee journals its state and continues a re-sent call by id: after a restart cut the
-                stream short, send the same call again (up to three times) instead of failing.
+            resend: The callee journals its state and continues a re-sent call by id: after its process died
+                mid-stream (or a restart cut the stream short), send the same call again (up to three times)
+                instead of failing. Ray does not retry such a call itself (see :meth:`stream`).
             done: Whether an item is the stream's last one (default: a wire item marked terminal).
             what: Names the call in the error for a stream cut short.
 
@@ -98,7 +99,10 @@ class ActorClient:
         for index, arg in enumerate(traced):
             if isinstance(arg, Request):
                 traced[index] = self.traced(arg)
-        bound = self._method(method, traced)  # named once: a re-sent call is the same task
+        # Named once: a re-sent call is the same task. With ``resend`` this client re-sends, never Ray: Ray's retry
+        # of a streamed call skips as many items as the lost attempt had sent, and a continued invocation's first
+        # items (the re-run step's events) are not those.
+        bound = self._method(method, traced, **({"max_task_retries": 0} if resend else {}))
         first = bound.remote(*traced)  # submitted now: the caller's order is kept
         if cancel_call:
             cancel = None
@@ -111,7 +115,7 @@ class ActorClient:
         try:
             for attempt in range(_RESENDS + 1):
                 if attempt:
-                    generator = bound.remote(*args)
+                    generator, lost = bound.remote(*args), False
                 while True:  # each item in order, Ray's errors translated (the one such loop of the runtime)
                     try:
                         item = await (await generator.__anext__())
@@ -121,6 +125,8 @@ class ActorClient:
                         translated = translate(error, self.name)
                         # A dead callee, not a nested actor's error it raised: no cancel to send.
                         lost = isinstance(translated, RemoteActorError) and translated.actor_name == self.name
+                        if lost and resend and attempt < _RESENDS:
+                            break  # its process died mid-stream: send the call again (below)
                         if translated is error:
                             raise
                         raise translated from error
@@ -137,11 +143,13 @@ class ActorClient:
             if not finished and not lost:
                 _stop(generator, cancel, cancel_call)
 
-    def _method(self, method: str, args: list[Any]) -> Any:
-        """The actor method, named for the dashboard's task view (:func:`_task_of`)."""
+    def _method(self, method: str, args: list[Any], **options: Any) -> Any:
+        """The actor method, named for the dashboard's task view (:func:`_task_of`), with these call options."""
         bound = getattr(self.actor, method)
         name = _task_of(args)
-        return bound.options(name=name) if name else bound
+        if name:
+            options["name"] = name
+        return bound.options(**options) if options else bound
 
     def __repr__(self) -> str:
         return f"ActorClient({self.name!r})"

@@ -8,12 +8,13 @@ from typing import Any
 
 import ray
 
-__all__ = ("DEFAULT_NAMESPACE", "current_namespace", "ensure_initialized", "init", "is_initialized", "shutdown")
+__all__ = ("DEFAULT_NAMESPACE", "TOKEN_HELP", "current_namespace", "ensure_initialized", "init", "is_initialized",
+           "shutdown")
 
 DEFAULT_NAMESPACE = "ray_harness"
 _CONNECT_TIMEOUT_S = 5.0
-_TOKEN_HELP = ("If the cluster uses token authentication (the default in Ray >= 2.60), set RAY_AUTH_MODE=token "
-               "and put the token from `ray get-auth-token` into ~/.ray/auth_token (or RAY_AUTH_TOKEN).")
+TOKEN_HELP = ("If the cluster uses token authentication (the default in Ray >= 2.60), set RAY_AUTH_MODE=token "
+              "and put the token from `ray get-auth-token` into ~/.ray/auth_token (or RAY_AUTH_TOKEN).")
 
 
 def is_initialized() -> bool:
@@ -48,7 +49,7 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
     try:
         ray.init(address=address, **ray_init_kwargs)
     except ConnectionError as error:
-        raise ConnectionError(f"could not connect to Ray at {address!r}: {error}. {_TOKEN_HELP}") from error
+        raise ConnectionError(f"could not connect to Ray at {address!r}: {error}. {TOKEN_HELP}") from error
     from ray_harness.runtime._telemetry import prepare_driver_process
 
     prepare_driver_process()  # the driver's own metrics (evaluation rows) reach Ray's Prometheus endpoint too
@@ -90,5 +91,5 @@ def _probe(address: str) -> None:
     except OSError as error:
         raise ConnectionError(
             f"cannot reach the Ray cluster at {address!r} ({error}); check the address, that the head node is "
-            f"running (`ray start --head`) and that the port is open. {_TOKEN_HELP}"
+            f"running (`ray start --head`) and that the port is open. {TOKEN_HELP}"
         ) from None

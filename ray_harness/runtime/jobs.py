@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shlex
 import time
 import uuid
@@ -17,9 +18,10 @@ from ray.util.state import list_actors, list_jobs
 from ray.util.state.exception import ServerUnavailable
 
 from ray_harness.runtime import _job_files
+from ray_harness.runtime._cluster import TOKEN_HELP
 from ray_harness.runtime._runs import runs_snapshot
 
-__all__ = ("cluster_status", "submit_and_follow")
+__all__ = ("cluster_status", "job_client", "submit_and_follow")
 
 
 def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any], *, wait: bool,
@@ -32,7 +34,7 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
     """
     download = list(download or [])
     try:
-        client = JobSubmissionClient(address)
+        client = job_client(address)
     except ray.exceptions.AuthenticationError as error:
         raise ConnectionError(f"{address}: {str(error).splitlines()[0]}. Set RAY_AUTH_MODE=token and put the "
                               "cluster's token (`ray get-auth-token` on the head) into ~/.ray/auth_token") from None
@@ -42,7 +44,7 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
         entrypoint = (f"{entrypoint}; status=$?; python -m ray_harness.runtime._job_files "
                       f"{shlex.join([job_id, *download])}; exit $status")
     _submit_with_retry(client, address, entrypoint, runtime_env, job_id)
-    echo(f"submitted {job_id} to {address}\n")
+    echo(f"submitted {job_id} to {client.get_address()}\n")
     if not wait:
         return job_id, None
 
@@ -58,6 +60,25 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
     return job_id, status == JobStatus.SUCCEEDED
 
 
+def job_client(address: str) -> JobSubmissionClient:
+    """A Jobs client of ``address``: a dashboard URL, or a GCS ``host:port`` / ``"auto"``.
+
+    For a GCS address Ray asks that cluster for its dashboard's URL. Ray's SDK lets ``RAY_ADDRESS`` override
+    the address it is given; here the address given wins (an explicit ``--address`` must not go to another
+    cluster): ``RAY_API_SERVER_ADDRESS``, the one variable Ray reads before it, is set while the client is made.
+    """
+    previous = os.environ.get(_API_SERVER_VARIABLE)
+    os.environ[_API_SERVER_VARIABLE] = address
+    try:
+        return JobSubmissionClient(address)
+    finally:
+        if previous is None:
+            os.environ.pop(_API_SERVER_VARIABLE, None)
+        else:
+            os.environ[_API_SERVER_VARIABLE] = previous
+
+
+_API_SERVER_VARIABLE = "RAY_API_SERVER_ADDRESS"
 SUBMIT_WAIT_S = 120.0
 """How long a job's submission is retried while the head answers "no available agent ... try again later".
 
@@ -90,7 +111,10 @@ def cluster_status(address: str) -> dict[str, Any]:
     Connects once; later calls reuse the connection (for ``status --watch``).
     """
     if not ray.is_initialized():
-        ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
+        try:
+            ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
+        except ConnectionError as error:  # most often a missing token: say how to give it, as runtime.init does
+            raise ConnectionError(f"{error}. {TOKEN_HELP}") from None
     gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters
     status: dict[str, Any] = {"runs": runs_snapshot(), "actors": [], "jobs": []}
     try:

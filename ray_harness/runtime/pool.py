@@ -101,7 +101,7 @@ class AgentPool:
         if resources:
             options["resources"] = dict(resources)
         self.host_names = [host_actor_name(i, name_prefix) for i in range(size)]
-        options = with_actor_env(options)
+        options = self._options = with_actor_env(options)
         self._hosts = [acquire_host(self.namespace, name, i, options) for i, name in enumerate(self.host_names)]
         if ray.get_runtime_context().get_actor_id() is None:
             # Pre-start: the first run does not pay for the process. Not inside an actor (an orchestrator
@@ -187,6 +187,22 @@ class AgentPool:
         self._where.pop(run_id, None)
         self._load[index] -= 1
 
+    def _replace_if_gone(self, index: int, error: RemoteActorError) -> None:
+        """After a host failed a run: when it is gone for good, later runs go to a new host under its name.
+
+        A host started by another driver dies with that driver (Ray kills an actor with its owner), and a
+        host dies for good once its restarts are used up. A GCS look-up tells: a restarting host still holds
+        its name; a dead one does not, and :func:`acquire_host` starts a new one (owned by this process).
+        Only in a driver: an orchestration host's view of the pool is checked by the driver that sent it.
+        """
+        if error.actor_name != self.host_names[index] or ray.get_runtime_context().get_actor_id() is not None:
+            return
+        host = acquire_host(self.namespace, self.host_names[index], index, self._options)
+        if host._actor_id != self._hosts[index]._actor_id:
+            self._hosts[index] = host
+            self._clients[index].actor = host  # the batchers hold these clients: they follow
+            self.host_ids = tuple(handle._actor_id.hex() for handle in self._hosts)
+
     async def run(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
                   agent_key: str | None = None, invocation_state: dict[str, Any] | None = None,
                   limits: Limits | None = None, structured_output_model: type | None = None) -> AgentResult:
@@ -203,6 +219,9 @@ class AgentPool:
         index = self._start(request.invocation_id, agent_key, spec)
         try:
             return await self._clients[index].call("run", request, spec)  # type: ignore[no-any-return]
+        except RemoteActorError as error:
+            self._replace_if_gone(index, error)
+            raise
         finally:
             self._end(request.invocation_id, index)
 
@@ -226,6 +245,9 @@ class AgentPool:
         try:
             future = self._batcher.submit(index, spec, digest, request)
             return await future
+        except RemoteActorError as error:
+            self._replace_if_gone(index, error)
+            raise
         finally:
             # A raised exception's traceback holds this frame, whose future holds the exception: without this
             # the cycle would keep the pool (and its host handles) alive until the cyclic collector runs.
@@ -282,6 +304,10 @@ class AgentPool:
                                     cancel=lambda: host.submit("cancel", CancelRequest(invocation_ids=(run_id,))))
             async for item in items:
                 yield item
+        except RemoteActorError as error:
+            if place is None:  # a node slot's run is re-sent to its host by stream_slot (the host restarts)
+                self._replace_if_gone(index, error)
+            raise
         finally:
             self._end(run_id, index)
 

@@ -180,3 +180,37 @@ async def test_a_restarted_host_keeps_the_rate_limits_registered_in_it(ray_sessi
         assert key in after["rate_limits"]
     finally:
         own.shutdown()
+
+
+async def test_a_pool_replaces_a_host_that_is_gone_for_good(ray_session: Any) -> None:
+    """Another driver's hosts die with it (Ray kills an actor with its owner): later runs get a new host.
+
+    A pool attaches to hosts already running under its names; when the driver that started them exits,
+    its runs used to fail with ``RemoteActorError`` forever.
+    """
+    import uuid
+
+    import ray
+
+    from ray_harness.runtime import AgentPool
+    from ray_harness.types.exceptions import RemoteActorError
+
+    own = AgentPool(size=1, namespace=f"ray_harness_gone_{uuid.uuid4().hex[:6]}")
+    try:
+        assert str(await own.run(agents.calculator, "2+3")).strip() == "5"
+        (before,) = await own.stats()
+        ray.kill(own.hosts[0], no_restart=True)  # what the exit of the driver that owns the host does
+        while True:  # the dead host's name is free again (a GCS look-up; Ray frees it within moments)
+            try:
+                ray.get_actor(own.host_names[0], namespace=own.namespace)
+            except ValueError:
+                break
+            await asyncio.sleep(0.05)
+        with pytest.raises(RemoteActorError):  # the run that met the dead host fails, as a host loss does
+            await own.run(agents.calculator, "2+3")
+        assert str(await own.run(agents.calculator, "2+3")).strip() == "5"
+        (after,) = await own.stats()
+        assert after["pid"] != before["pid"]
+        assert ray.get_actor(own.host_names[0], namespace=own.namespace)._actor_id == own.hosts[0]._actor_id
+    finally:
+        own.shutdown()

@@ -297,6 +297,33 @@ async def test_kill_9_mid_stream_still_ends_with_the_result(tmp_path: Path) -> N
         remote.shutdown()
 
 
+async def test_kill_9_mid_stream_still_streams_the_events_of_the_step_that_ran_again(tmp_path: Path) -> None:
+    """Ray's own retry of a streamed call skips as many items as the lost attempt had sent: the re-run tool's
+    ``tool_start``/``tool_result`` and the tool-result message never reached the consumer."""
+    remote = _remote(crashing_factory(str(tmp_path)), name="crash-stream-events")
+    try:
+        events: list[dict[str, Any]] = []
+
+        async def consume() -> None:
+            async for event in remote.stream_async("run the batch"):
+                events.append(event)
+
+        running = asyncio.create_task(consume())
+        pids, runs = tmp_path / "pids.txt", tmp_path / "runs.txt"
+        await _wait_until(lambda: pids.exists() and pids.read_text().strip() != "")
+        await _wait_until(lambda: runs.exists() and sorted(runs.read_text().split()) == ["a", "b", "c"])
+        await _wait_until(lambda: sum(event["type"] == "tool_result" for event in events) == 2)  # a and b
+        os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
+        await asyncio.wait_for(running, 60)
+        results = [event["tool_result"]["toolUseId"] for event in events if event["type"] == "tool_result"]
+        assert results == ["use-a", "use-b", "use-c"]  # c ran again in the new process, and its result came
+        messages = [event["message"] for event in events if event["type"] == "message"]
+        assert [block["toolResult"]["toolUseId"] for block in messages[-2]["content"]] == ["use-a", "use-b", "use-c"]
+        assert events[-1]["type"] == "result"
+    finally:
+        remote.shutdown()
+
+
 async def test_snapshot_of_a_remote_agent_is_its_actors_state() -> None:
     from ray_harness import Agent
     from ray_harness.agent import AgentSnapshot

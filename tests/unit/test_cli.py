@@ -207,3 +207,29 @@ def test_bad_counts_and_bad_job_commands_are_usage_errors_before_anything_starts
     with pytest.raises(SystemExit) as exited:  # argparse's usage error: nothing started, nothing submitted
         main(argv)
     assert exited.value.code == 2 and "usage: ray-harness" in capsys.readouterr().err
+
+
+def test_status_text_leaves_dead_actors_out() -> None:
+    """Ray keeps every ended driver's hosts listed as DEAD: they buried the live actors in the text view."""
+    from ray_harness.cli import _status_text
+
+    actors = [{"name": "ray_harness:agent:refunds", "state": "ALIVE", "pid": 7, "node_id": "n" * 20},
+              *({"name": "ray_harness:host:0", "state": "DEAD", "pid": pid, "node_id": "n" * 20} for pid in (1, 2, 3))]
+    text = _status_text({"runs": [], "actors": actors, "jobs": []})
+    assert "1 ray_harness actor(s) (3 dead not shown; --json lists them)" in text
+    assert "ray_harness:agent:refunds" in text and "ray_harness:host:0" not in text
+
+
+def test_status_text_says_how_long_an_ended_run_took_and_when_it_ended() -> None:
+    """An ended run's ``age_s`` is its duration: the text said "age 0s" for a quick run that ended minutes ago."""
+    import time
+
+    from ray_harness.cli import _status_text
+
+    ended = {"run": "r3", "kind": "eval", "name": "nightly", "status": "completed", "nodes_done": {},
+             "nodes_running": [], "nodes_pending": 0, "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0,
+             "age_s": 2.0, "started_at": time.time() - 302, "ended_at": time.time() - 300, "rows_completed": 2,
+             "rows_failed": 0}
+    line = _status_text({"runs": [ended], "actors": [], "jobs": []}).splitlines()[1]
+    assert "took 2s, ended 300s ago" in line or "took 2s, ended 301s ago" in line
+    assert "age" not in line
