@@ -117,6 +117,7 @@ class Graph(MultiAgentBase):
         self._quiet = False
         self._fatal: BaseException | None = None
         self._deadline_hit = False
+        self._owed: dict[str, None] = {}  # nodes whose BeforeNodeCallEvent ran and whose AfterNodeCallEvent has not
         self._invocation_state: dict[str, Any] = {}
         self._node_runner = make_node_runner(runtime)
         self._node_runner.bind({node_id: node.executor for node_id, node in nodes.items()})
@@ -199,6 +200,7 @@ class Graph(MultiAgentBase):
         self._cancel_requested = False
         self._stop_reason = None
         self._fatal = None
+        self._owed = {}
         self._deadline_hit = False
         self._node_runner.start_invocation()
         if self.hooks.has_callbacks(BeforeMultiAgentInvocationEvent):
@@ -322,6 +324,18 @@ class Graph(MultiAgentBase):
                     await asyncio.gather(*tasks.values(), return_exceptions=True)
             finally:
                 self._abandon_unrecorded()
+                await self._close_owed(invocation_state)
+
+    async def _close_owed(self, invocation_state: dict[str, Any]) -> None:
+        """``AfterNodeCallEvent`` for the nodes the run left unrecorded after their ``BeforeNodeCallEvent``.
+
+        Hooks stay paired, as in Strands (its node's ``finally``), when the caller closes the stream mid-run.
+        """
+        owed, self._owed = list(self._owed), {}
+        if owed and self.hooks.has_callbacks(AfterNodeCallEvent):
+            for node_id in owed:
+                await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node_id,
+                                                                           invocation_state=invocation_state))
 
     def _abandon_unrecorded(self) -> None:
         """Nodes the run stopped without recording (it raised, or its caller left) end CANCELLED, not EXECUTING.
@@ -393,9 +407,16 @@ class Graph(MultiAgentBase):
         self._stop_tasks(tasks)
 
     def _stop_tasks(self, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
-        self._node_runner.cancel()
+        """Stop the running node tasks: each node ends stopped (``CANCELLED``, "was cancelled", its run undone).
+
+        The node runner's cancel (one broadcast on Ray) comes on the loop's next turn, after the tasks have taken
+        their cancellation (and a nested graph's run has cancelled its own node tasks): an agent never takes the
+        graph's cancellation for its own cancel, which would end it with its "cancelled" result instead, depending
+        on where it was.
+        """
         for task in tasks.values():
             task.cancel()
+        asyncio.get_running_loop().call_soon(self._node_runner.cancel)
 
     def _done_of(self, node_id: str, task: asyncio.Task[_NodeDone]) -> _NodeDone:
         if task.cancelled():  # cancelled before its first step
@@ -482,6 +503,7 @@ class Graph(MultiAgentBase):
                 if interrupts:
                     done.interrupts = interrupts
                     return done
+                self._owed[node_id] = None  # _record fires its AfterNodeCallEvent (or _close_owed, if it never comes)
                 if before.cancel_node:
                     done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
                                            else "node cancelled by user")
@@ -511,6 +533,7 @@ class Graph(MultiAgentBase):
 
     async def _record(self, done: _NodeDone, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         node = self.nodes[done.node_id]
+        self._owed.pop(node.node_id, None)  # recorded: its AfterNodeCallEvent (none for an interrupt) is below
         if done.interrupts or (done.result is not None and done.result.status == Status.INTERRUPTED):
             if done.result is not None:
                 self._count_interrupted(node, done.result)

@@ -271,6 +271,9 @@ class Swarm(MultiAgentBase):
         except Exception:
             logger.exception("swarm_id=<%s> | swarm execution failed", self.id)
             self.state.completion_status = Status.FAILED
+        except BaseException:  # closed mid-run (aclose(), the caller's task cancelled): it ends FAILED, as a Graph
+            self.state.completion_status = Status.FAILED
+            raise
         finally:
             await loop.aclose()
             self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
@@ -336,7 +339,6 @@ class Swarm(MultiAgentBase):
                 self.state.completion_status = Status.FAILED
                 await self._after_node(node, invocation_state)
                 return
-            yield node_start_event(node.node_id, "agent")
             tracker = HandoffTracker()
             # A handoff the member made before its interrupt stands (its tool already answered the model).
             tracker.handoff, resumed_handoff = resumed_handoff, None
@@ -379,7 +381,11 @@ class Swarm(MultiAgentBase):
 
     async def _run_member(self, node: SwarmNode, resume_input: Any, tracker: HandoffTracker,
                           invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:
-        """Run one member under the node and execution timeouts; yields events, then its ``NodeResult``."""
+        """Run one member under the node and execution timeouts; yields its start and events, then its ``NodeResult``.
+
+        Closed before its result (the caller stopped reading), the member is recorded ``CANCELLED``, as a Graph's
+        running node is, and its ``AfterNodeCallEvent`` fires (as in Strands).
+        """
         if resume_input is not None:
             node_input = resume_input
         else:
@@ -392,6 +398,7 @@ class Swarm(MultiAgentBase):
         result: NodeResult | None = None
         error: Exception | None = None
         try:
+            yield node_start_event(node.node_id, "agent")
             async with asyncio.timeout(timeout):
                 with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id}), \
                         node_scope(node.node_id):
@@ -413,6 +420,11 @@ class Swarm(MultiAgentBase):
         except Exception as failure:
             logger.warning("node_id=<%s>, error=<%s> | swarm member failed", node.node_id, failure)
             error = failure
+        except BaseException:
+            stopped = Exception(f"Node '{node.node_id}' was cancelled")
+            self._store(node, NodeResult(result=stopped, status=Status.CANCELLED, execution_count=1), ran=False)
+            await self._after_node(node, invocation_state)  # its BeforeNodeCallEvent ran: hooks stay paired
+            raise
         if result is None:
             elapsed = round((time.monotonic() - started) * 1000)
             result = NodeResult(result=error or RuntimeError(f"Node '{node.node_id}' produced no result"),

@@ -8,7 +8,9 @@ host's half: one :class:`Orchestrations` per host process runs each shipped
 variable, so the host's agent calls keep theirs) and streams its events, session writes and end state back.
 
 **Cancel** arrives on another thread (the host's control concurrency group) and is handed to the run's event
-loop; a cancel that arrives before its run starts is remembered (bounded) and applied when it starts.
+loop; a cancel that arrives before its run starts is remembered (bounded) and applied when it starts. An
+:class:`AbortRequest` (the driver's caller stopped reading the run's stream) stops the run where it is, as closing
+the stream does in one process, and the run still sends its end state.
 
 **Resident copies.** A Graph/Swarm object's orchestrator stays here between its invocations
 (:mod:`ray_harness.runtime._resident`): the first invocation ships it, later ones name it and send what changed in
@@ -31,18 +33,31 @@ from ray_harness.runtime._placement import placed
 from ray_harness.runtime._resident import Residents
 from ray_harness.runtime._wire import CancelRequest, OrchestratorRequest
 
-__all__ = ("Orchestrations", "Run")
+__all__ = ("AbortRequest", "Orchestrations", "Run")
+
+
+class AbortRequest(CancelRequest):
+    """Stop runs the way closing their stream stops an in-process run (``aclose()``, the caller's task cancelled).
+
+    Unlike a cancel (``graph.cancel()``: the running nodes end with their agents' cancelled results and the run
+    ``CANCELLED``), the running nodes are stopped where they are (``CANCELLED``, their runs undone) and the run
+    ends ``FAILED``; its end state is still sent, so the driver's objects show what ``runtime="local"`` shows. One
+    that overtakes its run is applied as a cancel.
+    """
 
 
 class Run(Protocol):
-    """What :class:`Orchestrations` needs of a running orchestrator: its ``cancel()``."""
+    """What :class:`Orchestrations` needs of a running orchestrator: ``cancel()`` and ``abort()``."""
 
     def cancel(self) -> None:
         """Stop the run (every slot it involves)."""
 
+    def abort(self) -> None:
+        """Stop the run as closing its stream does (see :class:`AbortRequest`)."""
+
 
 Starter = Callable[[OrchestratorRequest, Callable[[Run], None], Residents], AsyncGenerator[Any, None]]
-"""Runs one request: calls ``started(orchestrator)`` once the run exists, then yields its wire items; takes and
+"""Runs one request: calls ``started(run)`` once the run exists, then yields its wire items; takes and
 keeps resident orchestrators in the :class:`~ray_harness.runtime._resident.Residents` given."""
 
 
@@ -95,9 +110,9 @@ class Orchestrations:
         return self.residents.release(prefixes)
 
     def cancel(self, request: CancelRequest) -> int:
-        """Cancel the request's runs (all when it names none) from any thread; return how many were running.
+        """Cancel (or abort, :class:`AbortRequest`) the request's runs (all when it names none) from any thread.
 
-        Ids not running yet start cancelled.
+        Returns how many were running. Ids not running yet start cancelled.
         """
         found: list[tuple[Run, asyncio.AbstractEventLoop]] = []
         with self._guard:
@@ -107,9 +122,10 @@ class Orchestrations:
                     self._early.remember(invocation_id)
                 else:
                     found.append(entry)
+        abort = isinstance(request, AbortRequest)
         for run, loop in found:
             try:
-                loop.call_soon_threadsafe(run.cancel)
+                loop.call_soon_threadsafe(run.abort if abort else run.cancel)
             except RuntimeError:  # the run's loop is closed: nothing left to stop
                 continue
         return len(found)

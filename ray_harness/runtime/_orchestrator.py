@@ -46,7 +46,11 @@ A new process resumes a suspended run from the session store exactly as with ``r
 **Cancel.** ``graph.cancel()`` in the driver is one ``cancel_orchestration`` message to the host (its
 control concurrency group), handed to the run's event loop: the Ray node runner there broadcasts to every
 host slot, RemoteAgent and nested orchestrator of the run. A cancel that overtakes its invocation is
-remembered and applied when the run starts.
+remembered and applied when the run starts. A caller that stops reading mid-run (``aclose()``, its task
+cancelled) aborts it instead (:class:`~ray_harness.runtime._orchestration.AbortRequest`): the host stops the run as
+closing its stream does in-process, and the driver applies the end state it still sends, so its objects show the
+stopped run as with ``runtime="local"``. The stream is read shielded (:class:`_Shielded`), so a driver whose task
+was cancelled can still read it to its end.
 
 **Errors.** An exception raised by the run (``fail_fast``) is shipped back and raised in the driver as its
 original type, never ``RayTaskError``; a dead host becomes :class:`~ray_harness.types.exceptions.RemoteActorError`.
@@ -105,6 +109,7 @@ from ray_harness.runtime._multiagent_pool import (
     reset_pool_for_call,
     shipped_pool_ready,
 )
+from ray_harness.runtime._orchestration import AbortRequest
 from ray_harness.runtime._orchestrator_wire import (
     agent_baselines,
     apply_end,
@@ -146,7 +151,11 @@ _DONE = object()
 
 async def _pump(events: AsyncGenerator[dict[str, Any], None], outbox: asyncio.Queue[Any],
                 refs: dict[int, tuple[str, ...]], outcome: dict[str, Any]) -> None:
-    """Run the invocation, putting its events on ``outbox``; the final result and any error go to ``outcome``."""
+    """Run the invocation, putting its events on ``outbox``; the final result and any error go to ``outcome``.
+
+    Its task puts ``_DONE`` on ``outbox`` when it ends (see :func:`run_request`), also when cancelled before its
+    first step.
+    """
     try:
         async for event in events:
             if event.get("type") == "multiagent_result":
@@ -155,8 +164,26 @@ async def _pump(events: AsyncGenerator[dict[str, Any], None], outbox: asyncio.Qu
             outbox.put_nowait(OrchestratorEventItem.model_construct(payload=dumps(event, refs)))
     except Exception as failure:
         outcome["error"] = failure
-    finally:
-        outbox.put_nowait(_DONE)
+
+
+class _Control:
+    """How :class:`~ray_harness.runtime._orchestration.Orchestrations` stops one run: cancel it, or abort it."""
+
+    def __init__(self, orchestrator: MultiAgentBase, pump: asyncio.Future[None]) -> None:
+        self._orchestrator = orchestrator
+        self._pump = pump
+
+    def cancel(self) -> None:
+        """``graph.cancel()`` / ``swarm.cancel()`` in the driver."""
+        self._orchestrator.cancel()
+
+    def abort(self) -> None:
+        """The driver's caller stopped reading: stop the run where it is, as closing its stream does in-process.
+
+        The orchestrator's stream gets the cancellation at the await it is in (its running nodes stop, its
+        ``finally`` clauses and after-invocation hooks run, as for ``aclose()``); the end state is still sent.
+        """
+        self._pump.cancel()
 
 
 async def run_request(request: OrchestratorRequest, started: Callable[[Any], None], residents: Residents
@@ -165,10 +192,10 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
     """Run one invocation, streaming its events and session writes, and last its end state.
 
     The orchestrator is the request's (shipped) or the resident copy it names (:mod:`ray_harness.runtime._resident`;
-    a ``ResidentMissItem`` when there is none at its token). ``started(orchestrator)`` is called once the run
-    exists (for cancel). Items that piled up while the previous one was sent travel as one ``BatchItem``; the
-    last item is an ``EndItem`` with the end-of-run state. Runs under the placement its caller set
-    (``"orchestrator"``).
+    a ``ResidentMissItem`` when there is none at its token). ``started(run)`` is called once the run exists, with
+    what stops it (``cancel()``, ``abort()``). Items that piled up while the previous one was sent travel as one
+    ``BatchItem``; the last item is an ``EndItem`` with the end-of-run state. Runs under the placement its caller
+    set (``"orchestrator"``).
     """
     prepare_actor_process()
     task, invocation_state = request.task, request.invocation_state
@@ -195,9 +222,10 @@ async def run_request(request: OrchestratorRequest, started: Callable[[Any], Non
         # its orchestration here and its agent nodes on the pool.
         with attached(request.trace_context):
             pump = asyncio.ensure_future(_pump(events, outbox, refs, outcome))
+        pump.add_done_callback(lambda _: outbox.put_nowait(_DONE))
     finally:
         reset_pool_for_call(pool_token)
-    started(orchestrator)
+    started(_Control(orchestrator, pump))
     try:
         done = False
         while not done:
@@ -293,6 +321,51 @@ def _warm_pools(table: dict[tuple[str, ...], Any]) -> None:
         runner.check_pool()
 
 
+class _Shielded:
+    """Reads a stream's items so that cancelling the reader's task stops its wait, not the stream.
+
+    Each item is awaited in a task of its own, shielded: after a cancellation of the reader (``asyncio.timeout`` or
+    ``wait_for`` around an invocation) the item in flight stays in :attr:`step` and the stream can still be read
+    to its end (:meth:`OrchestratorClient._abort`). :meth:`aclose` stops the step in flight, then the stream.
+    """
+
+    def __init__(self, items: AsyncGenerator[Any, None]) -> None:
+        self.items = items
+        self.step: asyncio.Future[Any] | None = None
+
+    def __aiter__(self) -> _Shielded:
+        return self
+
+    async def __anext__(self) -> Any:
+        step = self.step
+        if step is None:
+            step = self.step = asyncio.ensure_future(anext(self.items, _DONE))
+        try:
+            item = await asyncio.shield(step)
+        except asyncio.CancelledError:
+            raise  # the reader's task was cancelled: the step (maybe done already) is for the next read
+        except BaseException:
+            self.step = None
+            raise
+        self.step = None
+        if item is _DONE:
+            raise StopAsyncIteration
+        return item
+
+    async def aclose(self) -> None:
+        step, self.step = self.step, None
+        if step is not None:
+            if not step.done():
+                step.cancel()
+                await asyncio.wait([step])  # the stream is not running any more when it is closed
+            if not step.cancelled():
+                step.exception()  # retrieved: an item nobody reads is not an error to log
+        await self.items.aclose()
+
+
+ABORT_WAIT_S = 30.0
+"""How long a driver whose caller stopped reading mid-run waits for the aborted run's end state."""
+
 POOL_CHECK_INTERVAL_S = 5.0
 """How long a Graph/Swarm object's invocations reuse the pools they checked (a GCS look-up per host)."""
 
@@ -386,6 +459,30 @@ class OrchestratorClient:
                 _save(table[("orch", part.path)], part.data)
         return events
 
+    async def _abort(self, items: _Shielded, table: dict[tuple[str, ...], Any],
+                     baselines: dict[tuple[str, ...], RunBaseline], resident: DriverCopy | None, *,
+                     ended: bool) -> None:
+        """The caller stopped reading mid-run (``aclose()``, its task cancelled): end the run as in-process.
+
+        The host stops the run where it is, as closing its stream does with ``runtime="local"`` (running nodes
+        ``CANCELLED``, the run ``FAILED``), and sends its end state, applied here (relayed session writes saved,
+        events dropped, a run error not raised): the driver's objects show the aborted run, not their state from
+        before it. A host that does not answer within :data:`ABORT_WAIT_S` leaves them as they were; the stream's
+        close then sends the cancel, and the next invocation ships the object again.
+        """
+        invocation, client = self.invocation, self.client
+        if ended or invocation is None or client is None:  # ended: its end state is applied already
+            return
+        client.submit("cancel_orchestration", AbortRequest(invocation_ids=(invocation,)))
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(ABORT_WAIT_S):
+                async for item in items:
+                    if isinstance(item, ResidentMissItem):
+                        return
+                    self._take(item, table, baselines, resident)  # the end state's error is not raised here
+                    if isinstance(item, EndItem):
+                        return
+
     def _host_replaced(self) -> bool:
         """After a call into the orchestration host failed: whether its pool is gone for good (checked now)."""
         self.checked = None
@@ -461,20 +558,25 @@ class OrchestratorClient:
                 label=self.task_name)
             self.invocation = request.invocation_id
             assert self.client is not None  # chosen by _prepare
-            items = self.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
-                                  cancel=self.cancel)  # stopped early: stop the run
+            items = _Shielded(self.client.stream("orchestrate", request, what=f"the run of {orchestrator.id!r}",
+                                                 cancel=self.cancel))  # stopped early: stop the run
             missed = received = moved = lost = False
             try:
                 if self.cancelled:
                     self.cancel()  # cancel() landed while the run was being shipped; the host applies it at start
+                ended = False
                 try:
                     async for item in items:
                         received = True
                         if isinstance(item, ResidentMissItem):
                             missed = True  # the last item: the stream ends
                             continue
+                        ended = isinstance(item, EndItem)
                         for event in reported.passing(self._take(item, table, baselines, resident)):
                             yield event
+                except (GeneratorExit, asyncio.CancelledError):  # the caller closed us, or its task was cancelled
+                    await self._abort(items, table, baselines, resident, ended=ended)
+                    raise
                 except RemoteActorError as error:
                     next_step = self._after_loss(error, received=received, retried=retried,
                                                  can_resend=resends < RUN_RESENDS and resendable(table))

@@ -31,7 +31,10 @@ from tests.integration import agents
 from tests.integration.multiagent_agents import FileTimeline, where
 from tests.multiagent.conftest import JsonFileStore, make_agent
 from tests.multiagent.test_cancel import (  # noqa: F401 - collected here with runtime="ray"
+    test_a_graph_stream_closed_mid_run_shows_what_ran_and_what_it_stopped,
     test_a_nested_graphs_execution_timeout_does_not_cancel_its_caller,
+    test_a_swarm_stream_closed_mid_run_ends_failed_with_its_member_cancelled,
+    test_cancelling_the_task_reading_a_graph_stream_shows_what_ran_and_what_it_stopped,
     test_concurrent_invocations_of_one_graph_are_refused,
     test_graph_cancel_stops_a_lone_running_node,
     test_swarm_cancel_returns_cancelled,
@@ -46,6 +49,8 @@ from tests.multiagent.test_graph import (  # noqa: F401
     test_diamond_runs_b_and_c_together_and_d_after_both,
     test_eager_scheduling_starts_successors_without_waiting_for_the_batch,
     test_execution_timeout_ends_failed_without_raising,
+    test_execution_timeout_records_stopped_nodes_the_same_way_for_invoke_and_stream,
+    test_execution_timeout_stops_a_nested_graphs_node_the_same_way,
     test_fail_fast_raises_and_cancels_siblings,
     test_invoke_async_skips_unread_events_but_results_hooks_and_histories_match_streaming,
     test_join_all_runs_fan_in_node_once_with_all_inputs,

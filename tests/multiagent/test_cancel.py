@@ -89,6 +89,87 @@ async def test_a_stream_closed_mid_node_has_ended_when_aclose_returns(kind: str)
     assert (await orchestrator.invoke_async("again")).status == Status.COMPLETED
 
 
+def fast_then_slow() -> GraphBuilder:
+    builder = GraphBuilder()
+    builder.add_node(make_agent("fast", text("fast")), "fast")
+    builder.add_node(make_agent("slow", text("zzz", delay=120)), "slow")
+    builder.add_edge("fast", "slow")
+    return builder
+
+
+def assert_stopped_at_slow(graph: Any) -> None:
+    """What the graph shows after its run was stopped while ``slow`` ran: ``fast`` ran, ``slow`` did not finish."""
+    assert graph.state.status == Status.FAILED
+    assert graph.nodes["fast"].execution_status == Status.COMPLETED
+    assert graph.nodes["slow"].execution_status == Status.CANCELLED
+    assert str(graph.state.results["slow"].result) == "Node 'slow' was cancelled"
+    assert [node.node_id for node in graph.state.execution_order] == ["fast"]
+    assert [m["role"] for m in graph.nodes["fast"].executor.messages] == ["user", "assistant"]
+    assert graph.nodes["slow"].executor.messages == []
+
+
+async def test_a_graph_stream_closed_mid_run_shows_what_ran_and_what_it_stopped(runtime: str) -> None:
+    """With ``runtime="ray"`` the driver's objects used to keep their state from before the run (nodes PENDING)."""
+    graph = fast_then_slow().build(runtime=runtime)
+    stream = graph.stream_async("t")
+    async for event in stream:
+        if event["type"] == "multiagent_node_start" and event["node_id"] == "slow":
+            break
+    await stream.aclose()
+    assert_stopped_at_slow(graph)
+
+
+async def test_cancelling_the_task_reading_a_graph_stream_shows_what_ran_and_what_it_stopped(runtime: str) -> None:
+    graph = fast_then_slow().build(runtime=runtime)
+    slow_started = asyncio.Event()
+
+    async def read() -> None:
+        async for event in graph.stream_async("t"):
+            if event["type"] == "multiagent_node_start" and event["node_id"] == "slow":
+                slow_started.set()
+
+    task = asyncio.create_task(read())
+    await asyncio.wait_for(slow_started.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_stopped_at_slow(graph)
+
+
+async def test_a_swarm_stream_closed_mid_run_ends_failed_with_its_member_cancelled(runtime: str) -> None:
+    """The swarm used to stay EXECUTING, its running member unrecorded (a Graph ends FAILED, the node CANCELLED)."""
+    swarm = Swarm([make_agent("slow", text("zzz", delay=120))], runtime=runtime)
+    stream = swarm.stream_async("t")
+    async for event in stream:
+        if event["type"] == "multiagent_node_start":
+            break
+    await stream.aclose()
+    assert swarm.state.completion_status == Status.FAILED
+    assert swarm.state.results["slow"].status == Status.CANCELLED
+    assert str(swarm.state.results["slow"].result) == "Node 'slow' was cancelled"
+    assert swarm.state.node_history == []
+    assert swarm.nodes["slow"].executor.messages == []
+
+
+@pytest.mark.parametrize("kind", ["graph", "swarm"])
+async def test_a_stream_closed_mid_run_keeps_node_hooks_paired(kind: str) -> None:
+    """As in Strands, the node running when the caller closes gets its ``AfterNodeCallEvent`` (it used to get none)."""
+    from ray_harness.hooks import AfterNodeCallEvent, BeforeNodeCallEvent
+
+    seen: list[tuple[str, str]] = []
+    orchestrator: Any = (fast_then_slow().build(runtime="local") if kind == "graph"
+                         else Swarm([make_agent("slow", text("zzz", delay=120))], runtime="local"))
+    orchestrator.hooks.add_callback(BeforeNodeCallEvent, lambda event: seen.append(("before", event.node_id)))
+    orchestrator.hooks.add_callback(AfterNodeCallEvent, lambda event: seen.append(("after", event.node_id)))
+    stream = orchestrator.stream_async("t")
+    async for event in stream:
+        if event["type"] == "multiagent_node_start" and event["node_id"] == "slow":
+            break
+    await stream.aclose()
+    expected = [("before", "slow"), ("after", "slow")]
+    assert seen == ([("before", "fast"), ("after", "fast"), *expected] if kind == "graph" else expected)
+
+
 # -- a quiet invocation runs a batch of one node in its own task (no node task): cancels still mean the same ----
 
 

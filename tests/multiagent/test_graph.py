@@ -212,14 +212,26 @@ def test_unbounded_cycle_is_logged_not_warned(caplog: pytest.LogCaptureFixture) 
     assert "cycle" in caplog.text
 
 
-async def test_node_timeout_fails_fast_with_the_strands_text(runtime: str) -> None:
+async def run_to_the_end(graph: Any, mode: str) -> Any:
+    """The invocation's result, from ``invoke_async`` or from the last event of ``stream_async``."""
+    if mode == "invoke":
+        return await graph.invoke_async("t")
+    events = [event async for event in graph.stream_async("t")]
+    return events[-1]["result"]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "stream"])
+async def test_node_timeout_fails_fast_with_the_strands_text(runtime: str, mode: str) -> None:
     builder = GraphBuilder()
     builder.add_node(make_agent("slow", text("late", delay=5)), "slow")
     graph = builder.set_node_timeout(0.1).build(runtime=runtime)
     with pytest.raises(Exception, match=r"^Node 'slow' execution timed out after 0.1s$"):
-        await graph.invoke_async("t")
+        await run_to_the_end(graph, mode)
     assert graph.state.status == Status.FAILED
     assert graph.state.results["slow"].status == Status.FAILED
+    assert str(graph.state.results["slow"].result) == "Node 'slow' execution timed out after 0.1s"
+    assert graph.state.execution_order == []
+    assert graph.nodes["slow"].executor.messages == []
 
 
 async def test_execution_timeout_ends_failed_without_raising(runtime: str) -> None:
@@ -228,6 +240,46 @@ async def test_execution_timeout_ends_failed_without_raising(runtime: str) -> No
     result = await builder.set_execution_timeout(0.2).build(runtime=runtime).invoke_async("t")
     assert result.status == Status.FAILED
     assert result.results["slow"].status == Status.CANCELLED
+
+
+@pytest.mark.parametrize("mode", ["invoke", "stream"])
+@pytest.mark.parametrize("width", [1, 2])
+async def test_execution_timeout_records_stopped_nodes_the_same_way_for_invoke_and_stream(
+        runtime: str, mode: str, width: int) -> None:
+    """A node the deadline stops ends stopped — not with its agent's own "cancelled" result, which it used to get
+    when the agent's cancel signal overtook the task's cancellation (streaming, or a batch of several nodes)."""
+    builder = GraphBuilder()
+    for index in range(width):
+        builder.add_node(make_agent(f"slow{index}", text("late", delay=30)), f"slow{index}")
+    graph = builder.set_execution_timeout(0.5 if runtime == "local" else 3).build(runtime=runtime)
+    result = await run_to_the_end(graph, mode)
+    assert result.status == Status.FAILED
+    assert result.execution_order == []
+    for index in range(width):
+        node_result = result.results[f"slow{index}"]
+        assert node_result.status == Status.CANCELLED
+        assert isinstance(node_result.result, Exception)
+        assert str(node_result.result) == f"Node 'slow{index}' was cancelled"
+        assert node_result.execution_count == 1
+        assert graph.nodes[f"slow{index}"].executor.messages == []  # its run undone, as a closed stream's
+
+
+@pytest.mark.parametrize("mode", ["invoke", "stream"])
+async def test_execution_timeout_stops_a_nested_graphs_node_the_same_way(runtime: str, mode: str) -> None:
+    """The node of a nested graph, too: its agent's run undone, not ended with its own "cancelled" reply."""
+    inner = GraphBuilder()
+    inner.add_node(make_agent("slow", text("late", delay=30)), "slow")
+    nested = inner.build(runtime="local")
+    outer = GraphBuilder()
+    outer.add_node(nested, "inner")
+    outer.add_node(make_agent("other", text("late", delay=30)), "other")
+    result = await run_to_the_end(outer.set_execution_timeout(0.5 if runtime == "local" else 3).build(runtime=runtime),
+                                  mode)
+    assert result.status == Status.FAILED
+    assert result.results["inner"].status == Status.CANCELLED
+    assert nested.state.results["slow"].status == Status.CANCELLED
+    assert str(nested.state.results["slow"].result) == "Node 'slow' was cancelled"
+    assert nested.nodes["slow"].executor.messages == []
 
 
 def failing_graph(policy: str) -> GraphBuilder:

@@ -8,7 +8,7 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from ray_harness.runtime._orchestration import Orchestrations
+from ray_harness.runtime._orchestration import AbortRequest, Orchestrations
 from ray_harness.runtime._placement import current_placement
 from ray_harness.runtime._resident import Residents
 from ray_harness.runtime._wire import CancelRequest, OrchestratorRequest
@@ -21,9 +21,14 @@ class FakeRun:
         self.cancelled = asyncio.Event()
         self.release = asyncio.Event()
         self.cancel_threads: list[int] = []
+        self.aborted = False
 
     def cancel(self) -> None:
         self.cancel_threads.append(threading.get_ident())
+        self.cancelled.set()
+
+    def abort(self) -> None:
+        self.aborted = True
         self.cancelled.set()
 
 
@@ -91,6 +96,17 @@ async def test_a_cancel_before_its_run_starts_is_remembered_and_applied_at_start
     assert await items.__anext__() == "started"
     runs["early"].release.set()
     assert [item async for item in items] == ["done"]
+
+
+async def test_an_abort_reaches_the_runs_abort_not_its_cancel() -> None:
+    """The driver's caller stopped reading: the run stops as a closed stream (and still sends its end state)."""
+    runs: dict[str, FakeRun] = {}
+    orchestrations = Orchestrations(starter(runs, []))
+    items = orchestrations.stream(request("r1"))
+    assert await items.__anext__() == "started"
+    assert orchestrations.cancel(AbortRequest(invocation_ids=("r1",))) == 1
+    assert [item async for item in items] == ["cancelled"]
+    assert runs["r1"].aborted and runs["r1"].cancel_threads == []
 
 
 async def test_a_cancel_naming_no_runs_stops_every_run() -> None:
