@@ -12,6 +12,7 @@ container, one SSH connection); on a Ray host it is closed when the last agent
 slot holding it is released (:mod:`ray_harness.sandbox._binding`).
 """
 
+from ray_harness.sandbox._validation import LANGUAGE_PATTERN
 from ray_harness.sandbox.base import Sandbox
 from ray_harness.sandbox.docker import DockerSandbox
 from ray_harness.sandbox.errors import (
@@ -32,6 +33,7 @@ __all__ = [
     "ExecutionResult",
     "FileInfo",
     "HostKeyMismatchError",
+    "LANGUAGE_PATTERN",
     "LocalEnvironment",
     "NotASandboxLocalEnvironment",
     "OutputFile",

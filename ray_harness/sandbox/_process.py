@@ -108,6 +108,12 @@ class ProcessExecution(QueuedExecution):
             _LIVE_GROUPS.discard(self._process.pid)
             _groups_changed()
 
+    def signal_kill(self) -> None:
+        """SIGKILL the process group, from any thread or event loop (the stream's own loop reaps it)."""
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
     async def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._process.pid, signal.SIGKILL)
@@ -134,9 +140,19 @@ async def stream_process(
     stdin: bytes | None = None,
     timeout: float | None = None,
     max_output_chars: int | None = None,
+    running: set[ProcessExecution] | None = None,
 ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
-    """Run ``argv`` in its own process group and stream it (see :func:`~ray_harness.sandbox._engine.drive`)."""
+    """Run ``argv`` in its own process group and stream it (see :func:`~ray_harness.sandbox._engine.drive`).
+
+    ``running`` holds the execution while it runs (a sandbox's ``close()`` kills what is in it).
+    """
     execution = await ProcessExecution.spawn(argv, cwd=cwd, env=env, stdin=stdin)
-    async with aclosing(drive(execution, timeout=timeout, max_output_chars=max_output_chars)) as items:
-        async for item in items:
-            yield item
+    if running is not None:
+        running.add(execution)
+    try:
+        async with aclosing(drive(execution, timeout=timeout, max_output_chars=max_output_chars)) as items:
+            async for item in items:
+                yield item
+    finally:
+        if running is not None:
+            running.discard(execution)

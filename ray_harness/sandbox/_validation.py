@@ -11,7 +11,9 @@ import re
 import shlex
 from collections.abc import Mapping
 
-__all__ = ("ENV_KEY_PATTERN", "LANGUAGE_PATTERN", "check_env", "check_language", "export_lines", "safe_path")
+__all__ = (
+    "ENV_KEY_PATTERN", "LANGUAGE_PATTERN", "check_command", "check_env", "check_language", "export_lines", "safe_path",
+)
 
 LANGUAGE_PATTERN = re.compile(r"[a-zA-Z0-9._-]+")
 ENV_KEY_PATTERN = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -24,6 +26,18 @@ def check_language(language: str) -> str:
     if language.startswith("-"):
         raise ValueError(f"language {language!r} must not start with '-'")
     return language
+
+
+def check_command(command: str) -> str:
+    """Return ``command`` if a shell can be given it: a string without NUL bytes.
+
+    No argv entry or SSH exec request can carry a NUL; refusing it here gives every backend the same error.
+    """
+    if not isinstance(command, str):
+        raise TypeError(f"command must be a string, got {type(command).__name__}")
+    if "\0" in command:
+        raise ValueError("command must not contain NUL bytes")
+    return command
 
 
 def check_env(env: Mapping[str, str] | None) -> dict[str, str]:

@@ -71,6 +71,7 @@ class Sandbox(ABC):
         state = getstate() if getstate is not None else self.__dict__
         state = dict(state) if isinstance(state, dict) else dict(self.__dict__)
         state.pop("_recovery_listener", None)  # the listener belongs to the process that set it
+        state.pop("_live_executions", None)  # running commands stay with the process that started them
         state["_sandbox_id"] = self.sandbox_id
         _binding.note_pickled(self)
         return _binding.restore, (type(self), self.sandbox_id, state)
@@ -167,15 +168,15 @@ class Sandbox(ABC):
         """
         return (await self.read_file(path)).decode(encoding)
 
-    async def write_text(self, path: str, text: str, encoding: str = "utf-8") -> None:
+    async def write_text(self, path: str, content: str, encoding: str = "utf-8") -> None:
         """Write a text file, replacing it.
 
         Args:
             path: The file in the sandbox.
-            text: The content.
+            content: The text (named as in Strands).
             encoding: Its text encoding.
         """
-        await self.write_file(path, text.encode(encoding))
+        await self.write_file(path, content.encode(encoding))
 
     def get_tools(self) -> list[AgentTool]:
         """``sandbox_shell`` and ``sandbox_file_editor``, bound to this sandbox."""

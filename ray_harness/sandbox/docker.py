@@ -27,11 +27,14 @@ engine removes it (``AutoRemove``). So no container is left running when nobody 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from typing_extensions import override
 
 from ray_harness.sandbox._binding import owner_labels
@@ -43,6 +46,8 @@ from ray_harness.sandbox.posix_shell import PosixShellSandbox
 
 if TYPE_CHECKING:
     import docker
+
+logger = logging.getLogger(__name__)
 
 __all__ = ("SANDBOX_LABEL", "DockerSandbox", "remove_owned_containers", "set_engine_listener")
 
@@ -63,6 +68,18 @@ class _DockerSettings(Settings):
     nano_cpus: int | None = Field(default=None, gt=0)
     pids_limit: int | None = Field(default=None, gt=0)
     read_only: bool = False
+
+    @field_validator("mem_limit")
+    @classmethod
+    def _size(cls, value: int | str | None) -> int | str | None:
+        """Docker's sizes: bytes, or a number with a unit (checked here, not by the engine at creation)."""
+        if value is None or (isinstance(value, int) and value > 0) or (
+                isinstance(value, str) and _SIZE.fullmatch(value)):
+            return value
+        raise ValueError(f"{value!r} is not a size: a positive number of bytes or a string like '512m' or '1.5g'")
+
+
+_SIZE = re.compile(r"[0-9]+(\.[0-9]+)?[bkmgBKMG]?[bB]?")
 
 
 class DockerSandbox(PosixShellSandbox):
@@ -153,6 +170,7 @@ class DockerSandbox(PosixShellSandbox):
 
     @override
     async def close(self) -> None:
+        await self._kill_running()  # an attached container lives on: its commands must not
         await asyncio.to_thread(self._close_blocking)
 
     def _docker(self) -> docker.DockerClient:
@@ -216,11 +234,7 @@ class DockerSandbox(PosixShellSandbox):
             await super().recover(state)  # an attached container lives on: kill the leftover commands
 
     def _remove_container(self, container_id: str) -> None:
-        try:
-            self._docker().api.remove_container(container_id, force=True)
-        except Exception as error:
-            if not _gone(error):
-                raise
+        _remove(self._docker().api, container_id)
 
     def _create(self, client: docker.DockerClient) -> str:
         """Create and start the container, its stdin held by this process (see the module docstring)."""
@@ -269,8 +283,6 @@ class DockerSandbox(PosixShellSandbox):
                 pass
 
     def _close_blocking(self) -> None:
-        import docker
-
         with self._lock:
             container_id, created, client = self._container_id, self._created, self._client
             self._container_id, self._created, self._client = None, False, None
@@ -278,10 +290,7 @@ class DockerSandbox(PosixShellSandbox):
                 return
             try:
                 if created and container_id is not None:
-                    client.api.remove_container(container_id, force=True)
-            except docker.errors.DockerException as error:
-                if not _gone(error):
-                    raise
+                    _remove(client.api, container_id)
             finally:
                 self._drop_lifeline()
                 client.close()
@@ -320,6 +329,37 @@ def _gone(error: BaseException) -> bool:
         isinstance(error, docker.errors.APIError) and error.status_code == 409 and "in progress" in str(error))
 
 
+_REMOVAL_WAIT_S = 30.0
+"""How long a removal the engine already started (``AutoRemove``) is waited for."""
+
+
+def _remove(api: Any, container_id: str) -> None:
+    """Force-remove a container; return once it is gone, also when the engine's own removal got there first.
+
+    A killed container's ``AutoRemove`` races with an explicit removal, which then fails with "removal already
+    in progress" while the container is still listed: wait for the engine to finish, so that "closed" or
+    "cleaned up" means gone.
+    """
+    import docker
+
+    try:
+        api.remove_container(container_id, force=True)
+        return
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as error:
+        if not _gone(error):
+            raise
+    deadline = time.monotonic() + _REMOVAL_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            api.inspect_container(container_id)
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.05)
+    logger.warning("the engine is still removing container %s after %.0f s", container_id[:12], _REMOVAL_WAIT_S)
+
+
 def _note_engine(docker_host: str | None) -> None:
     """Record an engine this process created a container on (``""``: the default one)."""
     engine = docker_host or ""
@@ -347,8 +387,6 @@ def remove_owned_containers(labels: dict[str, str], engines: list[str] | None = 
     ``engines`` are engine URLs, ``""`` the default one (``DOCKER_HOST`` or the socket). Engines that cannot
     be reached are skipped (logged): cleanup is best effort and must not fail a restart or a shutdown.
     """
-    import logging
-
     import docker
 
     if not labels:
@@ -359,19 +397,15 @@ def remove_owned_containers(labels: dict[str, str], engines: list[str] | None = 
             client = (docker.DockerClient(base_url=engine, version="auto") if engine
                       else docker.from_env(version="auto"))
         except docker.errors.DockerException:
-            logging.getLogger(__name__).warning("cannot reach the Docker engine %r to clean up", engine or "default")
+            logger.warning("cannot reach the Docker engine %r to clean up", engine or "default")
             continue
         try:
             filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
             for container in client.api.containers(all=True, filters=filters):
-                try:
-                    client.api.remove_container(container["Id"], force=True)
-                    removed += 1
-                except docker.errors.NotFound:
-                    pass
+                _remove(client.api, container["Id"])
+                removed += 1
         except docker.errors.DockerException:
-            logging.getLogger(__name__).warning("cleaning up containers on %r failed", engine or "default",
-                                                exc_info=True)
+            logger.warning("cleaning up containers on %r failed", engine or "default", exc_info=True)
         finally:
             client.close()
     return removed

@@ -12,19 +12,24 @@ import asyncio
 import os
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
-from pathlib import Path
 
+from pydantic import Field
 from typing_extensions import override
 
+from ray_harness.sandbox._config import CommonSettings, validated
 from ray_harness.sandbox._engine import check_timeout
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
-from ray_harness.sandbox._process import stream_process
-from ray_harness.sandbox._validation import check_env, check_language
+from ray_harness.sandbox._process import ProcessExecution, stream_process
+from ray_harness.sandbox._validation import check_command, check_env, check_language
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.errors import SandboxPathNotFoundError
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
 
 __all__ = ("LocalEnvironment", "NotASandboxLocalEnvironment")
+
+
+class _LocalSettings(CommonSettings):
+    shell: str = Field(min_length=1)
 
 
 class LocalEnvironment(Sandbox):
@@ -45,7 +50,10 @@ class LocalEnvironment(Sandbox):
         shell: str = "/bin/sh",
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
-        self.working_dir = os.fspath(working_dir) if working_dir is not None else None
+        directory = os.fspath(working_dir) if isinstance(working_dir, os.PathLike) else working_dir
+        validated(_LocalSettings, "LocalEnvironment", working_dir=directory, shell=shell,
+                  max_output_chars=max_output_chars)
+        self.working_dir = directory
         self.shell = shell
         self.max_output_chars = max_output_chars
 
@@ -57,17 +65,31 @@ class LocalEnvironment(Sandbox):
         where = f" in {self.working_dir}" if self.working_dir else ""
         return f"this machine{where} (no isolation)"
 
-    def _path(self, path: str | os.PathLike[str]) -> Path:
-        resolved = Path(path)
-        if not resolved.is_absolute() and self.working_dir is not None:
-            resolved = Path(self.working_dir) / resolved
+    def _path(self, path: str | os.PathLike[str]) -> str:
+        # Joined as strings, not pathlib: Path("plain.txt/") drops the slash and would read or delete the file.
+        resolved = os.fspath(path)
+        if not isinstance(resolved, str) or not resolved:
+            raise ValueError(f"path must be a non-empty string, got {path!r}")
+        if self.working_dir is not None and not os.path.isabs(resolved):
+            resolved = os.path.join(self.working_dir, resolved)
         return resolved
 
     def _directory(self, cwd: str | None) -> str | None:
-        directory = str(self._path(cwd)) if cwd is not None else self.working_dir
+        directory = self._path(cwd) if cwd is not None else self.working_dir
         if directory is not None and not os.path.isdir(directory):
             raise SandboxPathNotFoundError(directory)
         return directory
+
+    def _running(self) -> set[ProcessExecution]:
+        # In __dict__ under the name pickling drops: a copy elsewhere must not kill this process's groups.
+        running: set[ProcessExecution] = self.__dict__.setdefault("_live_executions", set())
+        return running
+
+    @override
+    async def close(self) -> None:
+        """Kill the commands still running (they would outlive the sandbox otherwise). Idempotent."""
+        for execution in list(self.__dict__.get("_live_executions", ())):
+            execution.signal_kill()
 
     def _environment(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
         extra = check_env(env)
@@ -83,9 +105,9 @@ class LocalEnvironment(Sandbox):
         env: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         timeout = check_timeout(timeout)
-        argv = [self.shell, "-c", command]
+        argv = [self.shell, "-c", check_command(command)]
         stream = stream_process(argv, cwd=self._directory(cwd), env=self._environment(env),
-                                timeout=timeout, max_output_chars=self.max_output_chars)
+                                timeout=timeout, max_output_chars=self.max_output_chars, running=self._running())
         async with aclosing(stream) as items:
             async for item in items:
                 yield item
@@ -105,7 +127,7 @@ class LocalEnvironment(Sandbox):
         # (exit 127 when missing) while the name stays a separate argv entry, never shell text.
         argv = [self.shell, "-c", 'exec "$0"', check_language(language)]
         stream = stream_process(argv, cwd=self._directory(cwd), env=self._environment(env), stdin=code.encode(),
-                                timeout=timeout, max_output_chars=self.max_output_chars)
+                                timeout=timeout, max_output_chars=self.max_output_chars, running=self._running())
         async with aclosing(stream) as items:
             async for item in items:
                 yield item
@@ -113,9 +135,14 @@ class LocalEnvironment(Sandbox):
     @override
     async def read_file(self, path: str) -> bytes:
         target = self._path(path)
+
+        def read() -> bytes:
+            with open(target, "rb") as handle:
+                return handle.read()
+
         try:
-            return await asyncio.to_thread(target.read_bytes)
-        except FileNotFoundError:
+            return await asyncio.to_thread(read)
+        except (FileNotFoundError, NotADirectoryError):  # NotADirectory: a file used as a directory
             raise SandboxPathNotFoundError(path) from None
 
     @override
@@ -124,19 +151,26 @@ class LocalEnvironment(Sandbox):
         target = self._path(path)
 
         def write() -> None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            parent = os.path.dirname(target)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            with open(target, "wb") as handle:
+                handle.write(data)
 
         await asyncio.to_thread(write)
 
     @override
     async def remove_file(self, path: str) -> None:
         target = self._path(path)
-        if target.is_dir() and not target.is_symlink():
-            raise IsADirectoryError(f"is a directory: {path}")
+
+        def remove() -> None:
+            if os.path.isdir(target) and not os.path.islink(target):
+                raise IsADirectoryError(f"is a directory: {path}")
+            os.unlink(target)
+
         try:
-            await asyncio.to_thread(target.unlink)
-        except FileNotFoundError:
+            await asyncio.to_thread(remove)
+        except (FileNotFoundError, NotADirectoryError):
             raise SandboxPathNotFoundError(path) from None
 
     @override
@@ -148,7 +182,7 @@ class LocalEnvironment(Sandbox):
             raise SandboxPathNotFoundError(path) from None
 
 
-def _scan(directory: Path) -> list[FileInfo]:
+def _scan(directory: str) -> list[FileInfo]:
     entries: list[FileInfo] = []
     with os.scandir(directory) as scanner:
         for entry in scanner:

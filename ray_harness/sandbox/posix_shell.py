@@ -22,6 +22,7 @@ engine (pid header, process-group kill, wall-clock timeout); either way:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import posixpath
@@ -33,9 +34,10 @@ from typing import Any, Final, Self
 
 from typing_extensions import override
 
+from ray_harness.sandbox._config import CommonSettings, validated
 from ray_harness.sandbox._engine import RawExecution, check_timeout, drive
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
-from ray_harness.sandbox._validation import check_language, export_lines, safe_path
+from ray_harness.sandbox._validation import check_command, check_language, export_lines, safe_path
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.errors import SandboxPathNotFoundError
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
@@ -90,6 +92,8 @@ class PosixShellSandbox(Sandbox):
 
     def __init__(self, *, working_dir: str | None = None,
                  max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS) -> None:
+        # Checked here, naming the argument: a bad value would otherwise surface at the first command.
+        validated(CommonSettings, type(self).__name__, working_dir=working_dir, max_output_chars=max_output_chars)
         self.working_dir = working_dir
         self.max_output_chars = max_output_chars
 
@@ -114,7 +118,7 @@ class PosixShellSandbox(Sandbox):
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         if not _has_engine(type(self)):
             raise NotImplementedError(f"{type(self).__name__} must implement execute_streaming")
-        async with aclosing(self._run(command, timeout=timeout, cwd=cwd, env=env,
+        async with aclosing(self._run(check_command(command), timeout=timeout, cwd=cwd, env=env,
                                       limit=self.max_output_chars)) as items:
             async for item in items:
                 yield item
@@ -167,13 +171,27 @@ class PosixShellSandbox(Sandbox):
                 script += f"cd {safe_path(directory)} >/dev/null 2>&1 || exit {code}\n"
         script += "printf 'rh-pid:%s\\n' \"$$\"\n" + export_lines(env or {}) + body
         execution = _PidHeader(await self._start_script(script), self)
-        async with aclosing(drive(execution, timeout=timeout, max_output_chars=limit)) as items:
-            async for item in items:
-                if isinstance(item, ExecutionResult) and execution.pid is None:
-                    directory = missing.get(item.exit_code)
-                    if directory is not None:
-                        raise SandboxPathNotFoundError(directory)
-                yield item
+        running: set[_PidHeader] = self.__dict__.setdefault("_live_executions", set())
+        running.add(execution)
+        try:
+            async with aclosing(drive(execution, timeout=timeout, max_output_chars=limit)) as items:
+                async for item in items:
+                    if isinstance(item, ExecutionResult) and execution.pid is None:
+                        directory = missing.get(item.exit_code)
+                        if directory is not None:
+                            raise SandboxPathNotFoundError(directory)
+                    yield item
+        finally:
+            running.discard(execution)
+
+    async def _kill_running(self) -> None:
+        """Kill every command still running; backends call it first thing in ``close()``.
+
+        An attached container or a remote host outlives the sandbox's connection to it: without this, what a
+        command started there would go on after ``close()``, with nobody left to stop it.
+        """
+        running = list(self.__dict__.get("_live_executions", ()))
+        await asyncio.gather(*(execution.kill() for execution in running), return_exceptions=True)
 
     def _track_group(self, pid: int, *, running: bool) -> None:
         groups: set[int] = self.__dict__.setdefault("_running_groups", set())

@@ -9,9 +9,13 @@
   known_hosts file.
 * One connection is opened lazily and reused by every call; ``close()`` (or
   leaving the ``async with``) closes it. A dropped connection reconnects.
-* Each command runs as ``exec /bin/sh -c <script>`` in its own channel; the
-  session sshd starts leads its own process group, which a timeout kills
-  through a second channel before closing the first.
+* Each command runs as ``exec /bin/sh -c <script>`` in its own channel, with
+  its input closed (a command reading stdin sees end of input, as under
+  ``docker exec``); the session sshd starts leads its own process group, which
+  a timeout kills through a second channel before closing the first.
+* sshd allows ``MaxSessions`` (default 10) channels per connection: at most
+  ``max_sessions - 1`` commands run at once and further ones wait for a
+  channel; the last one is kept for those kills.
 
 Pickling keeps the configuration (and pinned keys), never the connection.
 """
@@ -23,9 +27,13 @@ import base64
 import getpass
 import hashlib
 import os
+import posixpath
 import select
 import shlex
 import threading
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +44,10 @@ from ray_harness.sandbox._config import Settings, validated
 from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
 from ray_harness.sandbox._ssh_options import check_ssh_options, config_text
+from ray_harness.sandbox._validation import safe_path
+from ray_harness.sandbox.base import as_bytes
 from ray_harness.sandbox.errors import HostKeyMismatchError, SandboxError, UnknownHostKeyError
-from ray_harness.sandbox.posix_shell import PosixShellSandbox
+from ray_harness.sandbox.posix_shell import _EXIT_IS_DIR, PosixShellSandbox, _check_file_result
 
 if TYPE_CHECKING:
     import paramiko
@@ -45,6 +55,10 @@ if TYPE_CHECKING:
 __all__ = ("SshSandbox",)
 
 _READ_SIZE = 65_536
+_KILLING: ContextVar[bool] = ContextVar("ray_harness_ssh_killing", default=False)
+"""Set while a process-group kill opens its channel: kills use the channel kept free for them."""
+_INPUT: ContextVar[bytes | None] = ContextVar("ray_harness_ssh_input", default=None)
+"""Bytes the next command of this context gets on its stdin (``write_file``)."""
 
 
 class _SshSettings(Settings):
@@ -55,6 +69,48 @@ class _SshSettings(Settings):
     known_hosts: str | None = None
     allow_unknown_hosts: bool = False
     connect_timeout: float = Field(default=10.0, gt=0)
+    max_sessions: int = Field(default=10, ge=2)
+
+
+class _Slots:
+    """A counting semaphore whose waiters may sit in different event loops (a sandbox can serve several)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._used = 0
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                if self._used < self._limit:
+                    self._used += 1
+                    return
+                waiter = (loop, loop.create_future())
+                self._waiters.append(waiter)
+            try:
+                await waiter[1]
+            finally:
+                with self._lock:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+
+    def release(self) -> None:
+        with self._lock:
+            self._used -= 1
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:  # every waiter tries again; one of them gets the free slot
+            try:
+                loop.call_soon_threadsafe(_wake, future)
+            except RuntimeError:  # that loop is closed: nobody waits there any more
+                pass
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _fingerprint(key: paramiko.PKey) -> str:
@@ -104,6 +160,9 @@ class SshSandbox(PosixShellSandbox):
         allow_unsafe_ssh_options: Allow options that run local commands (``ProxyCommand``, ...).
         working_dir: Directory commands start in (the login directory if ``None``).
         connect_timeout: Seconds to establish the connection (``ConnectTimeout`` overrides).
+        max_sessions: Channels this sandbox opens at once on its connection: the server's
+            ``MaxSessions`` (OpenSSH's default is 10). One is kept for killing timed-out or cancelled
+            commands; commands beyond the rest wait for a channel.
         max_output_chars: Retained stdout/stderr characters per stream.
     """
 
@@ -120,12 +179,15 @@ class SshSandbox(PosixShellSandbox):
         allow_unsafe_ssh_options: bool = False,
         working_dir: str | None = None,
         connect_timeout: float = 10.0,
+        max_sessions: int = 10,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         self.settings = validated(
             _SshSettings, "SshSandbox", host=host, port=port, username=username, key_filename=key_filename,
             known_hosts=os.fspath(known_hosts) if known_hosts is not None else None,
-            allow_unknown_hosts=allow_unknown_hosts, connect_timeout=float(connect_timeout),
+            allow_unknown_hosts=allow_unknown_hosts, max_sessions=max_sessions,
+            connect_timeout=(float(connect_timeout) if isinstance(connect_timeout, int) and not isinstance(connect_timeout, bool)
+                             else connect_timeout),
         )
         self.ssh_options = check_ssh_options(ssh_options, allow_unsafe=allow_unsafe_ssh_options)
         self.allow_unsafe_ssh_options = allow_unsafe_ssh_options
@@ -136,11 +198,13 @@ class SshSandbox(PosixShellSandbox):
     def _init_runtime(self) -> None:
         self._lock = threading.Lock()
         self._client: paramiko.SSHClient | None = None
+        self._command_slots = _Slots(self.settings.max_sessions - 1)
+        self._kill_slots = _Slots(1)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.pop("_lock", None)
-        state.pop("_client", None)
+        for key in ("_lock", "_client", "_command_slots", "_kill_slots"):
+            state.pop(key, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -162,6 +226,7 @@ class SshSandbox(PosixShellSandbox):
 
     @override
     async def close(self) -> None:
+        await self._kill_running()  # the remote host lives on: closing the channels would not end the commands
         with self._lock:
             client, self._client = self._client, None
         if client is not None:
@@ -246,39 +311,107 @@ class SshSandbox(PosixShellSandbox):
     # -- execution ------------------------------------------------------------------------------------
 
     async def _start_script(self, script: str) -> RawExecution:
-        import paramiko
-
-        command = "exec /bin/sh -c " + shlex.quote(script)
-
-        def open_channel() -> paramiko.Channel:
-            for attempt in range(2):
-                client = self._connected()
-                transport = client.get_transport()
-                try:
-                    if transport is None:
-                        raise paramiko.SSHException("no transport")
-                    channel = transport.open_session(timeout=self.settings.connect_timeout)
-                    channel.exec_command(command)
-                    return channel
-                except (paramiko.SSHException, EOFError, OSError) as error:
-                    if attempt == 1:
-                        raise SandboxError(f"SSH exec on {self.settings.host} failed: {error}") from None
-                    with self._lock:  # a dropped connection: reconnect once
-                        if self._client is client:
-                            self._client = None
-                    client.close()
-            raise AssertionError("unreachable")
-
-        channel = await asyncio.to_thread(open_channel)
-        execution = _SshExecution(channel)
+        killing = _KILLING.get()
+        slots = self._kill_slots if killing else self._command_slots
+        await slots.acquire()
+        try:
+            channel = await asyncio.to_thread(self._open_channel, "exec /bin/sh -c " + shlex.quote(script),
+                                              None if killing else _INPUT.get())
+        except BaseException:
+            slots.release()
+            raise
+        execution = _SshExecution(channel, slots.release)
         execution.start_reader(f"ray_harness-ssh-{self.settings.host}")
         return execution
 
+    @override
+    async def write_file(self, path: str, content: bytes) -> None:
+        """Write the file with one command that reads the bytes from its stdin.
+
+        The shell path sends base64 in 64 KiB commands (one SSH exec request must stay under the remote
+        argument limit); a round trip each made a 5 MB write take 20 s.
+        """
+        data = as_bytes(content)
+        quoted = safe_path(path)
+        parent = posixpath.dirname(path)
+        script = f"mkdir -p {safe_path(parent)} || exit 1\n" if parent and parent != "/" else ""
+        script += f"[ -d {quoted} ] && exit {_EXIT_IS_DIR}\ncat > {quoted}\n"
+        token = _INPUT.set(data)
+        try:
+            result = await self._script(script)
+        finally:
+            _INPUT.reset(token)
+        _check_file_result(result, "write_file", path)
+
+    async def _kill_group(self, pid: int) -> None:
+        token = _KILLING.set(True)
+        try:
+            await super()._kill_group(pid)
+        finally:
+            _KILLING.reset(token)
+
+    def _open_session(self, transport: paramiko.Transport) -> paramiko.Channel:
+        """A new channel; a refusal is retried until ``connect_timeout``.
+
+        sshd frees a session only once it has processed our close of it, so channels closed a moment ago may
+        still count against its MaxSessions.
+        """
+        import paramiko
+
+        deadline = time.monotonic() + self.settings.connect_timeout
+        while True:
+            try:
+                return transport.open_session(timeout=self.settings.connect_timeout)
+            except paramiko.ChannelException:
+                if time.monotonic() >= deadline or not transport.is_active():
+                    raise
+                time.sleep(0.05)
+
+    def _open_channel(self, command: str, data: bytes | None = None) -> paramiko.Channel:
+        import paramiko
+
+        for attempt in range(2):
+            client = self._connected()
+            transport = client.get_transport()
+            channel: paramiko.Channel | None = None
+            try:
+                if transport is None:
+                    raise paramiko.SSHException("no transport")
+                channel = self._open_session(transport)
+                channel.exec_command(command)
+                if data:
+                    try:
+                        channel.sendall(data)
+                    except OSError:  # the command ended without reading it all: its exit code says why
+                        pass
+                channel.shutdown_write()  # end of input: a command reading stdin does not hang
+                return channel
+            except (paramiko.SSHException, EOFError, OSError) as error:
+                if channel is not None:
+                    channel.close()
+                if transport is not None and transport.is_active():
+                    # The connection is fine, only this channel failed: closing it would kill every
+                    # command running on it.
+                    if isinstance(error, paramiko.ChannelException):
+                        raise SandboxError(
+                            f"SSH server {self.settings.host} refused a new session ({error}); its MaxSessions "
+                            f"is lower than max_sessions={self.settings.max_sessions}"
+                        ) from None
+                    raise SandboxError(f"SSH exec on {self.settings.host} failed: {str(error) or type(error).__name__}") from None
+                if attempt == 1:
+                    raise SandboxError(f"SSH exec on {self.settings.host} failed: {str(error) or type(error).__name__}") from None
+                with self._lock:  # a dropped connection: reconnect once
+                    if self._client is client:
+                        self._client = None
+                client.close()
+        raise AssertionError("unreachable")
+
 
 class _SshExecution(ThreadedExecution):
-    def __init__(self, channel: paramiko.Channel) -> None:
+    def __init__(self, channel: paramiko.Channel, release: Callable[[], None]) -> None:
         super().__init__()
         self._channel = channel
+        self._release: Callable[[], None] | None = release
 
     def read_blocking(self) -> None:
         channel = self._channel
@@ -317,3 +450,6 @@ class _SshExecution(ThreadedExecution):
     async def close(self) -> None:
         await super().close()
         self._channel.close()
+        release, self._release = self._release, None
+        if release is not None:  # the channel is closed: its session slot is free
+            release()

@@ -176,3 +176,53 @@ def test_remove_owned_containers_removes_only_the_labelled_ones(docker_client: A
             remove_owned_containers({}, [""])
     finally:
         theirs.remove(force=True)
+
+
+class _RemovingEngine:
+    """A docker API whose engine is already auto-removing the container: remove answers 409, it lingers a while."""
+
+    def __init__(self, lingering: int) -> None:
+        self.lingering = lingering
+        self.calls: list[str] = []
+
+    def containers(self, **_: Any) -> list[dict[str, str]]:
+        return [{"Id": "c1"}]
+
+    def remove_container(self, container_id: str, force: bool = False) -> None:
+        import docker
+        import requests
+
+        self.calls.append("remove")
+        response = requests.Response()
+        response.status_code = 409
+        raise docker.errors.APIError("Conflict", response=response,
+                                     explanation=f"removal of container {container_id} is already in progress")
+
+    def inspect_container(self, container_id: str) -> dict[str, str]:
+        import docker
+
+        self.calls.append("inspect")
+        if self.lingering == 0:
+            raise docker.errors.NotFound("gone")
+        self.lingering -= 1
+        return {"Id": container_id}
+
+
+def test_removal_already_in_progress_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host killed mid-run: the engine's auto-remove and the pool's cleanup race. The cleanup used to give up
+    # on "removal already in progress" and return while the container was still listed.
+    import docker
+
+    from ray_harness.sandbox.docker import remove_owned_containers
+
+    engine = _RemovingEngine(lingering=2)
+
+    class Client:
+        api = engine
+
+        def close(self) -> None:
+            engine.calls.append("close")
+
+    monkeypatch.setattr(docker, "from_env", lambda **_: Client())
+    assert remove_owned_containers({"ray_harness.owner": "x"}, [""]) == 1
+    assert engine.calls == ["remove", "inspect", "inspect", "inspect", "close"]

@@ -127,6 +127,29 @@ async def test_cancelling_the_consumer_kills_the_command(sandbox: Sandbox) -> No
     await assert_no_process(sandbox, f"sleep {duration}")
 
 
+async def test_close_kills_running_commands(sandbox: Sandbox) -> None:
+    if type(sandbox).__name__ == "ShellOnlySandbox":
+        pytest.skip("a subclass with its own execute_streaming and no close() keeps its own lifetime")
+    duration = unique_sleep()
+    started = asyncio.Event()
+
+    async def run() -> ExecutionResult | None:
+        async with aclosing(sandbox.execute_streaming(f"echo go; sh -c 'sleep {duration}'; echo never")) as stream:
+            async for item in stream:
+                started.set()
+                if isinstance(item, ExecutionResult):
+                    return item
+        return None
+
+    task = asyncio.create_task(run())
+    await asyncio.wait_for(started.wait(), 120)
+    # An attached container, a remote host and this machine outlive close(): what ran there used to go on.
+    await sandbox.close()
+    result = await task
+    assert result is not None and result.stdout == "go\n" and result.exit_code != 0
+    await assert_no_process(sandbox, f"sleep {duration}")  # the sandbox reopens on use
+
+
 async def test_binary_round_trip(sandbox: Sandbox) -> None:
     await sandbox.write_file("bytes.bin", ALL_BYTES)
     assert await sandbox.read_file("bytes.bin") == ALL_BYTES
@@ -143,6 +166,9 @@ async def test_text_helpers(sandbox: Sandbox) -> None:
     await sandbox.write_text("hello.txt", "héllo ✓\nline 2\n")
     assert await sandbox.read_text("hello.txt") == "héllo ✓\nline 2\n"
     assert (await sandbox.execute("cat hello.txt")).stdout == "héllo ✓\nline 2\n"
+    await sandbox.write_text("latin.txt", content="é", encoding="latin-1")  # Strands' keyword names
+    assert await sandbox.read_file("latin.txt") == b"\xe9"
+    assert await sandbox.read_text("latin.txt", encoding="latin-1") == "é"
 
 
 async def test_awkward_paths(sandbox: Sandbox) -> None:
@@ -180,6 +206,17 @@ async def test_missing_paths(sandbox: Sandbox) -> None:
     await sandbox.write_file("plain.txt", b"x")
     with pytest.raises(SandboxPathNotFoundError):
         await sandbox.list_files("plain.txt")
+    # A file used as a directory is not there, as for `cat plain.txt/` (the local backend used to drop the
+    # slash: it read the file, and remove_file("plain.txt/") deleted it).
+    for operation in (sandbox.read_file("plain.txt/"), sandbox.read_file("plain.txt/x"),
+                      sandbox.remove_file("plain.txt/"), sandbox.remove_file("plain.txt/x")):
+        with pytest.raises(SandboxPathNotFoundError):
+            await operation
+    assert await sandbox.read_file("plain.txt") == b"x"
+    for operation in (sandbox.read_file(""), sandbox.remove_file(""), sandbox.list_files(""),
+                      sandbox.write_file("", b"x")):
+        with pytest.raises(ValueError, match="path must be a non-empty string"):
+            await operation
     await sandbox.write_file("adir/f", b"x")
     with pytest.raises(IsADirectoryError):
         await sandbox.remove_file("adir")
@@ -212,6 +249,13 @@ async def test_env_values_are_data_not_code(sandbox: Sandbox) -> None:
 async def test_bad_env_keys_rejected(sandbox: Sandbox, key: str) -> None:
     with pytest.raises(ValueError, match="env key"):
         await sandbox.execute("true", env={key: "x"})
+
+
+async def test_nul_bytes_in_a_command_are_refused(sandbox: Sandbox) -> None:
+    # No backend can hand a NUL to a shell; each used to fail its own way (exit 1, a bare SSH error).
+    with pytest.raises(ValueError, match="command must not contain NUL bytes"):
+        await sandbox.execute("echo a\0b")
+    assert (await sandbox.execute("echo still")).stdout == "still\n"
 
 
 @pytest.mark.parametrize("language", ["python3; rm -rf /", "python3\n", "sh && id", "-c", "sh -c id", "$(id)", ""])

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from ray_harness.sandbox import DockerSandbox, SshSandbox
+from ray_harness.sandbox import LANGUAGE_PATTERN, DockerSandbox, LocalEnvironment, SshSandbox
 from ray_harness.sandbox._validation import check_language, export_lines, safe_path
 
 
@@ -85,3 +89,34 @@ def test_paths_starting_with_a_dash_are_not_options() -> None:
     assert safe_path("a b") == "'a b'"
     with pytest.raises(ValueError):
         safe_path("")
+
+
+@pytest.mark.parametrize(("build", "field"), [
+    (lambda: DockerSandbox(image="rh-busybox:test", max_output_chars=-1), "DockerSandbox.max_output_chars"),
+    (lambda: DockerSandbox(image="rh-busybox:test", max_output_chars="big"), "DockerSandbox.max_output_chars"),
+    (lambda: DockerSandbox(image="rh-busybox:test", mem_limit="lots"), "DockerSandbox.mem_limit"),
+    (lambda: DockerSandbox(image="rh-busybox:test", mem_limit=0), "DockerSandbox.mem_limit"),
+    (lambda: SshSandbox("example.com", working_dir=5), "SshSandbox.working_dir"),
+    (lambda: SshSandbox("example.com", max_output_chars=-5), "SshSandbox.max_output_chars"),
+    (lambda: SshSandbox("example.com", connect_timeout="x"), "SshSandbox.connect_timeout"),
+    (lambda: SshSandbox("example.com", max_sessions=1), "SshSandbox.max_sessions"),
+    (lambda: LocalEnvironment(working_dir=5), "LocalEnvironment.working_dir"),
+    (lambda: LocalEnvironment(max_output_chars=-1), "LocalEnvironment.max_output_chars"),
+    (lambda: LocalEnvironment(shell=""), "LocalEnvironment.shell"),
+])
+def test_bad_configuration_names_the_argument(build: Callable[[], object], field: str) -> None:
+    # At construction, not at the first command (where a negative limit or a bad memory size used to surface
+    # as an engine error or a bare TypeError that named nothing).
+    with pytest.raises(ValueError, match=re.escape(field)):
+        build()
+
+
+def test_good_configuration_is_kept() -> None:
+    assert DockerSandbox(image="rh-busybox:test", mem_limit="1.5g").settings.mem_limit == "1.5g"
+    assert DockerSandbox(image="rh-busybox:test", mem_limit="512MB", max_output_chars=None).max_output_chars is None
+    assert LocalEnvironment(Path("/tmp"), max_output_chars=0).working_dir == "/tmp"
+    assert SshSandbox("example.com", connect_timeout=3, working_dir="/srv").settings.connect_timeout == 3.0
+
+
+def test_language_pattern_is_exported_as_in_strands() -> None:
+    assert LANGUAGE_PATTERN.fullmatch("python3") and not LANGUAGE_PATTERN.fullmatch("python3\n")

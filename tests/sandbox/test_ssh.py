@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ray_harness.sandbox import HostKeyMismatchError, SandboxError, SandboxTimeoutError, UnknownHostKeyError
+from ray_harness.sandbox import (
+    HostKeyMismatchError,
+    SandboxError,
+    SandboxPathNotFoundError,
+    SandboxTimeoutError,
+    UnknownHostKeyError,
+)
 from tests.sandbox.conftest import SshServer, unpickle_elsewhere
 from tests.sandbox.test_engine import local_pids_with
 
@@ -62,6 +70,48 @@ async def test_reconnects_after_the_connection_drops(sshd: SshServer) -> None:
         assert (await sandbox.execute("echo back")).stdout == "back\n"
 
 
+async def test_more_commands_than_sshd_sessions_wait_for_a_channel(sshd: SshServer, tmp_path: Path) -> None:
+    # sshd allows 10 sessions per connection (MaxSessions); 15 commands at once used to get channels refused,
+    # and the "reconnect" that followed closed the connection under the commands already running.
+    gate = tmp_path / "gate"
+    async with sshd.sandbox(working_dir=str(tmp_path)) as sandbox:
+        await sandbox.execute("true")
+        connection = sandbox._client
+        tasks = [asyncio.create_task(sandbox.execute(
+            f"touch started-{i}; while [ ! -e {gate} ]; do sleep 0.05; done; echo {i}")) for i in range(15)]
+        deadline = time.monotonic() + 60
+        while _count(tmp_path, "started-*") < 9:
+            assert time.monotonic() < deadline, "the first commands did not start"
+            await asyncio.sleep(0.05)
+        assert _count(tmp_path, "started-*") == 9  # one channel stays free for kills
+        gate.touch()
+        results = await asyncio.gather(*tasks)
+        assert [result.stdout for result in results] == [f"{i}\n" for i in range(15)]
+        assert [result.exit_code for result in results] == [0] * 15
+        assert sandbox._client is connection
+
+
+def _count(directory: Path, pattern: str) -> int:
+    return len(list(directory.glob(pattern)))
+
+
+async def test_a_refused_channel_keeps_the_connection(sshd: SshServer, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    async with sshd.sandbox(max_sessions=12, connect_timeout=2) as sandbox:  # more than this sshd allows
+        running = [asyncio.create_task(sandbox.execute(f"while [ ! -e {gate} ]; do sleep 0.05; done; echo ok"))
+                   for _ in range(10)]
+        with pytest.raises(SandboxError, match=r"refused a new session.*max_sessions"):
+            await asyncio.gather(*running, sandbox.execute("echo eleventh"))
+        gate.touch()
+        assert [(await task).stdout for task in running] == ["ok\n"] * 10
+
+
+async def test_commands_read_an_empty_stdin(sshd: SshServer) -> None:
+    async with sshd.sandbox() as sandbox:  # as with docker exec and a local process: end of input, no hang
+        result = await sandbox.execute("cat; read line || echo eof", timeout=10)
+        assert (result.exit_code, result.stdout) == (0, "eof\n")
+
+
 async def test_timeout_kills_the_remote_process_group(sshd: SshServer) -> None:
     marker = "sleep 173.313131"
     async with sshd.sandbox() as sandbox:
@@ -92,6 +142,29 @@ async def test_ssh_options_are_applied(sshd: SshServer) -> None:
                          ssh_options={"Port": str(sshd.port), "User": "root", "ConnectTimeout": "5"})
     async with sandbox:
         assert (await sandbox.execute("id -un")).stdout == "root\n"
+
+
+async def test_a_large_write_is_one_command(sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bytes go on the command's stdin: the shell path sent them 64 KiB per command, 20 s for 5 MB.
+    data = os.urandom(1_000_000)
+    async with sshd.sandbox(working_dir=str(tmp_path)) as sandbox:
+        started: list[str] = []
+        start = sandbox._start_script
+
+        async def counting(script: str) -> Any:
+            started.append(script)
+            return await start(script)
+
+        monkeypatch.setattr(sandbox, "_start_script", counting)
+        await sandbox.write_file("sub dir/big.bin", data)
+        assert len(started) == 1 and len(started[0]) < 1000
+        assert (tmp_path / "sub dir" / "big.bin").read_bytes() == data
+        await sandbox.write_file("sub dir/big.bin", b"")  # replaced, not appended
+        assert (tmp_path / "sub dir" / "big.bin").read_bytes() == b""
+        with pytest.raises(IsADirectoryError):
+            await sandbox.write_file("sub dir", b"x")
+        with pytest.raises(SandboxPathNotFoundError):  # its working directory is gone: nothing is written
+            await sshd.sandbox(working_dir=str(tmp_path / "gone")).write_file("f", data)
 
 
 async def test_pickles_without_the_connection(sshd: SshServer) -> None:
