@@ -140,7 +140,7 @@ class Agent:
         self.session_manager = session_manager
         # The default environment is reachable as agent.sandbox, but only an explicit sandbox vends
         # shell/file tools below: an agent must never silently get a shell on this machine.
-        self._sandbox = sandbox  # the default one is created on first access (agents are built per dataset row)
+        self._sandbox = _checked_sandbox(sandbox)  # the default one is made on first access (agents per dataset row)
         self._checkpoint_resume: Any = None
         self._init_runtime_fields()
         # Only with handlers: the registry points back at the agent, and that cycle would leave every agent
@@ -150,7 +150,7 @@ class Agent:
             from ray_harness.interventions.registry import InterventionRegistry
 
             self._interventions = InterventionRegistry(self, interventions)
-        if sandbox is not None and hasattr(sandbox, "get_tools"):
+        if sandbox is not None:
             for vended in sandbox.get_tools():
                 self.tool_registry.add_default(vended)
         for hook in hooks or []:
@@ -211,7 +211,17 @@ class Agent:
 
     @sandbox.setter
     def sandbox(self, value: Any) -> None:
+        # The tools the old sandbox vended go with it (a user's tool of the same name stays): a shell tool
+        # must never keep running commands in a sandbox the agent no longer has.
+        value, old = _checked_sandbox(value), self._sandbox
+        if old is not None:
+            for name, vended in list(self.tool_registry.registry.items()):
+                if getattr(vended, "sandbox", None) is old:
+                    self.tool_registry.remove(name)
         self._sandbox = value
+        if value is not None:
+            for vended in value.get_tools():
+                self.tool_registry.add_default(vended)
 
     # -- pickling (agents ship into Ray actors) -------------------------------------------------------
 
@@ -574,6 +584,17 @@ def _resolve_model(model: Model | str | None) -> Model:
         raise ModelConfigurationError(f"model must be a ray_harness Model or a model string, got {model!r}. "
                                       + _NO_MODEL_HELP)
     return model
+
+
+def _checked_sandbox(sandbox: Any) -> Any:
+    if sandbox is None:
+        return None
+    from ray_harness.sandbox.base import Sandbox
+
+    if not isinstance(sandbox, Sandbox):
+        raise TypeError(f"sandbox must be a Sandbox instance (LocalEnvironment, DockerSandbox, SshSandbox, ...) or "
+                        f"None, got {type(sandbox).__name__}")
+    return sandbox
 
 
 def _default_sandbox() -> Any:

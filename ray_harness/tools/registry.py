@@ -82,6 +82,11 @@ class ToolRegistry:
         """The registered tool providers."""
         return list(self._providers)
 
+    def remove(self, name: str) -> None:
+        """Unregister the tool ``name`` (an absent name is ignored)."""
+        if self._tools.pop(name, None) is not None:
+            self._specs = None
+
     def get(self, name: str) -> AgentTool | None:
         """The tool named ``name``, or ``None``."""
         return self._tools.get(name)

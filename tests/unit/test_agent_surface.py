@@ -265,3 +265,34 @@ def test_cancel_signal_is_the_running_invocations() -> None:
     agent = Agent(ScriptedModel(tool_call("slow", {}), text("never")), tools=[slow], hooks=[cancel_first])
     assert agent("go").stop_reason == "cancelled"
     assert seen == [True] and not agent.cancel_signal.is_set()  # idle: a fresh, unset signal
+
+
+# -- the sandbox argument --------------------------------------------------------------------------------------
+
+
+def test_a_sandbox_that_is_not_a_sandbox_is_refused_as_in_strands() -> None:
+    with pytest.raises(TypeError, match=r"sandbox must be a Sandbox instance .* got str"):
+        Agent(ScriptedModel(), sandbox="docker")
+    agent = Agent(ScriptedModel())
+    with pytest.raises(TypeError, match="got dict"):
+        agent.sandbox = {"image": "python"}
+
+
+def test_assigning_a_sandbox_moves_its_vended_tools_with_it(tmp_path: Path) -> None:
+    from ray_harness.sandbox import LocalEnvironment
+    from ray_harness.tools.decorator import tool
+
+    @tool
+    def sandbox_file_editor(path: str) -> str:
+        """The user's own tool of a vended tool's name."""
+        return path
+
+    first, second = LocalEnvironment(working_dir=str(tmp_path)), LocalEnvironment(working_dir=str(tmp_path))
+    agent = Agent(ScriptedModel(), sandbox=first, tools=[sandbox_file_editor])
+    agent.sandbox = second
+    shell = agent.tool_registry.get("sandbox_shell")
+    assert shell is not None and getattr(shell, "sandbox", None) is second  # the old one's shell is gone
+    assert agent.tool_registry.get("sandbox_file_editor") is not None
+    assert getattr(agent.tool_registry.get("sandbox_file_editor"), "sandbox", None) is None  # the user's stays
+    agent.sandbox = None
+    assert agent.tool_registry.get("sandbox_shell") is None
