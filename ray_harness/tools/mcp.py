@@ -24,6 +24,11 @@ twice. A call that surely did not reach it is sent to a new session: a stdio
 server that exited between calls is started again, and an HTTP server that no
 longer knows the session (it restarted) gets a new one, as the MCP spec asks.
 
+Strands' names work too: ``start()``/``stop()``, ``read_timeout_seconds=`` on calls and
+``MCPAgentTool.timeout`` (a hung call ends with an error result and the server is told to cancel it),
+``on_tools_changed=`` and the prompt and resource methods (``list_prompts_sync`` ...). The tool list is
+listed again after ``notifications/tools/list_changed`` or a new session.
+
 Tool names that model providers would refuse (dots, spaces, more than 64
 characters: all fine in MCP) are published sanitised (``published_names``).
 """
@@ -33,11 +38,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import re
 import shlex
 import sys
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
+from datetime import timedelta
+from functools import partial
+from types import TracebackType
 from typing import Any, TextIO, TypeVar
 
 import anyio
@@ -45,9 +54,10 @@ import httpx2
 import mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, listen
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
+from pydantic import AnyUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
@@ -70,11 +80,15 @@ except ImportError:  # pragma: no cover - a later mcp moved it: the legacy hands
 __all__ = ("MCPAgentTool", "MCPCallCancelled", "MCPClient", "MCPClientConfig", "MCPClientInitializationError")
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 CANCELLED_TEXT = "Tool execution cancelled"
 _POLL_SECONDS = 0.05  # how often a waiting call looks at the cancel signal and the session's health
 _START_GRACE_SECONDS = 5.0  # beyond startup_timeout, for the session thread to report its own timeout
 _SESSION_NOT_FOUND = -32001  # the TypeScript SDK's code for a request naming a session the server does not know
+_REFRESH_TIMEOUT = 60.0  # seconds for listing the tools after a change announcement
+_RELISTEN_FIRST_DELAY = 1.0  # seconds before opening a dropped subscriptions/listen stream again; doubles
+_RELISTEN_MAX_DELAY = 30.0
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
@@ -84,6 +98,10 @@ class MCPClientInitializationError(RayHarnessError, RuntimeError):
 
 class MCPCallCancelled(RayHarnessError):
     """The agent was cancelled while an MCP call was running (the server was sent ``notifications/cancelled``)."""
+
+
+class _CallTimedOut(RayHarnessError, TimeoutError):
+    """A call outlived its read timeout; the server was sent ``notifications/cancelled``."""
 
 
 class MCPClientConfig(BaseModel):
@@ -107,6 +125,9 @@ class MCPClientConfig(BaseModel):
     """Keeps the server tools (by the server's own name) for which it returns true."""
     startup_timeout: float = Field(default=30.0, gt=0)
     """Seconds allowed for starting the server and the ``initialize`` handshake."""
+    on_tools_changed: Callable[[list[str], list[Any]], None] | None = None
+    """Called as ``(previous_names, refreshed_tools)`` after the server announced a tool-list change and the
+    client listed the tools again (on a thread of the client's)."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPClientConfig:
@@ -141,6 +162,9 @@ class MCPClient:
         prefix: publish tools as ``<prefix>_<name>`` (to keep several servers apart).
         tool_filter: keep only tools whose server-side name passes this predicate.
         startup_timeout: seconds allowed for the server to start and answer ``initialize``.
+        on_tools_changed: Strands' hook: called as ``(previous_names, refreshed_tools)`` after the server
+            announced a change of its tool list (``notifications/tools/list_changed``) and the client
+            listed the tools again. The agent's own tools do not change by themselves.
     """
 
     def __init__(
@@ -154,11 +178,13 @@ class MCPClient:
         prefix: str | None = None,
         tool_filter: Callable[[str], bool] | None = None,
         startup_timeout: float = 30.0,
+        on_tools_changed: Callable[[list[str], list[Any]], None] | None = None,
     ) -> None:
         _refuse_other_command_forms(command)
         try:
             config = MCPClientConfig(command=command, url=url, headers=headers, env=env, cwd=cwd, prefix=prefix,
-                                     tool_filter=tool_filter, startup_timeout=startup_timeout)
+                                     tool_filter=tool_filter, startup_timeout=startup_timeout,
+                                     on_tools_changed=on_tools_changed)
         except ValidationError as error:
             raise ValueError(f"invalid MCPClient: {describe_validation_error(error, 'MCPClient')}") from None
         self._config = config
@@ -167,7 +193,13 @@ class MCPClient:
     def _init_live_state(self) -> None:
         self._lock = threading.Lock()
         self._runner: SessionRunner | None = None
-        self._tools: list[AgentTool] | None = None
+        self._tools: list[MCPAgentTool] | None = None
+        # Bumped when the server's tool list may have changed (notifications/tools/list_changed, a new
+        # session); the cached tools are stale when they were listed at an older generation.
+        self._tools_generation = 0
+        self._listed_generation = -1
+        self._refreshing = False  # an on_tools_changed refresh is running
+        self._refresh_again = False  # another change was announced meanwhile
 
     # -- configuration and pickling ------------------------------------------------------------------
 
@@ -190,9 +222,26 @@ class MCPClient:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def __enter__(self) -> MCPClient:
-        return self
+        return self  # lazy: the first call connects (Strands' __enter__ connects at once; start() does here)
 
     def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start(self) -> MCPClient:
+        """Connect now (Strands' spelling) instead of at the first call; returns the client.
+
+        Raises ``MCPClientInitializationError`` when the server cannot be started or reached. Calling it
+        on a connected client does nothing (Strands raises there).
+        """
+        async def connect() -> None:
+            await self._session_runner()
+
+        _run_sync(connect())
+        return self
+
+    def stop(self, exc_type: type[BaseException] | None = None, exc_val: BaseException | None = None,
+             exc_tb: TracebackType | None = None) -> None:
+        """``close()`` under Strands' name and signature (the arguments are ignored)."""
         self.close()
 
     def close(self) -> None:
@@ -205,19 +254,90 @@ class MCPClient:
     # -- the ToolProvider protocol ----------------------------------------------------------------------
 
     async def load_tools(self) -> list[AgentTool]:
-        """Connect (first time only) and list the server's tools as ``AgentTool``s, filtered and prefixed."""
-        if self._tools is None:
-            try:
-                listed = await self._run(_list_all_tools)
-            except MCPClientInitializationError:
-                raise
-            except Exception as error:
-                raise MCPClientInitializationError(
-                    f"could not list the tools of MCP server {self._config.label}: {describe_error(error)}") from error
-            kept = [tool for tool in listed if self._keeps(tool.name)]
-            names = published_names([tool.name for tool in kept], self._config.prefix)
-            self._tools = [MCPAgentTool(self, tool, name) for tool, name in zip(kept, names, strict=True)]
+        """Connect (first time only) and list the server's tools as ``AgentTool``s, filtered and prefixed.
+
+        The list is cached until the server announces a change (``notifications/tools/list_changed``), or
+        the session ended or was replaced (the server exited or restarted); then the next call lists the
+        tools again (starting a new session if needed). Tools the server
+        still describes the same way stay the same objects (a ``timeout`` set on one survives).
+        """
+        runner = self._runner
+        if (self._tools is None or self._listed_generation != self._tools_generation
+                or (runner is not None and runner.lost is not None)):  # the server went away: it may come back changed
+            await self._list_tools()
+        assert self._tools is not None
         return list(self._tools)
+
+    async def _list_tools(self) -> None:
+        generation: list[int] = []
+        try:
+            listed = await self._run(partial(self._list_all_tools, generation))
+        except MCPClientInitializationError:
+            raise
+        except Exception as error:
+            raise MCPClientInitializationError(
+                f"could not list the tools of MCP server {self._config.label}: {describe_error(error)}") from error
+        self._adopt(listed, generation[-1])
+
+    async def _list_all_tools(self, generation: list[int], session: ClientSession) -> list[mcp_types.Tool]:
+        # Read on the session, after any new session was counted: a change announced while the list is on
+        # its way leaves the result stale, so the next load_tools() lists again.
+        generation.append(self._tools_generation)
+        return await _list_all_tools(session)
+
+    def _adopt(self, listed: list[mcp_types.Tool], generation: int) -> None:
+        kept = [tool for tool in listed if self._keeps(tool.name)]
+        names = published_names([tool.name for tool in kept], self._config.prefix)
+        known = {tool.tool_name: tool for tool in self._tools or []}
+        tools: list[MCPAgentTool] = []
+        for mcp_tool, name in zip(kept, names, strict=True):
+            same = known.get(name)
+            tools.append(same if same is not None and same.mcp_tool == mcp_tool else MCPAgentTool(mcp_tool, self, name))
+        self._tools = tools
+        self._listed_generation = generation
+
+    def _tool_list_changed(self) -> None:
+        self._tools_generation += 1  # one writer at a time: the session thread, or _session_runner's lock
+
+    def _tools_announced(self) -> None:
+        """The server sent ``notifications/tools/list_changed`` (runs on the session thread)."""
+        self._tool_list_changed()
+        if self._config.on_tools_changed is None:
+            return  # the next load_tools() lists again
+        with self._lock:
+            if self._refreshing:
+                self._refresh_again = True  # a burst of notifications costs at most one more listing
+                return
+            self._refreshing = True
+        # A thread of its own: the callback may block, and the session thread must keep serving.
+        threading.Thread(target=self._refresh, name="ray_harness-mcp-refresh", daemon=True).start()
+
+    def _refresh(self) -> None:
+        callback = self._config.on_tools_changed
+        assert callback is not None
+        while True:
+            with self._lock:
+                runner, self._refresh_again = self._runner, False
+            try:
+                # Only from the live session: after close() (or a lost session) nothing is started for this.
+                if runner is not None and runner.lost is None:
+                    generation: list[int] = []
+                    future = runner.submit(partial(self._list_all_tools, generation))
+                    try:
+                        listed = future.result(_REFRESH_TIMEOUT)
+                    finally:
+                        future.cancel()  # no-op once done; else the listing is abandoned, not left running
+                    previous = [tool.tool_name for tool in self._tools or []]
+                    self._adopt(listed, generation[-1])
+                    callback(previous, list(self._tools or []))
+            except Exception:  # a failed refresh leaves the cache stale, so the next load_tools() lists again
+                if runner is not None and runner.lost is None:  # not merely the session ending under it
+                    logger.warning("refreshing the tools of MCP server %s after a change failed",
+                                   self._config.label, exc_info=True)
+            with self._lock:
+                if not self._refresh_again:
+                    self._refreshing = False
+                    return
 
     def _keeps(self, name: str) -> bool:
         keep = self._config.tool_filter
@@ -234,39 +354,107 @@ class MCPClient:
                 f"{describe_error(error)}") from error
 
     def list_tools_sync(self) -> list[AgentTool]:
-        """``load_tools()`` from sync code, Strands' spelling: every page, filtered and prefixed.
+        """The server's tools as the server lists them now (Strands' spelling): every page, filtered and prefixed.
 
-        Unlike Strands there is no ``pagination_token`` (all pages come at once) and no need to enter
+        Like Strands it asks the server each time (and refreshes what ``load_tools()`` returns). Unlike
+        Strands there is no ``pagination_token`` (all pages come at once) and no need to enter
         ``with client:`` first; ``Agent(tools=[client])`` loads the tools by itself.
         """
-        result: list[AgentTool] = _run_sync(self.load_tools())
+
+        async def listed() -> list[AgentTool]:
+            await self._list_tools()
+            return list(self._tools or [])
+
+        result: list[AgentTool] = _run_sync(listed())
         return result
 
-    def call_tool_sync(self, tool_use_id: str, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+    def call_tool_sync(self, tool_use_id: str, name: str, arguments: dict[str, Any] | None = None,
+                       read_timeout_seconds: timedelta | float | None = None) -> ToolResult:
         """Call the server's tool ``name`` (its own, unprefixed name) from sync code, as Strands does.
 
-        Returns the converted tool result; a failure (the server dying, a lost connection) is an error result.
+        Returns the converted tool result; a failure (a timeout, the server dying, a lost connection) is an
+        error result. ``read_timeout_seconds`` bounds the wait for the answer (see ``call_tool_async``).
         """
-        return _run_sync(self._call_to_result(tool_use_id, name, arguments or {}))
+        return _run_sync(self._call_to_result(tool_use_id, name, arguments or {}, read_timeout_seconds))
 
-    async def _call_to_result(self, tool_use_id: str, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def _call_to_result(self, tool_use_id: str, name: str, arguments: dict[str, Any],
+                              read_timeout_seconds: timedelta | float | None) -> ToolResult:
         try:
-            return to_tool_result(tool_use_id, await self.call_tool_async(name, arguments))
+            result = await self.call_tool_async(name, arguments, read_timeout_seconds=read_timeout_seconds)
+            return to_tool_result(tool_use_id, result)
         except Exception as error:
             return error_result(tool_use_id, f"Error: MCP tool '{name}' failed: {error}")
 
     async def call_tool_async(self, name: str, arguments: dict[str, Any], *,
+                              read_timeout_seconds: timedelta | float | None = None,
                               cancel_signal: threading.Event | None = None) -> mcp_types.CallToolResult:
         """Call the server's tool ``name`` (its own, unprefixed name).
 
-        Raises ``MCPCallCancelled`` when ``cancel_signal`` is set meanwhile (the server is told to stop),
-        ``ConnectionError`` when the connection is lost, ``MCPError`` for a protocol-level error.
+        ``read_timeout_seconds`` (a ``timedelta`` as in Strands, or seconds) bounds the wait for the
+        answer; when it passes the server is sent ``notifications/cancelled`` and ``TimeoutError`` is
+        raised (the session stays usable). Raises ``MCPCallCancelled`` when ``cancel_signal`` is set
+        meanwhile (the server is told to stop), ``ConnectionError`` when the connection is lost,
+        ``MCPError`` for a protocol-level error.
         """
+        seconds = _seconds(read_timeout_seconds, "read_timeout_seconds")
 
         async def call(session: ClientSession) -> mcp_types.CallToolResult:
-            return await session.call_tool(name, arguments)
+            try:
+                return await session.call_tool(name, arguments, read_timeout_seconds=seconds)
+            except MCPError as error:
+                if error.code != REQUEST_TIMEOUT or seconds is None:
+                    raise
+                raise _CallTimedOut(f"no answer from MCP tool {name!r} within {seconds:g}s (the server was told "
+                                   f"to cancel the call)") from error
 
         return await self._run(call, cancel_signal)
+
+    # -- prompts and resources (Strands' names; they return the mcp result types) ------------------------
+
+    def list_prompts_sync(self, pagination_token: str | None = None) -> mcp_types.ListPromptsResult:
+        """One page of the server's prompts; pass the result's ``next_cursor`` to get the next one."""
+
+        async def work(session: ClientSession) -> mcp_types.ListPromptsResult:
+            return await session.list_prompts(params=_page(pagination_token))
+
+        return self._run_sync_on_session(work)
+
+    def get_prompt_sync(self, prompt_id: str, args: dict[str, Any]) -> mcp_types.GetPromptResult:
+        """The prompt ``prompt_id`` rendered with ``args``."""
+
+        async def work(session: ClientSession) -> mcp_types.GetPromptResult:
+            return await session.get_prompt(prompt_id, arguments=args)
+
+        return self._run_sync_on_session(work)
+
+    def list_resources_sync(self, pagination_token: str | None = None) -> mcp_types.ListResourcesResult:
+        """One page of the server's resources; pass the result's ``next_cursor`` to get the next one."""
+
+        async def work(session: ClientSession) -> mcp_types.ListResourcesResult:
+            return await session.list_resources(params=_page(pagination_token))
+
+        return self._run_sync_on_session(work)
+
+    def read_resource_sync(self, uri: AnyUrl | str) -> mcp_types.ReadResourceResult:
+        """The contents of the resource at ``uri``."""
+
+        async def work(session: ClientSession) -> mcp_types.ReadResourceResult:
+            return await session.read_resource(str(uri))
+
+        return self._run_sync_on_session(work)
+
+    def list_resource_templates_sync(self, pagination_token: str | None = None
+                                     ) -> mcp_types.ListResourceTemplatesResult:
+        """One page of the server's resource templates (URI patterns such as ``greeting://{name}``)."""
+
+        async def work(session: ClientSession) -> mcp_types.ListResourceTemplatesResult:
+            return await session.list_resource_templates(params=_page(pagination_token))
+
+        return self._run_sync_on_session(work)
+
+    def _run_sync_on_session(self, work: Callable[[ClientSession], Awaitable[T]]) -> T:
+        result: T = _run_sync(self._run(work))
+        return result
 
     # -- plumbing ---------------------------------------------------------------------------------------
 
@@ -290,8 +478,8 @@ class MCPClient:
         future = runner.submit(work)
         try:
             return await _wait(future, runner, cancel_signal)
-        except ConnectionError:
-            raise
+        except (ConnectionError, _CallTimedOut):
+            raise  # a timed-out call leaves the session usable (TimeoutError is an OSError too)
         except MCPError as error:
             if error.code != CONNECTION_CLOSED:
                 raise
@@ -314,6 +502,7 @@ class MCPClient:
             if runner is None or runner.lost is not None:
                 runner = SessionRunner(self._config.label, self._connect)
                 self._runner = runner
+                self._tool_list_changed()  # a new session may be a restarted server with other tools
                 runner.start()
         try:
             await _settled(runner.ready, self._config.startup_timeout + _START_GRACE_SECONDS, cancel_signal)
@@ -342,25 +531,47 @@ class MCPClient:
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=config.headers, follow_redirects=True, timeout=httpx2.Timeout(30.0, read=300.0)))
             read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
-        session = await stack.enter_async_context(ClientSession(dispatcher=WatchedDispatcher(read, write, on_end)))
+
+        async def on_message(message: object) -> None:
+            if isinstance(message, mcp_types.ToolListChangedNotification):
+                self._tools_announced()
+
+        session = await stack.enter_async_context(ClientSession(dispatcher=WatchedDispatcher(read, write, on_end),
+                                                                message_handler=on_message))
         with anyio.fail_after(config.startup_timeout):
             # The official client's connect policy: server/discover (the 2026-07-28 protocol, whose replies
             # are plain JSON) and the legacy initialize handshake when the server predates it. Legacy
             # streamable HTTP replies as server-sent events, which httpx2 caps at 1 MiB each.
             await negotiate_auto(session)
+        await _follow_tool_changes(stack, session, self._tool_list_changed, config.startup_timeout)
         return session
 
 
 class MCPAgentTool(AgentTool):
-    """One tool of an MCP server, callable by the agent."""
+    """One tool of an MCP server, callable by the agent.
+
+    Args (Strands' order and names):
+        mcp_tool: the tool as the server lists it.
+        mcp_client: the client that calls it.
+        name_override: the name the model sees (default: the server's name).
+        timeout: how long a call may wait for the server's answer (``timedelta`` or seconds; ``None``:
+            no limit). A call that takes longer ends with an error result and the server is told to cancel
+            it. Settable later: ``tool.timeout = timedelta(seconds=30)``.
+    """
 
     exposes_raw_call = True  # TOOL_RAW extensions see the server's call result
 
-    def __init__(self, client: MCPClient, mcp_tool: mcp_types.Tool, name: str) -> None:
-        self._client = client
+    def __init__(self, mcp_tool: mcp_types.Tool, mcp_client: MCPClient, name_override: str | None = None,
+                 timeout: timedelta | float | None = None) -> None:
+        if not isinstance(mcp_tool, mcp_types.Tool) or not isinstance(mcp_client, MCPClient):
+            raise TypeError("MCPAgentTool(mcp_tool, mcp_client, name_override=None, timeout=None) takes an "
+                            "mcp_types.Tool and an MCPClient, in that order")
+        _seconds(timeout, "timeout")
+        self._client = mcp_client
         self._mcp_tool = mcp_tool
-        self._name = name
-        self._spec = to_tool_spec(mcp_tool, name)
+        self._name = name_override or mcp_tool.name
+        self._spec = to_tool_spec(mcp_tool, self._name)
+        self.timeout = timeout
 
     @property
     @override
@@ -382,6 +593,11 @@ class MCPAgentTool(AgentTool):
         """The tool as the server describes it (its own name, schemas, annotations)."""
         return self._mcp_tool
 
+    @property
+    def mcp_client(self) -> MCPClient:
+        """The client that calls this tool."""
+        return self._client
+
     def __repr__(self) -> str:
         return f"<mcp tool {self._name} via {self._client!r}>"
 
@@ -396,6 +612,7 @@ class MCPAgentTool(AgentTool):
         try:
             if context._raw_observer is None:
                 result = await self._client.call_tool_async(self._mcp_tool.name, arguments,
+                                                            read_timeout_seconds=self.timeout,
                                                             cancel_signal=context.cancel_signal)
             else:  # TOOL_RAW extensions see the server's call result (or the call's exception)
                 async for event in observe_raw(context, lambda: self._raw_call(arguments, context)):
@@ -411,6 +628,7 @@ class MCPAgentTool(AgentTool):
 
     async def _raw_call(self, arguments: dict[str, Any], context: ToolContext) -> AsyncGenerator[Any, None]:
         yield RawReturn(await self._client.call_tool_async(self._mcp_tool.name, arguments,
+                                                           read_timeout_seconds=self.timeout,
                                                            cancel_signal=context.cancel_signal))
 
 
@@ -445,12 +663,73 @@ def _session_expired(error: MCPError) -> bool:
         "not found" in message or "terminated" in message)
 
 
+def _seconds(timeout: timedelta | float | None, what: str) -> float | None:
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if not seconds > 0:
+        raise ValueError(f"{what} must be positive, got {timeout!r}")
+    return seconds
+
+
+def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
+    return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+
+
+async def _follow_tool_changes(stack: contextlib.AsyncExitStack, session: ClientSession, on_change: Callable[[], None],
+                               timeout: float) -> None:
+    """Keep a ``subscriptions/listen`` stream open: a 2026-07-28 server announces tool changes only on one.
+
+    Servers on earlier protocol versions push ``notifications/tools/list_changed`` unprompted (seen by the
+    session's message handler). The stream is followed by a task of the session, ended with it; when the
+    stream drops (an HTTP server restarted) changes may have been missed, so ``on_change`` runs and the
+    stream is opened again. Returns once the first attempt is over, so no change after it is missed.
+    """
+    capabilities = session.server_capabilities
+    if capabilities is None or capabilities.tools is None or not capabilities.tools.list_changed:
+        return
+    first_attempt = asyncio.Event()
+    task = asyncio.create_task(_follow(session, on_change, timeout, first_attempt))
+
+    async def end() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    stack.push_async_callback(end)
+    await first_attempt.wait()
+
+
+async def _follow(session: ClientSession, on_change: Callable[[], None], timeout: float,
+                  first_attempt: asyncio.Event) -> None:
+    delay = _RELISTEN_FIRST_DELAY
+    try:
+        while True:
+            try:
+                async with contextlib.AsyncExitStack() as scope:
+                    with anyio.fail_after(timeout):  # listen() itself waits for the acknowledgement without limit
+                        subscription = await scope.enter_async_context(listen(session, tools_list_changed=True))
+                    first_attempt.set()
+                    delay = _RELISTEN_FIRST_DELAY
+                    async for _ in subscription:
+                        on_change()
+            except ListenNotSupportedError:
+                return
+            except Exception:  # refused, dropped, or the session ended: its own calls report failures
+                pass
+            first_attempt.set()
+            on_change()  # changes may have been missed while there was no stream
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RELISTEN_MAX_DELAY)
+    finally:
+        first_attempt.set()
+
+
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
+        page = await session.list_tools(params=_page(cursor))
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:

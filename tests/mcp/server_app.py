@@ -5,6 +5,8 @@ Run as ``python server_app.py stdio`` or ``python server_app.py http <port>``. W
 the client cancels it (so a test can see that ``notifications/cancelled`` arrived), and
 ``started-<tag>`` when it begins. When ``MCP_TEST_STARTED_FILE`` is set, the server writes
 its process id there on startup (so a test can see whether a server was started at all).
+The ``grow`` tool adds a tool at run time and announces the change; ``greet`` is a prompt,
+``text://readme`` a resource and ``greeting://{name}`` a resource template.
 With ``MCP_TEST_LEGACY=1`` an HTTP server does not answer ``server/discover``: it speaks only the
 pre-2026 protocol (``initialize`` handshake, sessions, replies as server-sent events). Over stdio the
 mcp package locks the connection to the 2026 protocol at the unanswered probe, so it is for HTTP only.
@@ -106,6 +108,33 @@ def big(size: int) -> str:
 @server.tool(description="Report the server's process id.")
 def pid() -> str:
     return str(os.getpid())
+
+
+@server.tool(description="Add a tool named `name` and announce that the tool list changed.")
+async def grow(name: str, ctx: Context) -> str:
+    server.add_tool(lambda: f"hello from {name}", name=name, description=f"Added at run time: {name}.")
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        await ctx.notify_tools_changed()  # to subscriptions/listen streams (2026-07-28)
+    else:
+        await ctx.session.send_tool_list_changed()  # the pre-2026 notification, pushed unprompted
+    return f"added {name}"
+
+
+@server.prompt(description="Greet someone.")
+def greet(name: str) -> str:
+    return f"Say hello to {name}."
+
+
+@server.resource("text://readme", description="A fixed text.", mime_type="text/plain")
+def readme() -> str:
+    return "read me"
+
+
+@server.resource("greeting://{name}", description="A greeting per name.")
+def greeting(name: str) -> str:
+    return f"hello {name}"
 
 
 def _mark(name: str) -> None:
