@@ -95,9 +95,11 @@ class RunReporter(BaseSink):
     # -- run-level ------------------------------------------------------------------------------------------
 
     def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
+        job = current_tags().get("job")
         with self._lock:
+            # The job of the driver that started the run (it came with the call), else this process's own.
             self._run(run).update(kind=kind, name=name, nodes_total=nodes, started_at=time.time(), status="running",
-                                  job=self._job)
+                                  job=job or self._job)
 
     def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
         with self._lock:

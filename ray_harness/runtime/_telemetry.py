@@ -9,6 +9,9 @@
 * :func:`prepare_actor_process` — once per actor process: configure tracing from those variables and
   register :class:`RayMetricsSink`, so the harness metrics reach Ray's Prometheus endpoint (the
   dashboard's Grafana) as ``ray_harness_*`` tagged with the agent, run, graph/swarm/eval, node and job.
+  The job is the one the work is for (:func:`ray_harness.telemetry.runs.current_job`): the driver whose call
+  led to it. This module registers :func:`job_id` as the process's own job: its own work's, and what its
+  calls carry when no job came with the work.
 * :func:`flush_metrics` — hand this process's buffered metrics and run records (``ray-harness status``) to Ray
   now; :func:`flush_hosts` — the same in this process and in host actors (an evaluation's, at its end).
 """
@@ -23,12 +26,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import ray
 from ray.util import metrics as ray_metrics
 
 from ray_harness.telemetry import metrics as harness_metrics
 from ray_harness.telemetry.config import ensure_configured_from_env
 from ray_harness.telemetry.propagation import TASK_KEY
-from ray_harness.telemetry.runs import TAG_KEYS, current_tags, metric_tags, run_tags_enabled
+from ray_harness.telemetry.runs import TAG_KEYS, current_tags, metric_tags, run_tags_enabled, set_job_source
 
 __all__ = ("RayMetricsSink", "actor_env", "flush_hosts", "flush_metrics", "flush_spans", "prepare_actor_process",
            "prepare_driver_process", "task_name", "with_actor_env")
@@ -40,16 +44,20 @@ _ENV_PREFIXES = ("OTEL_", "RAY_HARNESS_CAPTURE_CONTENT", "RAY_HARNESS_SLOT_IDLE_
 _prepared = threading.Lock()
 _state: dict[str, Any] = {"sink": None, "runs": None, "actor": False}
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]
-SCOPE_KEYS = (*TAG_KEYS, "job")
 
 
 def job_id() -> str:
-    import ray
-
+    """This process's Ray job id: its own as a driver, its creator's as an actor (``""`` when not connected)."""
+    if not ray.is_initialized():  # asked first: get_runtime_context() would start a local Ray
+        return ""
     try:
         return str(ray.get_runtime_context().get_job_id() or "")
     except Exception:  # not connected: no job
         return ""
+
+
+# Work with no job of its own (a driver's, an actor's own) is for this process's job; a call carries it onward.
+set_job_source(job_id)
 
 
 def actor_env() -> dict[str, str]:
@@ -122,14 +130,15 @@ class RayMetricsSink:
     metrics every few seconds anyway. Histogram observations are queued and observed at the same time.
 
     Tags: ``agent`` and the scope of :mod:`ray_harness.telemetry.runs` (``run``, ``graph``, ``swarm``,
-    ``eval``, ``node``), plus ``job`` (the Ray job id of the process). Histograms leave ``run`` out: one
-    set of buckets per run would multiply their series by the number of runs.
+    ``eval``, ``node``), plus ``job``: the job the work is for (the driver whose call caused it, carried with
+    the call), else this process's own (the default tag). Histograms leave ``run`` out: one set of buckets per
+    run would multiply their series by the number of runs. The gauges count per job too.
     """
 
     FLUSH_INTERVAL_S = 1.0
 
     def __init__(self, *, flush_interval_s: float | None = None) -> None:
-        scoped = ("agent", *SCOPE_KEYS)
+        scoped = ("agent", *TAG_KEYS)
         bucketed = tuple(key for key in scoped if key != "run")
         self._calls = self._metric(ray_metrics.Counter, "ray_harness_model_calls", "Model calls", scoped)
         self._tokens = self._metric(ray_metrics.Counter, "ray_harness_tokens", "Tokens", (*scoped, "direction"))
@@ -153,8 +162,10 @@ class RayMetricsSink:
                                   ("run", "eval", "status", "job"))
         self._rate_wait = self._metric(ray_metrics.Histogram, "ray_harness_rate_limit_wait_s",
                                        "Time spent waiting for a rate limiter (s)", ("limiter", "job"))
-        self._active_counts: dict[str, int] = {}
-        self._run_counts: dict[tuple[str, str], int] = {}
+        self._job = job_id()  # the default tag: this process's own work
+        self._active_counts: dict[tuple[str, ...], int] = {}  # (agent, job) -> invocations running
+        self._run_counts: dict[tuple[str, ...], int] = {}  # (kind, name, job) -> runs in progress
+        self._pending_jobs: dict[str, str] = {}  # agent -> the job of its latest pending-interrupt count
         self._lock = threading.Lock()
         # Pending updates: (metric, tags) -> amount / last value; histogram observations in order.
         self._increments: dict[tuple[Any, _Tags], float] = {}
@@ -203,13 +214,17 @@ class RayMetricsSink:
 
     def active_agents(self, agent: str, delta: int) -> None:
         with self._lock:
-            count = max(0, self._active_counts.get(agent, 0) + delta)
-            self._active_counts[agent] = count
-            self._gauge_values[(self._active, (("agent", agent),))] = count
+            job = self._move(self._active_counts, (agent,), delta)
+            self._gauge_values[(self._active, (("agent", agent), ("job", job)))] = self._active_counts[(agent, job)]
 
     def interrupts_pending(self, agent: str, count: int) -> None:
+        job = current_tags().get("job") or self._job
         with self._lock:
-            self._gauge_values[(self._pending, (("agent", agent),))] = count
+            previous = self._pending_jobs.get(agent)
+            if previous is not None and previous != job:  # the agent's count moved to another job's series
+                self._gauge_values[(self._pending, (("agent", agent), ("job", previous)))] = 0
+            self._pending_jobs[agent] = job
+            self._gauge_values[(self._pending, (("agent", agent), ("job", job)))] = count
 
     def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
         self._count_run(kind, name, 1)
@@ -223,24 +238,38 @@ class RayMetricsSink:
 
     def _count_run(self, kind: str, name: str, delta: int) -> None:
         with self._lock:
-            count = max(0, self._run_counts.get((kind, name), 0) + delta)
-            self._run_counts[(kind, name)] = count
-            self._gauge_values[(self._runs, (("kind", kind), ("name", name)))] = count
+            job = self._move(self._run_counts, (kind, name), delta)
+            self._gauge_values[(self._runs, (("kind", kind), ("name", name), ("job", job)))] = \
+                self._run_counts[(kind, name, job)]
+
+    def _move(self, counts: dict[tuple[str, ...], int], key: tuple[str, ...], delta: int) -> str:
+        """Add ``delta`` to the count of ``key`` for the current job (the caller holds the lock); return the job.
+
+        An end reported outside its start's context (a generator closed elsewhere) has lost the job: it ends a
+        running one of the same key instead, so the counts stay right per key.
+        """
+        job = current_tags().get("job") or self._job
+        if delta < 0 and not counts.get((*key, job)):
+            job = next((counted[-1] for counted, count in counts.items() if count and counted[:-1] == key), job)
+        counts[(*key, job)] = max(0, counts.get((*key, job), 0) + delta)
+        return job
 
     def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
         scope = current_tags()
         tags = (("graph", scope.get("graph", "")), ("swarm", scope.get("swarm", "")), ("node", node),
-                ("status", status))
+                ("status", status), ("job", scope.get("job") or self._job))
         with self._lock:
             self._observations.append((self._node_duration, duration_s, tags))
 
     def eval_row(self, run: str, name: str, status: str, total: int) -> None:
         with self._lock:
-            self._add(self._rows, {"run": run if run_tags_enabled() else "", "eval": name, "status": status}, 1)
+            self._add(self._rows, {"run": run if run_tags_enabled() else "", "eval": name, "status": status,
+                                   "job": current_tags().get("job") or self._job}, 1)
 
     def rate_limit_wait(self, limiter: str, wait_s: float) -> None:
         with self._lock:
-            self._observations.append((self._rate_wait, wait_s, (("limiter", limiter),)))
+            self._observations.append((self._rate_wait, wait_s, (("limiter", limiter),
+                                                                 ("job", current_tags().get("job") or self._job))))
 
     # -- flushing -------------------------------------------------------------------------------------------
 
@@ -277,8 +306,6 @@ def prepare_actor_process() -> None:
     """
     if _state["actor"]:  # called at every invocation: once prepared, Ray is not asked again
         return
-    import ray
-
     if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
         return
     with _prepared:

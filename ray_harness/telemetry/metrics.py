@@ -8,7 +8,8 @@ Metric names: ``ray_harness_model_calls``, ``ray_harness_tokens`` (tag ``directi
 ``ray_harness_cost_usd``, ``ray_harness_model_latency_s``, ``ray_harness_tool_calls`` (tags ``tool``,
 ``status``), ``ray_harness_tool_latency_s``, ``ray_harness_active_agents``,
 ``ray_harness_interrupts_pending``; all tagged with ``agent`` and the scope of
-:mod:`ray_harness.telemetry.runs` (``run``, ``graph``/``swarm``/``eval``, ``node``; ``job`` on Ray).
+:mod:`ray_harness.telemetry.runs` (``run``, ``graph``/``swarm``/``eval``, ``node``; on Ray ``job``, the job of
+the driver whose call caused the work, see :func:`ray_harness.telemetry.runs.current_job`).
 Run-level: ``ray_harness_runs_active`` (tag ``kind``), ``ray_harness_node_duration_s`` (tag ``status``),
 ``ray_harness_eval_rows_total`` (tags ``eval``, ``status``), ``ray_harness_rate_limit_wait_s`` (tag
 ``limiter``). Sinks implement the agent-level methods of :class:`MetricsSink`; the run-level ones are
@@ -207,10 +208,16 @@ class OtelMetricsSink:
 
 
 def _scope_tags(agent: str) -> dict[str, str]:
-    """``agent`` and the run scope (graph/swarm/eval, node, run) of the call, as the Ray sink tags them."""
+    """``agent`` and the run scope (graph/swarm/eval, node, run) of the call, as the Ray sink tags them.
+
+    Without ``job``: a Ray job id, carried only by work that came from another process (the Ray sink tags the
+    rest with its own process's job); OpenTelemetry tells processes apart by their resource.
+    """
     from ray_harness.telemetry.runs import metric_tags  # runs imports this module
 
-    return metric_tags(agent)
+    tags = metric_tags(agent)
+    tags.pop("job", None)
+    return tags
 
 
 def enable_otel_metrics(meter_provider: Any = None) -> OtelMetricsSink:

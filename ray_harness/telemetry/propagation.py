@@ -3,22 +3,25 @@
 The caller puts :func:`current_carrier` into the call's options; the actor wraps the call in
 :func:`attached`, so spans created in the actor are children of the caller's current span and one
 trace shows a whole distributed run. The carrier also holds the scope of
-:mod:`ray_harness.telemetry.runs` (run, graph/swarm, node) as ``ray-harness-tags``, so metrics
-recorded in the actor carry the caller's tags. Both cost nothing when tracing is off and no run
-scope is open. It also carries the caller's entry-point extensions (``ray-harness-extensions``), which
-:func:`attached` adopts, so chains an actor assembles follow the caller's ``use()`` at the time of the call.
+:mod:`ray_harness.telemetry.runs` (run, graph/swarm, node) and the job of the caller's work (the job it
+received, else the caller's own: on Ray the driver's) as ``ray-harness-tags``, so metrics recorded in the
+actor carry the caller's tags and count for the driver that caused them. The trace context costs nothing
+when tracing is off; the tags are one small JSON string. It also carries the caller's entry-point
+extensions (``ray-harness-extensions``), which :func:`attached` adopts, so chains an actor assembles follow
+the caller's ``use()`` at the time of the call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from ray_harness.extensions.loading import adopt, carried_names
 from ray_harness.telemetry.config import tracing_enabled
-from ray_harness.telemetry.runs import current_tags, scoped, task_label
+from ray_harness.telemetry.runs import current_tags, own_job, scoped, task_label
 
 _TAGS_KEY = "ray-harness-tags"  # carried as one JSON string: carriers are str -> str
 TASK_KEY = "ray-harness-task"  # the node or row the call runs (see runs.task_label): names the Ray task
@@ -30,15 +33,21 @@ __all__ = ("TASK_KEY", "attached", "current_carrier")
 def current_carrier() -> dict[str, str] | None:
     """The current span context as W3C ``traceparent``/``tracestate`` headers, the metric tags and the task.
 
-    The task is the node or row being run. None when tracing is off and no run scope is open.
+    The task is the node or row being run. The tags always hold the job when there is one (see
+    :func:`~ray_harness.telemetry.runs.current_job`). None when tracing is off, no run scope is open and
+    there is no job (no runtime).
     """
     carrier: dict[str, str] = {}
     tags = current_tags()
+    # Work that came with no job is the caller's own: it is for the caller's job (the driver's, at the outermost call).
+    job = tags.get("job") or own_job()
     if tags:
-        carrier[_TAGS_KEY] = json.dumps(tags)
         label = task_label()
         if label:
             carrier[TASK_KEY] = label
+        carrier[_TAGS_KEY] = json.dumps({**tags, "job": job} if job else tags)
+    elif job:
+        carrier[_TAGS_KEY] = _job_only(job)  # a driver's plain calls: the same string every time
     extensions = carried_names()
     if extensions is not None:
         carrier[_EXTENSIONS_KEY] = json.dumps(extensions)
@@ -47,6 +56,11 @@ def current_carrier() -> dict[str, str] | None:
 
         inject(carrier)
     return carrier or None
+
+
+@functools.lru_cache(maxsize=8)
+def _job_only(job: str) -> str:
+    return json.dumps({"job": job})
 
 
 @contextlib.contextmanager

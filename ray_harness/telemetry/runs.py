@@ -1,4 +1,4 @@
-"""Which run, graph or swarm, and node a piece of work belongs to: the tags of metrics and the progress of runs.
+"""Which run, graph or swarm, node and job some work belongs to: the tags of metrics and the progress of runs.
 
 :func:`run_scope` (a Graph/Swarm invocation or an evaluation) and :func:`node_scope` (one node execution)
 set context variables that every metric recorded inside them is tagged with (``run``, ``graph`` or
@@ -7,9 +7,15 @@ set context variables that every metric recorded inside them is tagged with (``r
 node that sent them. On enter and exit the scopes report to the metric sinks (``runs_active``,
 ``node_duration_s``; the Ray runtime also feeds ``ray-harness status`` from them).
 
+``job`` travels the same way: a call leaves with the job of the work that makes it — the one it received, else
+the calling process's own (:func:`set_job_source`; on Ray the driver's job id) — so the work a driver causes in
+actors another driver started (a named detached RemoteAgent, shared pooled hosts) counts for the driver that
+caused it. :func:`current_job` says which job the current work is for.
+
 Cardinality: ``graph``, ``swarm``, ``eval`` and ``node`` take the ids of your graphs, swarms, evaluations
-and nodes (bounded by your code); ``run`` takes one value per invocation (unbounded over time: Prometheus
-keeps one series per run). ``RAY_HARNESS_METRICS_RUN_TAGS=0`` leaves ``run`` empty on every metric.
+and nodes (bounded by your code), ``job`` one value per driver; ``run`` takes one value per invocation
+(unbounded over time: Prometheus keeps one series per run). ``RAY_HARNESS_METRICS_RUN_TAGS=0`` leaves ``run``
+empty on every metric.
 """
 
 from __future__ import annotations
@@ -20,20 +26,23 @@ import functools
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ray_harness.telemetry import metrics
 
-__all__ = ("TAG_KEYS", "current_owner", "current_row", "current_tags", "eval_row_finished", "metric_tags",
-           "node_scope", "row_scope", "run_scope", "run_tags_enabled", "scoped", "task_label")
+__all__ = ("TAG_KEYS", "current_job", "current_owner", "current_row", "current_tags", "eval_row_finished",
+           "metric_tags", "node_scope", "own_job", "row_scope", "run_scope", "run_tags_enabled", "scoped",
+           "set_job_source", "task_label")
 
-TAG_KEYS = ("run", "graph", "swarm", "eval", "node")
+TAG_KEYS = ("run", "graph", "swarm", "eval", "node", "job")
 _tags: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("ray_harness_metric_tags", default=None)
 # The evaluation row being run: it names the row's Ray task, and is no metric tag (one value per row).
 _row: contextvars.ContextVar[str | None] = contextvars.ContextVar("ray_harness_row", default=None)
 # The name of the innermost run scope entered in this process (tags hold a graph and a swarm key side by side).
 _owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("ray_harness_run_owner", default=None)
+# This process's own job (``set_job_source``): the runtime registers it; without one there is no job.
+_job_source: list[Callable[[], str]] = []
 
 
 @functools.cache
@@ -46,8 +55,29 @@ def run_tags_enabled() -> bool:
 
 
 def current_tags() -> dict[str, str]:
-    """The tags of the innermost scope (``run``, ``graph``/``swarm``/``eval``, ``node``); empty outside."""
+    """The tags of the innermost scope (``run``, ``graph``/``swarm``/``eval``, ``node``); empty outside.
+
+    ``job`` is among them only when the work came from another process (see :func:`current_job`).
+    """
     return _tags.get() or {}
+
+
+def set_job_source(source: Callable[[], str] | None) -> None:
+    """Say how to find this process's own job (``""``: none); None forgets it. The Ray runtime registers its job id."""
+    _job_source[:] = [] if source is None else [source]
+
+
+def own_job() -> str:
+    """This process's own job (``""`` without a job source): its work, when no job came with it, is this job's."""
+    return _job_source[0]() if _job_source else ""
+
+
+def current_job() -> str:
+    """The job the current work is for: the one that came with the call that caused it, else :func:`own_job`.
+
+    On Ray that is the id of the driver whose (outermost) call led here, through any number of actor calls.
+    """
+    return current_tags().get("job") or own_job()
 
 
 @contextlib.contextmanager
@@ -172,7 +202,11 @@ def eval_row_finished(status: str) -> None:
 
 
 def metric_tags(agent: str) -> dict[str, str]:
-    """The tags of a metric recorded now: ``agent`` and the current scope (``run`` only when enabled)."""
+    """The tags of a metric recorded now: ``agent`` and the current scope (``run`` only when enabled).
+
+    ``job`` is there when the work came with one (:func:`current_tags`); a sink fills in its own process's job
+    otherwise (:func:`own_job`).
+    """
     tags = {"agent": agent, **current_tags()}
     if not run_tags_enabled():
         tags.pop("run", None)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +18,7 @@ import pytest
 from tests.integration._otlp import Receiver, receiving, wait
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -217,3 +224,47 @@ def test_a_sandbox_actor_call_continues_the_trace(otlp: Receiver, tmp_path: Any)
     wait(lambda: bool(from_the_actor()) and not otlp.orphans(trace_id), timeout=30,
          what="a span from the sandbox actor in the driver's trace")
     assert {s.name for s in from_the_actor()} >= {"sandbox execute"}
+
+
+def test_metrics_of_a_call_from_another_driver_carry_that_drivers_job() -> None:
+    """Tokens spent by a second driver in an agent this driver started count for the second driver's job.
+
+    Read where they are recorded: the actor's Ray metrics sink, as handed to Ray (its default tag filled in).
+    """
+    import ray
+
+    from ray_harness.runtime import RemoteAgent
+    from tests.conftest import RAY_NAMESPACE
+
+    name = f"job-tags-{uuid.uuid4().hex[:6]}"
+    remote = RemoteAgent("tests.integration.job_agents:job_reporter", name=name)
+    try:
+        remote("mine")  # this driver's own call
+        output = _run_driver(f"""
+            import ray
+            from ray_harness import runtime
+            from ray_harness.runtime import RemoteAgent
+            runtime.init(namespace={RAY_NAMESPACE!r})
+            RemoteAgent.get({name!r})("theirs")
+            print(ray.get_runtime_context().get_job_id())
+        """)
+        other = output.strip().splitlines()[-1]
+        own = ray.get_runtime_context().get_job_id()
+        assert other and other != own
+        assert str(remote("report")) == "reported\n"
+        reported = remote.messages[-2]["content"][0]["toolResult"]["content"][0]["text"]
+        assert json.loads(reported) == sorted([own, other])  # before: the actor's creator's job only
+    finally:
+        remote.shutdown()
+
+
+def _run_driver(code: str) -> str:
+    """Run ``code`` in a second Python driver connected to the test session's Ray; its stdout."""
+    import ray
+
+    address = ray.get_runtime_context().gcs_address  # the session's own GCS, not "auto"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": address}
+    completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, timeout=240,
+                               capture_output=True, text=True, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout

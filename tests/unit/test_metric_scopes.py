@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from ray_harness import Agent, GraphBuilder, Swarm
 from ray_harness.multiagent import Status
+from ray_harness.runtime._telemetry import RayMetricsSink  # imports Ray's metric classes (they need no Ray running)
 from ray_harness.telemetry import metrics, runs
 from ray_harness.telemetry.propagation import attached, current_carrier
 from ray_harness.testing import ScriptedModel, text
@@ -129,3 +131,99 @@ def test_a_graph_as_a_node_reports_as_nested_in_the_outer_graphs_run(recorder: _
         ("run_started", "graph", "outer"), ("nested_run_started", "graph", "inner"), ("node_finished", "only", "completed"),
         ("nested_run_finished", "graph", "inner"), ("node_finished", "only", "completed"),
         ("run_finished", "graph", "outer")]
+
+
+@pytest.fixture
+def own_job() -> Iterator[Any]:
+    """Set this process's own job (what the Ray runtime registers: its Ray job id); restored after the test."""
+    saved = list(runs._job_source)
+
+    def set_job(job: str) -> None:
+        runs.set_job_source(lambda: job)
+
+    yield set_job
+    runs.set_job_source(saved[0] if saved else None)
+
+
+def test_the_job_travels_with_a_call_and_work_without_one_is_the_processs_own(own_job: Any) -> None:
+    own_job("driver-2")  # the driver that makes the call
+    assert runs.current_job() == "driver-2" and runs.current_tags() == {}
+    carrier = current_carrier()
+    own_job("driver-1")  # the actor that receives it was started by another driver
+    with attached(carrier), runs.scoped({"run": "invocation-7"}):
+        assert runs.current_job() == "driver-2"
+        assert runs.metric_tags("a") == {"agent": "a", "run": "invocation-7", "job": "driver-2"}
+        with runs.run_scope("graph", "g"), runs.node_scope("n"):  # scopes keep it; onward calls carry it
+            assert runs.metric_tags("a")["job"] == "driver-2"
+            forwarded = current_carrier()
+    assert runs.current_job() == "driver-1"  # the actor's own work
+    with attached(forwarded):  # a host two calls away: still the first driver's job
+        assert runs.current_job() == "driver-2" and runs.current_tags()["node"] == "n"
+    with attached(current_carrier()):
+        assert runs.current_job() == "driver-1"
+
+
+def test_without_a_job_source_no_job_travels() -> None:
+    saved = list(runs._job_source)
+    runs.set_job_source(None)
+    try:
+        assert runs.current_job() == "" and current_carrier() is None
+        with runs.run_scope("graph", "g"):
+            carrier = current_carrier()
+        assert carrier is not None and "job" not in json.loads(carrier["ray-harness-tags"])
+    finally:
+        runs.set_job_source(saved[0] if saved else None)
+
+
+def _ray_sink() -> Any:
+    sink = RayMetricsSink(flush_interval_s=3600)  # nothing reaches Ray during the test (no Ray is started)
+    sink._job = "driver-1"  # the job of the process (its default tag): what job_id() gives an actor on Ray
+    return sink
+
+
+def _carrier(job: str) -> dict[str, str]:
+    return {"ray-harness-tags": json.dumps({"job": job})}
+
+
+def test_the_ray_sink_tags_what_a_call_brought_with_the_callers_job() -> None:
+    sink = _ray_sink()
+    try:
+        with attached(_carrier("driver-2")):
+            sink.model_call("a", {"inputTokens": 3, "outputTokens": 1}, 0.1, 0.0)
+            sink.eval_row("", "nightly", "completed", 0)
+        sink.model_call("a", {"inputTokens": 5}, 0.1, 0.0)  # the process's own work: the default tag (its job)
+        tokens = {tags: amount for (metric, tags), amount in sink._increments.items() if metric is sink._tokens}
+        assert tokens == {(("agent", "a"), ("job", "driver-2"), ("direction", "input")): 3,
+                          (("agent", "a"), ("job", "driver-2"), ("direction", "output")): 1,
+                          (("agent", "a"), ("direction", "input")): 5}
+        [rows] = [tags for metric, tags in sink._increments if metric is sink._rows]
+        assert dict(rows)["job"] == "driver-2"
+    finally:
+        sink.close()
+
+
+def test_the_ray_sinks_gauges_count_per_job() -> None:
+    sink = _ray_sink()
+
+    def active() -> dict[str, float]:
+        return {dict(tags)["job"]: value for (metric, tags), value in sink._gauge_values.items()
+                if metric is sink._active}
+
+    try:
+        with attached(_carrier("driver-2")):
+            sink.active_agents("a", 1)
+            sink.interrupts_pending("a", 2)
+        sink.active_agents("a", 1)
+        assert active() == {"driver-2": 1, "driver-1": 1}
+        with attached(_carrier("driver-2")):
+            sink.active_agents("a", -1)
+        assert active() == {"driver-2": 0, "driver-1": 1}
+        with attached(_carrier("driver-3")):
+            sink.active_agents("a", -1)  # an end that lost its context's job ends a running one of the agent
+            sink.interrupts_pending("a", 0)  # the agent's pending count moves to driver-3: driver-2's is cleared
+        assert active() == {"driver-2": 0, "driver-1": 0}
+        pending = {dict(tags)["job"]: value for (metric, tags), value in sink._gauge_values.items()
+                   if metric is sink._pending}
+        assert pending == {"driver-2": 0, "driver-3": 0}
+    finally:
+        sink.close()

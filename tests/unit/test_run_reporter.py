@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import json
+import types
 from typing import Any
 
+import pytest
+
 from ray_harness.runtime._runs import _node_entry, merge_records, published
-from ray_harness.telemetry import runs
+from ray_harness.telemetry import metrics, runs
+from ray_harness.telemetry.propagation import attached
 
 
 def _record(run: str, status: str = "completed") -> dict[str, Any]:
@@ -54,3 +58,23 @@ def test_a_merged_run_lists_inner_nodes_but_counts_only_its_own_as_pending() -> 
     assert run["nodes_done"] == {"a": "completed", "inner/n": "completed"}
     assert run["nodes_running"] == ["b", "inner/m"]
     assert run["nodes_pending"] == 1  # c: neither done nor running
+
+
+def test_a_run_record_names_the_job_of_the_driver_that_started_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run started by a call from another driver (a detached graph's orchestrator, shared hosts) is that
+    driver's; a run this process starts itself is its own job's (``ray-harness status`` shows the ``job``)."""
+    from ray_harness.runtime import _runs
+
+    context = types.SimpleNamespace(get_worker_id=lambda: "worker-1")
+    monkeypatch.setattr(_runs, "ray", types.SimpleNamespace(get_runtime_context=lambda: context,
+                                                            is_initialized=lambda: False))  # no Ray: nothing sent
+    monkeypatch.setattr(_runs, "job_id", lambda: "driver-1")  # the job of this process (an actor's creator)
+    reporter: Any = metrics.add_sink(_runs.RunReporter())
+    try:
+        with attached({"ray-harness-tags": json.dumps({"job": "driver-2"})}), runs.run_scope("graph", "theirs") as run:
+            pass
+        with runs.run_scope("graph", "mine") as own:
+            pass
+    finally:
+        metrics.remove_sink(reporter)
+    assert reporter._runs[run]["job"] == "driver-2" and reporter._runs[own]["job"] == "driver-1"
