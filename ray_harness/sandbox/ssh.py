@@ -27,7 +27,6 @@ import base64
 import getpass
 import hashlib
 import os
-import posixpath
 import select
 import shlex
 import threading
@@ -44,10 +43,8 @@ from ray_harness.sandbox._config import Settings, validated
 from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
 from ray_harness.sandbox._ssh_options import check_ssh_options, config_text
-from ray_harness.sandbox._validation import safe_path
-from ray_harness.sandbox.base import as_bytes
 from ray_harness.sandbox.errors import HostKeyMismatchError, SandboxError, UnknownHostKeyError
-from ray_harness.sandbox.posix_shell import _EXIT_IS_DIR, PosixShellSandbox, _check_file_result
+from ray_harness.sandbox.posix_shell import SCRIPT_INPUT, PosixShellSandbox
 
 if TYPE_CHECKING:
     import paramiko
@@ -57,8 +54,6 @@ __all__ = ("SshSandbox",)
 _READ_SIZE = 65_536
 _KILLING: ContextVar[bool] = ContextVar("ray_harness_ssh_killing", default=False)
 """Set while a process-group kill opens its channel: kills use the channel kept free for them."""
-_INPUT: ContextVar[bytes | None] = ContextVar("ray_harness_ssh_input", default=None)
-"""Bytes the next command of this context gets on its stdin (``write_file``)."""
 
 
 class _SshSettings(Settings):
@@ -165,6 +160,8 @@ class SshSandbox(PosixShellSandbox):
             commands; commands beyond the rest wait for a channel.
         max_output_chars: Retained stdout/stderr characters per stream.
     """
+
+    stdin_writes = True  # write_file: one command reading its stdin (64 KiB commands: 20 s for 5 MB)
 
     def __init__(
         self,
@@ -316,32 +313,13 @@ class SshSandbox(PosixShellSandbox):
         await slots.acquire()
         try:
             channel = await asyncio.to_thread(self._open_channel, "exec /bin/sh -c " + shlex.quote(script),
-                                              None if killing else _INPUT.get())
+                                              None if killing else SCRIPT_INPUT.get())
         except BaseException:
             slots.release()
             raise
         execution = _SshExecution(channel, slots.release)
         execution.start_reader(f"ray_harness-ssh-{self.settings.host}")
         return execution
-
-    @override
-    async def write_file(self, path: str, content: bytes) -> None:
-        """Write the file with one command that reads the bytes from its stdin.
-
-        The shell path sends base64 in 64 KiB commands (one SSH exec request must stay under the remote
-        argument limit); a round trip each made a 5 MB write take 20 s.
-        """
-        data = as_bytes(content)
-        quoted = safe_path(path)
-        parent = posixpath.dirname(path)
-        script = f"mkdir -p {safe_path(parent)} || exit 1\n" if parent and parent != "/" else ""
-        script += f"[ -d {quoted} ] && exit {_EXIT_IS_DIR}\ncat > {quoted}\n"
-        token = _INPUT.set(data)
-        try:
-            result = await self._script(script)
-        finally:
-            _INPUT.reset(token)
-        _check_file_result(result, "write_file", path)
 
     async def _kill_group(self, pid: int) -> None:
         token = _KILLING.set(True)

@@ -118,3 +118,26 @@ def test_positional_image_reference() -> None:
     assert DockerSandbox("rh-busybox:test").settings.image == "rh-busybox:test"
     assert DockerSandbox("registry.example/team/box@sha256:ab").settings.container is None
     assert DockerSandbox("mybox").settings.container == "mybox"
+
+
+async def test_a_large_write_is_one_exec_reading_its_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 KiB of base64 per exec made a 5 MB write take 6-10 s; the bytes now go on one exec's stdin.
+    data = os.urandom(1_000_000)
+    async with DockerSandbox(image=TEST_IMAGE) as sandbox:
+        started: list[str] = []
+        start = sandbox._start_script
+
+        async def counting(script: str) -> Any:
+            started.append(script)
+            return await start(script)
+
+        monkeypatch.setattr(sandbox, "_start_script", counting)
+        await sandbox.write_file("/tmp/sub dir/big.bin", data)
+        assert len(started) == 1 and len(started[0]) < 1000
+        assert await sandbox.read_file("/tmp/sub dir/big.bin") == data
+        await sandbox.write_file("/tmp/sub dir/big.bin", b"")  # replaced, not appended
+        assert await sandbox.read_file("/tmp/sub dir/big.bin") == b""
+        with pytest.raises(IsADirectoryError):
+            await sandbox.write_file("/tmp/sub dir", b"x")
+        result = await sandbox.execute("cat; echo done")  # a command's own stdin stays empty
+        assert result.stdout == "done\n"

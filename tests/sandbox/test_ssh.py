@@ -98,10 +98,16 @@ def _count(directory: Path, pattern: str) -> int:
 async def test_a_refused_channel_keeps_the_connection(sshd: SshServer, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     async with sshd.sandbox(max_sessions=12, connect_timeout=2) as sandbox:  # more than this sshd allows
-        running = [asyncio.create_task(sandbox.execute(f"while [ ! -e {gate} ]; do sleep 0.05; done; echo ok"))
-                   for _ in range(10)]
+        running = [asyncio.create_task(sandbox.execute(
+            f"touch {tmp_path}/started-{i}; while [ ! -e {gate} ]; do sleep 0.05; done; echo ok"))
+            for i in range(10)]
+        # Channels open in worker threads, in no set order: the eleventh is sent once all ten hold theirs.
+        while _count(tmp_path, "started-*") < 10:
+            finished = [task for task in running if task.done()]
+            assert not finished, finished[0].exception()
+            await asyncio.sleep(0.05)
         with pytest.raises(SandboxError, match=r"refused a new session.*max_sessions"):
-            await asyncio.gather(*running, sandbox.execute("echo eleventh"))
+            await sandbox.execute("echo eleventh")
         gate.touch()
         assert [(await task).stdout for task in running] == ["ok\n"] * 10
 
