@@ -44,6 +44,15 @@ class _Recorder(metrics.BaseSink):
         self.events.append(("node_finished", node, status))
 
 
+@pytest.fixture(autouse=True)
+def _no_process_job() -> Iterator[None]:
+    """Tests start with no job of this process's own: in a suite run, an earlier test's Ray registered one."""
+    saved = list(runs._job_source)
+    runs.set_job_source(None)
+    yield
+    runs.set_job_source(saved[0] if saved else None)
+
+
 @pytest.fixture
 def recorder() -> Iterator[_Recorder]:
     sink = _Recorder()
