@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,20 @@ async def wait_for_file(path: Path, timeout: float = 60.0) -> None:
     while not await asyncio.to_thread(path.exists):
         assert time.monotonic() < deadline, f"{path.name} never appeared"
         await asyncio.sleep(0.02)
+
+
+def tool_results(agent: Any) -> list[dict[str, Any]]:
+    """Every ``toolResult`` block of an agent's history, in order."""
+    return [block["toolResult"] for message in agent.messages for block in message["content"]
+            if "toolResult" in block]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def not_crash(name: str) -> bool:

@@ -7,19 +7,13 @@ import pickle
 import socket
 import threading
 import time
-from typing import Any
 
 import pytest
 
 from ray_harness import Agent
 from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.tools.mcp import MCPCallCancelled, MCPClient, MCPClientInitializationError
-from tests.mcp.conftest import HttpServer, free_port, wait_for_file
-
-
-def _tool_results(agent: Agent) -> list[dict[str, Any]]:
-    return [block["toolResult"] for message in agent.messages for block in message["content"]
-            if "toolResult" in block]
+from tests.mcp.conftest import HttpServer, free_port, tool_results, wait_for_file
 
 
 async def test_tools_are_listed_with_prefix_and_filter(http_server: HttpServer) -> None:
@@ -36,7 +30,7 @@ async def test_agent_call_sends_the_configured_headers(http_server: HttpServer) 
         agent = Agent(model, tools=[client])
         result = await agent.invoke_async("go")
         assert str(result) == "done\n"
-        header, added = _tool_results(agent)
+        header, added = tool_results(agent)
         assert header["content"][0] == {"text": "harness"}
         assert added["status"] == "success"
         assert added["content"][-1] == {"json": {"total": 42}}
@@ -46,7 +40,7 @@ async def test_a_tool_that_raises_gives_an_error_result(http_server: HttpServer)
     with MCPClient(url=http_server.url) as client:
         agent = Agent(ScriptedModel(tool_call("fail", {"message": "no quota"}), text("sorry")), tools=[client])
         await agent.invoke_async("go")
-        (tool_result,) = _tool_results(agent)
+        (tool_result,) = tool_results(agent)
         assert tool_result["status"] == "error"
         assert "no quota" in tool_result["content"][0]["text"]
 
@@ -63,7 +57,7 @@ async def test_cancel_ends_a_running_http_call_and_tells_the_server(http_server:
 
         assert time.monotonic() - started < 30  # the call would sleep 60 s
         assert result.stop_reason == "cancelled"
-        assert _tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
+        assert tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
         # The server was told: its handler saw the cancellation (notifications/cancelled).
         await wait_for_file(http_server.marker_dir / "cancelled-http")
 
@@ -79,7 +73,7 @@ async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_wo
 
         assert time.monotonic() - started < 60  # two server starts included; no hang on the dead one
         assert str(result) == "the server is gone\n"
-        crashed, retried = _tool_results(agent)
+        crashed, retried = tool_results(agent)
         assert crashed["status"] == "error"
         assert crashed["content"][0]["text"].startswith("Error: MCP tool 'crash' failed:")
         # Nothing listens any more: the retry is an error result naming the URL, not a hang or a raise.
@@ -99,7 +93,7 @@ async def test_a_restarted_server_gets_a_new_session_instead_of_failing_every_ca
 
         await agent.invoke_async("again")
 
-        before, after = _tool_results(agent)
+        before, after = tool_results(agent)
         assert before["content"][0] == {"text": "echo: before"}
         # The server never ran the rejected call, so it is sent again on a new session (as the spec asks).
         assert after["status"] == "success", after
@@ -119,7 +113,7 @@ async def test_a_server_speaking_only_the_pre_2026_protocol_still_works(legacy_h
     with MCPClient(url=legacy_http_server.url, headers={"X-Team": "old"}) as client:
         agent = Agent(ScriptedModel(tool_call("header", {"name": "x-team"}), text("ok")), tools=[client])
         await agent.invoke_async("go")
-    assert _tool_results(agent)[0]["content"][0] == {"text": "old"}
+    assert tool_results(agent)[0]["content"][0] == {"text": "old"}
 
 
 async def test_start_failure_raises_before_the_model_is_called_naming_the_url() -> None:
@@ -148,7 +142,7 @@ async def test_pickle_round_trip_keeps_the_configuration_and_reconnects(http_ser
     with clone:
         agent = Agent(ScriptedModel(tool_call("p_header", {"name": "x-team"}), text("ok")), tools=[clone])
         await agent.invoke_async("go")
-        assert _tool_results(agent)[0]["content"][0] == {"text": "clone"}
+        assert tool_results(agent)[0]["content"][0] == {"text": "clone"}
 
 
 def test_cancel_while_an_http_server_does_not_answer_initialize_ends_the_invocation() -> None:

@@ -10,27 +10,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ray_harness import Agent
 from ray_harness.testing import ScriptedModel, text, tool_call, tool_calls
 from ray_harness.tools.mcp import MCPAgentTool, MCPClient, MCPClientInitializationError
-from tests.mcp.conftest import STDIO_COMMAND, wait_for_file
-
-
-def _tool_results(agent: Agent) -> list[dict[str, Any]]:
-    return [block["toolResult"] for message in agent.messages for block in message["content"]
-            if "toolResult" in block]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.mcp.conftest import STDIO_COMMAND, alive, tool_results, wait_for_file
 
 
 async def test_tools_are_listed_with_prefix_filter_and_specs() -> None:
@@ -56,7 +42,7 @@ def test_strands_sync_pattern_lists_the_tools_and_calls_one() -> None:
         assert sorted(t.tool_name for t in tools) == ["calc_add", "calc_crash"]
         agent = Agent(ScriptedModel(tool_call("calc_add", {"a": 1, "b": 2}), text("3")), tools=tools)
         agent("1+2?")
-        assert _tool_results(agent)[0]["content"][-1] == {"json": {"total": 3}}
+        assert tool_results(agent)[0]["content"][-1] == {"json": {"total": 3}}
 
         assert client.call_tool_sync("id-1", "add", {"a": 2, "b": 2}) == {
             "toolUseId": "id-1", "status": "success", "content": [{"text": '{\n  "total": 4\n}'}, {"json": {"total": 4}}]}
@@ -73,7 +59,7 @@ def test_a_name_providers_refuse_is_published_sanitized_and_called_by_its_own_na
 
     assert "srv_clock_now" in agent.tool_names
     assert agent.tool_registry.get("srv_clock_now").mcp_tool.name == "clock.now"
-    (tool_result,) = _tool_results(agent)
+    (tool_result,) = tool_results(agent)
     assert tool_result["content"][0] == {"text": "tick"}
 
 
@@ -85,7 +71,7 @@ def test_agent_calls_a_tool_with_arguments_from_the_model(shared_stdio: MCPClien
 
     assert str(result) == "5\n"
     assert "srv_add" in model.calls[0].tool_names
-    (tool_result,) = _tool_results(agent)
+    (tool_result,) = tool_results(agent)
     assert tool_result["status"] == "success"
     assert tool_result["content"] == [{"text": '{\n  "total": 5\n}'}, {"json": {"total": 5}}]
 
@@ -93,7 +79,7 @@ def test_agent_calls_a_tool_with_arguments_from_the_model(shared_stdio: MCPClien
 async def test_image_results_reach_the_model_as_image_blocks(shared_stdio: MCPClient) -> None:
     agent = Agent(ScriptedModel(tool_call("srv_picture", {}), text("a pixel")), tools=[shared_stdio])
     await agent.invoke_async("draw")
-    (tool_result,) = _tool_results(agent)
+    (tool_result,) = tool_results(agent)
     (block,) = tool_result["content"]
     assert block["image"]["format"] == "png"
     assert block["image"]["source"]["bytes"].startswith(b"\x89PNG")
@@ -104,7 +90,7 @@ async def test_a_tool_that_raises_gives_an_error_result(shared_stdio: MCPClient)
                   tools=[shared_stdio])
     result = await agent.invoke_async("go")
     assert str(result) == "sorry\n"
-    (tool_result,) = _tool_results(agent)
+    (tool_result,) = tool_results(agent)
     assert tool_result["status"] == "error"
     (block,) = tool_result["content"]
     assert "disk on fire" in block["text"]
@@ -113,7 +99,7 @@ async def test_a_tool_that_raises_gives_an_error_result(shared_stdio: MCPClient)
 async def test_server_side_argument_validation_errors_are_error_results(shared_stdio: MCPClient) -> None:
     agent = Agent(ScriptedModel(tool_call("srv_add", {"a": "not a number"}), text("ok")), tools=[shared_stdio])
     await agent.invoke_async("go")
-    (tool_result,) = _tool_results(agent)
+    (tool_result,) = tool_results(agent)
     assert tool_result["status"] == "error"
 
 
@@ -123,7 +109,7 @@ async def test_calls_of_one_batch_run_concurrently_on_one_session(shared_stdio: 
     agent = Agent(ScriptedModel(batch, text("both done")), tools=[shared_stdio])
     await agent.invoke_async("go")
     # Both calls were inside the server at the same time; one after the other, the first would wait alone.
-    assert [r["content"][0] for r in _tool_results(agent)] == [{"text": "met"}] * 2
+    assert [r["content"][0] for r in tool_results(agent)] == [{"text": "met"}] * 2
 
 
 def test_cancel_from_another_thread_ends_a_running_call_at_once(tmp_path: Path) -> None:
@@ -143,7 +129,7 @@ def test_cancel_from_another_thread_ends_a_running_call_at_once(tmp_path: Path) 
         cancelled_at = time.monotonic()
         canceller.join()
         assert result.stop_reason == "cancelled"
-        (tool_result,) = _tool_results(agent)
+        (tool_result,) = tool_results(agent)
         assert tool_result == {"toolUseId": tool_result["toolUseId"], "status": "error",
                                "content": [{"text": "Tool execution cancelled"}]}
         # The server was told: its handler saw the cancellation (notifications/cancelled).
@@ -164,7 +150,7 @@ async def test_cancel_from_another_task_returns_quickly(tmp_path: Path) -> None:
         result = await asyncio.wait_for(run, 30)
         assert time.monotonic() - started < 30  # the call would sleep 60 s
         assert result.stop_reason == "cancelled"
-        assert _tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
+        assert tool_results(agent)[0]["content"] == [{"text": "Tool execution cancelled"}]
         await wait_for_file(tmp_path / "cancelled-task")
     finally:
         client.close()
@@ -180,7 +166,7 @@ async def test_a_server_that_dies_mid_call_gives_an_error_and_the_agent_keeps_wo
 
         assert time.monotonic() - started < 60  # two server starts included; no hang on the dead one
         assert str(result) == "recovered\n"
-        crashed, echoed = _tool_results(agent)
+        crashed, echoed = tool_results(agent)
         assert crashed["status"] == "error"
         crash_text = crashed["content"][0]["text"]
         assert crash_text.startswith("Error: MCP tool 'crash' failed: MCP server command ")
@@ -207,7 +193,7 @@ async def test_a_server_killed_while_idle_is_restarted_by_the_next_call() -> Non
         agent = Agent(ScriptedModel(tool_call("pid", {}), text("ok")), tools=[client])
         await agent.invoke_async("which pid?")
 
-        (result,) = _tool_results(agent)
+        (result,) = tool_results(agent)
         assert result["status"] == "success"
         assert int(result["content"][0]["text"]) != old_pid
 
@@ -235,7 +221,7 @@ def test_cancel_while_a_tool_call_restarts_the_server_ends_the_call(tmp_path: Pa
 
         assert restarting.exists()
         assert result.stop_reason == "cancelled"
-        assert _tool_results(agent)[-1]["content"] == [{"text": "Tool execution cancelled"}]
+        assert tool_results(agent)[-1]["content"] == [{"text": "Tool execution cancelled"}]
 
 
 async def test_call_tool_async_raises_connection_error_when_the_server_dies_mid_call() -> None:
@@ -266,7 +252,7 @@ def test_a_server_speaking_only_the_pre_2026_protocol_still_works() -> None:
     with MCPClient(command=legacy) as client:
         agent = Agent(ScriptedModel(tool_call("echo", {"text": "hi"}), text("ok")), tools=[client])
         agent("go")
-    assert _tool_results(agent)[0]["content"] == [{"text": "legacy: hi"}]
+    assert tool_results(agent)[0]["content"] == [{"text": "legacy: hi"}]
 
 
 def test_start_failure_raises_before_the_model_is_called_naming_the_command() -> None:
@@ -305,25 +291,25 @@ def test_close_ends_the_server_and_is_idempotent() -> None:
     client = MCPClient(command=STDIO_COMMAND)
     agent = Agent(ScriptedModel(tool_call("pid", {}), text("done")), tools=[client])
     agent("which pid?")
-    pid = int(_tool_results(agent)[0]["content"][0]["text"])
-    assert _alive(pid)
+    pid = int(tool_results(agent)[0]["content"][0]["text"])
+    assert alive(pid)
 
     client.close()
     client.close()
 
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 def test_the_same_client_serves_several_agents_and_event_loops(shared_stdio: MCPClient) -> None:
     for word in ("one", "two"):
         agent = Agent(ScriptedModel(tool_call("srv_echo", {"text": word}), text("ok")), tools=[shared_stdio])
         agent(word)  # each synchronous call runs its own event loop
-        assert _tool_results(agent)[0]["content"][0] == {"text": f"echo: {word}"}
+        assert tool_results(agent)[0]["content"][0] == {"text": f"echo: {word}"}
 
 
 async def test_agents_starting_together_share_one_session() -> None:
     with MCPClient(command=STDIO_COMMAND) as client:
         agents = [Agent(ScriptedModel(tool_call("pid", {}), text("ok")), tools=[client]) for _ in range(2)]
         await asyncio.gather(*(agent.invoke_async("pid?") for agent in agents))
-        pids = {_tool_results(agent)[0]["content"][0]["text"] for agent in agents}
+        pids = {tool_results(agent)[0]["content"][0]["text"] for agent in agents}
         assert len(pids) == 1

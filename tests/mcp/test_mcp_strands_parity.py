@@ -20,20 +20,7 @@ from pydantic import AnyUrl
 from ray_harness import Agent
 from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.tools.mcp import MCPAgentTool, MCPClient, MCPClientInitializationError
-from tests.mcp.conftest import STDIO_COMMAND, HttpServer, wait_for_file
-
-
-def _tool_results(agent: Agent) -> list[dict[str, Any]]:
-    return [block["toolResult"] for message in agent.messages for block in message["content"]
-            if "toolResult" in block]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.mcp.conftest import STDIO_COMMAND, HttpServer, alive, tool_results, wait_for_file
 
 
 async def _names(client: MCPClient) -> set[str]:
@@ -88,7 +75,7 @@ def test_agent_tool_timeout_gives_an_error_result_and_a_valid_history(tmp_path: 
         result = agent("wait forever")
 
         assert str(result) == "gave up\n"
-        (tool_result,) = _tool_results(agent)
+        (tool_result,) = tool_results(agent)
         assert tool_result["status"] == "error"
         assert "within 1s" in tool_result["content"][0]["text"]
         assert [message["role"] for message in agent.messages] == ["user", "assistant", "user", "assistant"]
@@ -177,7 +164,7 @@ async def test_a_restarted_stdio_server_is_listed_again() -> None:
 
         assert "echo" in names  # listed from a new server process
         new_pid = int((await client.call_tool_async("pid", {})).content[0].text)  # type: ignore[union-attr]
-        assert new_pid != pid and not _alive(pid)
+        assert new_pid != pid and not alive(pid)
 
 
 async def test_a_restarted_http_server_is_listed_again(own_http_server: HttpServer) -> None:
@@ -236,11 +223,11 @@ def test_start_connects_now_and_stop_ends_the_server(tmp_path: Path) -> None:
     assert client.start() is client
 
     pid = int(started.read_text())  # the server runs before any call
-    assert _alive(pid)
+    assert alive(pid)
     assert client.start() is client  # already connected: nothing happens
     assert client.call_tool_sync("p", "pid")["content"][0]["text"] == str(pid)
     client.stop(None, None, None)  # Strands' signature
-    assert not _alive(pid)
+    assert not alive(pid)
     client.stop()  # idempotent, arguments optional
 
 

@@ -41,6 +41,19 @@ def another_process() -> Iterator[None]:
         _binding._live.update(saved)
 
 
+def record_scripts(sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The scripts ``sandbox`` starts from now on (its process-engine hook), in order."""
+    started: list[str] = []
+    start = sandbox._start_script
+
+    async def recording(script: str) -> Any:
+        started.append(script)
+        return await start(script)
+
+    monkeypatch.setattr(sandbox, "_start_script", recording)
+    return started
+
+
 def unpickle_elsewhere(data: bytes) -> Any:
     """Unpickle as a process that has none of the live sandboxes of this one would (another host)."""
     import pickle

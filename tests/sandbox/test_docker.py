@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ray_harness.sandbox import DockerSandbox, SandboxError
-from tests.sandbox.conftest import TEST_IMAGE, unpickle_elsewhere
+from tests.sandbox.conftest import TEST_IMAGE, record_scripts, unpickle_elsewhere
 
 
 async def test_created_container_is_removed_on_exit(docker_client: Any) -> None:
@@ -124,14 +124,7 @@ async def test_a_large_write_is_one_exec_reading_its_stdin(monkeypatch: pytest.M
     # 64 KiB of base64 per exec made a 5 MB write take 6-10 s; the bytes now go on one exec's stdin.
     data = os.urandom(1_000_000)
     async with DockerSandbox(image=TEST_IMAGE) as sandbox:
-        started: list[str] = []
-        start = sandbox._start_script
-
-        async def counting(script: str) -> Any:
-            started.append(script)
-            return await start(script)
-
-        monkeypatch.setattr(sandbox, "_start_script", counting)
+        started = record_scripts(sandbox, monkeypatch)
         await sandbox.write_file("/tmp/sub dir/big.bin", data)
         assert len(started) == 1 and len(started[0]) < 1000
         assert await sandbox.read_file("/tmp/sub dir/big.bin") == data

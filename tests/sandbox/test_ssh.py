@@ -6,7 +6,6 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -19,7 +18,7 @@ from ray_harness.sandbox import (
     SandboxTimeoutError,
     UnknownHostKeyError,
 )
-from tests.sandbox.conftest import SshServer, unpickle_elsewhere
+from tests.sandbox.conftest import SshServer, record_scripts, unpickle_elsewhere
 from tests.sandbox.test_engine import local_pids_with
 
 
@@ -154,14 +153,7 @@ async def test_a_large_write_is_one_command(sshd: SshServer, tmp_path: Path, mon
     # The bytes go on the command's stdin: the shell path sent them 64 KiB per command, 20 s for 5 MB.
     data = os.urandom(1_000_000)
     async with sshd.sandbox(working_dir=str(tmp_path)) as sandbox:
-        started: list[str] = []
-        start = sandbox._start_script
-
-        async def counting(script: str) -> Any:
-            started.append(script)
-            return await start(script)
-
-        monkeypatch.setattr(sandbox, "_start_script", counting)
+        started = record_scripts(sandbox, monkeypatch)
         await sandbox.write_file("sub dir/big.bin", data)
         assert len(started) == 1 and len(started[0]) < 1000
         assert (tmp_path / "sub dir" / "big.bin").read_bytes() == data
