@@ -54,7 +54,6 @@ import httpx2
 import mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, listen
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 from pydantic import AnyUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -62,6 +61,7 @@ from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
 from ray_harness.tools._mcp_convert import published_names, to_tool_result, to_tool_spec
+from ray_harness.tools._mcp_listen import follow_tool_changes
 from ray_harness.tools._mcp_session import SessionGone, SessionRunner, WatchedDispatcher, describe_error
 from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, error_result, observe_raw
 from ray_harness.types.content import ToolResult, ToolUse
@@ -87,8 +87,6 @@ _POLL_SECONDS = 0.05  # how often a waiting call looks at the cancel signal and 
 _START_GRACE_SECONDS = 5.0  # beyond startup_timeout, for the session thread to report its own timeout
 _SESSION_NOT_FOUND = -32001  # the TypeScript SDK's code for a request naming a session the server does not know
 _REFRESH_TIMEOUT = 60.0  # seconds for listing the tools after a change announcement
-_RELISTEN_FIRST_DELAY = 1.0  # seconds before opening a dropped subscriptions/listen stream again; doubles
-_RELISTEN_MAX_DELAY = 30.0
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
@@ -543,7 +541,7 @@ class MCPClient:
             # are plain JSON) and the legacy initialize handshake when the server predates it. Legacy
             # streamable HTTP replies as server-sent events, which httpx2 caps at 1 MiB each.
             await negotiate_auto(session)
-        await _follow_tool_changes(stack, session, self._tool_list_changed, config.startup_timeout)
+        await follow_tool_changes(stack, session, self._tool_list_changed, config.startup_timeout)
         return session
 
 
@@ -674,55 +672,6 @@ def _seconds(timeout: timedelta | float | None, what: str) -> float | None:
 
 def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
     return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-
-
-async def _follow_tool_changes(stack: contextlib.AsyncExitStack, session: ClientSession, on_change: Callable[[], None],
-                               timeout: float) -> None:
-    """Keep a ``subscriptions/listen`` stream open: a 2026-07-28 server announces tool changes only on one.
-
-    Servers on earlier protocol versions push ``notifications/tools/list_changed`` unprompted (seen by the
-    session's message handler). The stream is followed by a task of the session, ended with it; when the
-    stream drops (an HTTP server restarted) changes may have been missed, so ``on_change`` runs and the
-    stream is opened again. Returns once the first attempt is over, so no change after it is missed.
-    """
-    capabilities = session.server_capabilities
-    if capabilities is None or capabilities.tools is None or not capabilities.tools.list_changed:
-        return
-    first_attempt = asyncio.Event()
-    task = asyncio.create_task(_follow(session, on_change, timeout, first_attempt))
-
-    async def end() -> None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    stack.push_async_callback(end)
-    await first_attempt.wait()
-
-
-async def _follow(session: ClientSession, on_change: Callable[[], None], timeout: float,
-                  first_attempt: asyncio.Event) -> None:
-    delay = _RELISTEN_FIRST_DELAY
-    try:
-        while True:
-            try:
-                async with contextlib.AsyncExitStack() as scope:
-                    with anyio.fail_after(timeout):  # listen() itself waits for the acknowledgement without limit
-                        subscription = await scope.enter_async_context(listen(session, tools_list_changed=True))
-                    first_attempt.set()
-                    delay = _RELISTEN_FIRST_DELAY
-                    async for _ in subscription:
-                        on_change()
-            except ListenNotSupportedError:
-                return
-            except Exception:  # refused, dropped, or the session ended: its own calls report failures
-                pass
-            first_attempt.set()
-            on_change()  # changes may have been missed while there was no stream
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RELISTEN_MAX_DELAY)
-    finally:
-        first_attempt.set()
 
 
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
