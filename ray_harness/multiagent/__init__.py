@@ -15,7 +15,8 @@ from ray_harness.multiagent.builder import GraphBuilder
 from ray_harness.multiagent.graph import Graph
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState
 from ray_harness.multiagent.node_runner import LocalNodeRunner, NodeRunner
-from ray_harness.multiagent.swarm import SharedContext, Swarm, SwarmNode, SwarmResult
+from ray_harness.multiagent.swarm import Swarm
+from ray_harness.multiagent.swarm_model import SharedContext, SwarmNode, SwarmResult
 
 __all__ = [
     "Graph",

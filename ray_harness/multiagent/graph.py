@@ -3,69 +3,40 @@
 The rules (which node may start, when a join is satisfied, which nodes a
 failure prunes, when limits stop the run) are in
 :mod:`ray_harness.multiagent._scheduling`; how a node runs is the node runner's
-(:mod:`ray_harness.multiagent.node_runner`). This module connects the two: it
-starts node tasks, merges their events as they arrive, records each completion,
-applies hooks, interrupts, cancel, timeouts and persistence.
+(:mod:`ray_harness.multiagent.node_runner`); the loop that connects the two
+(node tasks, their events, each completion recorded) is
+:mod:`ray_harness.multiagent._graph_loop`. This module holds the ``Graph`` itself:
+its configuration, cancel, an invocation's start (a fresh run or a resume) and
+end, and its state in a session.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import threading
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
 from typing import Any
 
 from ray_harness.hooks.events import (
     AfterMultiAgentInvocationEvent,
-    AfterNodeCallEvent,
     BeforeMultiAgentInvocationEvent,
-    BeforeNodeCallEvent,
     MultiAgentInitializedEvent,
 )
 from ray_harness.hooks.registry import HookRegistry
 from ray_harness.interrupts import Interrupt, InterruptState
-from ray_harness.multiagent._persistence import load_state, save_state
-from ray_harness.multiagent._scheduling import GraphScheduler, should_continue_graph, skipped_nodes
-from ray_harness.multiagent.base import MultiAgentBase, NodeResult, Status, add_usage, zero_usage
+from ray_harness.multiagent._graph_loop import run_nodes
+from ray_harness.multiagent._persistence import graph_snapshot, load_state, restore_graph, save_state
+from ray_harness.multiagent._scheduling import GraphScheduler, skipped_nodes
+from ray_harness.multiagent.base import MultiAgentBase, NodeResult, Status
 from ray_harness.multiagent.builder import GraphBuilder
-from ray_harness.multiagent.events import (
-    handoff_event,
-    node_cancel_event,
-    node_interrupt_event,
-    node_start_event,
-    node_stop_event,
-    node_stream_event,
-    result_event,
-)
+from ray_harness.multiagent.events import result_event
 from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
-from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, make_node_runner, node_type
-from ray_harness.telemetry.runs import node_scope, run_scope
+from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, make_node_runner
+from ray_harness.telemetry.runs import run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
 __all__ = ("Graph", "GraphBuilder", "GraphEdge", "GraphNode", "GraphResult", "GraphState")
-
-logger = logging.getLogger(__name__)
-
-_TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
-
-
-@dataclass
-class _NodeDone:
-    """How one node task ended (recorded by the graph's main loop, which owns all state)."""
-
-    node_id: str
-    result: NodeResult | None = None
-    error: BaseException | None = None
-    interrupts: list[Interrupt] = field(default_factory=list)
-    cancel_message: str | None = None
-    stopped: bool = False
-    """The graph stopped the task (cancel, fail-fast, execution timeout)."""
-    started: float = field(default_factory=time.monotonic)
-
 
 class Graph(MultiAgentBase):
     """A directed graph of agents and orchestrators. Build it with :class:`GraphBuilder`."""
@@ -210,7 +181,7 @@ class Graph(MultiAgentBase):
         interrupts: list[Interrupt] = []
         self.state.status = Status.EXECUTING
         self.state.start_time = time.monotonic()
-        run = self._run(relaunch, invocation_state)
+        run = run_nodes(self, relaunch, invocation_state)
         try:
             async for event in run:
                 if event["type"] == "multiagent_node_interrupt":
@@ -286,326 +257,6 @@ class Graph(MultiAgentBase):
         sources = self._inputs.get(node_id, [])
         return build_node_input(self.state.task, {s: self.state.results[s] for s in sources if s in self.state.results})
 
-    # -- the main loop ------------------------------------------------------------------------------------
-
-    async def _run(self, relaunch: dict[str, Any], invocation_state: dict[str, Any]
-                   ) -> AsyncGenerator[dict[str, Any], None]:
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        tasks: dict[str, asyncio.Task[_NodeDone]] = {}
-        inline: list[tuple[str, Any]] = []  # the one node of a quiet batch, run in this task (see _launch_ready)
-        try:
-            for node_id, node_input in relaunch.items():
-                self._scheduler.launch(node_id, keep_inbox=True)
-                self._start_task(node_id, node_input, queue, tasks, invocation_state)
-            if not tasks or self.scheduling == "eager":
-                async for event in self._launch_ready(queue, tasks, invocation_state, inline):
-                    yield event
-            while tasks or inline:
-                if inline:
-                    done = await self._inline_node(*inline.pop(), queue, tasks, invocation_state)
-                else:
-                    item = await self._next_item(queue)
-                    if item is None:
-                        self._time_out(tasks)
-                        continue
-                    if isinstance(item, dict):
-                        yield item
-                        continue
-                    done = self._done_of(*item)
-                async for event in self._node_finished(done, queue, tasks, invocation_state, inline):
-                    yield event
-            if self._fatal is not None:
-                raise self._fatal
-        finally:
-            try:
-                for task in tasks.values():
-                    task.cancel()
-                if tasks:
-                    await asyncio.gather(*tasks.values(), return_exceptions=True)
-            finally:
-                self._abandon_unrecorded()
-                await self._close_owed(invocation_state)
-
-    async def _close_owed(self, invocation_state: dict[str, Any]) -> None:
-        """``AfterNodeCallEvent`` for the nodes the run left unrecorded after their ``BeforeNodeCallEvent``.
-
-        Hooks stay paired, as in Strands (its node's ``finally``), when the caller closes the stream mid-run.
-        """
-        owed, self._owed = list(self._owed), {}
-        if owed and self.hooks.has_callbacks(AfterNodeCallEvent):
-            for node_id in owed:
-                await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node_id,
-                                                                           invocation_state=invocation_state))
-
-    def _abandon_unrecorded(self) -> None:
-        """Nodes the run stopped without recording (it raised, or its caller left) end CANCELLED, not EXECUTING.
-
-        A normal end records every node it started, so this finds nothing then.
-        """
-        for node in self.nodes.values():
-            if node.execution_status == Status.EXECUTING:
-                stopped = NodeResult(result=Exception(f"Node '{node.node_id}' was cancelled"), status=Status.CANCELLED)
-                node.execution_status, node.result = Status.CANCELLED, stopped
-                self.state.results[node.node_id] = stopped
-                self.state.cancelled_nodes.add(node)
-
-    async def _node_finished(self, done: _NodeDone, queue: asyncio.Queue[Any],
-                             tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any],
-                             inline: list[tuple[str, Any]]) -> AsyncGenerator[dict[str, Any], None]:
-        """Record a node's end, then stop the rest (a fatal failure) or launch what became ready."""
-        tasks.pop(done.node_id, None)
-        async for event in self._record(done, invocation_state):
-            yield event
-        if self._fatal is not None:
-            self._stop_tasks(tasks)
-        elif not self._halted() and (self.scheduling == "eager" or not tasks):
-            async for event in self._launch_ready(queue, tasks, invocation_state, inline):
-                yield event
-
-    async def _inline_node(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
-                           tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> _NodeDone:
-        """Run a node in the invocation's own task, the way its task would, deadline included.
-
-        ``_node_task`` reports a cancel as the node being stopped, right for a task of its own; here the
-        cancel may be the caller's (its task cancelled, a timeout around the invocation), so it is raised
-        again once the node has stopped, as the queue wait of ``_run`` would have raised it.
-        """
-        async with asyncio.timeout(self._remaining()) as deadline:
-            done = await self._node_task(node_id, node_input, queue, invocation_state)
-        if deadline.expired():  # the deadline's cancel stopped the node already
-            self._time_out(tasks)
-        else:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise asyncio.CancelledError
-        return done
-
-    def _halted(self) -> bool:
-        return (self._cancel_requested or self._stop_reason is not None or self._fatal is not None
-                or bool(self.state.interrupted_nodes))
-
-    def _remaining(self) -> float | None:
-        """Seconds left of ``execution_timeout``; ``None`` when there is none (or it was hit already)."""
-        if self.execution_timeout is None or self._deadline_hit:
-            return None
-        return max(self.execution_timeout - (self.state.execution_time / 1000
-                                             + time.monotonic() - self.state.start_time), 0.0)
-
-    async def _next_item(self, queue: asyncio.Queue[Any]) -> Any:
-        remaining = self._remaining()
-        if remaining is None:
-            return await queue.get()
-        try:
-            return await asyncio.wait_for(queue.get(), remaining)
-        except TimeoutError:
-            return None
-
-    def _time_out(self, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
-        """``execution_timeout`` passed: stop what runs; nothing starts after this."""
-        self._deadline_hit = True
-        self._stop_reason = f"Execution timed out: {self.execution_timeout}s"
-        self._stop_tasks(tasks)
-
-    def _stop_tasks(self, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
-        """Stop the running node tasks: each node ends stopped (``CANCELLED``, "was cancelled", its run undone).
-
-        The node runner's cancel (one broadcast on Ray) comes on the loop's next turn, after the tasks have taken
-        their cancellation (and a nested graph's run has cancelled its own node tasks): an agent never takes the
-        graph's cancellation for its own cancel, which would end it with its "cancelled" result instead, depending
-        on where it was.
-        """
-        for task in tasks.values():
-            task.cancel()
-        asyncio.get_running_loop().call_soon(self._node_runner.cancel)
-
-    def _done_of(self, node_id: str, task: asyncio.Task[_NodeDone]) -> _NodeDone:
-        if task.cancelled():  # cancelled before its first step
-            return _NodeDone(node_id, stopped=True)
-        return task.result()
-
-    def _start_task(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
-                    tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> None:
-        node = self.nodes[node_id]
-        node.execution_status = Status.EXECUTING
-        task = asyncio.create_task(self._node_task(node_id, node_input, queue, invocation_state),
-                                   name=f"ray_harness-graph-{self.id}-{node_id}")
-        # The done callback runs after every event the task queued, so a node's events precede its completion.
-        task.add_done_callback(lambda finished: queue.put_nowait((node_id, finished)))
-        tasks[node_id] = task
-
-    async def _launch_ready(self, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
-                            invocation_state: dict[str, Any], inline: list[tuple[str, Any]]
-                            ) -> AsyncGenerator[dict[str, Any], None]:
-        """Launch the ready nodes, one task each.
-
-        A quiet batch of one node with nothing else running goes to ``inline`` instead, and ``_run`` awaits
-        it itself: no task, queue item or callback (a chain's nodes cost less), and no node events to relay.
-        """
-        from_ids = await self._propagate(invocation_state)
-        launches: dict[str, Any] = {}
-        ready = [node_id for node_id in self._scheduler.ready if node_id not in tasks]
-        if ready and not self._cancel_requested:
-            # Checked once per batch, as in Strands: a batch that starts under the limit runs whole.
-            go, reason = should_continue_graph(
-                launched=self.state.launched, max_node_executions=self.max_node_executions,
-                elapsed=self.state.execution_time / 1000 + time.monotonic() - self.state.start_time,
-                execution_timeout=self.execution_timeout)
-            if not go:
-                logger.debug("reason=<%s> | stopping graph execution", reason)
-                self._stop_reason = reason
-                ready = []
-        for node_id in ready:
-            if self._cancel_requested or node_id in launches:
-                continue
-            self._scheduler.launch(node_id)
-            node = self.nodes[node_id]
-            if self.reset_on_revisit and node in self.state.completed_nodes:
-                self._node_runner.reset_node(node_id)
-                self.state.completed_nodes.discard(node)
-            self._inputs[node_id] = await self._input_sources(node_id, invocation_state)
-            self.state.launched += 1
-            launches[node_id] = self._node_input(node_id)
-        if len(launches) == 1 and self._quiet and not tasks:
-            ((node_id, node_input),) = launches.items()
-            self.nodes[node_id].execution_status = Status.EXECUTING
-            inline.append((node_id, node_input))
-        else:
-            for node_id, node_input in launches.items():
-                self._start_task(node_id, node_input, queue, tasks, invocation_state)
-        if launches and from_ids and not self._quiet:
-            yield handoff_event(from_ids, list(launches))
-
-    async def _propagate(self, invocation_state: dict[str, Any]) -> list[str]:
-        """Fire the edges of every finished node (conditions see the state after the whole batch)."""
-        finished = list(self._scheduler.finished)
-        for node_id in finished:
-            if self.nodes[node_id].execution_status == Status.COMPLETED:
-                fired = [edge.to_node.node_id for edge in self._outgoing[node_id]
-                         if await edge.should_traverse_async(self.state, invocation_state)]
-                self._scheduler.propagate(node_id, fired, failed=False)
-            else:
-                self._scheduler.propagate(node_id, [], failed=True)
-        self._scheduler.collect_ready()
-        return finished
-
-    # -- one node -----------------------------------------------------------------------------------------
-
-    async def _node_task(self, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
-                         invocation_state: dict[str, Any]) -> _NodeDone:
-        done = _NodeDone(node_id)
-        quiet = self._quiet
-        try:
-            if not quiet:
-                queue.put_nowait(node_start_event(node_id, node_type(self.nodes[node_id].executor)))
-            if self.hooks.has_callbacks(BeforeNodeCallEvent):
-                before, interrupts = await self.hooks.invoke_callbacks_async(
-                    BeforeNodeCallEvent(source=self, node_id=node_id, invocation_state=invocation_state))
-                if interrupts:
-                    done.interrupts = interrupts
-                    return done
-                self._owed[node_id] = None  # _record fires its AfterNodeCallEvent (or _close_owed, if it never comes)
-                if before.cancel_node:
-                    done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
-                                           else "node cancelled by user")
-                    return done
-            done.started = time.monotonic()
-            try:
-                async with asyncio.timeout(self.node_timeout):
-                    with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}), node_scope(node_id):
-                        async for item in self._node_runner.run_node(node_id, node_input, invocation_state,
-                                                                  events="result" if quiet else "all"):
-                            if isinstance(item, NodeResult):
-                                done.result = item
-                            elif not quiet:
-                                queue.put_nowait(node_stream_event(node_id, item))
-            except TimeoutError:
-                self._node_runner.cancel_node(node_id)
-                done.error = Exception(f"Node '{node_id}' execution timed out after {self.node_timeout}s")
-                return done
-            if done.result is None:
-                done.error = RuntimeError(f"Node '{node_id}' did not produce a result")
-        except asyncio.CancelledError:
-            done.stopped = True
-        except Exception as error:
-            logger.warning("node_id=<%s>, error=<%s> | node failed", node_id, error)
-            done.error = error
-        return done
-
-    async def _record(self, done: _NodeDone, invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
-        node = self.nodes[done.node_id]
-        self._owed.pop(node.node_id, None)  # recorded: its AfterNodeCallEvent (none for an interrupt) is below
-        if done.interrupts or (done.result is not None and done.result.status == Status.INTERRUPTED):
-            if done.result is not None:
-                self._count_interrupted(node, done.result)
-            yield self._suspend(node, done)
-            save_state(self, self.session_manager)
-            return
-        if done.cancel_message is not None:
-            if not self._quiet:
-                yield node_cancel_event(node.node_id, done.cancel_message)
-            cancelled = RuntimeError(done.cancel_message)
-            result = NodeResult(result=cancelled, status=Status.CANCELLED, execution_count=0)
-            if self.failure_policy == "fail_fast":
-                self._fatal = cancelled
-        elif done.result is not None and not done.stopped:
-            result = done.result
-        else:
-            error = done.error if isinstance(done.error, Exception) else Exception(f"Node '{node.node_id}' was cancelled")
-            elapsed = round((time.monotonic() - done.started) * 1000)
-            status = Status.CANCELLED if done.stopped else Status.FAILED
-            result = NodeResult(result=error, execution_time=elapsed, status=status,
-                                accumulated_metrics={"latencyMs": elapsed}, execution_count=1)
-            if status == Status.FAILED and self.failure_policy == "fail_fast":
-                self._fatal = error
-        self._store(node, result, ran=done.result is not None and not done.stopped)
-        if not self._quiet:
-            yield node_stop_event(node.node_id, result)
-        if self.hooks.has_callbacks(AfterNodeCallEvent):
-            await self.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=self, node_id=node.node_id,
-                                                                       invocation_state=invocation_state))
-        save_state(self, self.session_manager)
-
-    def _store(self, node: GraphNode, result: NodeResult, *, ran: bool) -> None:
-        node.execution_status = result.status
-        node.result = result
-        self.state.results[node.node_id] = result
-        {Status.COMPLETED: self.state.completed_nodes, Status.FAILED: self.state.failed_nodes,
-         Status.CANCELLED: self.state.cancelled_nodes}[result.status].add(node)
-        if ran:
-            self.state.execution_order.append(node)
-        add_usage(self.state.accumulated_usage, result.accumulated_usage)
-        add_usage(self.state.accumulated_metrics, result.accumulated_metrics)
-        self.state.accumulated_cost_usd += result.accumulated_cost_usd
-        self.state.execution_count += result.execution_count
-        self._scheduler.finish(node.node_id)
-
-    def _count_interrupted(self, node: GraphNode, result: NodeResult) -> None:
-        """What a node spent before its interrupt counts (the resumed run's result counts only its own).
-
-        The result is the node's (``graph.nodes[id].result``) but not yet the graph's: as in Strands, ``results``
-        holds the nodes that finished.
-        """
-        node.result = result
-        add_usage(self.state.accumulated_usage, result.accumulated_usage)
-        add_usage(self.state.accumulated_metrics, result.accumulated_metrics)
-        self.state.accumulated_cost_usd += result.accumulated_cost_usd
-
-    def _suspend(self, node: GraphNode, done: _NodeDone) -> dict[str, Any]:
-        from_hook = bool(done.interrupts)
-        interrupts = done.interrupts or (done.result.interrupts if done.result is not None else [])
-        node.execution_status = Status.INTERRUPTED
-        self.state.interrupted_nodes.add(node)
-        self._scheduler.suspend(node.node_id)
-        for item in interrupts:
-            self._interrupt_state.interrupts[item.id] = item
-        context: dict[str, Any] = {"from_hook": from_hook, "interrupt_ids": [item.id for item in interrupts]}
-        if not from_hook:
-            # Stored so that a new process (a new Graph from the session) can resume the node's own interrupt.
-            context["node_state"] = self._node_runner.export_node_state(node.node_id)
-        self._interrupt_state.context[node.node_id] = context
-        self._interrupt_state.activate()
-        return node_interrupt_event(node.node_id, interrupts)
-
     # -- end of an invocation -----------------------------------------------------------------------------
 
     def _finish(self) -> None:
@@ -661,74 +312,8 @@ class Graph(MultiAgentBase):
 
         A session manager persists it after each node; :meth:`deserialize_state` resumes from it.
         """
-        def ids(nodes: set[GraphNode]) -> list[str]:
-            return sorted(node.node_id for node in nodes)
-
-        return {
-            "type": "graph",
-            "id": self.id,
-            "status": self.state.status.value,
-            "task": self.state.task,
-            "completed_nodes": ids(self.state.completed_nodes),
-            "failed_nodes": ids(self.state.failed_nodes),
-            "interrupted_nodes": ids(self.state.interrupted_nodes),
-            "cancelled_nodes": ids(self.state.cancelled_nodes),
-            "execution_order": [node.node_id for node in self.state.execution_order],
-            "node_results": {key: value.to_dict() for key, value in self.state.results.items()},
-            "accumulated_usage": dict(self.state.accumulated_usage),
-            "accumulated_metrics": dict(self.state.accumulated_metrics),
-            "accumulated_cost_usd": self.state.accumulated_cost_usd,
-            "execution_count": self.state.execution_count,
-            "execution_time": self.state.execution_time,
-            "launched": self.state.launched,
-            "scheduler": self._scheduler.to_dict(),
-            "inputs": dict(self._inputs),
-            "interrupt_state": self._interrupt_state.to_dict(),
-        }
+        return graph_snapshot(self)
 
     def deserialize_state(self, payload: dict[str, Any]) -> None:
         """Restore a snapshot. A finished run resets the graph; an interrupted or unfinished one resumes."""
-        if not isinstance(payload, dict) or payload.get("type") != "graph":
-            raise ValueError("graph state field 'type' must be 'graph'")
-        try:
-            status = Status(payload.get("status", "pending"))
-        except ValueError:
-            raise ValueError(f"graph state field 'status' is invalid: {payload.get('status')!r}") from None
-        if status in _TERMINAL or status == Status.PENDING:
-            self.state = GraphState()
-            self._scheduler = self._new_scheduler()
-            self._interrupt_state = InterruptState()
-            self._resume_pending = False
-            return
-        state = GraphState(task=payload.get("task", ""), status=status, total_nodes=len(self.nodes),
-                           edges=[(edge.from_node, edge.to_node) for edge in self.edges],
-                           entry_points=list(self.entry_points))
-
-        def nodes(key: str) -> set[GraphNode]:
-            return {self.nodes[node_id] for node_id in payload.get(key) or [] if node_id in self.nodes}
-
-        state.completed_nodes, state.failed_nodes = nodes("completed_nodes"), nodes("failed_nodes")
-        state.interrupted_nodes, state.cancelled_nodes = nodes("interrupted_nodes"), nodes("cancelled_nodes")
-        state.execution_order = [self.nodes[n] for n in payload.get("execution_order") or [] if n in self.nodes]
-        state.results = {key: NodeResult.from_dict(value) for key, value in (payload.get("node_results") or {}).items()
-                         if key in self.nodes}
-        state.accumulated_usage = {**zero_usage(), **(payload.get("accumulated_usage") or {})}
-        state.accumulated_metrics = {"latencyMs": 0, **(payload.get("accumulated_metrics") or {})}
-        state.accumulated_cost_usd = float(payload.get("accumulated_cost_usd") or 0.0)
-        state.execution_count = int(payload.get("execution_count") or 0)
-        state.execution_time = int(payload.get("execution_time") or 0)
-        state.launched = int(payload.get("launched") or 0)
-        self.state = state
-        for node in self.nodes.values():
-            result = state.results.get(node.node_id)
-            node.execution_status = Status.INTERRUPTED if node in state.interrupted_nodes else (
-                result.status if result is not None else Status.PENDING)
-            node.result = result
-        self._scheduler = self._new_scheduler()
-        self._scheduler.load(payload.get("scheduler") or {})
-        self._inputs = {key: list(value) for key, value in (payload.get("inputs") or {}).items()}
-        self._interrupt_state = InterruptState.from_dict(payload.get("interrupt_state") or {})
-        for node_id, context in self._interrupt_state.context.items():
-            if node_id in self.nodes and isinstance(context, dict) and "node_state" in context:
-                self._node_runner.import_node_state(node_id, context["node_state"])
-        self._resume_pending = status == Status.EXECUTING
+        restore_graph(self, payload)

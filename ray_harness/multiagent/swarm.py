@@ -11,12 +11,10 @@ timeouts and ping-pong detection end it FAILED; failures never raise out of
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
 from typing import Any
 
 from ray_harness.hooks.events import (
@@ -28,16 +26,10 @@ from ray_harness.hooks.events import (
 )
 from ray_harness.hooks.registry import HookRegistry
 from ray_harness.interrupts import Interrupt, InterruptState
-from ray_harness.multiagent._handoff import (
-    HANDOFF_TOOL_NAME,
-    Handoff,
-    HandoffTracker,
-    build_swarm_node_text,
-    make_handoff_tool,
-)
-from ray_harness.multiagent._persistence import load_state, save_state
+from ray_harness.multiagent._handoff import Handoff, HandoffTracker, build_swarm_node_text, make_handoff_tool
+from ray_harness.multiagent._persistence import load_state, restore_swarm, save_state, swarm_snapshot
 from ray_harness.multiagent._scheduling import should_continue_swarm
-from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
+from ray_harness.multiagent.base import MultiAgentBase, NodeResult, Status, add_usage
 from ray_harness.multiagent.events import (
     handoff_event,
     node_cancel_event,
@@ -48,6 +40,14 @@ from ray_harness.multiagent.events import (
     result_event,
 )
 from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, make_node_runner
+from ray_harness.multiagent.swarm_model import (
+    SharedContext,
+    SwarmNode,
+    SwarmResult,
+    SwarmState,
+    entry_member,
+    swarm_members,
+)
 from ray_harness.telemetry.runs import node_scope, run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
@@ -55,74 +55,6 @@ from ray_harness.types.exceptions import ConcurrencyException
 __all__ = ("SharedContext", "Swarm", "SwarmNode", "SwarmResult", "SwarmState")
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class SwarmNode:
-    """A member of a swarm: its id and the agent (``executor``, as in Strands) that plays it."""
-
-    node_id: str
-    executor: Any
-
-    def __hash__(self) -> int:
-        return hash(self.node_id)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SwarmNode) and other.node_id == self.node_id
-
-    def __str__(self) -> str:
-        return self.node_id
-
-    def __repr__(self) -> str:
-        return f"SwarmNode(node_id={self.node_id!r})"
-
-
-@dataclass
-class SharedContext:
-    """Knowledge members share through handoffs: member name → {key: JSON value}."""
-
-    context: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def add_context(self, node: SwarmNode | str, key: str, value: Any) -> None:
-        """Record ``key: value`` as knowledge from ``node`` for the members it hands off to.
-
-        Raises:
-            ValueError: ``key`` is empty or ``value`` is not JSON serializable.
-        """
-        if not isinstance(key, str) or not key.strip():
-            raise ValueError(f"shared context key must be a non-empty string, got {key!r}")
-        try:
-            json.dumps(value)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"shared context value for {key!r} is not JSON serializable: {error}") from None
-        node_id = node.node_id if isinstance(node, SwarmNode) else node
-        self.context.setdefault(node_id, {})[key] = value
-
-
-@dataclass
-class SwarmState:
-    """A swarm invocation's progress: current member, history, shared context, results and totals."""
-
-    current_node: SwarmNode | None = None
-    task: Any = ""
-    completion_status: Status = Status.PENDING
-    shared_context: SharedContext = field(default_factory=SharedContext)
-    node_history: list[SwarmNode] = field(default_factory=list)
-    start_time: float = field(default_factory=time.monotonic)
-    results: dict[str, NodeResult] = field(default_factory=dict)
-    accumulated_usage: dict[str, int] = field(default_factory=zero_usage)
-    accumulated_metrics: dict[str, int] = field(default_factory=lambda: {"latencyMs": 0})
-    accumulated_cost_usd: float = 0.0
-    execution_time: int = 0
-    handoff_message: str | None = None
-    stop_reason: str | None = None
-
-
-@dataclass
-class SwarmResult(MultiAgentResult):
-    """A swarm's result: the multi-agent result plus the members in the order they ran."""
-
-    node_history: list[SwarmNode] = field(default_factory=list)
 
 
 class Swarm(MultiAgentBase):
@@ -155,8 +87,8 @@ class Swarm(MultiAgentBase):
         self.session_manager = session_manager
         self.runtime = runtime
         self.trace_attributes = dict(trace_attributes or {})  # on the invoke_swarm span, as Strands' Swarm
-        self.nodes = self._members(nodes)
-        self.entry_point = self._entry(entry_point)
+        self.nodes = swarm_members(nodes)
+        self.entry_point = entry_member(self.nodes, entry_point)
         handoff = make_handoff_tool(list(self.nodes))
         for node in self.nodes.values():
             node.executor.tool_registry.register(handoff)
@@ -176,36 +108,6 @@ class Swarm(MultiAgentBase):
             run_sync(self.hooks.invoke_callbacks_async(MultiAgentInitializedEvent(source=self)))
         if session_manager is not None:
             load_state(self, session_manager)
-
-    @staticmethod
-    def _members(nodes: list[Any]) -> dict[str, SwarmNode]:
-        if not isinstance(nodes, list | tuple) or not nodes:
-            raise ValueError("Swarm needs a non-empty list of agents")
-        members: dict[str, SwarmNode] = {}
-        seen: set[int] = set()
-        for agent in nodes:
-            if not hasattr(agent, "tool_registry") or not hasattr(agent, "stream_async"):
-                raise ValueError(f"swarm members must be Agents, got {agent!r}")
-            if id(agent) in seen:
-                raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
-            seen.add(id(agent))
-            name = str(agent.name)
-            if name in members:
-                raise ValueError(f"Node ID '{name}' is not unique. Each agent must have a unique name.")
-            if agent.tool_registry.get(HANDOFF_TOOL_NAME) is not None:
-                raise ValueError(f"Agent '{name}' already has a tool named '{HANDOFF_TOOL_NAME}', which conflicts "
-                                 "with the swarm coordination tool; rename it")
-            members[name] = SwarmNode(name, agent)
-        return members
-
-    def _entry(self, entry_point: Any) -> SwarmNode:
-        if entry_point is None:
-            return next(iter(self.nodes.values()))
-        name = entry_point if isinstance(entry_point, str) else getattr(entry_point, "name", None)
-        node = self.nodes.get(str(name)) if name is not None else None
-        if node is None or (not isinstance(entry_point, str) and node.executor is not entry_point):
-            raise ValueError(f"Entry point agent not found in swarm nodes. Available agents: {list(self.nodes)}")
-        return node
 
     def cancel(self) -> None:
         """Stop the running invocation: the running member is cancelled and the result is CANCELLED."""
@@ -488,55 +390,8 @@ class Swarm(MultiAgentBase):
 
         A session manager persists it after each member; :meth:`deserialize_state` resumes from it.
         """
-        current = self.state.current_node
-        return {
-            "type": "swarm",
-            "id": self.id,
-            "status": self.state.completion_status.value,
-            "task": self.state.task,
-            "current_node": current.node_id if current is not None else None,
-            "handoff_message": self.state.handoff_message,
-            "shared_context": self.shared_context.context,
-            "node_history": [node.node_id for node in self.state.node_history],
-            "node_results": {key: value.to_dict() for key, value in self.state.results.items()},
-            "accumulated_usage": dict(self.state.accumulated_usage),
-            "accumulated_metrics": dict(self.state.accumulated_metrics),
-            "accumulated_cost_usd": self.state.accumulated_cost_usd,
-            "execution_time": self.state.execution_time,
-            "interrupt_state": self._interrupt_state.to_dict(),
-        }
+        return swarm_snapshot(self)
 
     def deserialize_state(self, payload: dict[str, Any]) -> None:
         """Restore a snapshot: an interrupted or unfinished run resumes, a finished one starts over."""
-        if not isinstance(payload, dict) or payload.get("type") != "swarm":
-            raise ValueError("swarm state field 'type' must be 'swarm'")
-        try:
-            status = Status(payload.get("status", "pending"))
-        except ValueError:
-            raise ValueError(f"swarm state field 'status' is invalid: {payload.get('status')!r}") from None
-        current = payload.get("current_node")
-        if status not in (Status.INTERRUPTED, Status.EXECUTING) or current not in self.nodes:
-            self.state = SwarmState()
-            self.shared_context = SharedContext()
-            self._interrupt_state = InterruptState()
-            self._resume_pending = False
-            return
-        self.shared_context = SharedContext({key: dict(value) for key, value in
-                                             (payload.get("shared_context") or {}).items() if key in self.nodes})
-        self.state = SwarmState(
-            current_node=self.nodes[current], task=payload.get("task", ""), completion_status=status,
-            shared_context=self.shared_context,
-            node_history=[self.nodes[n] for n in payload.get("node_history") or [] if n in self.nodes],
-            results={key: NodeResult.from_dict(value) for key, value in (payload.get("node_results") or {}).items()
-                     if key in self.nodes},
-            accumulated_usage={**zero_usage(), **(payload.get("accumulated_usage") or {})},
-            accumulated_metrics={"latencyMs": 0, **(payload.get("accumulated_metrics") or {})},
-            accumulated_cost_usd=float(payload.get("accumulated_cost_usd") or 0.0),
-            execution_time=int(payload.get("execution_time") or 0),
-            handoff_message=payload.get("handoff_message"),
-        )
-        self._interrupt_state = InterruptState.from_dict(payload.get("interrupt_state") or {})
-        for node_id, context in self._interrupt_state.context.items():
-            if node_id in self.nodes and isinstance(context, dict) and "node_state" in context:
-                self._node_runner.import_node_state(node_id, context["node_state"])
-        self._resume_pending = status == Status.EXECUTING
+        restore_swarm(self, payload)

@@ -125,7 +125,7 @@ One agent node, hop by hop (``await graph.invoke_async(task)`` on ``runtime="ray
    the orchestration elsewhere, hands the invocation to it:
    ``RayNodeRunner.stream_orchestrator(graph, task, state, events="result")``
    (:mod:`~ray_harness.runtime.multiagent`). Under placement ``"driver"`` it
-   returns ``OrchestratorClient.invoke`` (:mod:`~ray_harness.runtime._orchestrator`;
+   returns ``OrchestratorClient.invoke`` (:mod:`~ray_harness.runtime._orchestrator_client`;
    one client per graph object, made at its first invocation; elsewhere it
    returns ``None`` and the graph runs here). ``invoke`` builds the graph's
    object table (``object_table``: the graph, its nodes, agents, edges and

@@ -112,7 +112,7 @@ from ray_harness.multiagent.base import MultiAgentBase, NodeResult
 from ray_harness.multiagent.node_runner import EventFilter, LocalNodeRunner, node_result_from_agent
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._multiagent_pool import default_pool
-from ray_harness.runtime._orchestrator import OrchestratorClient
+from ray_harness.runtime._orchestrator_client import OrchestratorClient
 from ray_harness.runtime._placement import current_placement
 from ray_harness.runtime._slot_lease import SlotLease, leases, release_all_slots, release_later
 from ray_harness.runtime._slots import MessagesDigest, conversation_digest, slot_key

@@ -348,7 +348,7 @@ def test_orchestrator_spans_are_children_of_the_driver_span(otlp: Any) -> None: 
 
 
 def test_invocations_reuse_the_checked_pools_and_a_shutdown_here_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ray_harness.runtime import _multiagent_pool, _orchestrator
+    from ray_harness.runtime import _multiagent_pool, _orchestrator_client
 
     checks: list[str] = []
     alive = _multiagent_pool.pool_is_alive
@@ -358,7 +358,7 @@ def test_invocations_reuse_the_checked_pools_and_a_shutdown_here_is_seen(monkeyp
         return alive(pool)
 
     monkeypatch.setattr(_multiagent_pool, "pool_is_alive", counted)
-    monkeypatch.setattr(_orchestrator, "POOL_CHECK_INTERVAL_S", 3600.0)  # no check falls due during the test
+    monkeypatch.setattr(_orchestrator_client, "POOL_CHECK_INTERVAL_S", 3600.0)  # no check falls due during the test
     graph = two_node_graph()
     assert graph("first").status == Status.COMPLETED
     checks.clear()
@@ -376,9 +376,9 @@ def test_an_orchestration_host_killed_elsewhere_gets_the_run_on_its_replacement(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
-    from ray_harness.runtime import _orchestrator
+    from ray_harness.runtime import _orchestrator_client
 
-    monkeypatch.setattr(_orchestrator, "POOL_CHECK_INTERVAL_S", 3600.0)  # the kill is not noticed by a check
+    monkeypatch.setattr(_orchestrator_client, "POOL_CHECK_INTERVAL_S", 3600.0)  # the kill is not noticed by a check
     graph = two_node_graph()
     assert graph("first").status == Status.COMPLETED
     name = graph._node_runner.orchestration_host_name

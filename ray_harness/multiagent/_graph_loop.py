@@ -1,0 +1,406 @@
+"""How a :class:`~ray_harness.multiagent.graph.Graph` runs its nodes: the main loop, and one node in it.
+
+The loop starts a task per ready node (a quiet batch of one node runs in the loop's own task), merges
+their events as they arrive, records each completion in the graph's state (results, totals, interrupts,
+hooks, persistence) and stops what runs on cancel, a fail-fast failure or the execution timeout. Which node
+may start is :mod:`ray_harness.multiagent._scheduling`'s; how a node runs is the node runner's. The
+functions take the graph, which owns all state, as the agent loop (:mod:`ray_harness.agent.loop`) takes
+its agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ray_harness.hooks.events import AfterNodeCallEvent, BeforeNodeCallEvent
+from ray_harness.interrupts import Interrupt
+from ray_harness.multiagent._persistence import save_state
+from ray_harness.multiagent._scheduling import should_continue_graph
+from ray_harness.multiagent.base import NodeResult, Status, add_usage
+from ray_harness.multiagent.events import (
+    handoff_event,
+    node_cancel_event,
+    node_interrupt_event,
+    node_start_event,
+    node_stop_event,
+    node_stream_event,
+)
+from ray_harness.multiagent.graph_model import GraphNode
+from ray_harness.multiagent.node_runner import node_type
+from ray_harness.telemetry.runs import node_scope
+from ray_harness.telemetry.tracing import span_scope
+
+if TYPE_CHECKING:
+    from ray_harness.multiagent.graph import Graph
+
+__all__ = ("run_nodes",)
+
+# The graph's logger: its records keep the name they had when this loop was part of graph.py.
+logger = logging.getLogger("ray_harness.multiagent.graph")
+
+
+@dataclass
+class _NodeDone:
+    """How one node task ended (recorded by the graph's main loop, which owns all state)."""
+
+    node_id: str
+    result: NodeResult | None = None
+    error: BaseException | None = None
+    interrupts: list[Interrupt] = field(default_factory=list)
+    cancel_message: str | None = None
+    stopped: bool = False
+    """The graph stopped the task (cancel, fail-fast, execution timeout)."""
+    started: float = field(default_factory=time.monotonic)
+
+
+
+# -- the main loop ------------------------------------------------------------------------------------
+
+
+async def run_nodes(graph: Graph, relaunch: dict[str, Any], invocation_state: dict[str, Any]
+                    ) -> AsyncGenerator[dict[str, Any], None]:
+    """Run the graph's ready nodes (first ``relaunch``: node id → input) until none is ready or running.
+
+    Yields node and handoff events as they arrive; raises a fail-fast failure once every node task has stopped.
+    """
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    tasks: dict[str, asyncio.Task[_NodeDone]] = {}
+    inline: list[tuple[str, Any]] = []  # the one node of a quiet batch, run in this task (see _launch_ready)
+    try:
+        for node_id, node_input in relaunch.items():
+            graph._scheduler.launch(node_id, keep_inbox=True)
+            _start_task(graph, node_id, node_input, queue, tasks, invocation_state)
+        if not tasks or graph.scheduling == "eager":
+            async for event in _launch_ready(graph, queue, tasks, invocation_state, inline):
+                yield event
+        while tasks or inline:
+            if inline:
+                done = await _inline_node(graph, *inline.pop(), queue, tasks, invocation_state)
+            else:
+                item = await _next_item(graph, queue)
+                if item is None:
+                    _time_out(graph, tasks)
+                    continue
+                if isinstance(item, dict):
+                    yield item
+                    continue
+                done = _done_of(*item)
+            async for event in _node_finished(graph, done, queue, tasks, invocation_state, inline):
+                yield event
+        if graph._fatal is not None:
+            raise graph._fatal
+    finally:
+        try:
+            for task in tasks.values():
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+        finally:
+            _abandon_unrecorded(graph)
+            await _close_owed(graph, invocation_state)
+
+
+async def _close_owed(graph: Graph, invocation_state: dict[str, Any]) -> None:
+    """``AfterNodeCallEvent`` for the nodes the run left unrecorded after their ``BeforeNodeCallEvent``.
+
+    Hooks stay paired, as in Strands (its node's ``finally``), when the caller closes the stream mid-run.
+    """
+    owed, graph._owed = list(graph._owed), {}
+    if owed and graph.hooks.has_callbacks(AfterNodeCallEvent):
+        for node_id in owed:
+            await graph.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=graph, node_id=node_id,
+                                                                        invocation_state=invocation_state))
+
+
+def _abandon_unrecorded(graph: Graph) -> None:
+    """Nodes the run stopped without recording (it raised, or its caller left) end CANCELLED, not EXECUTING.
+
+    A normal end records every node it started, so this finds nothing then.
+    """
+    for node in graph.nodes.values():
+        if node.execution_status == Status.EXECUTING:
+            stopped = NodeResult(result=Exception(f"Node '{node.node_id}' was cancelled"), status=Status.CANCELLED)
+            node.execution_status, node.result = Status.CANCELLED, stopped
+            graph.state.results[node.node_id] = stopped
+            graph.state.cancelled_nodes.add(node)
+
+
+async def _node_finished(graph: Graph, done: _NodeDone, queue: asyncio.Queue[Any],
+                         tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any],
+                         inline: list[tuple[str, Any]]) -> AsyncGenerator[dict[str, Any], None]:
+    """Record a node's end, then stop the rest (a fatal failure) or launch what became ready."""
+    tasks.pop(done.node_id, None)
+    async for event in _record(graph, done, invocation_state):
+        yield event
+    if graph._fatal is not None:
+        _stop_tasks(graph, tasks)
+    elif not _halted(graph) and (graph.scheduling == "eager" or not tasks):
+        async for event in _launch_ready(graph, queue, tasks, invocation_state, inline):
+            yield event
+
+
+async def _inline_node(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
+                       tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> _NodeDone:
+    """Run a node in the invocation's own task, the way its task would, deadline included.
+
+    ``_node_task`` reports a cancel as the node being stopped, right for a task of its own; here the
+    cancel may be the caller's (its task cancelled, a timeout around the invocation), so it is raised
+    again once the node has stopped, as the queue wait of ``run_nodes`` would have raised it.
+    """
+    async with asyncio.timeout(_remaining(graph)) as deadline:
+        done = await _node_task(graph, node_id, node_input, queue, invocation_state)
+    if deadline.expired():  # the deadline's cancel stopped the node already
+        _time_out(graph, tasks)
+    else:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise asyncio.CancelledError
+    return done
+
+
+def _halted(graph: Graph) -> bool:
+    return (graph._cancel_requested or graph._stop_reason is not None or graph._fatal is not None
+            or bool(graph.state.interrupted_nodes))
+
+
+def _remaining(graph: Graph) -> float | None:
+    """Seconds left of ``execution_timeout``; ``None`` when there is none (or it was hit already)."""
+    if graph.execution_timeout is None or graph._deadline_hit:
+        return None
+    return max(graph.execution_timeout - (graph.state.execution_time / 1000
+                                          + time.monotonic() - graph.state.start_time), 0.0)
+
+
+async def _next_item(graph: Graph, queue: asyncio.Queue[Any]) -> Any:
+    remaining = _remaining(graph)
+    if remaining is None:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), remaining)
+    except TimeoutError:
+        return None
+
+
+def _time_out(graph: Graph, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
+    """``execution_timeout`` passed: stop what runs; nothing starts after this."""
+    graph._deadline_hit = True
+    graph._stop_reason = f"Execution timed out: {graph.execution_timeout}s"
+    _stop_tasks(graph, tasks)
+
+
+def _stop_tasks(graph: Graph, tasks: dict[str, asyncio.Task[_NodeDone]]) -> None:
+    """Stop the running node tasks: each node ends stopped (``CANCELLED``, "was cancelled", its run undone).
+
+    The node runner's cancel (one broadcast on Ray) comes on the loop's next turn, after the tasks have taken
+    their cancellation (and a nested graph's run has cancelled its own node tasks): an agent never takes the
+    graph's cancellation for its own cancel, which would end it with its "cancelled" result instead, depending
+    on where it was.
+    """
+    for task in tasks.values():
+        task.cancel()
+    asyncio.get_running_loop().call_soon(graph._node_runner.cancel)
+
+
+def _done_of(node_id: str, task: asyncio.Task[_NodeDone]) -> _NodeDone:
+    if task.cancelled():  # cancelled before its first step
+        return _NodeDone(node_id, stopped=True)
+    return task.result()
+
+
+def _start_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
+                tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> None:
+    node = graph.nodes[node_id]
+    node.execution_status = Status.EXECUTING
+    task = asyncio.create_task(_node_task(graph, node_id, node_input, queue, invocation_state),
+                               name=f"ray_harness-graph-{graph.id}-{node_id}")
+    # The done callback runs after every event the task queued, so a node's events precede its completion.
+    task.add_done_callback(lambda finished: queue.put_nowait((node_id, finished)))
+    tasks[node_id] = task
+
+
+async def _launch_ready(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
+                        invocation_state: dict[str, Any], inline: list[tuple[str, Any]]
+                        ) -> AsyncGenerator[dict[str, Any], None]:
+    """Launch the ready nodes, one task each.
+
+    A quiet batch of one node with nothing else running goes to ``inline`` instead, and ``run_nodes`` awaits
+    it itself: no task, queue item or callback (a chain's nodes cost less), and no node events to relay.
+    """
+    from_ids = await _propagate(graph, invocation_state)
+    launches: dict[str, Any] = {}
+    ready = [node_id for node_id in graph._scheduler.ready if node_id not in tasks]
+    if ready and not graph._cancel_requested:
+        # Checked once per batch, as in Strands: a batch that starts under the limit runs whole.
+        go, reason = should_continue_graph(
+            launched=graph.state.launched, max_node_executions=graph.max_node_executions,
+            elapsed=graph.state.execution_time / 1000 + time.monotonic() - graph.state.start_time,
+            execution_timeout=graph.execution_timeout)
+        if not go:
+            logger.debug("reason=<%s> | stopping graph execution", reason)
+            graph._stop_reason = reason
+            ready = []
+    for node_id in ready:
+        if graph._cancel_requested or node_id in launches:
+            continue
+        graph._scheduler.launch(node_id)
+        node = graph.nodes[node_id]
+        if graph.reset_on_revisit and node in graph.state.completed_nodes:
+            graph._node_runner.reset_node(node_id)
+            graph.state.completed_nodes.discard(node)
+        graph._inputs[node_id] = await graph._input_sources(node_id, invocation_state)
+        graph.state.launched += 1
+        launches[node_id] = graph._node_input(node_id)
+    if len(launches) == 1 and graph._quiet and not tasks:
+        ((node_id, node_input),) = launches.items()
+        graph.nodes[node_id].execution_status = Status.EXECUTING
+        inline.append((node_id, node_input))
+    else:
+        for node_id, node_input in launches.items():
+            _start_task(graph, node_id, node_input, queue, tasks, invocation_state)
+    if launches and from_ids and not graph._quiet:
+        yield handoff_event(from_ids, list(launches))
+
+
+async def _propagate(graph: Graph, invocation_state: dict[str, Any]) -> list[str]:
+    """Fire the edges of every finished node (conditions see the state after the whole batch)."""
+    finished = list(graph._scheduler.finished)
+    for node_id in finished:
+        if graph.nodes[node_id].execution_status == Status.COMPLETED:
+            fired = [edge.to_node.node_id for edge in graph._outgoing[node_id]
+                     if await edge.should_traverse_async(graph.state, invocation_state)]
+            graph._scheduler.propagate(node_id, fired, failed=False)
+        else:
+            graph._scheduler.propagate(node_id, [], failed=True)
+    graph._scheduler.collect_ready()
+    return finished
+
+
+# -- one node -----------------------------------------------------------------------------------------
+
+
+async def _node_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
+                     invocation_state: dict[str, Any]) -> _NodeDone:
+    done = _NodeDone(node_id)
+    quiet = graph._quiet
+    try:
+        if not quiet:
+            queue.put_nowait(node_start_event(node_id, node_type(graph.nodes[node_id].executor)))
+        if graph.hooks.has_callbacks(BeforeNodeCallEvent):
+            before, interrupts = await graph.hooks.invoke_callbacks_async(
+                BeforeNodeCallEvent(source=graph, node_id=node_id, invocation_state=invocation_state))
+            if interrupts:
+                done.interrupts = interrupts
+                return done
+            graph._owed[node_id] = None  # _record fires its AfterNodeCallEvent (or _close_owed, if it never comes)
+            if before.cancel_node:
+                done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
+                                       else "node cancelled by user")
+                return done
+        done.started = time.monotonic()
+        try:
+            async with asyncio.timeout(graph.node_timeout):
+                with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}), node_scope(node_id):
+                    async for item in graph._node_runner.run_node(node_id, node_input, invocation_state,
+                                                                  events="result" if quiet else "all"):
+                        if isinstance(item, NodeResult):
+                            done.result = item
+                        elif not quiet:
+                            queue.put_nowait(node_stream_event(node_id, item))
+        except TimeoutError:
+            graph._node_runner.cancel_node(node_id)
+            done.error = Exception(f"Node '{node_id}' execution timed out after {graph.node_timeout}s")
+            return done
+        if done.result is None:
+            done.error = RuntimeError(f"Node '{node_id}' did not produce a result")
+    except asyncio.CancelledError:
+        done.stopped = True
+    except Exception as error:
+        logger.warning("node_id=<%s>, error=<%s> | node failed", node_id, error)
+        done.error = error
+    return done
+
+
+async def _record(graph: Graph, done: _NodeDone, invocation_state: dict[str, Any]
+                  ) -> AsyncGenerator[dict[str, Any], None]:
+    node = graph.nodes[done.node_id]
+    graph._owed.pop(node.node_id, None)  # recorded: its AfterNodeCallEvent (none for an interrupt) is below
+    if done.interrupts or (done.result is not None and done.result.status == Status.INTERRUPTED):
+        if done.result is not None:
+            _count_interrupted(graph, node, done.result)
+        yield _suspend(graph, node, done)
+        save_state(graph, graph.session_manager)
+        return
+    if done.cancel_message is not None:
+        if not graph._quiet:
+            yield node_cancel_event(node.node_id, done.cancel_message)
+        cancelled = RuntimeError(done.cancel_message)
+        result = NodeResult(result=cancelled, status=Status.CANCELLED, execution_count=0)
+        if graph.failure_policy == "fail_fast":
+            graph._fatal = cancelled
+    elif done.result is not None and not done.stopped:
+        result = done.result
+    else:
+        error = done.error if isinstance(done.error, Exception) else Exception(f"Node '{node.node_id}' was cancelled")
+        elapsed = round((time.monotonic() - done.started) * 1000)
+        status = Status.CANCELLED if done.stopped else Status.FAILED
+        result = NodeResult(result=error, execution_time=elapsed, status=status,
+                            accumulated_metrics={"latencyMs": elapsed}, execution_count=1)
+        if status == Status.FAILED and graph.failure_policy == "fail_fast":
+            graph._fatal = error
+    _store(graph, node, result, ran=done.result is not None and not done.stopped)
+    if not graph._quiet:
+        yield node_stop_event(node.node_id, result)
+    if graph.hooks.has_callbacks(AfterNodeCallEvent):
+        await graph.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=graph, node_id=node.node_id,
+                                                                    invocation_state=invocation_state))
+    save_state(graph, graph.session_manager)
+
+
+def _store(graph: Graph, node: GraphNode, result: NodeResult, *, ran: bool) -> None:
+    node.execution_status = result.status
+    node.result = result
+    graph.state.results[node.node_id] = result
+    {Status.COMPLETED: graph.state.completed_nodes, Status.FAILED: graph.state.failed_nodes,
+     Status.CANCELLED: graph.state.cancelled_nodes}[result.status].add(node)
+    if ran:
+        graph.state.execution_order.append(node)
+    add_usage(graph.state.accumulated_usage, result.accumulated_usage)
+    add_usage(graph.state.accumulated_metrics, result.accumulated_metrics)
+    graph.state.accumulated_cost_usd += result.accumulated_cost_usd
+    graph.state.execution_count += result.execution_count
+    graph._scheduler.finish(node.node_id)
+
+
+def _count_interrupted(graph: Graph, node: GraphNode, result: NodeResult) -> None:
+    """What a node spent before its interrupt counts (the resumed run's result counts only its own).
+
+    The result is the node's (``graph.nodes[id].result``) but not yet the graph's: as in Strands, ``results``
+    holds the nodes that finished.
+    """
+    node.result = result
+    add_usage(graph.state.accumulated_usage, result.accumulated_usage)
+    add_usage(graph.state.accumulated_metrics, result.accumulated_metrics)
+    graph.state.accumulated_cost_usd += result.accumulated_cost_usd
+
+
+def _suspend(graph: Graph, node: GraphNode, done: _NodeDone) -> dict[str, Any]:
+    from_hook = bool(done.interrupts)
+    interrupts = done.interrupts or (done.result.interrupts if done.result is not None else [])
+    node.execution_status = Status.INTERRUPTED
+    graph.state.interrupted_nodes.add(node)
+    graph._scheduler.suspend(node.node_id)
+    for item in interrupts:
+        graph._interrupt_state.interrupts[item.id] = item
+    context: dict[str, Any] = {"from_hook": from_hook, "interrupt_ids": [item.id for item in interrupts]}
+    if not from_hook:
+        # Stored so that a new process (a new Graph from the session) can resume the node's own interrupt.
+        context["node_state"] = graph._node_runner.export_node_state(node.node_id)
+    graph._interrupt_state.context[node.node_id] = context
+    graph._interrupt_state.activate()
+    return node_interrupt_event(node.node_id, interrupts)
+
