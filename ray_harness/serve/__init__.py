@@ -2,9 +2,10 @@
 
 ``app(target, name=..., num_replicas=..., task_store="file:///..." | "s3://...", auth_token=...)`` builds
 the Serve application; ``run(app, host=, port=)`` deploys it and returns a handle with ``.url`` and
-``.shutdown()``. Tasks and interrupted agents live in the task store, so an ``INPUT_REQUIRED`` task is
-answered on any replica. See :mod:`ray_harness.serve._server` (protocol), :mod:`ray_harness.serve._store`
-(durability, leases) and :mod:`ray_harness.serve.client` (``A2AAgent``).
+``.shutdown()``. Tasks, interrupted agents and each ``contextId``'s conversation live in the task store, so
+an ``INPUT_REQUIRED`` task is answered, and a conversation continued, on any replica. See
+:mod:`ray_harness.serve._server` (protocol), :mod:`ray_harness.serve._store` (durability, leases),
+:mod:`ray_harness.serve._contexts` (conversations) and :mod:`ray_harness.serve.client` (``A2AAgent``).
 
 Importing this package does not import Ray; :func:`app` and :func:`run` do.
 """

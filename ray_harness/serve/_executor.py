@@ -34,17 +34,19 @@ from google.protobuf.struct_pb2 import Value
 from ray_harness.multiagent._persistence import load_state, save_state
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, Status
 from ray_harness.runtime._placement import placed
+from ray_harness.serve._contexts import Conversations, Turn
 from ray_harness.serve._store import TERMINAL, TaskRecords
 from ray_harness.session.manager import RepositorySessionManager
 from ray_harness.telemetry.config import tracing_enabled
 from ray_harness.telemetry.propagation import attached
 from ray_harness.telemetry.tracing import span_scope
 
-__all__ = ("RESULT_ARTIFACT", "HarnessExecutor", "interrupt_responses", "message_text", "pending_interrupt_ids")
+__all__ = ("CANCEL_WAIT_SECONDS", "RESULT_ARTIFACT", "HarnessExecutor", "interrupt_responses", "message_text",
+           "pending_interrupt_ids", "refused_part")
 
 RESULT_ARTIFACT = "result"
 _STREAM_FLUSH_SECONDS = 0.05
-_CANCEL_WAIT_SECONDS = 30.0
+CANCEL_WAIT_SECONDS = 30.0
 _TRACE_HEADERS = ("traceparent", "tracestate")
 _CANCEL_GRACE_SECONDS = 2.0
 """After ``cancel()`` the run may stop cooperatively for this long; then its task is cancelled (a tool that
@@ -55,8 +57,37 @@ def _data_of(part: Part) -> Any:
     return MessageToDict(part.data) if part.HasField("data") else None
 
 
+def _integral(value: Any) -> Any:
+    """JSON from a protobuf ``Value`` with whole numbers as ints (protobuf keeps every number as a double)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
 def message_text(message: Message) -> str:
-    return "\n".join(part.text for part in message.parts if part.text)
+    """The prompt of a message: its text parts, and each data part as JSON text (as Strands' A2A server does)."""
+    pieces = []
+    for part in message.parts:
+        kind = part.WhichOneof("content")
+        if kind == "text" and part.text:
+            pieces.append(part.text)
+        elif kind == "data":
+            pieces.append("[Structured Data]\n" + json.dumps(_integral(_data_of(part)), indent=2))
+    return "\n".join(pieces)
+
+
+def refused_part(message: Message) -> str | None:
+    """Why a part of a new message cannot reach the target (the card accepts text and JSON), else None."""
+    for index, part in enumerate(message.parts):
+        if part.WhichOneof("content") in ("raw", "url"):
+            what = part.media_type or "no media type"
+            return (f"message.parts[{index}]: a file part ({what}) is not accepted; this agent takes text and data "
+                    "parts (text/plain, application/json)")
+    return None
 
 
 def interrupt_responses(message: Message) -> list[dict[str, Any]] | None:
@@ -143,6 +174,8 @@ class _Run:
     runner: asyncio.Task[Any] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
+    turn: Turn | None = None
+    """Where the run started in its context's conversation (None for a Graph/Swarm)."""
 
     def cancel(self) -> None:
         if self.cancelled:
@@ -172,6 +205,7 @@ class HarnessExecutor(AgentExecutor):
         self._factory = factory
         self._name = name
         self.records = records
+        self._conversations = Conversations(records)
         self._poll = poll_seconds
         self._runs: dict[str, _Run] = {}
 
@@ -210,8 +244,10 @@ class HarnessExecutor(AgentExecutor):
             session = None
             if resuming:
                 session = await asyncio.to_thread(self._attach_session, run.target, task_id)
+                run.turn = await self._conversations.parked(task_id)
                 prompt: Any = [{"interruptResponse": item} for item in interrupt_responses(message) or []]
             else:
+                run.turn = await self._conversations.start(run.target, context_id)
                 prompt = message_text(message)
             streaming = context.call_context is not None and \
                 context.call_context.state.get("method") == "SendStreamingMessage"
@@ -241,7 +277,7 @@ class HarnessExecutor(AgentExecutor):
             return
         run.cancel()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.done.wait(), _CANCEL_WAIT_SECONDS)
+            await asyncio.wait_for(run.done.wait(), CANCEL_WAIT_SECONDS)
 
     # -- the run --------------------------------------------------------------------------------------
 
@@ -288,6 +324,8 @@ class HarnessExecutor(AgentExecutor):
         if interrupts and (stop == "interrupt" or status == Status.INTERRUPTED):
             # The snapshot goes to the store first: the answer may reach another replica.
             await asyncio.to_thread(self._store_snapshot, run.target, task_id, session)
+            if run.turn is not None:
+                await self._conversations.park(task_id, run.turn)
             listed = [{"interruptId": item.id, "name": item.name, "reason": item.reason} for item in interrupts]
             names = ", ".join(item.name for item in interrupts)
             parts = [Part(text=f"Input required: {names}"), Part(data=_json_value({"interrupts": listed}))]
@@ -300,6 +338,8 @@ class HarnessExecutor(AgentExecutor):
         if status == Status.FAILED:
             await updater.failed(self._agent_message(updater, text or "the graph/swarm failed"))
             return
+        if run.turn is not None:  # before COMPLETED: a follow-up sent on seeing it must find this turn
+            await self._conversations.finish(run.target, task_id, run.turn)
         await updater.add_artifact([Part(text=text)], artifact_id=RESULT_ARTIFACT, name=RESULT_ARTIFACT,
                                    append=False, last_chunk=True)
         await updater.complete(self._agent_message(updater, text))

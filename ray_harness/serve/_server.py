@@ -2,16 +2,19 @@
 
 Built from a2a-sdk's own server classes (``DefaultRequestHandler``, the JSON-RPC routes, ``TaskUpdater``)
 with three additions: messages are checked against the stored task before a run starts (a terminal task
-rejects them, an ``INPUT_REQUIRED`` task wants ``interruptResponses``); ``CancelTask`` of a task running
-on another replica leaves a cancel request in the store for that replica; and the HTTP edge adds bearer
-auth, a request size limit and a default ``A2A-Version`` of 1.0.
+rejects them, an ``INPUT_REQUIRED`` task wants ``interruptResponses``, a file part is refused by name);
+``CancelTask`` of a task running on another replica leaves a cancel request in the store for that replica
+and answers once that replica reported ``CANCELED``; and the HTTP edge adds bearer auth, a request size
+limit and a default ``A2A-Version`` of 1.0. A context's conversation: :mod:`ray_harness.serve._contexts`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +48,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message as AsgiMessage, Receive, Scope, Send
 
 from ray_harness.models.base import system_prompt_text
-from ray_harness.serve._executor import HarnessExecutor, interrupt_responses, pending_interrupt_ids
+from ray_harness.serve._executor import (
+    CANCEL_WAIT_SECONDS,
+    HarnessExecutor,
+    interrupt_responses,
+    pending_interrupt_ids,
+    refused_part,
+)
 from ray_harness.serve._store import TERMINAL, StorePoller, TaskRecords
 
 __all__ = ("DEFAULT_MAX_REQUEST_BYTES", "AppSettings", "build_asgi_app", "build_card", "describe_target")
@@ -54,6 +63,7 @@ DEFAULT_MAX_REQUEST_BYTES = 1 << 20
 """Request bodies above 1 MiB are refused with HTTP 413 (``max_request_bytes=`` changes it)."""
 BEARER_SCHEME = "bearer"
 _RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+_SETTLE_POLL_SECONDS = 0.1
 logger = logging.getLogger("ray_harness.serve")
 
 
@@ -108,6 +118,18 @@ def build_card(settings: AppSettings, description: str, skills: list[AgentSkill]
 # -- the request handler ----------------------------------------------------------------------------------
 
 
+def _checked_parts(message: Message) -> list[dict[str, Any]] | None:
+    """The message's ``interruptResponses`` (None without); bad ones, or a part we cannot take, are -32602."""
+    try:
+        responses = interrupt_responses(message)
+    except ValueError as error:
+        raise InvalidParamsError(message=str(error)) from None
+    refused = refused_part(message) if responses is None else None
+    if refused is not None:
+        raise InvalidParamsError(message=refused)
+    return responses
+
+
 class HarnessRequestHandler(DefaultRequestHandler):
     """a2a-sdk's handler, checking messages against the stored task and routing cancels across replicas."""
 
@@ -120,10 +142,7 @@ class HarnessRequestHandler(DefaultRequestHandler):
     async def _check_message(self, params: SendMessageRequest, context: ServerCallContext) -> bool:
         """Reject a message the stored task cannot take; True when it answers an interrupt (and claimed it)."""
         message: Message = params.message
-        try:
-            responses = interrupt_responses(message)
-        except ValueError as error:
-            raise InvalidParamsError(message=str(error)) from None
+        responses = _checked_parts(message)
         if not message.task_id:
             if responses is not None:
                 raise InvalidParamsError(message="interruptResponses answer a task: set message.taskId")
@@ -203,11 +222,24 @@ class HarnessRequestHandler(DefaultRequestHandler):
             raise TaskNotCancelableError(message=f"Task {task.id} is already {TaskState.Name(task.status.state)}")
         if task.status.state in _RUNNING and not self._harness.is_running(task.id) \
                 and await self._records.lease_alive(task.id):
-            # Another replica runs it: it sees the request within a poll and reports CANCELED itself.
+            # Another replica runs it: it sees the request within a poll and reports CANCELED itself. Answer
+            # with the task once it has (as a cancel on the running replica does), else as it is then.
             await self._records.request_cancel(task.id)
-            return task
+            return await self._settled(task, context)
         result: Task | None = await super().on_cancel_task(params, context)
         return result
+
+    async def _settled(self, task: Task, context: ServerCallContext) -> Task:
+        deadline = time.monotonic() + CANCEL_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            await asyncio.sleep(_SETTLE_POLL_SECONDS)
+            stored = await self._records.get(task.id, context)
+            if stored is None:
+                break
+            task = stored.task
+            if task.status.state not in _RUNNING:
+                break
+        return task
 
 
 class _VersionDefault(DefaultServerCallContextBuilder):

@@ -5,6 +5,8 @@ One store URL (``file:///abs/dir``, ``s3://bucket/prefix`` or ``None`` for memor
     tasks/task_<id>.json          {"version": n, "task": <A2A Task, ProtoJSON>}
     leases/lease_<id>.json        {"owner": replica, "expires": unix time} while a replica runs the task
     cancels/cancel_<id>.json      a CancelTask that reached a replica not running the task
+    contexts/context_<hash>.json  {"version": n, "snapshot": <AgentSnapshot>}: the conversation of a contextId
+    contexts/turn_<id>.json       where an interrupted task's turn started in its context's conversation
     session_<id>/...              the interrupted Agent/Graph/Swarm (ray_harness.session layout)
 
 Every replica opens the same store, so any of them answers GetTask/ListTasks and resumes an interrupted
@@ -385,6 +387,18 @@ class TaskRecords(VersionedTaskStore):
     async def lease_alive(self, task_id: str) -> bool:
         raw = await self._io(self.repo._read, _lease_key(task_id))
         return _lease_expires(raw) > time.time()
+
+    # -- other blobs of the store (a context's conversation) ---------------------------------------------
+
+    async def read_blob(self, key: str) -> bytes | None:
+        return await self._io(self.repo._read, key)  # type: ignore[no-any-return]
+
+    async def update_blob(self, key: str, fn: Callable[[bytes | None], bytes]) -> None:
+        """Write ``fn(current)`` atomically (compare-and-swap; ``fn`` may run again after a lost race)."""
+        await self._io(self._swap.update, key, fn)
+
+    async def delete_blob(self, key: str) -> None:
+        await self._io(self.repo._delete, key)
 
     async def request_cancel(self, task_id: str) -> None:
         await self._io(self.repo._write, _cancel_key(task_id), json.dumps({"by": self.owner}).encode())

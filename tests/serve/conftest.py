@@ -17,6 +17,7 @@ import pytest
 
 from ray_harness.serve._server import AppSettings, build_asgi_app
 from ray_harness.serve._store import TaskRecords, open_repository
+from tests.serve.targets import REFUND_LOG_ENV
 from tests.session.conftest import moto_endpoint  # noqa: F401  (a real moto_server for the S3 store)
 
 TOKEN = "s3cret-token"
@@ -65,6 +66,14 @@ def serve_asgi(app: Any) -> tuple[str, Any, threading.Thread]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
     return f"http://127.0.0.1:{port}", server, thread
+
+
+@pytest.fixture
+def refund_log(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Where the ``refund`` tool of ``tests.serve.targets`` records each refund it makes."""
+    log = tmp_path / "refunds.log"
+    monkeypatch.setenv(REFUND_LOG_ENV, str(log))
+    return log
 
 
 @pytest.fixture

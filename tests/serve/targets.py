@@ -93,3 +93,18 @@ def build_graph() -> Any:
 
 def build_failing_agent() -> Agent:
     return Agent(ScriptedModel(RuntimeError("model exploded"), loop=True), name="failing", retry_strategy=None)
+
+
+def _chat(call: Any) -> Any:
+    # Says how many user turns the conversation holds: what a follow-up in one context must see.
+    turns = sum(1 for message in call.messages if message["role"] == "user"
+                and any("text" in block for block in message["content"]))
+    answered = _support(call)
+    said = answered.content[0].get("text")
+    if said is None:
+        return answered  # the refund tool call
+    return text(f"turn {turns}: {said if said.startswith('Done') else _last_text(call)}")
+
+
+def build_chat_agent() -> Agent:
+    return Agent(ScriptedModel(_chat, loop=True), tools=[refund], interventions=[ApproveRefunds()], name="chat")

@@ -38,7 +38,7 @@ from google.protobuf.struct_pb2 import Value
 from ray_harness.serve._executor import pending_interrupt_ids
 from ray_harness.serve._store import DEAD_REPLICA_TEXT
 from tests.serve.conftest import TOKEN, free_port, rpc, wait_for_state
-from tests.serve.targets import REFUND_LOG_ENV, build_graph, build_plain_agent, build_support_agent
+from tests.serve.targets import build_graph, build_plain_agent, build_support_agent
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -79,13 +79,6 @@ def answer(task: Any, response: Any = "yes") -> dict[str, Any]:
 
 def read_log(path: Path) -> str:
     return path.read_text() if path.exists() else ""
-
-
-@pytest.fixture
-def refund_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "refunds.log"
-    monkeypatch.setenv(REFUND_LOG_ENV, str(log))
-    return log
 
 
 async def test_card_through_the_official_resolver(replicas: Any) -> None:
@@ -230,7 +223,7 @@ async def test_cancel_locally_and_from_another_replica(replicas: Any) -> None:
                 listed = await client_b.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
             task_id = listed.tasks[0].id
             current = await canceller.cancel_task(CancelTaskRequest(id=task_id))
-            assert current.status.state in (TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_CANCELED)
+            assert current.status.state == TaskState.TASK_STATE_CANCELED  # either replica answers once it is
             final = await wait_for_state(client_b, task_id, {"TASK_STATE_CANCELED"})
             assert final.status.state == TaskState.TASK_STATE_CANCELED
             events = await asyncio.wait_for(stream, 60)

@@ -101,7 +101,8 @@ def test_card_send_stream_get_list_cancel(served: dict[str, Any]) -> None:
                 await asyncio.sleep(0.1)
                 working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
             task_id = working.tasks[0].id
-            await client.cancel_task(CancelTaskRequest(id=task_id))  # whichever replica gets it
+            cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))  # whichever replica gets it
+            assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
             final = await wait_for_state(client, task_id, {"TASK_STATE_CANCELED"}, timeout=120)
             assert final.status.state == TaskState.TASK_STATE_CANCELED
             with contextlib.suppress(Exception):
@@ -163,6 +164,27 @@ def test_a2a_agent_against_serve(served: dict[str, Any]) -> None:
     assert paused.stop_reason == "interrupt"
     done = remote([{"interruptResponse": {"interruptId": paused.interrupts[0].id, "response": "yes"}}])
     assert done.text == "Done: refunded R2."
+
+
+def test_a_context_is_one_conversation_on_two_replicas(served: dict[str, Any], tmp_path: Path) -> None:
+    application = rh_serve.app("tests.serve.targets:build_chat_agent", name="chat", num_replicas=2,
+                               task_store=f"file://{tmp_path / 'tasks'}")
+    handle = rh_serve.run(application, host="127.0.0.1", port=served["port"], route_prefix="/chat")
+
+    async def talk() -> list[str]:
+        async with official_client(handle.url.rstrip("/"), streaming=False) as client:
+            context = (await send(client, user("one")))[0].task.context_id
+            said = []
+            for word in ("two", "three", "four", "five"):
+                request = user(word)
+                request.message.context_id = context
+                said.append((await send(client, request))[0].task.artifacts[0].parts[0].text)
+            return said
+
+    try:
+        assert asyncio.run(talk()) == ["turn 2: two", "turn 3: three", "turn 4: four", "turn 5: five"]
+    finally:
+        handle.shutdown()
 
 
 def test_cli_serves_in_a_subprocess(served: dict[str, Any], ray_session: dict[str, Any]) -> None:
