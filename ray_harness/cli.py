@@ -376,14 +376,17 @@ def _status_text(status: dict[str, Any]) -> str:
             progress = f"rows {run['rows_completed']} done, {run['rows_failed']} failed"
         else:
             active = f" ({', '.join(run['nodes_running'])})" if run["nodes_running"] else ""
-            progress = (f"nodes {len(run['nodes_done'])} done, {len(run['nodes_running'])} running{active}, "
+            # Nodes that did not complete say how they ended: a cancelled run's text looked like a completed one's.
+            not_completed = [f"{node} {how}" for node, how in run["nodes_done"].items() if how != "completed"]
+            unusual = f" ({', '.join(not_completed)})" if not_completed else ""
+            progress = (f"nodes {len(run['nodes_done'])} done{unusual}, {len(run['nodes_running'])} running{active}, "
                         f"{run['nodes_pending']} pending")
         tokens = run["input_tokens"] + run["output_tokens"]
         # A run that ended: its age_s is how long it took (an "age 0s" read as "just started").
         ended = run.get("ended_at") if run["status"] != "running" else None
         age = f"took {run['age_s']:.0f}s, ended {max(0.0, time.time() - ended):.0f}s ago" if ended \
             else f"age {run['age_s']:.0f}s"
-        lines.append(f"  {run['kind']:5s} {run['name']:24s} {run['status']:9s} {progress}  tokens {tokens}  "
+        lines.append(f"  {run['kind']:5s} {run['name']:24s} {run['status']:11s} {progress}  tokens {tokens}  "
                      f"${run['cost_usd']:.4f}  {age}  run {run['run']}")
     if status.get("unavailable"):
         lines.append(f"({status['unavailable']})")

@@ -304,7 +304,9 @@ async def _node_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio
         done.started = time.monotonic()
         try:
             async with asyncio.timeout(graph.node_timeout):
-                with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}), node_scope(node_id):
+                with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id},
+                                outcome=lambda: done.result and done.result.status), \
+                        node_scope(node_id, outcome=lambda: done.result and done.result.status):
                     async for item in graph._node_runner.run_node(node_id, node_input, invocation_state,
                                                                   events="result" if quiet else "all"):
                         if isinstance(item, NodeResult):

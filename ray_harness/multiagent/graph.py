@@ -150,8 +150,9 @@ class Graph(MultiAgentBase):
                     await delegated.aclose()
                 return
             with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
-                                             "ray_harness.graph.nodes": len(self.nodes), **self.trace_attributes}), \
-                    run_scope("graph", self.id, nodes=len(self.nodes)):
+                                             "ray_harness.graph.nodes": len(self.nodes), **self.trace_attributes},
+                            outcome=lambda: self.state.status), \
+                    run_scope("graph", self.id, nodes=len(self.nodes), outcome=lambda: self.state.status):
                 run = self._invoke(task, state, quiet)
                 try:
                     async for event in run:

@@ -144,8 +144,8 @@ class Swarm(MultiAgentBase):
                     await delegated.aclose()
                 return
             with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id,
-                                             **self.trace_attributes}), \
-                    run_scope("swarm", self.id, nodes=len(self.nodes)):
+                                             **self.trace_attributes}, outcome=lambda: self.state.completion_status), \
+                    run_scope("swarm", self.id, nodes=len(self.nodes), outcome=lambda: self.state.completion_status):
                 run = self._invoke(task, state)
                 try:
                     async for event in run:
@@ -302,8 +302,9 @@ class Swarm(MultiAgentBase):
         try:
             yield node_start_event(node.node_id, "agent")
             async with asyncio.timeout(timeout):
-                with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id}), \
-                        node_scope(node.node_id):
+                with span_scope(f"execute_node {node.node_id}", {"ray_harness.node.id": node.node_id},
+                                outcome=lambda: result and result.status), \
+                        node_scope(node.node_id, outcome=lambda: result and result.status):
                     items = self._node_runner.run_node(node.node_id, node_input, invocation_state)
                     try:
                         async for item in items:

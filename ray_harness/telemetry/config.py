@@ -22,7 +22,8 @@ def setup(exporter: Any = "console", *, endpoint: str | None = None, protocol: s
     Args:
         exporter: ``"console"``, ``"otlp"`` (protocol from ``protocol`` or ``OTEL_EXPORTER_OTLP_PROTOCOL``,
             default ``http/protobuf``), ``"otlp-http"``, ``"otlp-grpc"``, or a ``SpanExporter`` instance.
-        endpoint: OTLP endpoint (else the standard ``OTEL_EXPORTER_OTLP_*`` variables apply).
+        endpoint: OTLP endpoint (else the standard ``OTEL_EXPORTER_OTLP_*`` variables apply). Over gRPC,
+            ``http://host:4317`` is plaintext (a local collector), ``https://`` TLS, as OpenTelemetry decides.
         protocol: OTLP protocol for ``"otlp"``: ``"http/protobuf"`` or ``"grpc"``.
         capture_content: Record prompts and completions on spans (off by default).
         service_name: ``service.name`` resource attribute.
@@ -89,7 +90,9 @@ def _make_exporter(exporter: Any, endpoint: str | None, protocol: str | None, he
     if exporter == "otlp-grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-        return GrpcExporter(endpoint=endpoint, headers=headers, insecure=bool(endpoint and endpoint.startswith("http:")))
+        # insecure=None lets the exporter decide as OpenTelemetry specifies: plaintext for an http:// endpoint (given
+        # here or in OTEL_EXPORTER_OTLP_ENDPOINT, as actors get it), or as OTEL_EXPORTER_OTLP_INSECURE says.
+        return GrpcExporter(endpoint=endpoint, headers=headers, insecure=None)
     raise ValueError(f"exporter must be 'console', 'otlp', 'otlp-http', 'otlp-grpc' or a SpanExporter, got {exporter!r}")
 
 

@@ -11,7 +11,7 @@ Metric names: ``ray_harness_model_calls``, ``ray_harness_tokens`` (tag ``directi
 :mod:`ray_harness.telemetry.runs` (``run``, ``graph``/``swarm``/``eval``, ``node``; on Ray ``job``, the job of
 the driver whose call caused the work, see :func:`ray_harness.telemetry.runs.current_job`).
 Run-level: ``ray_harness_runs_active`` (tag ``kind``), ``ray_harness_node_duration_s`` (tag ``status``),
-``ray_harness_eval_rows_total`` (tags ``eval``, ``status``), ``ray_harness_rate_limit_wait_s`` (tag
+``ray_harness_eval_rows`` (tags ``eval``, ``status``), ``ray_harness_rate_limit_wait_s`` (tag
 ``limiter``). Sinks implement the agent-level methods of :class:`MetricsSink`; the run-level ones are
 optional (a sink without ``node_finished`` is not told about nodes).
 """
@@ -176,6 +176,14 @@ class OtelMetricsSink:
         self._pending = meter.create_up_down_counter("ray_harness_interrupts_pending",
                                                      description="Interrupts waiting for a human")
         self._pending_by_agent: dict[str, int] = {}
+        # Run-level, with the names and tags of the Ray sink (less ``job``, as the agent-level ones).
+        self._runs = meter.create_up_down_counter("ray_harness_runs_active",
+                                                  description="Graph/Swarm invocations and evaluations in progress")
+        self._node_duration = meter.create_histogram("ray_harness_node_duration_s", unit="s",
+                                                     description="Graph/Swarm node execution time")
+        self._rows = meter.create_counter("ray_harness_eval_rows", description="Evaluation rows finished")
+        self._rate_wait = meter.create_histogram("ray_harness_rate_limit_wait_s", unit="s",
+                                                 description="Time spent waiting for a rate limiter")
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
         """Count the call, its input/output tokens and cost, and record its latency, tagged by agent and run scope."""
@@ -205,6 +213,37 @@ class OtelMetricsSink:
         self._pending_by_agent[agent] = count
         if count != previous:
             self._pending.add(count - previous, {"agent": agent})
+
+    def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
+        """Count a Graph/Swarm invocation or evaluation in progress (``kind``, ``name``)."""
+        self._runs.add(1, {"kind": kind, "name": name})
+
+    def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
+        """Count the run as no longer in progress."""
+        self._runs.add(-1, {"kind": kind, "name": name})
+
+    # Every Graph/Swarm invocation in progress counts, nested ones too (by their own kind and name), as on Ray.
+    nested_run_started = run_started
+    nested_run_finished = run_finished
+
+    def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
+        """Record how long an execution of ``node`` took, tagged with its graph or swarm and how it ended."""
+        scope = _scope_tags("")
+        tags: dict[str, str] = {key: scope[key] for key in ("graph", "swarm") if key in scope}
+        self._node_duration.record(duration_s, {**tags, "node": node, "status": status})
+
+    def eval_row(self, run: str, name: str, status: str, total: int) -> None:
+        """Count a finished evaluation row of evaluation ``name`` by ``status``."""
+        from ray_harness.telemetry.runs import run_tags_enabled  # runs imports this module
+
+        tags = {"eval": name, "status": status}
+        if run and run_tags_enabled():
+            tags["run"] = run
+        self._rows.add(1, tags)
+
+    def rate_limit_wait(self, limiter: str, wait_s: float) -> None:
+        """Record a wait of ``wait_s`` seconds for rate limiter ``limiter``."""
+        self._rate_wait.record(wait_s, {"limiter": limiter})
 
 
 def _scope_tags(agent: str) -> dict[str, str]:

@@ -32,8 +32,8 @@ from typing import Any
 from ray_harness.telemetry import metrics
 
 __all__ = ("TAG_KEYS", "current_job", "current_owner", "current_row", "current_tags", "eval_row_finished",
-           "metric_tags", "node_scope", "own_job", "row_scope", "run_scope", "run_tags_enabled", "scoped",
-           "set_job_source", "task_label")
+           "metric_tags", "node_scope", "outcome_status", "own_job", "row_scope", "run_scope", "run_tags_enabled",
+           "scoped", "set_job_source", "task_label")
 
 TAG_KEYS = ("run", "graph", "swarm", "eval", "node", "job")
 _tags: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("ray_harness_metric_tags", default=None)
@@ -94,27 +94,39 @@ def scoped(tags: dict[str, str]) -> Iterator[None]:
         _reset(_tags, token)
 
 
-def run_scope(kind: str, name: str, *, nodes: int = 0, run_id: str | None = None) -> _RunScope:
+Outcome = Callable[[], object]
+"""What a block that ended without an exception came to: a status (``Status.CANCELLED``, ``"failed"``, ...) or None."""
+
+
+def run_scope(kind: str, name: str, *, nodes: int = 0, run_id: str | None = None,
+              outcome: Outcome | None = None) -> _RunScope:
     """One Graph/Swarm invocation (``kind`` ``"graph"``/``"swarm"``) or evaluation (``"eval"``) named ``name``.
 
     A run nested in another (a graph as a node, a graph per evaluation row) keeps the outer ``run`` id.
-    A context manager; entering it yields the run id.
+    A context manager; entering it yields the run id. ``outcome``, asked when the block ends without an
+    exception, gives the run's status: a graph cancelled by ``graph.cancel()``, failed under the "continue"
+    policy or stopped for an interrupt returns a result without raising (see :func:`node_scope`).
     """
-    return _RunScope(kind, name, nodes, run_id)
+    return _RunScope(kind, name, nodes, run_id, outcome)
 
 
-def node_scope(node_id: str) -> _NodeScope:
-    """One execution of node ``node_id`` of the current run; records its duration and status on exit."""
-    return _NodeScope(node_id)
+def node_scope(node_id: str, *, outcome: Outcome | None = None) -> _NodeScope:
+    """One execution of node ``node_id`` of the current run; records its duration and status on exit.
+
+    The status is ``failed`` or ``cancelled`` when the block raised, else what ``outcome`` returns (the node's
+    ``NodeResult.status``: an agent that cancelled itself or stopped for an interrupt raises nothing) if it is
+    ``failed``, ``cancelled`` or ``interrupted``, else ``completed``.
+    """
+    return _NodeScope(node_id, outcome)
 
 
 class _RunScope:
     # A class, not a generator-based context manager: one is entered per Graph/Swarm invocation (per evaluation
     # row), where the generator's setup costs more than the scope's own work.
-    __slots__ = ("_kind", "_name", "_nested", "_nodes", "_owner", "_run", "_run_id", "_token")
+    __slots__ = ("_kind", "_name", "_nested", "_nodes", "_outcome", "_owner", "_run", "_run_id", "_token")
 
-    def __init__(self, kind: str, name: str, nodes: int, run_id: str | None) -> None:
-        self._kind, self._name, self._nodes, self._run_id = kind, name, nodes, run_id
+    def __init__(self, kind: str, name: str, nodes: int, run_id: str | None, outcome: Outcome | None) -> None:
+        self._kind, self._name, self._nodes, self._run_id, self._outcome = kind, name, nodes, run_id, outcome
 
     def __enter__(self) -> str:
         outer = current_tags()
@@ -132,14 +144,14 @@ class _RunScope:
         _reset(_tags, self._token)
         _reset(_owner, self._owner)
         report = metrics.nested_run_finished if self._nested else metrics.run_finished
-        report(self._run, self._kind, self._name, _status(kind))
+        report(self._run, self._kind, self._name, _status(kind, self._outcome))
 
 
 class _NodeScope:
-    __slots__ = ("_node", "_run", "_started", "_token")  # a class for the reason of _RunScope's
+    __slots__ = ("_node", "_outcome", "_run", "_started", "_token")  # a class for the reason of _RunScope's
 
-    def __init__(self, node_id: str) -> None:
-        self._node = node_id
+    def __init__(self, node_id: str, outcome: Outcome | None) -> None:
+        self._node, self._outcome = node_id, outcome
 
     def __enter__(self) -> None:
         outer = current_tags()
@@ -150,7 +162,7 @@ class _NodeScope:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         _reset(_tags, self._token)
-        metrics.node_finished(self._run, self._node, _status(kind), time.perf_counter() - self._started)
+        metrics.node_finished(self._run, self._node, _status(kind, self._outcome), time.perf_counter() - self._started)
 
 
 @contextlib.contextmanager
@@ -219,12 +231,28 @@ def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> N
         var.reset(token)
 
 
-def _status(kind: type[BaseException] | None) -> str:
-    """How a scope's block ended: ``completed``, ``failed``, or ``cancelled`` (task cancel, generator close)."""
+_ENDED_SHORT = frozenset({"failed", "cancelled", "interrupted"})
+
+
+def outcome_status(outcome: Outcome | None) -> str:
+    """The status of a block that ended without an exception (``outcome``: what it came to, or None).
+
+    ``failed``, ``cancelled`` or ``interrupted`` when ``outcome`` says so, else ``completed``.
+    """
+    told = outcome() if outcome is not None else None
+    told = getattr(told, "value", told)  # a Status, or its value
+    return told if told in _ENDED_SHORT else "completed"
+
+
+def _status(kind: type[BaseException] | None, outcome: Outcome | None = None) -> str:
+    """How a scope's block ended: ``completed``, ``failed``, ``cancelled`` or ``interrupted``.
+
+    Cancelled: a task cancel, a generator closed, a cancelled result; interrupted: a result waiting for a human.
+    """
     import asyncio
 
     if kind is None:
-        return "completed"
+        return outcome_status(outcome)
     if issubclass(kind, asyncio.CancelledError | GeneratorExit):
         return "cancelled"
     return "failed"

@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ray_harness.telemetry.config import capture_content_enabled, ensure_configured_from_env, tracing_enabled
+from ray_harness.telemetry.runs import outcome_status
 
 __all__ = ("NOOP", "Tracer", "get_tracer", "span_scope")
 
@@ -108,19 +109,25 @@ _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 """What :func:`span_scope` returns with tracing off (stateless, so one instance serves every block)."""
 
 
-def span_scope(name: str, attributes: dict[str, Any] | None = None) -> contextlib.AbstractContextManager[Any]:
+def span_scope(name: str, attributes: dict[str, Any] | None = None, *,
+               outcome: Callable[[], object] | None = None) -> contextlib.AbstractContextManager[Any]:
     """A span that is current for the block (children created inside nest under it); no-op when off.
 
+    With ``outcome`` (as for :func:`ray_harness.telemetry.runs.run_scope`: a graph, swarm or node result's status,
+    asked when the block ends without an exception) the span gets ``ray_harness.status`` (``completed``,
+    ``failed``, ``cancelled``, ``interrupted``), and status ERROR when that is ``failed``: a graph that ended
+    FAILED under the "continue" policy raised nothing.
     With tracing off no generator-based context manager is created: graphs open one per node and per invocation.
     """
     tracer = get_tracer()
     if not tracer.enabled:
         return _NO_SPAN
-    return _span_scope(tracer, name, attributes)
+    return _span_scope(tracer, name, attributes, outcome)
 
 
 @contextlib.contextmanager
-def _span_scope(tracer: Tracer, name: str, attributes: dict[str, Any] | None) -> Iterator[Any]:
+def _span_scope(tracer: Tracer, name: str, attributes: dict[str, Any] | None,
+                outcome: Callable[[], object] | None) -> Iterator[Any]:
     span = tracer.start_span(name, None, attributes)
     token = tracer.attach(span)
     error: BaseException | None = None
@@ -131,7 +138,12 @@ def _span_scope(tracer: Tracer, name: str, attributes: dict[str, Any] | None) ->
         raise
     finally:
         tracer.detach(token)
-        tracer.end_span(span, error=error)  # a cancellation is told apart there
+        if error is None and outcome is not None:
+            status = outcome_status(outcome)
+            tracer.end_span(span, {"ray_harness.status": status}, failed=f"{name}: {status}"
+                            if status == "failed" else None)
+        else:
+            tracer.end_span(span, error=error)  # a cancellation is told apart there
 
 
 def get_tracer() -> Tracer:
@@ -149,6 +161,7 @@ def agent_attributes(agent: Any) -> dict[str, Any]:
         "gen_ai.agent.id": agent.agent_id,
         "gen_ai.request.model": _model_id(agent),
         "gen_ai.provider.name": type(agent.model).__name__,
+        "gen_ai.agent.tools": json.dumps(agent.tool_names),  # Strands' attribute: the tool names, as a JSON list
     }
     attributes.update(_custom(agent))
     return attributes
@@ -177,6 +190,8 @@ def chat_result_attributes(stop: Any, capture_content: bool) -> dict[str, Any]:
         "gen_ai.server.time_to_first_token": (metrics["timeToFirstByteMs"] / 1000)
         if "timeToFirstByteMs" in metrics else None,
         "ray_harness.model.latency_ms": metrics.get("latencyMs"),
+        # Strands' name for the model latency (milliseconds, as Strands records it), when there is one.
+        "gen_ai.server.request.duration": metrics.get("latencyMs") or None,
     }
     if capture_content:
         attributes["gen_ai.output.messages"] = _json([stop.message])

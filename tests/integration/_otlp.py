@@ -68,15 +68,51 @@ class Receiver:
         self.server.server_close()
 
 
+class GrpcReceiver:
+    """A minimal OTLP/gRPC trace receiver on 127.0.0.1 (plaintext, as a local collector listens on 4317)."""
+
+    def __init__(self) -> None:
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+        self.spans: list[Any] = []
+        receiver = self
+
+        class Service(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+            def Export(self, request: Any, context: Any) -> Any:
+                for resource_spans in request.resource_spans:
+                    for scope in resource_spans.scope_spans:
+                        receiver.spans.extend(scope.spans)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    in_trace = Receiver.in_trace  # the same questions about the spans received
+    orphans = Receiver.orphans
+
+    def close(self) -> None:
+        self.server.stop(0)
+
+
 @contextlib.contextmanager
-def receiving(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
-    """A receiver that this process and every actor started from now on export their spans to."""
+def receiving(monkeypatch: pytest.MonkeyPatch, protocol: str = "http") -> Iterator[Any]:
+    """A receiver (``protocol`` ``"http"`` or ``"grpc"``) this process and every actor started from now on export
+    their spans to."""
     from opentelemetry import trace
 
     from ray_harness import telemetry
     from ray_harness.telemetry import config
 
-    receiver = Receiver()
+    receiver: Any = GrpcReceiver() if protocol == "grpc" else Receiver()
     previous_provider = trace._TRACER_PROVIDER
     monkeypatch.setattr(config, "_state", {"capture_content": None, "env_checked": False, "provider": None})
     # Set (not delete) before setup(), which exports them for actors: monkeypatch records nothing for deleting
@@ -84,10 +120,13 @@ def receiving(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
     # spans to this receiver once it is gone (their exit then hangs on export retries).
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)  # setup("otlp-http") does not set it
+    if protocol == "grpc":
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    else:
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)  # setup("otlp-http") does not set it
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")  # actors flush their batches every 100 ms
     monkeypatch.setenv("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "process")  # process.pid: which process sent a span
-    provider = telemetry.setup("otlp-http", endpoint=receiver.endpoint, simple=True)
+    provider = telemetry.setup(f"otlp-{protocol}", endpoint=receiver.endpoint, simple=True)
     try:
         yield receiver
     finally:

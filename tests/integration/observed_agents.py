@@ -71,7 +71,7 @@ def _held(release: str) -> Agent:
                  retry_strategy=None)
 
 
-def held_graph(release: str | Path) -> Any:
+def held_graph(release: str | Path, graph_id: str = "held_graph") -> Any:
     """first → held (waits for ``release``) → last: while held, one node is done, one running, one pending."""
     builder = GraphBuilder()
     builder.add_node(metered("first"), "first")
@@ -79,7 +79,7 @@ def held_graph(release: str | Path) -> Any:
     builder.add_node(metered("last"), "last")
     builder.add_edge("first", "held")
     builder.add_edge("held", "last")
-    builder.set_graph_id("held_graph")
+    builder.set_graph_id(graph_id)
     return builder.build(runtime="ray")
 
 

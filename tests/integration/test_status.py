@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +56,27 @@ def _in_background(call: Any) -> tuple[threading.Thread, dict[str, Any]]:
     return worker, outcome
 
 
-def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str, Any], tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _held_graph_running(tmp_path: Path, graph_id: str = "held_graph") -> Iterator[tuple[Any, dict[str, Any]]]:
+    """observed_agents.held_graph running in the background: (the graph, its outcome once the block ended).
+
+    At the end of the block the held node is released, the run awaited and the graph shut down.
+    """
     from tests.integration.observed_agents import held_graph
 
     release = tmp_path / "release"
-    graph = held_graph(release)
+    graph = held_graph(release, graph_id)
     worker, outcome = _in_background(lambda: graph("go"))
     try:
+        yield graph, outcome
+    finally:
+        release.touch()
+        worker.join(timeout=240)
+        graph.shutdown()
+
+
+def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str, Any], tmp_path: Path) -> None:
+    with _held_graph_running(tmp_path) as (_, outcome):
         # Each process publishes its own view once a second: the orchestrator's node states can arrive before the
         # hosts' token counts, so wait for both.
         running = _wait_for_run(ray_session["gcs_address"],
@@ -69,10 +85,6 @@ def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str,
         assert running["nodes_done"] == {"first": "completed"} and running["nodes_pending"] == 1
         assert running["nodes_total"] == 3
         assert running["input_tokens"] > 0 and running["cost_usd"] >= 0 and running["age_s"] >= 0
-    finally:
-        release.touch()
-        worker.join(timeout=240)
-        graph.shutdown()
     assert "error" not in outcome, outcome.get("error")
     assert outcome["result"].status == Status.COMPLETED
 
@@ -80,6 +92,23 @@ def test_status_json_shows_a_running_graph_with_its_nodes(ray_session: dict[str,
     assert finished["status"] == "completed" and finished["nodes_running"] == []
     assert finished["nodes_done"] == {"first": "completed", "held": "completed", "last": "completed"}
     assert finished["run"] == running["run"]
+
+
+def test_status_json_shows_a_cancelled_graph_and_its_node_as_cancelled(ray_session: dict[str, Any],
+                                                                        tmp_path: Path) -> None:
+    # graph.cancel() makes the invocation return a CANCELLED result (no exception): status showed it "completed".
+    with _held_graph_running(tmp_path, "cancelled_graph") as (graph, outcome):  # the other test's run is listed
+        running = _wait_for_run(ray_session["gcs_address"], lambda run: run["nodes_running"] == ["held"],
+                                name="cancelled_graph")
+        graph.cancel()
+        time.sleep(1)  # the held tool blocks a thread: cancel takes effect once it returns
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["result"].status == Status.CANCELLED
+
+    ended = _wait_for_run(ray_session["gcs_address"],
+                          lambda run: run["run"] == running["run"] and run["status"] != "running", name="cancelled_graph")
+    assert ended["status"] == "cancelled", ended
+    assert ended["nodes_done"] == {"first": "completed", "held": "cancelled"}, ended
 
 
 def test_status_json_shows_an_evaluation_of_graph_rows_as_one_eval_run(ray_session: dict[str, Any],

@@ -60,6 +60,26 @@ def test_actor_spans_share_the_driver_trace(otlp: Receiver) -> None:
         pool.shutdown()
 
 
+def test_actor_spans_reach_an_otlp_grpc_receiver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """setup("otlp-grpc", endpoint="http://...") in the driver: actors configured from the inherited OTEL_* variables
+    export over plaintext gRPC too (before: TLS to a plaintext receiver, and no actor span ever arrived)."""
+    from opentelemetry import trace
+
+    from ray_harness.runtime import RemoteAgent
+
+    with receiving(monkeypatch, "grpc") as otlp:
+        remote = RemoteAgent("tests.integration.agents:calculator", name=f"grpc-traced-{uuid.uuid4().hex[:6]}")
+        try:
+            with trace.get_tracer("test").start_as_current_span("driver grpc") as driver:
+                remote("what is 2+3?")
+            trace_id = driver.get_span_context().trace_id.to_bytes(16, "big")
+            wait(lambda: any(s.name.startswith("invoke_agent") for s in otlp.in_trace(trace_id)), timeout=60,
+                 what="the actor's invoke_agent span over gRPC")
+            assert "driver grpc" in {s.name for s in otlp.in_trace(trace_id)}
+        finally:
+            remote.shutdown()
+
+
 def test_ray_metrics_reach_the_prometheus_endpoint() -> None:
     import ray
 

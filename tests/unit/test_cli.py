@@ -233,3 +233,15 @@ def test_status_text_says_how_long_an_ended_run_took_and_when_it_ended() -> None
     line = _status_text({"runs": [ended], "actors": [], "jobs": []}).splitlines()[1]
     assert "took 2s, ended 300s ago" in line or "took 2s, ended 301s ago" in line
     assert "age" not in line
+
+
+def test_status_text_says_which_nodes_did_not_complete() -> None:
+    """A cancelled graph's text read "nodes 2 done" like a completed one's: the nodes say how they ended."""
+    from ray_harness.cli import _status_text
+
+    cancelled = {"run": "r4", "kind": "graph", "name": "review", "status": "cancelled",
+                 "nodes_done": {"first": "completed", "held": "cancelled", "check": "failed"}, "nodes_running": [],
+                 "nodes_pending": 0, "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0, "age_s": 2.0,
+                 "rows_completed": 0, "rows_failed": 0}
+    line = _status_text({"runs": [cancelled], "actors": [], "jobs": []}).splitlines()[1]
+    assert " cancelled   nodes 3 done (held cancelled, check failed), 0 running, 0 pending" in line

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from ray_harness import Agent, GraphBuilder, Swarm
+from ray_harness import Agent, GraphBuilder, Swarm, tool
+from ray_harness.hooks import BeforeNodeCallEvent
 from ray_harness.multiagent import Status
 from ray_harness.runtime._telemetry import RayMetricsSink  # imports Ray's metric classes (they need no Ray running)
 from ray_harness.telemetry import metrics, runs
 from ray_harness.telemetry.propagation import attached, current_carrier
-from ray_harness.testing import ScriptedModel, text
+from ray_harness.testing import ScriptedModel, text, tool_call
 
 
 class _Recorder(metrics.BaseSink):
@@ -140,6 +141,55 @@ def test_a_graph_as_a_node_reports_as_nested_in_the_outer_graphs_run(recorder: _
         ("run_started", "graph", "outer"), ("nested_run_started", "graph", "inner"), ("node_finished", "only", "completed"),
         ("nested_run_finished", "graph", "inner"), ("node_finished", "only", "completed"),
         ("run_finished", "graph", "outer")]
+
+
+def test_a_graph_that_returns_failed_under_continue_is_reported_failed(recorder: _Recorder) -> None:
+    builder = GraphBuilder()
+    builder.add_node(Agent(ScriptedModel(RuntimeError("model down")), name="bad", retry_strategy=None), "bad")
+    builder.add_node(_agent("good"), "good")
+    builder.set_failure_policy("continue")
+    builder.set_graph_id("partly")
+    assert builder.build(runtime="local")("go").status == Status.FAILED  # a result, no exception
+    assert ("node_finished", "bad", "failed") in recorder.events
+    assert recorder.events[-1] == ("run_finished", "graph", "partly", "failed")  # before: "completed"
+
+
+def test_a_graph_cancelled_from_inside_is_reported_cancelled_with_its_node(recorder: _Recorder) -> None:
+    graphs: list[Any] = []
+
+    @tool
+    def stop_everything() -> str:
+        """Cancel the graph this agent runs in."""
+        graphs[0].cancel()
+        return "cancelling"
+
+    agent = Agent(ScriptedModel(tool_call("stop_everything", {}), text("unreached")), tools=[stop_everything],
+                  name="stopper")
+    graphs.append(_one_node_graph("stopped", agent))
+    result = graphs[0]("go")
+    assert result.status == Status.CANCELLED and result.results["only"].status == Status.CANCELLED
+    assert recorder.events[-2:] == [("node_finished", "only", "cancelled"),  # before: both "completed"
+                                    ("run_finished", "graph", "stopped", "cancelled")]
+
+
+def test_a_run_stopped_for_an_interrupt_is_reported_interrupted(recorder: _Recorder) -> None:
+    graph = _one_node_graph("approval", _agent("a"))
+    graph.add_hook(lambda event: event.interrupt("approve", "run it?"), BeforeNodeCallEvent)
+    assert graph("go").status == Status.INTERRUPTED
+    assert recorder.events[-1] == ("run_finished", "graph", "approval", "interrupted")
+    swarm = Swarm([Agent(ScriptedModel(text("waiting")), name="solo")], id="desk", runtime="local")
+    swarm.add_hook(lambda event: event.interrupt("approve", "run it?"), BeforeNodeCallEvent)
+    assert swarm("go").status == Status.INTERRUPTED
+    assert recorder.events[-1] == ("run_finished", "swarm", "desk", "interrupted")
+
+
+def test_the_status_of_a_scope_comes_from_its_outcome_only_without_an_exception(recorder: _Recorder) -> None:
+    with runs.run_scope("graph", "g", outcome=lambda: "pending"), runs.node_scope("n", outcome=lambda: None):
+        pass
+    assert recorder.events[-2:] == [("node_finished", "n", "completed"), ("run_finished", "graph", "g", "completed")]
+    with pytest.raises(RuntimeError), runs.run_scope("graph", "g", outcome=lambda: Status.INTERRUPTED):
+        raise RuntimeError("boom")
+    assert recorder.events[-1] == ("run_finished", "graph", "g", "failed")
 
 
 @pytest.fixture

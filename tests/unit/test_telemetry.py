@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -280,28 +281,116 @@ def test_chat_and_tool_spans_carry_strands_usage_and_status_names(spans: InMemor
     assert tool_span["gen_ai.tool.status"] == "success"
 
 
-def test_otel_metrics_carry_the_run_scope_tags() -> None:
+def _otel_metric_points(work: Callable[[], object]) -> list[tuple[str, dict[str, Any], Any]]:
+    """Do ``work`` with OpenTelemetry metrics enabled; every data point recorded: (metric, attributes, point)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from ray_harness.multiagent import GraphBuilder
     from ray_harness.telemetry import metrics
 
     reader = InMemoryMetricReader()
     sink = metrics.enable_otel_metrics(MeterProvider(metric_readers=[reader]))
     try:
-        builder = GraphBuilder()
-        builder.add_node(Agent(ScriptedModel(text("a")), name="solo"), "only")
-        builder.set_graph_id("report")
-        builder.build(runtime="local")("task")
+        work()
     finally:
         metrics.remove_sink(sink)
-    calls = [dict(point.attributes) for resource in reader.get_metrics_data().resource_metrics
-             for scope in resource.scope_metrics for metric in scope.metrics
-             if metric.name == "ray_harness_model_calls" for point in metric.data.data_points]
+    return [(metric.name, dict(point.attributes), point) for resource in reader.get_metrics_data().resource_metrics
+            for scope in resource.scope_metrics for metric in scope.metrics for point in metric.data.data_points]
+
+
+def _run_report_graph() -> None:
+    from ray_harness.multiagent import GraphBuilder
+
+    builder = GraphBuilder()
+    builder.add_node(Agent(ScriptedModel(text("a")), name="solo"), "only")
+    builder.set_graph_id("report")
+    builder.build(runtime="local")("task")
+
+
+def test_otel_metrics_carry_the_run_scope_tags() -> None:
+    calls = [attributes for name, attributes, _ in _otel_metric_points(_run_report_graph)
+             if name == "ray_harness_model_calls"]
     assert len(calls) == 1
     assert calls[0]["agent"] == "solo" and calls[0]["graph"] == "report" and calls[0]["node"] == "only"
     assert calls[0]["run"]
+
+
+def test_otel_metrics_have_the_run_level_metrics_of_the_ray_sink() -> None:
+    """Node durations, runs in progress, evaluation rows and rate-limit waits, as on Ray (before: none of them)."""
+    from ray_harness.evaluation import evaluate
+    from ray_harness.telemetry import metrics
+
+    def work() -> None:
+        _run_report_graph()
+        evaluate("tests.eval_targets:echo_agent", [{"prompt": "row"}], runtime="local", progress=False)
+        metrics.rate_limit_wait("openai:gpt-x", 0.25)
+
+    points = {(name, tuple(sorted((k, v) for k, v in attributes.items() if k != "run"))): point
+              for name, attributes, point in _otel_metric_points(work)}
+    assert points[("ray_harness_node_duration_s", (("graph", "report"), ("node", "only"), ("status", "completed")))
+                  ].count == 1
+    assert points[("ray_harness_runs_active", (("kind", "graph"), ("name", "report")))].value == 0
+    assert points[("ray_harness_runs_active", (("kind", "eval"), ("name", "tests.eval_targets:echo_agent")))
+                  ].value == 0
+    assert points[("ray_harness_eval_rows", (("eval", "tests.eval_targets:echo_agent"), ("status", "completed")))
+                  ].value == 1
+    assert points[("ray_harness_rate_limit_wait_s", (("limiter", "openai:gpt-x"),))].sum == 0.25
+
+
+def test_strands_attribute_names_for_the_tools_and_the_model_latency(spans: InMemorySpanExporter) -> None:
+    """As Strands' tracer: ``gen_ai.agent.tools`` on invoke_agent, ``gen_ai.server.request.duration`` (ms) on chat."""
+    import json
+
+    Agent(ScriptedModel(text("done", delay=0.02)), tools=[lookup], name="timed")("go")
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    assert json.loads(finished["invoke_agent timed"].attributes["gen_ai.agent.tools"]) == ["lookup"]
+    assert finished["chat"].attributes["gen_ai.server.request.duration"] >= 20
+
+
+def test_graph_swarm_and_node_spans_say_how_the_run_ended(spans: InMemorySpanExporter) -> None:
+    """A graph returns FAILED (under "continue") or CANCELLED without raising: its spans said nothing of it."""
+    from opentelemetry.trace import StatusCode
+
+    from ray_harness import Swarm
+    from ray_harness.hooks import BeforeNodeCallEvent
+    from ray_harness.multiagent import GraphBuilder, Status
+
+    graphs: list[object] = []
+
+    @tool
+    def stop_everything() -> str:
+        """Cancel the graph this agent runs in."""
+        graphs[0].cancel()  # type: ignore[attr-defined]
+        return "cancelling"
+
+    builder = GraphBuilder()
+    builder.add_node(Agent(ScriptedModel(RuntimeError("model down")), name="bad", retry_strategy=None), "bad")
+    builder.add_node(Agent(ScriptedModel(text("fine")), name="good"), "good")
+    builder.set_failure_policy("continue")
+    assert builder.build(runtime="local")("go").status == Status.FAILED
+    failed = {span.name: span for span in spans.get_finished_spans()}
+    assert failed["invoke_graph"].attributes["ray_harness.status"] == "failed"
+    assert failed["invoke_graph"].status.status_code == StatusCode.ERROR
+    assert failed["execute_node good"].attributes["ray_harness.status"] == "completed"
+    assert failed["execute_node good"].status.status_code == StatusCode.UNSET
+    spans.clear()
+
+    stopper = GraphBuilder()
+    stopper.add_node(Agent(ScriptedModel(tool_call("stop_everything", {}), text("unreached")),
+                           tools=[stop_everything], name="stopper"), "stopper")
+    graphs.append(stopper.build(runtime="local"))
+    assert graphs[0]("go").status == Status.CANCELLED  # type: ignore[operator]
+    cancelled = {span.name: span for span in spans.get_finished_spans()}
+    assert cancelled["invoke_graph"].attributes["ray_harness.status"] == "cancelled"
+    assert cancelled["execute_node stopper"].attributes["ray_harness.status"] == "cancelled"
+    assert cancelled["invoke_graph"].status.status_code == StatusCode.UNSET  # a cancel is no failure
+    spans.clear()
+
+    swarm = Swarm([Agent(ScriptedModel(text("waiting")), name="solo")], runtime="local")
+    swarm.add_hook(lambda event: event.interrupt("approve", "run it?"), BeforeNodeCallEvent)
+    assert swarm("go").status == Status.INTERRUPTED
+    interrupted = {span.name: span for span in spans.get_finished_spans()}
+    assert interrupted["invoke_swarm"].attributes["ray_harness.status"] == "interrupted"
 
 
 def test_a_span_scope_left_by_a_cancellation_names_it(spans: InMemorySpanExporter) -> None:
