@@ -11,7 +11,8 @@ sandbox actors (:class:`~ray_harness.runtime.RemoteSandbox`) all call through it
   ``RemoteActorError`` naming it (:mod:`ray_harness.runtime._errors`).
 * **Streams.** :meth:`ActorClient.stream` yields a Ray streaming generator's items in order. A stream that ends
   without its terminal item (the actor's process died) is sent again when the callee journals its state
-  (``resend=True``: a dedicated agent continues the invocation by id), or fails with ``RemoteActorError``.
+  (``resend=True``: a dedicated agent continues the invocation by id), or fails with ``RemoteActorError``
+  (``ActorStoppedError`` when the actor was stopped on purpose: such a stream is never sent again).
 * **Cancel.** A consumer that stops before the end (or a failed stream) sends the request's cancel at once;
   not when the actor's process died (nothing runs there, and a restarted actor would keep the cancel for the
   run's re-sent request).
@@ -29,7 +30,7 @@ from ray_harness.runtime._errors import await_ref, call_sync, translate
 from ray_harness.runtime._telemetry import task_name
 from ray_harness.runtime._wire import Request, is_terminal
 from ray_harness.telemetry.propagation import current_carrier
-from ray_harness.types.exceptions import RemoteActorError
+from ray_harness.types.exceptions import ActorStoppedError, RemoteActorError
 
 __all__ = ("ActorClient",)
 
@@ -125,7 +126,8 @@ class ActorClient:
                         translated = translate(error, self.name)
                         # A dead callee, not a nested actor's error it raised: no cancel to send.
                         lost = isinstance(translated, RemoteActorError) and translated.actor_name == self.name
-                        if lost and resend and attempt < _RESENDS:
+                        # Stopped on purpose (shutdown(), kill()): nothing would answer a re-sent call.
+                        if lost and resend and attempt < _RESENDS and not isinstance(translated, ActorStoppedError):
                             break  # its process died mid-stream: send the call again (below)
                         if translated is error:
                             raise

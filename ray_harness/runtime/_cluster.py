@@ -1,15 +1,18 @@
-"""Connect to Ray, or start an embedded local Ray sized for a small machine."""
+"""Connect to Ray, or start an embedded local Ray sized for a small machine; check that an actor can be placed."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import ray
 
-__all__ = ("DEFAULT_NAMESPACE", "TOKEN_HELP", "current_namespace", "ensure_initialized", "init", "is_initialized",
-           "shutdown")
+__all__ = ("DEFAULT_NAMESPACE", "TOKEN_HELP", "actor_resources", "check_placeable", "current_namespace", "ensure_initialized", "init",
+           "is_initialized", "shutdown")
 
 DEFAULT_NAMESPACE = "ray_harness"
 _CONNECT_TIMEOUT_S = 5.0
@@ -93,3 +96,103 @@ def _probe(address: str) -> None:
             f"cannot reach the Ray cluster at {address!r} ({error}); check the address, that the head node is "
             f"running (`ray start --head`) and that the port is open. {TOKEN_HELP}"
         ) from None
+
+
+_AUTOSCALER_STATUS_KEY = "__autoscaling_status"  # ray._private.ray_constants.DEBUG_AUTOSCALING_STATUS
+_AUTOSCALER_STATUS_WAIT_S = 15.0  # Ray's monitor reports every 5 s; a fresh cluster may not have reported yet
+
+
+def actor_resources(num_cpus: float, resources: Mapping[str, float] | None, what: str) -> dict[str, Any]:
+    """Ray actor options for ``num_cpus`` and ``resources`` (``"GPU"`` among them is Ray's ``num_gpus``), checked.
+
+    Raises:
+        ValueError: A bad amount or name (the field named), or an actor no node can ever hold
+            (:func:`check_placeable`).
+
+    """
+    check_placeable(num_cpus, resources, what)
+    custom = {name: float(amount) for name, amount in (resources or {}).items() if name != "GPU"}
+    options: dict[str, Any] = {"num_cpus": num_cpus}
+    if resources and resources.get("GPU"):
+        options["num_gpus"] = float(resources["GPU"])
+    if custom:
+        options["resources"] = custom
+    return options
+
+
+def check_placeable(num_cpus: float, resources: Mapping[str, float] | None, what: str) -> None:
+    """Raise ``ValueError`` when no node can ever hold an actor that asks for ``num_cpus`` and ``resources``.
+
+    Ray would wait for such an actor forever, printing only an autoscaler warning. A node that has them all (in
+    total; busy now is fine: the actor waits for them) passes. When none has, the request is refused unless an
+    autoscaler could add such a node (autoscaler v2, as KubeRay runs it, or a v1 autoscaler with a cluster
+    config): then Ray's wait is kept, since a node may be on its way. Without an autoscaler (an embedded Ray,
+    ``ray start`` clusters), a node joining later would not help this call.
+    """
+    demand = _demand(num_cpus, resources)
+    if not demand:
+        return
+    nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]  # type: ignore[no-untyped-call]
+    if any(all(node.get(name, 0.0) >= amount for name, amount in demand.items()) for node in nodes):
+        return
+    if _may_autoscale():
+        return
+    raise ValueError(f"{what}: {_unplaceable(demand, nodes)}; the cluster has no autoscaler to add such a node, so "
+                     "the actor would wait forever. Ask for less, or start a node that has them "
+                     "(`ray start --resources='{...}'`) before creating it")
+
+
+def _demand(num_cpus: float, resources: Mapping[str, float] | None) -> dict[str, float]:
+    """The resources asked for (the nonzero ones), checked: bad values are named here, not deep in Ray."""
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float) or not num_cpus >= 0:
+        raise ValueError(f"num_cpus must be a number >= 0, got {num_cpus!r}")
+    if resources is not None and not isinstance(resources, Mapping):
+        raise ValueError(f"resources must be a dict of resource name to amount, got {resources!r}")
+    demand = {}
+    for name, amount in (resources or {}).items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"resources: names must be non-empty strings, got {name!r}")
+        if name == "CPU":
+            raise ValueError("resources['CPU']: ask for CPUs with num_cpus=")
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or not amount >= 0:
+            raise ValueError(f"resources[{name!r}] must be a number >= 0, got {amount!r}")
+        if amount:
+            demand[name] = float(amount)
+    if num_cpus:
+        demand["CPU"] = float(num_cpus)
+    return demand
+
+
+def _unplaceable(demand: dict[str, float], nodes: list[dict[str, float]]) -> str:
+    short = []
+    for name, amount in demand.items():
+        largest = max((node.get(name, 0.0) for node in nodes), default=0.0)
+        if largest < amount:
+            field = "num_cpus" if name == "CPU" else f"resources[{name!r}]"
+            has = f"the largest node has {largest:g}" if largest else "no node has it"
+            short.append(f"{field}={amount:g} ({has})")
+    if short:
+        return "no node of the cluster can hold " + ", ".join(short)
+    asked = ", ".join(f"{name}={amount:g}" for name, amount in demand.items())
+    return f"no single node of the cluster has all of {asked} (each one alone fits some node)"
+
+
+def _may_autoscale() -> bool:
+    """Whether an autoscaler could add nodes; ``True`` when it cannot be told (then Ray's wait is kept)."""
+    try:
+        from ray.autoscaler.v2.utils import is_autoscaler_v2
+
+        if is_autoscaler_v2(fetch_from_server=True):
+            return True
+        from ray.experimental import internal_kv
+
+        deadline = time.monotonic() + _AUTOSCALER_STATUS_WAIT_S
+        while (status := internal_kv._internal_kv_get(_AUTOSCALER_STATUS_KEY)) is None:
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(0.25)
+        mapping = json.loads(status).get("autoscaler_report", {}).get("node_type_mapping") or {}
+    except Exception:  # an older or newer Ray that reports differently: keep Ray's behaviour
+        return True
+    # Without a cluster config Ray's monitor runs read-only: every node is its own type, "node_<node id>".
+    return not (mapping and all(kind == f"node_{key}" for key, kind in mapping.items()))

@@ -4,7 +4,9 @@
 original (``.cause``: our ``RayHarnessError`` types or the built-in type), with
 Ray's remote traceback kept as ``__cause__`` for debugging. A dead or
 unreachable actor becomes :class:`~ray_harness.types.exceptions.RemoteActorError`
-naming the actor.
+naming the actor; one stopped on purpose (``shutdown()``, ``kill()``, ``ray.kill``, from any process) becomes its
+subclass :class:`~ray_harness.types.exceptions.ActorStoppedError`, so a call cut short by a shutdown does not
+read as a crash.
 """
 
 from __future__ import annotations
@@ -16,11 +18,21 @@ from typing import Any, NoReturn, TypeVar
 import ray
 from ray import exceptions as ray_exceptions
 
-from ray_harness.types.exceptions import RemoteActorError
+from ray_harness.types.exceptions import ActorStoppedError, RemoteActorError
 
-__all__ = ("await_ref", "call_sync", "raise_translated", "translate")
+__all__ = ("await_ref", "call_sync", "mark_stopped", "raise_translated", "translate")
 
 T = TypeVar("T")
+
+_KILLED = "killed by `ray.kill`"
+"""How Ray's GCS states, in an ``ActorDiedError``, that the actor was killed on purpose (any process)."""
+_STOPPED_HERE: set[str] = set()
+"""Actor ids this process stopped on purpose (also known when Ray words its death cause differently)."""
+
+
+def mark_stopped(actor: Any) -> None:
+    """Record that ``actor`` is being stopped on purpose: its calls then fail with ``ActorStoppedError``."""
+    _STOPPED_HERE.add(actor._actor_id.hex())
 
 
 def translate(error: BaseException, actor_name: str) -> BaseException:
@@ -36,10 +48,13 @@ def translate(error: BaseException, actor_name: str) -> BaseException:
         if isinstance(cause, ray_exceptions.RayError):
             return translate(cause, actor_name)
         return RemoteActorError(f"actor {actor_name!r} failed: {error}", actor_name=actor_name)
+    if isinstance(error, ray_exceptions.RayActorError) and _stopped_on_purpose(error):
+        return ActorStoppedError(f"actor {actor_name!r} was stopped on purpose (shutdown(), kill() or ray.kill), "
+                                 "not by a crash; this call did not run to its end", actor_name=actor_name)
     if isinstance(error, ray_exceptions.ActorUnavailableError | ray_exceptions.RayActorError):
         kind = "is unavailable (restarting or unreachable)" if isinstance(
             error, ray_exceptions.ActorUnavailableError) else "died"
-        return RemoteActorError(f"actor {actor_name!r} {kind}: {_first_line(error)}", actor_name=actor_name)
+        return RemoteActorError(f"actor {actor_name!r} {kind}: {_summary(error)}", actor_name=actor_name)
     if isinstance(error, ray_exceptions.RayError):
         return RemoteActorError(f"call into actor {actor_name!r} failed: {_first_line(error)}", actor_name=actor_name)
     return error
@@ -65,6 +80,20 @@ def call_sync(ref: Any, actor_name: str, *, timeout: float | None = None) -> Any
         return ray.get(ref, timeout=timeout)
     except ray_exceptions.RayError as error:
         raise_translated(error, actor_name)
+
+
+def _stopped_on_purpose(error: ray_exceptions.RayActorError) -> bool:
+    if isinstance(error, ray_exceptions.ActorUnavailableError):
+        return False  # restarting: it was not stopped for good
+    return error.actor_id in _STOPPED_HERE or _KILLED in str(error)
+
+
+def _summary(error: BaseException) -> str:
+    """Ray's first line and, for an actor's death, its last: the cause (its process died, its node died, ...)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if len(lines) > 1 and lines[-1].startswith("The actor"):
+        return f"{lines[0]} {lines[-1]}"
+    return _first_line(error)
 
 
 def _first_line(error: BaseException) -> str:

@@ -37,8 +37,8 @@ from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.runtime._batching import Batcher
 from ray_harness.runtime._cancel import RunHandle
 from ray_harness.runtime._client import ActorClient
-from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import call_sync
+from ray_harness.runtime._cluster import actor_resources, current_namespace, ensure_initialized
+from ray_harness.runtime._errors import call_sync, mark_stopped
 from ray_harness.runtime._host import (
     HOST_ACTOR_PREFIX,
     RATE_LIMITS_KV_NAMESPACE,
@@ -61,7 +61,7 @@ from ray_harness.runtime._wire import (
     invoke_request,
     pack_snapshot,
 )
-from ray_harness.types.exceptions import RemoteActorError
+from ray_harness.types.exceptions import ActorStoppedError, RemoteActorError
 
 __all__ = ("AgentHost", "AgentPool", "host_actor_name")
 
@@ -80,7 +80,7 @@ class AgentPool:
             the host handles and keep the hosts alive until :meth:`shutdown` (a later pool gets them warm).
         max_concurrency: Concurrent calls per host (runs plus control calls).
         num_cpus: CPUs reserved per host.
-        resources: Custom Ray resources per host.
+        resources: Custom Ray resources per host (``"GPU"``: GPUs); checked as for :class:`RemoteAgent`.
         max_restarts: Restarts of a host whose process died (its running runs fail; later runs proceed).
         name_prefix: The hosts' names are ``<name_prefix><i>`` (the runtime's orchestration hosts use
             ``ray_harness:orchestrator:``).
@@ -94,12 +94,15 @@ class AgentPool:
             raise ValueError(f"size must be a positive int, got {size!r}")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 2:
             raise ValueError(f"max_concurrency must be an int >= 2, got {max_concurrency!r}")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
+            raise ValueError(f"max_restarts must be an int >= -1, got {max_restarts!r}")
+        if namespace is not None and (not isinstance(namespace, str) or not namespace):
+            raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
         ensure_initialized()
+        placement = actor_resources(num_cpus, resources, f"AgentPool hosts ({name_prefix}<i>)")
         self.namespace = namespace or current_namespace()
-        options: dict[str, Any] = {"namespace": self.namespace, "get_if_exists": True, "num_cpus": num_cpus,
-                                   "max_concurrency": max_concurrency, "max_restarts": max_restarts}
-        if resources:
-            options["resources"] = dict(resources)
+        options: dict[str, Any] = {"namespace": self.namespace, "get_if_exists": True,
+                                   "max_concurrency": max_concurrency, "max_restarts": max_restarts, **placement}
         self.host_names = [host_actor_name(i, name_prefix) for i in range(size)]
         options = self._options = with_actor_env(options)
         self._hosts = [acquire_host(self.namespace, name, i, options) for i, name in enumerate(self.host_names)]
@@ -349,8 +352,8 @@ class AgentPool:
                     else:
                         yield item
             except RemoteActorError as error:
-                if error.actor_name != host_name or losses == HOST_LOSS_RESENDS:
-                    raise
+                if error.actor_name != host_name or losses == HOST_LOSS_RESENDS or isinstance(error, ActorStoppedError):
+                    raise  # not the host, re-sent enough, or the host was shut down (nothing would answer)
                 # The host's process died (or is restarting): send the request again when it is back.
                 await asyncio.sleep(_HOST_LOSS_PAUSE * 2 ** min(losses, 4))
                 losses += 1
@@ -474,6 +477,7 @@ class AgentPool:
         except (RayError, ValueError):
             pass
         for name, host in zip(self.host_names, self._hosts, strict=True):
+            mark_stopped(host)  # runs still in it fail with ActorStoppedError, not as a crash
             try:
                 ray.kill(host, no_restart=True)
             except (RayError, ValueError):

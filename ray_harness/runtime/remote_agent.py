@@ -32,8 +32,8 @@ from ray_harness.agent.snapshot import AgentSnapshot
 from ray_harness.agent.state import AgentState
 from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.runtime._client import ActorClient
-from ray_harness.runtime._cluster import current_namespace, ensure_initialized
-from ray_harness.runtime._errors import await_ref, call_sync
+from ray_harness.runtime._cluster import actor_resources, current_namespace, ensure_initialized
+from ray_harness.runtime._errors import await_ref, call_sync, mark_stopped
 from ray_harness.runtime._host import DEDICATED_KEY, Slot, host_class
 from ray_harness.runtime._order import Tickets
 from ray_harness.runtime._spec import agent_spec
@@ -47,6 +47,7 @@ from ray_harness.runtime._wire import (
     invoke_request,
 )
 from ray_harness.types.content import Message
+from ray_harness.types.exceptions import ActorStoppedError
 
 __all__ = ("AGENT_ACTOR_PREFIX", "RemoteAgent", "agent_actor_name")
 
@@ -67,7 +68,9 @@ class RemoteAgent:
         detached: Outlive this driver (stop it with :meth:`shutdown` or :meth:`kill`).
         max_restarts: Restarts after the actor's process dies; the running call is retried as often.
         num_cpus: CPUs reserved for the actor (0: agents are I/O-bound; the actor still runs).
-        resources: Custom Ray resources, e.g. ``{"gpu_box": 1}`` to pin the agent to a node.
+        resources: Custom Ray resources, e.g. ``{"gpu_box": 1}`` to pin the agent to a node (``"GPU"``: GPUs).
+            When no node has them and no autoscaler could add one, ``ValueError`` names them (Ray would wait
+            forever); with an autoscaler the actor waits for its node.
         concurrent_invocation_mode: ``"queue"`` (calls run one after another in arrival order) or
             ``"throw"`` (a call while another runs raises ``ConcurrencyException``).
         max_concurrency: Calls the actor accepts at once (queued invocations count).
@@ -91,14 +94,12 @@ class RemoteAgent:
         persist: bool = True,
         state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if concurrent_invocation_mode not in ("queue", "throw"):
-            raise ValueError(f"concurrent_invocation_mode must be 'queue' or 'throw', got {concurrent_invocation_mode!r}")
-        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
-            raise ValueError(f"max_restarts must be an int >= -1, got {max_restarts!r}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        _check_options(name=name, namespace=namespace, detached=detached, max_restarts=max_restarts,
+                       concurrent_invocation_mode=concurrent_invocation_mode, max_concurrency=max_concurrency,
+                       persist=persist, state_dir=state_dir)
         spec = agent_spec(agent_or_factory)
         ensure_initialized()
+        placement = actor_resources(num_cpus, resources, f"RemoteAgent {name or spec.label!r}")
         name = name or f"{spec.label}-{uuid.uuid4().hex[:8]}"
         namespace = namespace or current_namespace()
         actor_name = agent_actor_name(name)
@@ -107,11 +108,9 @@ class RemoteAgent:
             "namespace": namespace,
             "max_restarts": max_restarts,
             "max_task_retries": max_restarts,
-            "num_cpus": num_cpus,
             "max_concurrency": max_concurrency,
+            **placement,
         }
-        if resources:
-            options["resources"] = dict(resources)
         if detached:
             options["lifetime"] = "detached"
         store_dir = os.fspath(state_dir) if state_dir is not None else None
@@ -145,6 +144,7 @@ class RemoteAgent:
     @classmethod
     def get(cls, name: str, namespace: str | None = None) -> RemoteAgent:
         """Attach to the named agent (possibly created by another driver process)."""
+        _check_options(name=name, namespace=namespace)
         ensure_initialized()
         namespace = namespace or current_namespace()
         try:
@@ -161,13 +161,20 @@ class RemoteAgent:
         cls.get(name, namespace=namespace).shutdown()
 
     def shutdown(self) -> None:
-        """Stop the actor (no restart) and delete its snapshot."""
+        """Stop the actor (no restart) and delete its snapshot; a second call does nothing.
+
+        Calls running or queued in it, and calls made afterwards (from any process), raise
+        :class:`~ray_harness.types.exceptions.ActorStoppedError` (a ``RemoteActorError``).
+        """
         try:
             self._client.call_sync("forget")
+        except ActorStoppedError:
+            return  # already stopped (by this handle, another one or another process)
         finally:
             self._kill_quietly()
 
     def _kill_quietly(self) -> None:
+        mark_stopped(self._actor)  # calls still in it fail with ActorStoppedError, not as a crash
         try:
             ray.kill(self._actor, no_restart=True)
         except (RayError, ValueError):
@@ -334,3 +341,23 @@ class RemoteAgent:
 
     def __repr__(self) -> str:
         return f"RemoteAgent(name={self.name!r}, namespace={self.namespace!r}, actor={self.actor_name!r})"
+
+
+def _check_options(*, name: Any, namespace: Any, detached: Any = False, max_restarts: Any = 0,
+                   concurrent_invocation_mode: Any = "queue", max_concurrency: Any = 1, persist: Any = True,
+                   state_dir: Any = None) -> None:
+    """Name a bad argument here, before Ray reads it otherwise (``detached="no"`` is truthy; 0 calls never run)."""
+    for field, value in (("name", name), ("namespace", namespace)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{field} must be a non-empty string, got {value!r}")
+    for field, value in (("detached", detached), ("persist", persist)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{field} must be a bool, got {value!r}")
+    if concurrent_invocation_mode not in ("queue", "throw"):
+        raise ValueError(f"concurrent_invocation_mode must be 'queue' or 'throw', got {concurrent_invocation_mode!r}")
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
+        raise ValueError(f"max_restarts must be an int >= -1, got {max_restarts!r}")
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
+    if state_dir is not None and not isinstance(state_dir, str | os.PathLike):
+        raise ValueError(f"state_dir must be a path (str or os.PathLike), got {state_dir!r}")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ray_harness.types.content import Message
 
 __all__ = (
+    "ActorStoppedError",
     "CheckpointException",
     "ConcurrencyException",
     "ContextWindowOverflowException",
@@ -127,3 +128,12 @@ class RemoteActorError(RayHarnessError):
     def __init__(self, message: str, *, actor_name: str | None = None) -> None:
         super().__init__(message)
         self.actor_name = actor_name
+
+
+class ActorStoppedError(RemoteActorError):
+    """The actor behind a remote handle was stopped on purpose, not by a crash.
+
+    Stopped by ``RemoteAgent.shutdown()`` / ``RemoteAgent.kill()``, ``AgentPool.shutdown()`` or ``ray.kill``, from
+    this process or another one. Raised for the calls that were running or queued in it then, and for calls sent to it afterwards. Such a
+    call is never sent again (a crashed actor's may be, after its restart).
+    """

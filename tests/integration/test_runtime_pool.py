@@ -214,3 +214,30 @@ async def test_a_pool_replaces_a_host_that_is_gone_for_good(ray_session: Any) ->
         assert ray.get_actor(own.host_names[0], namespace=own.namespace)._actor_id == own.hosts[0]._actor_id
     finally:
         own.shutdown()
+
+
+async def test_a_run_in_flight_when_the_pool_shuts_down_says_the_host_was_stopped(ray_session: Any) -> None:
+    import uuid
+
+    from ray_harness.runtime import AgentPool
+    from ray_harness.types.exceptions import ActorStoppedError
+
+    own = AgentPool(size=1, namespace=f"ray_harness_stopped_{uuid.uuid4().hex[:6]}")
+    running = asyncio.create_task(own.run("tests.integration.agents:slow_model", "hi"))  # answers after 300 s
+    await _wait_running(own, 1)
+    await asyncio.to_thread(own.shutdown)
+    with pytest.raises(ActorStoppedError, match="stopped on purpose") as caught:
+        await asyncio.wait_for(running, 120)
+    assert caught.value.actor_name == own.host_names[0]
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"max_restarts": "3"}, "max_restarts"),
+    ({"namespace": ""}, "namespace"),  # used to fall back to the driver's namespace silently
+    ({"resources": {"x": "1"}}, r"resources\['x'\]"),
+])
+def test_bad_pool_arguments_name_the_field(ray_session: Any, kwargs: dict[str, Any], field: str) -> None:
+    from ray_harness.runtime import AgentPool
+
+    with pytest.raises(ValueError, match=field):
+        AgentPool(size=1, **kwargs)
