@@ -14,7 +14,8 @@ the agent's first invocation loads the tools (``load_tools()``) and a start
 failure raises there, before the model is called, naming the command or URL.
 The session lives on a thread of its own (see ``_mcp_session``), so the client
 works from any event loop and from sync code. The client pickles as its
-configuration, so in a Ray actor the connection opens in the actor's process.
+configuration (plus the ``timeout`` set on each of its listed tools), so in a Ray
+actor the connection opens in the actor's process.
 
 Errors: ``MCPClientInitializationError`` (the server could not be started or
 reached, or a ``tool_filter`` raised). Failures during a call (a tool error,
@@ -198,6 +199,7 @@ class MCPClient:
         self._listed_generation = -1
         self._refreshing = False  # an on_tools_changed refresh is running
         self._refresh_again = False  # another change was announced meanwhile
+        self._shipped_timeouts: dict[str, timedelta | float] = {}  # tool name -> timeout set before pickling
 
     # -- configuration and pickling ------------------------------------------------------------------
 
@@ -207,12 +209,16 @@ class MCPClient:
         return self._config
 
     def __getstate__(self) -> dict[str, Any]:
-        # Only the configuration travels: the session, its thread and its server stay where they are.
-        return {"config": self._config}
+        # Only the configuration travels: the session, its thread and its server stay where they are. So do the
+        # timeouts set on its listed tools (``tool.timeout``): the tools are listed again where it arrives.
+        timeouts = self._shipped_timeouts if self._tools is None else {
+            tool.tool_name: tool.timeout for tool in self._tools if tool.timeout is not None}
+        return {"config": self._config, "tool_timeouts": dict(timeouts)} if timeouts else {"config": self._config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._config = state["config"]
         self._init_live_state()
+        self._shipped_timeouts = dict(state.get("tool_timeouts") or {})
 
     def __repr__(self) -> str:
         return f"MCPClient({self._config.label})"
@@ -290,7 +296,8 @@ class MCPClient:
         tools: list[MCPAgentTool] = []
         for mcp_tool, name in zip(kept, names, strict=True):
             same = known.get(name)
-            tools.append(same if same is not None and same.mcp_tool == mcp_tool else MCPAgentTool(mcp_tool, self, name))
+            tools.append(same if same is not None and same.mcp_tool == mcp_tool
+                         else MCPAgentTool(mcp_tool, self, name, timeout=self._shipped_timeouts.get(name)))
         self._tools = tools
         self._listed_generation = generation
 
@@ -554,7 +561,8 @@ class MCPAgentTool(AgentTool):
         name_override: the name the model sees (default: the server's name).
         timeout: how long a call may wait for the server's answer (``timedelta`` or seconds; ``None``:
             no limit). A call that takes longer ends with an error result and the server is told to cancel
-            it. Settable later: ``tool.timeout = timedelta(seconds=30)``.
+            it. Settable later: ``tool.timeout = timedelta(seconds=30)``; it ships with the client (a
+            RemoteAgent's actor lists the tools again and applies it).
     """
 
     exposes_raw_call = True  # TOOL_RAW extensions see the server's call result
