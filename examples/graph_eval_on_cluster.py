@@ -7,7 +7,8 @@ Directly (joins ``RAY_ADDRESS``, else starts an embedded local Ray):
 
 As a Ray Job on a cluster (here the one-machine cluster of ``cluster/local.sh``), from the repository root;
 ``--working-dir examples`` ships this directory, so the job and every host actor can import
-``graph_eval_on_cluster``, and ``--download`` brings the results file the job wrote back from the cluster:
+``graph_eval_on_cluster``; the job runs in its own copy of it on the head, and ``--download`` brings the
+results file the job wrote there back from the cluster:
 
     cluster/local.sh up 2
     export RAY_AUTH_MODE=token                     # the cluster keeps Ray's token authentication on

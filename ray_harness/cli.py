@@ -1,4 +1,4 @@
-"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``dashboard install``, ``status``, ``serve``.
+"""The ``ray-harness`` command: ``demo``, ``run``, ``eval``, ``submit``, ``jobs``, ``dashboard``, ``status``, ``serve``.
 
 User mistakes (a bad target, a missing file, a bad option) print one ``error:``
 line and exit 2; a failed evaluation (a row failed in its target or a scorer) or job exits 1.
@@ -105,8 +105,29 @@ def _parser() -> argparse.ArgumentParser:
                         help="after the job, copy PATH (relative to the job's working dir, e.g. the eval's "
                              "--output) back here (repeatable)")
     submit.add_argument("--download-dir", default=".", help="where --download puts files (default .)")
+    submit.add_argument("--resume", metavar="JOB_ID",
+                        help="start the job in a copy of that earlier job's working dir (its outputs included), "
+                             "e.g. to resume its eval; every job otherwise starts from the shipped dir alone")
     submit.add_argument("job", nargs=argparse.REMAINDER, help="-- followed by the ray-harness command")
     submit.set_defaults(handler=_submit)
+
+    jobs = commands.add_parser("jobs", help="the files and the log of a job submitted with 'ray-harness submit'")
+    jobs_commands = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
+    fetch = jobs_commands.add_parser("download", help="copy files of a job's working dir here (running or ended)",
+                                     description="Example: ray-harness jobs download raysubmit_rh_... results.jsonl")
+    fetch.add_argument("job_id", help="the submission id 'ray-harness submit' printed")
+    fetch.add_argument("paths", nargs="+", metavar="PATH", help="relative to the job's working dir")
+    fetch.add_argument("--address", default=None, help="as for submit (default RAY_ADDRESS, else "
+                                                       "http://127.0.0.1:8265)")
+    fetch.add_argument("--download-dir", default=".", help="where the files go (default .)")
+    fetch.set_defaults(handler=_jobs_download)
+    logs = jobs_commands.add_parser("logs", help="print a job's log (its command's output)",
+                                    description="Example: ray-harness jobs logs raysubmit_rh_... --follow")
+    logs.add_argument("job_id", help="the submission id 'ray-harness submit' printed")
+    logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    logs.add_argument("--address", default=None, help="as for submit (default RAY_ADDRESS, else "
+                                                      "http://127.0.0.1:8265)")
+    logs.set_defaults(handler=_jobs_logs)
 
     dashboard = commands.add_parser("dashboard", help="the ray_harness Grafana dashboard")
     dashboard_commands = dashboard.add_subparsers(dest="dashboard_command", metavar="ACTION", required=True)
@@ -217,6 +238,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"rows {summary['rows']}  errors {summary['errors']}  tokens {tokens['total']} "
           f"(in {tokens['input']}, out {tokens['output']})  cost ${summary['cost_usd']:.4f}  "
           f"{summary['rows_per_s']:.1f} rows/s  p50 latency {_seconds(summary['latency_s']['p50'])}")
+    if summary.get("interrupted"):  # not errors, but not answers either: they wait for a human
+        print(f"interrupted {summary['interrupted']} (stopped for a human; each record's \"output\" lists its "
+              "pending interrupts)")
     if summary.get("scorer_errors"):  # the rows completed, but their scores are missing: say so
         print(f"scorer errors {summary['scorer_errors']} (the records' \"error\" says which scorer failed and why)")
     for name, stats in summary["scores"].items():
@@ -265,9 +289,14 @@ def _eval(args: argparse.Namespace) -> int:
     scorers: list[Any] = [import_named(spec, "scorer") for spec in args.scorer]
     if not args.local:
         _init_ray(args.address)
-    summary = evaluate(args.target, args.dataset, scorers=scorers, concurrency=args.concurrency,
-                       output=args.output, resume=not args.no_resume, prompt_key=args.prompt_key,
-                       runtime="local" if args.local else "ray", pool_size=args.pool_size)
+    try:
+        summary = evaluate(args.target, args.dataset, scorers=scorers, concurrency=args.concurrency,
+                           output=args.output, resume=not args.no_resume, prompt_key=args.prompt_key,
+                           runtime="local" if args.local else "ray", pool_size=args.pool_size)
+    except KeyboardInterrupt:  # evaluate() cancelled the rows in flight and wrote the finished ones: say where
+        print(f"interrupted: the finished rows are in {Path(args.output).resolve()}; the same command (without "
+              "--no-resume) runs the rest", file=sys.stderr)
+        return 130
     _print_summary(summary)
     print(f"results: {Path(args.output).resolve()}")
     return _exit_code(summary)
@@ -294,17 +323,43 @@ def _submit(args: argparse.Namespace) -> int:
     _check_downloads(args)
     from ray_harness.runtime.jobs import submit_and_follow
 
-    # A GCS address (host:port, "auto") is passed as it is: Ray asks that cluster where its dashboard is.
-    address = args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265"
     excludes = [*_EXCLUDES, *_outputs_of(command[3:])]
-    _, succeeded = submit_and_follow(address, shlex.join(command),
-                                     {"working_dir": args.working_dir, "excludes": excludes},
-                                     wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True),
-                                     download=args.download, download_dir=args.download_dir)
+    job_id, succeeded = submit_and_follow(_job_address(args), shlex.join(command),
+                                          {"working_dir": args.working_dir, "excludes": excludes},
+                                          wait=not args.no_wait, echo=lambda text: print(text, end="", flush=True),
+                                          download=args.download, download_dir=args.download_dir,
+                                          resume=args.resume)
     if not args.download and command[3:4] in (["eval"], ["demo"]):
-        print("the results stay on the cluster (the 'results:' path above is on the head node); "
-              "add --download <path> to copy them here", file=sys.stderr)
+        print("the results stay in the job's working dir on the cluster (the 'results:' path above is on the head "
+              f"node); `ray-harness jobs download {job_id} <path>` copies them here", file=sys.stderr)
     return 0 if succeeded in (True, None) else 1
+
+
+def _job_address(args: argparse.Namespace) -> str:
+    # A GCS address (host:port, "auto") is passed as it is: Ray asks that cluster where its dashboard is.
+    return str(args.address or os.environ.get("RAY_ADDRESS") or "http://127.0.0.1:8265")
+
+
+def _jobs_logs(args: argparse.Namespace) -> int:
+    from ray_harness.runtime.jobs import print_job_logs
+
+    print_job_logs(_job_address(args), args.job_id, follow=args.follow,
+                   echo=lambda text: print(text, end="", flush=True))
+    return 0
+
+
+def _jobs_download(args: argparse.Namespace) -> int:
+    _check_relative("", args.paths)  # before anything is imported or contacted
+    from ray_harness.runtime.jobs import download_job_files
+
+    missing = []
+    fetched = download_job_files(_job_address(args), args.job_id, args.paths, args.download_dir,
+                                 echo=lambda text: missing.append(text))
+    for path in fetched:
+        print(f"downloaded {path}")
+    for text in missing:
+        print(text, end="", file=sys.stderr)
+    return 0 if not missing else 1
 
 
 def _outputs_of(command: list[str]) -> list[str]:
@@ -325,11 +380,16 @@ def _outputs_of(command: list[str]) -> list[str]:
 def _check_downloads(args: argparse.Namespace) -> None:
     """``--download`` paths must be relative to the job's working directory and stay inside it."""
     if args.download and args.no_wait:
-        raise ValueError("--download needs to wait for the job to end: drop --no-wait")
-    for path in args.download:
+        raise ValueError("--download needs to wait for the job to end: drop --no-wait (`ray-harness jobs "
+                         "download <job id> <path>` copies the files of a job submitted with --no-wait)")
+    _check_relative("--download ", args.download)
+
+
+def _check_relative(option: str, paths: list[str]) -> None:
+    for path in paths:
         parts = PurePosixPath(path).parts
         if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
-            raise ValueError(f"--download {path!r}: give a path relative to the job's working directory "
+            raise ValueError(f"{option}{path!r}: give a path relative to the job's working directory "
                              "(no leading '/', no '..')")
 
 

@@ -224,3 +224,20 @@ def delegating_target() -> Agent:
         return tool_call("ask_sub", {"question": call.last_text}, usage=USAGE)
 
     return Agent(ScriptedModel(start, finish, record_calls=False), tools=[ask_sub], name="delegating")
+
+
+def approval_agent() -> Agent:
+    """Calls ``shout`` after asking a human (``event.interrupt``) on prompts containing 'ask': it stops there."""
+    from ray_harness.hooks.events import BeforeToolCallEvent
+
+    def ask(event: BeforeToolCallEvent) -> None:
+        event.interrupt("approve", reason={"word": event.tool_use["input"]["word"]})
+
+    def answer(call: Any) -> Any:
+        if "ask" in call.last_text:
+            return tool_call("shout", {"word": call.last_text}, usage=USAGE)
+        return _echo(call)
+
+    agent = Agent(ScriptedModel(answer, loop=True, record_calls=False), tools=[shout], name="approval")
+    agent.add_hook(ask, BeforeToolCallEvent)
+    return agent

@@ -14,8 +14,8 @@ Each record: ``index``, ``input`` (the row), ``output`` (``str(result)``),
 ``structured_output``, ``status`` and ``stop_reason`` (``"failed"`` and ``None`` for a
 failed row), ``usage`` and ``cost_usd`` (spent, also by a failed row), ``latency_s``,
 ``error`` (``None`` or ``{"type", "message"}``), ``scores``. The summary has per-scorer means keyed by
-the scorer's function name plus ``rows``, ``errors``, ``tokens``, ``cost_usd``
-and ``rows_per_s``, over the rows of this dataset only (an output reused with another dataset keeps
+the scorer's function name plus ``rows``, ``errors``, ``interrupted`` (rows stopped for a human, not
+errors), ``tokens``, ``cost_usd`` and ``rows_per_s``, over the rows of this dataset only (an output reused with another dataset keeps
 the records of rows this one does not have; they are not summarized). A row whose host actor dies (``RemoteActorError``) runs again
 on the restarted host, up to five times, instead of being recorded as an error.
 
@@ -28,7 +28,7 @@ the cluster; nothing row-sized passes through the driver; ``cancel_event`` / Ctr
 every process that makes a row's model calls.
 ``grade(results, scorers, output=None)`` scores recorded results again without the target.
 Record errors carry a ``kind``: ``"target"``, ``"infrastructure"``, ``"scorer"`` (the output
-is kept; counted in ``scorer_errors``) or ``"input"`` (a missing or null prompt).
+is kept; counted in ``scorer_errors``) or ``"input"`` (a missing or null prompt, or a number or boolean).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ray_harness.evaluation._backends import Backend, LocalBackend, RayBackend, resolve_factory
-from ray_harness.evaluation._dataset import iter_rows
+from ray_harness.evaluation._dataset import iter_rows, prompt_problem
 from ray_harness.evaluation._grade import grade
 from ray_harness.evaluation._interrupt import SigintTrap
 from ray_harness.evaluation._records import SPENT_ATTRIBUTE, RecordWriter, ResultFields, open_writer, result_fields
@@ -105,7 +105,8 @@ def evaluate(target: Any, dataset: Any, *, scorers: Iterable[Scorer] = (), concu
         dataset: JSONL/CSV path (``.json``: JSON Lines or one array), list of dicts, or a ``ray.data.Dataset``.
         scorers: ``f(row, result) -> float | bool | dict`` (sync or async); dict keys become ``<name>.<key>``.
         concurrency: Maximum rows in flight (default 32).
-        output: Record file (``.jsonl`` or ``.parquet``); None keeps records in memory only.
+        output: Record file (``.jsonl`` or ``.parquet``); None keeps records in memory only. With a Ray
+            Dataset: a directory or ``s3://`` prefix of Parquet parts (a ``.jsonl``/``.json``/``.csv`` name is refused).
         resume: Skip rows already recorded in ``output``.
         limits: ``Limits`` applied to every agent row.
         prompt_key: The row key holding the prompt.
@@ -391,9 +392,9 @@ class _Evaluation:
         return f"eval-{self.run_prefix}-{row.index}-{row.attempt}"
 
     async def _run_row(self, row: _Row) -> tuple[Any, BaseException | None, float | None]:
-        if row.data.get(self.prompt_key) is None:  # a None prompt would run the target on no message at all
-            return None, _NoPrompt(f"row {row.index} has no {self.prompt_key!r} value (prompt_key="
-                                   f"{self.prompt_key!r})"), None
+        problem = prompt_problem(row.data, row.index, self.prompt_key)
+        if problem is not None:
+            return None, _NoPrompt(problem), None
         started = time.perf_counter()
         try:
             with row_scope(str(row.index)):  # names the host call that runs it: ray_harness.row:<eval>/<index>
@@ -449,7 +450,7 @@ def _drain(rows: Iterator[dict[str, Any]]) -> None:
 
 
 class _NoPrompt(RayHarnessError, KeyError):
-    """A row without a prompt: the dataset's fault (error kind ``"input"``), recorded as a ``KeyError``."""
+    """A row without a usable prompt: the dataset's fault (error kind ``"input"``), recorded as a ``KeyError``."""
 
     def __str__(self) -> str:
         return str(self.args[0])  # KeyError's own str() quotes its message

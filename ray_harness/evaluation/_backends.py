@@ -61,6 +61,9 @@ class LocalBackend(Backend):
 
     async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
         target = self._factory()
+        if not hasattr(target, "invoke_async"):  # the Ray hosts say the same (runtime._spec.build_agent)
+            name = getattr(self._factory, "__name__", repr(self._factory))
+            raise TypeError(f"target {name!r} produced {type(target).__name__}, not an Agent, Graph or Swarm")
         self._running[run_id] = target
         try:
             if limits is not None and _accepts_limits(target):

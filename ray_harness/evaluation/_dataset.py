@@ -11,7 +11,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ("iter_rows",)
+__all__ = ("iter_rows", "prompt_problem")
+
+
+def prompt_problem(row: dict[str, Any], index: int, prompt_key: str) -> str | None:
+    """Why ``row`` cannot run (an error of kind ``"input"``: the dataset's fault), or None.
+
+    A missing or null prompt would run the target on no message at all; a number or boolean (a CSV/Parquet
+    column of ids, a NaN) is no prompt either: the target would fail on it as if it were the target's fault.
+    """
+    prompt = row.get(prompt_key)
+    if prompt is None:
+        return f"row {index} has no {prompt_key!r} value (prompt_key={prompt_key!r})"
+    if isinstance(prompt, bool | int | float):
+        return (f"row {index}: {prompt_key!r} is {prompt!r} ({type(prompt).__name__}); a prompt is a string or "
+                f"a list of content blocks or messages (prompt_key={prompt_key!r})")
+    return None
 
 
 def iter_rows(dataset: Any) -> Iterator[dict[str, Any]]:

@@ -47,6 +47,10 @@ def summarize(records: list[dict[str, Any]], *, elapsed_s: float, new_rows: int,
         "errors": len(errors),
         "error_rate": len(errors) / len(records) if records else 0.0,
         "scorer_errors": scorer_errors,
+        # Not errors: these rows stopped for a human (agents: stop_reason "interrupt"; graphs/swarms: status
+        # "interrupted"); their output lists the pending interrupts.
+        "interrupted": sum(1 for r in records if r.get("stop_reason") == "interrupt"
+                           or (r.get("status") == "interrupted" and not r.get("error"))),
         "tokens": tokens,
         "cost_usd": cost,
         "elapsed_s": elapsed_s,
@@ -70,6 +74,7 @@ def summarize_columns(table: Any) -> dict[str, Any]:
     """:func:`summarize` over an Arrow table of records (run in a task on the cluster, not in the driver)."""
     if table is None:
         return summarize([], elapsed_s=0.0, new_rows=0, cancelled=False, output=None)
-    wanted = [name for name in ("error", "usage", "cost_usd", "latency_s", "scores") if name in table.column_names]
+    wanted = [name for name in ("error", "usage", "cost_usd", "latency_s", "scores", "status", "stop_reason")
+              if name in table.column_names]
     records = table.select(wanted).to_pylist()
     return summarize(records, elapsed_s=0.0, new_rows=0, cancelled=False, output=None)

@@ -25,6 +25,7 @@ from typing import Any
 import ray
 
 from ray_harness.evaluation._backends import LocalBackend
+from ray_harness.evaluation._dataset import prompt_problem
 from ray_harness.evaluation._parquet import (
     _number,
     existing_parts,
@@ -167,12 +168,11 @@ class EvaluationHost:
         base: dict[str, Any] = {"index": index, "output": None, "structured_output": None, "status": "failed",
                                 "stop_reason": None, "usage": None, "cost_usd": 0.0, "latency_s": None,
                                 "error": None, "pid": os.getpid(), "scores": {}}
-        prompt = row.get(self._prompt_key)
-        if prompt is None:
-            base["error"] = {"type": "KeyError", "kind": "input",
-                             "message": f"row {index} has no {self._prompt_key!r} value (prompt_key="
-                                        f"{self._prompt_key!r})"}
+        problem = prompt_problem(row, index, self._prompt_key)
+        if problem is not None:  # as the list path records it
+            base["error"] = {"type": "KeyError", "kind": "input", "message": problem}
             return base, 0
+        prompt = row[self._prompt_key]
         throttled = 0
         while True:
             started = time.perf_counter()
@@ -317,6 +317,11 @@ def evaluate_dataset(target: Any, dataset: Any, *, scorers: list[Scorer], output
     if id_key is not None and id_key not in arrow_schema.names:
         raise ValueError(f"dataset has no {id_key!r} column (id_key={id_key!r}); its columns: {arrow_schema.names}")
     done_ref = None
+    if output is not None and str(output).rstrip("/").lower().endswith((".jsonl", ".json", ".csv")):
+        # Ray Data writes Parquet parts into a directory: a "results.jsonl" directory of Parquet files is a trap.
+        raise ValueError(f"output {output!r}: with a ray.data.Dataset the records are Parquet parts in a "
+                         "directory (or s3:// prefix), e.g. 'results.parquet'; for one JSONL file pass the "
+                         "dataset as a path or a list of dicts")
     if output is not None:
         parts = existing_parts(output, filesystem)  # refuses an output that is not ours, before anything runs
         if resume:

@@ -21,43 +21,89 @@ from ray_harness.runtime import _job_files
 from ray_harness.runtime._cluster import TOKEN_HELP
 from ray_harness.runtime._runs import runs_snapshot
 
-__all__ = ("cluster_status", "job_client", "submit_and_follow")
+__all__ = ("cluster_status", "download_job_files", "job_client", "print_job_logs", "submit_and_follow")
 
 
 def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any], *, wait: bool,
                       echo: Callable[[str], None], download: list[str] | None = None,
-                      download_dir: str = ".") -> tuple[str, bool | None]:
+                      download_dir: str = ".", resume: str | None = None) -> tuple[str, bool | None]:
     """Submit a job; with ``wait``, stream its logs through ``echo`` and return whether it succeeded.
 
+    The job runs ``entrypoint`` in a working directory of its own (:mod:`._job_files`); ``resume``: the
+    submission id of an earlier job whose directory (its outputs included) the new one starts from.
     ``download``: paths relative to the job's working directory to bring back into ``download_dir`` once
     the job ended (whether it succeeded or not); needs ``wait``.
     """
-    download = list(download or [])
-    try:
-        client = job_client(address)
-    except ray.exceptions.AuthenticationError as error:
-        raise ConnectionError(f"{address}: {str(error).splitlines()[0]}. Set RAY_AUTH_MODE=token and put the "
-                              "cluster's token (`ray get-auth-token` on the head) into ~/.ray/auth_token") from None
-    job_id = f"raysubmit_rh_{uuid.uuid4().hex[:16]}"  # chosen here: the entrypoint names its files after it
-    if download:
-        # Keep the command's exit status: the job fails exactly when the command does.
-        entrypoint = (f"{entrypoint}; status=$?; python -m ray_harness.runtime._job_files "
-                      f"{shlex.join([job_id, *download])}; exit $status")
+    client = _connected(address)
+    if resume:
+        _check_resumable(client, resume)
+    job_id = f"raysubmit_rh_{uuid.uuid4().hex[:16]}"  # chosen here: the job's directory is named after it
+    wrapper = ["python", "-m", "ray_harness.runtime._job_files", job_id, *(["--resume", resume] if resume else [])]
+    entrypoint = f"{shlex.join(wrapper)} -- {entrypoint}"
     _submit_with_retry(client, address, entrypoint, runtime_env, job_id)
     echo(f"submitted {job_id} to {client.get_address()}\n")
     if not wait:
         return job_id, None
 
-    async def follow() -> None:
-        async for lines in client.tail_job_logs(job_id):
-            echo(lines)
-
-    asyncio.run(follow())
+    asyncio.run(_tail(client, job_id, echo))
     status = client.get_job_status(job_id)
     echo(f"job {job_id}: {status}\n")
-    for path in _job_files.download(client, job_id, download, Path(download_dir), echo):
+    for path in _job_files.download(client, job_id, list(download or []), Path(download_dir), echo):
         echo(f"downloaded {path}\n")
     return job_id, status == JobStatus.SUCCEEDED
+
+
+def download_job_files(address: str, submission_id: str, paths: list[str], download_dir: str,
+                       echo: Callable[[str], None]) -> list[Path]:
+    """Bring ``paths`` of job ``submission_id``'s working directory into ``download_dir`` (running or ended)."""
+    client = _connected(address)
+    _job_info(client, submission_id)
+    return _job_files.download(client, submission_id, paths, Path(download_dir), echo)
+
+
+def print_job_logs(address: str, submission_id: str, *, follow: bool, echo: Callable[[str], None]) -> None:
+    """Send job ``submission_id``'s log through ``echo``: what it wrote so far, or (``follow``) until it ends."""
+    client = _connected(address)
+    _job_info(client, submission_id)
+    if not follow:
+        echo(client.get_job_logs(submission_id))
+        return
+
+    asyncio.run(_tail(client, submission_id, echo))
+
+
+async def _tail(client: JobSubmissionClient, submission_id: str, echo: Callable[[str], None]) -> None:
+    async for lines in client.tail_job_logs(submission_id):
+        echo(lines)
+
+
+def _connected(address: str) -> JobSubmissionClient:
+    try:
+        return job_client(address)
+    except ray.exceptions.AuthenticationError as error:
+        raise ConnectionError(f"{address}: {str(error).splitlines()[0]}. Set RAY_AUTH_MODE=token and put the "
+                              "cluster's token (`ray get-auth-token` on the head) into ~/.ray/auth_token") from None
+
+
+def _job_info(client: JobSubmissionClient, submission_id: str) -> Any:
+    try:
+        return client.get_job_info(submission_id)
+    except RuntimeError as error:  # Ray: "Request failed with status code 404: Job ... does not exist."
+        if "does not exist" not in str(error):
+            raise
+        raise ValueError(f"job {submission_id!r} does not exist on {client.get_address()} "
+                         "(`ray-harness status` lists the cluster's jobs)") from None
+
+
+def _check_resumable(client: JobSubmissionClient, submission_id: str) -> None:
+    """``--resume`` starts from an ended job: copying the files of one still writing them could cut a record."""
+    info = _job_info(client, submission_id)
+    if not info.status.is_terminal():
+        raise ValueError(f"--resume {submission_id}: that job is still {info.status}; stop it first "
+                         f"(`ray job stop {submission_id}`) or wait for it to end")
+    if not _job_files.has_work_dir(client, submission_id):
+        raise ValueError(f"--resume {submission_id}: that job has no working directory to start from (it was not "
+                         "submitted with `ray-harness submit`, or it failed before its command started)")
 
 
 def job_client(address: str) -> JobSubmissionClient:

@@ -85,6 +85,38 @@ def test_a_shorter_dataset_on_a_reused_output_summarizes_only_its_own_rows(tmp_p
     assert _records(out).num_rows == 30
 
 
+def test_a_numeric_prompt_column_is_an_input_error_as_on_the_list_path(tmp_path: Path) -> None:
+    """A Parquet/JSON column of numbers as the prompt used to run every row and fail it as kind "target"."""
+    import ray
+
+    summary = evaluate("tests.eval_targets:echo_agent", ray.data.from_items([{"prompt": 7}, {"prompt": 8}]),
+                       output=str(tmp_path / "numbers"), pool_size=1)
+    assert summary["errors"] == 2
+    errors = sorted((r["index"], r["error"]["kind"], r["error"]["message"])
+                    for r in _records(tmp_path / "numbers").to_pylist())
+    assert [(kind, message.split(":")[0]) for _, kind, message in errors] == [("input", "row 0"), ("input", "row 1")]
+    assert "'prompt' is 7 (int); a prompt is a string" in errors[0][2]
+
+
+@pytest.mark.parametrize("output", ["results.jsonl", "results.json", "results.CSV/"])
+def test_a_file_like_output_of_a_ray_dataset_is_refused_before_anything_runs(tmp_path: Path, output: str) -> None:
+    """It used to become a directory named results.jsonl holding Parquet parts."""
+    import ray
+
+    with pytest.raises(ValueError, match=r"output '.*': with a ray.data.Dataset the records are Parquet parts"):
+        evaluate("tests.eval_targets:echo_agent", ray.data.from_items([{"prompt": "q"}]),
+                 output=str(tmp_path / output), pool_size=1)
+    assert not (tmp_path / output).exists()
+
+
+def test_rows_stopped_for_a_human_are_counted_by_the_cluster_summary(tmp_path: Path) -> None:
+    import ray
+
+    rows = ray.data.from_items([{"prompt": "ask a"}, {"prompt": "plain"}, {"prompt": "ask b"}])
+    summary = evaluate("tests.eval_targets:approval_agent", rows, output=str(tmp_path / "asked"), pool_size=1)
+    assert (summary["interrupted"], summary["errors"]) == (2, 0)
+
+
 def test_evaluate_then_grade_equals_inline_scoring_and_errors_are_kept_apart(tmp_path: Path) -> None:
     import ray
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 import yaml
 
 from ray_harness.cli import main
+from tests.signals import ctrl_c_once_recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,7 +117,7 @@ def test_user_errors_exit_2_without_traceback(argv: list[str], capsys: pytest.Ca
 def test_usage_errors_and_help() -> None:
     bad = subprocess.run([sys.executable, "-m", "ray_harness.cli", "eval"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage:" in bad.stderr
-    for command in ("demo", "run", "eval", "submit", "status", "dashboard"):
+    for command in ("demo", "run", "eval", "submit", "jobs", "status", "dashboard"):
         shown = subprocess.run([sys.executable, "-m", "ray_harness.cli", command, "--help"], capture_output=True,
                                text=True)
         assert shown.returncode == 0 and "usage: ray-harness" in shown.stdout
@@ -138,6 +140,29 @@ def test_cluster_configs_have_required_fields() -> None:
     assert "RAY_AUTH_MODE" in script and "--dashboard-host=127.0.0.1" in script
 
 
+def test_eval_says_how_many_rows_stopped_for_a_human(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows stopped by an interrupt printed as "errors 0" and nothing else: they looked answered."""
+    data = tmp_path / "ask.jsonl"
+    data.write_text('{"prompt": "ask a"}\n{"prompt": "plain"}\n{"prompt": "ask b"}\n')
+    assert main(["eval", "tests.eval_targets:approval_agent", str(data), "--local", "--output",
+                 str(tmp_path / "o.jsonl")]) == 0  # not failed rows
+    out = capsys.readouterr().out
+    assert "errors 0" in out and "interrupted 2 (stopped for a human" in out, out
+
+
+def test_eval_interrupted_says_where_the_finished_rows_are_and_how_to_resume(tmp_path: Path) -> None:
+    """Ctrl-C printed only "interrupted": nothing said the rows were kept or that running it again resumes."""
+    data, out, gate = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "gate"
+    data.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(12)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]), "RAY_HARNESS_TEST_GATE": str(gate)}
+    returncode, stderr = ctrl_c_once_recorded(  # rows q0-q7 answer at once, the others wait for the gate
+        [sys.executable, "-m", "ray_harness.cli", "eval", "tests.eval_targets:gated_agent", str(data), "--local",
+         "--output", str(out)], env, out, 8)
+    assert returncode == 130, stderr
+    assert f"interrupted: the finished rows are in {out}; the same command (without --no-resume) runs the rest" \
+        in stderr, stderr
+
+
 def test_eval_of_only_failing_rows_prints_no_nan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "boom.jsonl"
     data.write_text('{"prompt": "boom"}\n')
@@ -150,6 +175,12 @@ def test_eval_of_only_failing_rows_prints_no_nan(tmp_path: Path, capsys: pytest.
 def test_submit_download_paths_stay_inside_the_jobs_working_dir(path: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["submit", "--download", path, "--", "eval", "m:f", "d.jsonl"]) == 2
     assert "--download" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.jsonl", "a/../../b", ""])
+def test_jobs_download_paths_stay_inside_the_jobs_working_dir(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["jobs", "download", "raysubmit_rh_x", path]) == 2  # refused before anything is contacted
+    assert f"{path!r}: give a path relative to the job's working directory" in capsys.readouterr().err
 
 
 def test_submit_download_needs_to_wait_for_the_job(capsys: pytest.CaptureFixture[str]) -> None:

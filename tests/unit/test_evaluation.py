@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ray_harness.evaluation import evaluate
-from tests.signals import default_sigint
+from tests.signals import ctrl_c_once_recorded
 
 
 def _rows(n: int, prefix: str = "q") -> list[dict]:
@@ -151,22 +151,10 @@ def test_ctrl_c_flushes_finished_rows_and_resume_completes(tmp_path: Path) -> No
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path]),
            "RAY_HARNESS_TEST_GATE": str(gate)}
-    process = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=default_sigint)
-    try:
-        # State, not time: rows 0-7 finish at once, the other rows in flight wait on the gate (not opened
-        # yet), so the run is certainly still going, with exactly 8 rows recorded, when Ctrl-C arrives.
-        deadline = time.monotonic() + 120
-        while not out.exists() or len(out.read_text().splitlines()) < 8:
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "the first 8 rows were never recorded"
-            time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode != 0 and "KeyboardInterrupt" in stderr, stderr
+    # State, not time: rows 0-7 finish at once, the other rows in flight wait on the gate (not opened
+    # yet), so the run is certainly still going, with exactly 8 rows recorded, when Ctrl-C arrives.
+    returncode, stderr = ctrl_c_once_recorded([sys.executable, "-c", script], env, out, 8)
+    assert returncode != 0 and "KeyboardInterrupt" in stderr, stderr
     lines = out.read_text().splitlines()
     assert sorted(json.loads(line)["index"] for line in lines) == list(range(8))
     assert all(json.loads(line)["error"] is None for line in lines)  # in-flight rows were not recorded as failures
@@ -295,6 +283,41 @@ def test_a_missing_or_null_prompt_is_an_input_error_naming_the_key(tmp_path: Pat
         assert record["output"] is None and record["status"] == "failed"
         assert record["error"] == {"type": "KeyError", "kind": "input",
                                    "message": f"row {record['index']} has no 'prompt' value (prompt_key='prompt')"}
+
+
+@pytest.mark.parametrize("prompt", [5, 2.5, True])
+def test_a_number_or_boolean_prompt_is_an_input_error_not_the_targets(prompt: object, tmp_path: Path) -> None:
+    """A JSONL row {"prompt": 5} used to run the agent and fail as kind "target" ("unsupported prompt of type int")."""
+    out = tmp_path / "prompts.jsonl"
+    summary = evaluate("tests.eval_targets:echo_agent", [{"prompt": prompt}, {"prompt": "q"}], output=str(out),
+                       runtime="local")
+    records = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["index"])
+    assert summary["errors"] == 1 and records[1]["error"] is None
+    assert records[0]["output"] is None and records[0]["usage"] is None  # not run
+    assert records[0]["error"] == {"type": "KeyError", "kind": "input", "message": (
+        f"row 0: 'prompt' is {prompt!r} ({type(prompt).__name__}); a prompt is a string or a list of content "
+        "blocks or messages (prompt_key='prompt')")}
+
+
+def test_a_factory_that_builds_no_agent_fails_its_rows_saying_so_as_on_ray(tmp_path: Path) -> None:
+    """runtime="local" used to record "'int' object has no attribute 'invoke_async'" (the Ray hosts named it)."""
+
+    def forty_two() -> int:
+        return 42
+
+    out = tmp_path / "out.jsonl"
+    summary = evaluate(forty_two, [{"prompt": "q"}], runtime="local", output=str(out))
+    assert summary["errors"] == 1
+    assert json.loads(out.read_text())["error"] == {
+        "type": "TypeError", "kind": "target",
+        "message": "target 'forty_two' produced int, not an Agent, Graph or Swarm"}
+
+
+def test_the_summary_counts_rows_stopped_for_a_human_apart_from_errors() -> None:
+    from tests.eval_targets import approval_agent
+
+    summary = evaluate(approval_agent, [{"prompt": "ask a"}, {"prompt": "plain"}], runtime="local")
+    assert (summary["interrupted"], summary["errors"], summary["completed"]) == (1, 0, 2)
 
 
 def test_grade_reads_a_results_file_of_any_name_and_never_touches_a_file_next_to_its_output(tmp_path: Path) -> None:
