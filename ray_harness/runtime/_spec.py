@@ -45,7 +45,7 @@ def agent_spec(source: Any) -> AgentSpec:
         return source
     if isinstance(source, Agent):
         with pickled_identities() as sandbox_ids:
-            payload = _pickling.dumps(source)
+            payload = _dumps(source, f"agent {source.name!r}")
         return AgentSpec("pickled", payload, source.name, tuple(sandbox_ids))
     if isinstance(source, bytes | bytearray):
         return AgentSpec("pickled", bytes(source), "agent")
@@ -62,12 +62,53 @@ def agent_spec(source: Any) -> AgentSpec:
         )
     if callable(source):
         with pickled_identities() as sandbox_ids:  # a factory closing over a sandbox object shares it
-            payload = _pickling.dumps(source)
+            payload = _dumps(source, f"factory {getattr(source, '__qualname__', type(source).__name__)!r}")
         return AgentSpec("factory", payload, getattr(source, "__name__", "factory"), tuple(sandbox_ids))
     raise TypeError(
         f"expected an Agent, pickled agent bytes, a 'module:function' factory string or a factory callable, "
         f"got {type(source).__name__}"
     )
+
+
+def _dumps(source: Agent | Any, what: str) -> bytes:
+    """Pickle ``source``, or raise a TypeError naming what does not pickle.
+
+    Ray's bare ``cannot pickle '_thread.lock' object`` said neither which agent nor which of its parts.
+    """
+    try:
+        return _pickling.dumps(source)
+    except Exception as error:
+        culprits = _unpicklable_parts(source) if isinstance(source, Agent) else []
+        named = "; ".join(culprits) if culprits else f"{type(error).__name__}: {error}"
+        raise TypeError(
+            f"{what} cannot be shipped to an actor (RemoteAgent, AgentPool, runtime='ray'): {named}. Pass a "
+            "factory instead ('package.module:function', or a function that builds the agent), so clients, locks "
+            "and connections are created in the actor's process"
+        ) from error
+
+
+def _unpicklable_parts(agent: Agent) -> list[str]:
+    culprits: list[str] = []
+    for key, value in agent.__getstate__().items():
+        failure = _failure(value)
+        if not failure:
+            continue
+        tools = getattr(value, "_tools", None) if key == "tool_registry" else None
+        if isinstance(tools, dict):  # name the tool, not the registry holding it
+            parts = [*((f"tool {name!r}", tool) for name, tool in tools.items()),
+                     *((f"tool provider {type(p).__name__}", p) for p in getattr(value, "_providers", ()))]
+            culprits += [f"{label} ({failed})" for label, part in parts if (failed := _failure(part))]
+        else:
+            culprits.append(f"{key.lstrip('_')} ({failure})")
+    return culprits
+
+
+def _failure(value: Any) -> str:
+    try:
+        _pickling.dumps(value)
+    except Exception as error:
+        return f"{type(value).__name__}: {error}"
+    return ""
 
 
 def load_factory(path: str) -> Any:
