@@ -155,16 +155,16 @@ class AgentHost:
     def _open_slot(self, slot: Slot) -> None:
         context = ray.get_runtime_context()
         store = FileAgentStore(slot.store_dir) if slot.persist else None
+        key = f"{context.namespace}/{context.get_actor_name()}"
         runner = AgentRunner(sandboxes.build(slot.spec, sandboxes.resident_holder(DEDICATED_KEY)), mode=slot.mode,
-                             store=store,
-                             key=f"{context.namespace}/{context.get_actor_name()}")
+                             store=store, key=key)
         self._resident[DEDICATED_KEY] = runner
         reconstructed = _was_reconstructed()
         if store is not None:
             if reconstructed:
                 self._restored = runner.restore()
             else:
-                runner.forget()  # a new actor under an old name must not inherit its snapshot
+                store.delete(key)  # a new actor under an old name must not inherit its snapshot
         if reconstructed and not self._restored:
             runner.restarted_without_journal()
 

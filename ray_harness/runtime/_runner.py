@@ -395,8 +395,14 @@ class AgentRunner:
         return str(path) if path.exists() else None
 
     def forget(self) -> None:
-        if self._store is not None:
-            self._store.delete(self._key)
+        """Delete the journal and write no more.
+
+        A run still in flight (its actor is about to be killed, or its slot was dropped) must not write it back
+        between the delete and the kill.
+        """
+        store, self._store = self._store, None
+        if store is not None:
+            store.delete(self._key)
 
     def _continuation(self, entry: dict[str, Any], prompt: Any) -> tuple[Any, AgentResult | None]:
         """Decide what to run for an invocation that a dead process left half done.

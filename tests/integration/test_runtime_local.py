@@ -151,6 +151,24 @@ async def test_a_node_slot_journals_from_its_first_tool_result_and_adopts_only_i
     assert store.load("slot:g/b") is None
 
 
+async def test_a_run_still_going_after_forget_writes_no_journal(tmp_path: Path) -> None:
+    # shutdown() forgets the journal, then kills the actor: a step landing in between must not write it back.
+    store = FileAgentStore(tmp_path)
+    log: list[str] = []
+    gate = asyncio.Event()
+    runner = AgentRunner(_agent(log, gate), store=store, key="agent")  # "every_step": journaled from the start
+    running = asyncio.create_task(runner.invoke(InvokeRequest(invocation_id="inv-1", prompt="go")))
+    for _ in range(500):
+        if sorted(log) == ["a", "b"] and runner._batch_results:
+            break
+        await asyncio.sleep(0.01)
+    assert store.load("agent") is not None
+    runner.forget()
+    gate.set()  # the blocking tool completes: a step that would journal
+    await running
+    assert store.load("agent") is None
+
+
 def test_a_runner_refuses_an_unknown_journal_policy() -> None:
     with pytest.raises(ValueError, match="journal must be"):
         AgentRunner(Agent(ScriptedModel(text("x"))), journal="sometimes")  # type: ignore[arg-type]
