@@ -34,7 +34,9 @@ from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._telemetry import flush_spans, prepare_actor_process, with_actor_env
 from ray_harness.runtime._wire import SandboxRequest
+from ray_harness.sandbox._engine import check_timeout
 from ray_harness.sandbox._process import add_group_listener
+from ray_harness.sandbox._validation import check_code, check_command, check_cwd, check_env, check_language
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
 from ray_harness.telemetry.propagation import attached
@@ -163,6 +165,12 @@ def _attributes(request: SandboxRequest) -> dict[str, Any]:
     return {"ray_harness.sandbox.operation": request.operation, "ray_harness.sandbox.actor_pid": os.getpid()}
 
 
+def _run_options(timeout: float | None, cwd: str | None, env: Mapping[str, str] | None) -> dict[str, Any]:
+    """Checked here as every sandbox checks them: the request's own validation would name its internal type."""
+    return {"timeout": check_timeout(timeout), "cwd": check_cwd(cwd),
+            "env": check_env(env) if env is not None else None}
+
+
 def _given(value: T | None, field: str) -> T:
     if value is None:
         raise ValueError(f"sandbox request field {field!r} is required for this operation")
@@ -275,14 +283,14 @@ class RemoteSandbox(Sandbox):
     def execute_streaming(self, command: str, *, timeout: float | None = None, cwd: str | None = None,
                           env: Mapping[str, str] | None = None) -> Stream:
         """Run a shell command in the actor's sandbox; its output as it is produced."""
-        return self._stream(SandboxRequest(operation="execute", command=command, timeout=timeout, cwd=cwd,
-                                           env=dict(env) if env is not None else None))
+        return self._stream(SandboxRequest(operation="execute", command=check_command(command),
+                                           **_run_options(timeout, cwd, env)))
 
     def execute_code_streaming(self, code: str, language: str, *, timeout: float | None = None,
                                cwd: str | None = None, env: Mapping[str, str] | None = None) -> Stream:
         """Run code with an interpreter in the actor's sandbox; its output as it is produced."""
-        return self._stream(SandboxRequest(operation="execute_code", code=code, language=language, timeout=timeout,
-                                           cwd=cwd, env=dict(env) if env is not None else None))
+        return self._stream(SandboxRequest(operation="execute_code", code=check_code(code),
+                                           language=check_language(language), **_run_options(timeout, cwd, env)))
 
     async def read_file(self, path: str) -> bytes:
         """Read a file of the sandbox."""

@@ -20,18 +20,27 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
-from typing import Final
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Final, TypeVar
 
 from ray_harness.sandbox._output import RetainedOutput
 from ray_harness.sandbox.errors import SandboxTimeoutError
 from ray_harness.sandbox.types import ExecutionResult, StreamChunk, StreamType
 
-__all__ = ("QueuedExecution", "RawExecution", "ThreadedExecution", "check_timeout", "drive", "signal_exit_code")
+__all__ = (
+    "QueuedExecution",
+    "RawExecution",
+    "ThreadedExecution",
+    "check_timeout",
+    "drive",
+    "signal_exit_code",
+    "start_in_thread",
+)
 
 logger = logging.getLogger(__name__)
 
 Output = tuple[StreamType, bytes]
+T = TypeVar("T")
 
 KILL_GRACE_S: Final = 2.0
 """After a timeout kill, how long to wait for the pipes to close before giving up on them."""
@@ -51,6 +60,37 @@ def check_timeout(timeout: float | None) -> float | None:
 def signal_exit_code(returncode: int) -> int:
     """Map a ``-N`` "killed by signal N" return code to the shell convention ``128 + N``."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+async def start_in_thread(start: Callable[[], T], undo: Callable[[T], Awaitable[None]]) -> T:
+    """Run a blocking ``start`` (it starts a command) in a thread; a cancel meanwhile still stops the command.
+
+    The thread cannot be interrupted: after a cancel it goes on and starts the command all the same, with
+    nobody left to supervise it. So a cancel waits for the thread, hands what it started to ``undo`` (which
+    kills it), and only then propagates. Further cancels during that wait are absorbed.
+    """
+    started = asyncio.ensure_future(asyncio.to_thread(start))
+    try:
+        return await asyncio.shield(started)
+    except asyncio.CancelledError:
+        cleanup = asyncio.ensure_future(_undo_when_started(started, undo))
+        while not cleanup.done():
+            try:
+                await asyncio.wait({cleanup})
+            except asyncio.CancelledError:
+                continue
+        raise
+
+
+async def _undo_when_started(started: asyncio.Future[T], undo: Callable[[T], Awaitable[None]]) -> None:
+    try:
+        value = await started
+    except Exception:  # nothing was started
+        return
+    try:
+        await undo(value)
+    except Exception:
+        logger.warning("stopping a command whose start was cancelled failed", exc_info=True)
 
 
 class RawExecution(ABC):

@@ -7,12 +7,14 @@ a second command ride along after the interpreter name.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping
 
 __all__ = (
-    "ENV_KEY_PATTERN", "LANGUAGE_PATTERN", "check_command", "check_env", "check_language", "export_lines", "safe_path",
+    "ENV_KEY_PATTERN", "LANGUAGE_PATTERN", "check_code", "check_command", "check_cwd", "check_env", "check_language",
+    "export_lines", "safe_path",
 )
 
 LANGUAGE_PATTERN = re.compile(r"[a-zA-Z0-9._-]+")
@@ -38,6 +40,25 @@ def check_command(command: str) -> str:
     if "\0" in command:
         raise ValueError("command must not contain NUL bytes")
     return command
+
+
+def check_code(code: str) -> str:
+    """Return ``code`` if it is a string (it is sent as text, encoded as UTF-8)."""
+    if not isinstance(code, str):
+        raise TypeError(f"code must be a string, got {type(code).__name__}")
+    return code
+
+
+def check_cwd(cwd: str | os.PathLike[str] | None) -> str | None:
+    """Return ``cwd`` as a string (``None``: where the sandbox's commands start), else raise naming ``cwd``."""
+    if cwd is None:
+        return None
+    resolved = os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd
+    if not isinstance(resolved, str):
+        raise TypeError(f"cwd must be a path string or None, got {type(resolved).__name__}")
+    if not resolved or "\0" in resolved:
+        raise ValueError(f"cwd must be a non-empty path without NUL bytes, got {resolved!r}")
+    return resolved
 
 
 def check_env(env: Mapping[str, str] | None) -> dict[str, str]:

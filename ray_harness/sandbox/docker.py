@@ -40,7 +40,7 @@ from typing_extensions import override
 
 from ray_harness.sandbox._binding import owner_labels
 from ray_harness.sandbox._config import NAME_PATTERN, Settings, validated
-from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
+from ray_harness.sandbox._engine import RawExecution, ThreadedExecution, start_in_thread
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
 from ray_harness.sandbox.errors import SandboxError
 from ray_harness.sandbox.posix_shell import SCRIPT_INPUT, PosixShellSandbox
@@ -314,13 +314,18 @@ class DockerSandbox(PosixShellSandbox):
                 return exec_id, api.exec_start(exec_id, stream=True, demux=True)
             return exec_id, _FedStream(api.exec_start(exec_id, socket=True), data)
 
+        def supervise(started: tuple[str, Any]) -> _DockerExecution:
+            execution = _DockerExecution(api, *started)
+            execution.start_reader(f"ray_harness-docker-exec-{started[0][:12]}")
+            return execution
+
+        async def kill(started: tuple[str, Any]) -> None:  # its start was cancelled
+            await self._kill_started(supervise(started))
+
         try:
-            exec_id, stream = await asyncio.to_thread(begin)
+            return supervise(await start_in_thread(begin, kill))
         except docker.errors.DockerException as error:
             raise SandboxError(f"docker exec in {self.settings.container or container_id[:12]} failed: {error}") from None
-        execution = _DockerExecution(api, exec_id, stream)
-        execution.start_reader(f"ray_harness-docker-exec-{exec_id[:12]}")
-        return execution
 
 
 _engines_lock = threading.Lock()

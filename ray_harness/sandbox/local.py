@@ -20,7 +20,7 @@ from ray_harness.sandbox._config import CommonSettings, validated
 from ray_harness.sandbox._engine import check_timeout
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
 from ray_harness.sandbox._process import ProcessExecution, stream_process
-from ray_harness.sandbox._validation import check_command, check_env, check_language
+from ray_harness.sandbox._validation import check_code, check_command, check_cwd, check_env, check_language
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.errors import SandboxPathNotFoundError
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
@@ -75,7 +75,8 @@ class LocalEnvironment(Sandbox):
         return resolved
 
     def _directory(self, cwd: str | None) -> str | None:
-        directory = self._path(cwd) if cwd is not None else self.working_dir
+        checked = check_cwd(cwd)
+        directory = self._path(checked) if checked is not None else self.working_dir
         if directory is not None and not os.path.isdir(directory):
             raise SandboxPathNotFoundError(directory)
         return directory
@@ -126,7 +127,8 @@ class LocalEnvironment(Sandbox):
         # `exec "$0"` resolves the interpreter through PATH exactly like the shell backends do
         # (exit 127 when missing) while the name stays a separate argv entry, never shell text.
         argv = [self.shell, "-c", 'exec "$0"', check_language(language)]
-        stream = stream_process(argv, cwd=self._directory(cwd), env=self._environment(env), stdin=code.encode(),
+        stream = stream_process(argv, cwd=self._directory(cwd), env=self._environment(env),
+                                stdin=check_code(code).encode(),
                                 timeout=timeout, max_output_chars=self.max_output_chars, running=self._running())
         async with aclosing(stream) as items:
             async for item in items:

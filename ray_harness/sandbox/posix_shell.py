@@ -16,8 +16,10 @@ engine (pid header, process-group kill, wall-clock timeout); either way:
 * on the process engine, scripts print ``rh-pid:<pid>`` first. The shell is the leader of its own
   process group (``docker exec`` and ``sshd`` sessions start one), so a
   timeout or cancel kills the whole tree with ``kill -s KILL -<pid>`` from a
-  second script. A missing working directory exits 76/77 *before* that
-  line, which tells it apart from a command that exits 76/77 itself.
+  second script (a kill that lands before that line was read waits for it:
+  :mod:`ray_harness.sandbox._pid_header`). A missing working directory
+  exits 76/77 *before* that line, which tells it apart from a command that
+  exits 76/77 itself.
 """
 
 from __future__ import annotations
@@ -38,7 +40,15 @@ from typing_extensions import override
 from ray_harness.sandbox._config import CommonSettings, validated
 from ray_harness.sandbox._engine import RawExecution, check_timeout, drive
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
-from ray_harness.sandbox._validation import check_command, check_language, export_lines, safe_path
+from ray_harness.sandbox._pid_header import PidHeader
+from ray_harness.sandbox._validation import (
+    check_code,
+    check_command,
+    check_cwd,
+    check_language,
+    export_lines,
+    safe_path,
+)
 from ray_harness.sandbox.base import Sandbox, as_bytes
 from ray_harness.sandbox.errors import SandboxPathNotFoundError
 from ray_harness.sandbox.types import ExecutionResult, FileInfo, StreamChunk
@@ -47,7 +57,6 @@ __all__ = ("SCRIPT_INPUT", "PosixShellSandbox")
 
 logger = logging.getLogger(__name__)
 
-_PID_PREFIX: Final = b"rh-pid:"
 _EXIT_MISSING: Final = 77
 _EXIT_MISSING_CWD: Final = 76
 _EXIT_IS_DIR: Final = 78
@@ -142,7 +151,7 @@ class PosixShellSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         interpreter = check_language(language)
-        source = code.encode()
+        source = check_code(code).encode()
         if len(source) <= _INLINE_CODE_LIMIT:
             delimiter, body = _heredoc(source)
             script = f"base64 -d << '{delimiter}' | {interpreter}\n{body}{delimiter}\n"
@@ -170,6 +179,7 @@ class PosixShellSandbox(Sandbox):
         limit: int | None,
     ) -> AsyncGenerator[StreamChunk | ExecutionResult, None]:
         timeout = check_timeout(timeout)
+        cwd = check_cwd(cwd)
         # A relative cwd is relative to working_dir. Each cd has its own exit code, and both run before
         # the pid line, so a command exiting 76/77 itself is never mistaken for a missing directory.
         missing = {_EXIT_MISSING: self.working_dir, _EXIT_MISSING_CWD: cwd}
@@ -178,8 +188,8 @@ class PosixShellSandbox(Sandbox):
             if directory is not None:
                 script += f"cd {safe_path(directory)} >/dev/null 2>&1 || exit {code}\n"
         script += "printf 'rh-pid:%s\\n' \"$$\"\n" + export_lines(env or {}) + body
-        execution = _PidHeader(await self._start_script(script), self)
-        running: set[_PidHeader] = self.__dict__.setdefault("_live_executions", set())
+        execution = PidHeader(await self._start_script(script), self)
+        running: set[PidHeader] = self.__dict__.setdefault("_live_executions", set())
         running.add(execution)
         try:
             async with aclosing(drive(execution, timeout=timeout, max_output_chars=limit)) as items:
@@ -191,6 +201,14 @@ class PosixShellSandbox(Sandbox):
                     yield item
         finally:
             running.discard(execution)
+
+    async def _kill_started(self, raw: RawExecution) -> None:
+        """Kill a script whose start was cancelled (see :func:`~ray_harness.sandbox._engine.start_in_thread`)."""
+        execution = PidHeader(raw, self)
+        try:
+            await execution.kill()
+        finally:
+            await execution.close()
 
     async def _kill_running(self) -> None:
         """Kill every command still running; backends call it first thing in ``close()``.
@@ -330,63 +348,3 @@ def _check_file_result(result: ExecutionResult, operation: str, path: str) -> No
         raise IsADirectoryError(f"is a directory: {path}")
     detail = result.stderr.strip() or result.stdout.strip()[:500]
     raise OSError(f"{operation}({path!r}) failed with exit code {result.exit_code}: {detail}")
-
-
-class _PidHeader(RawExecution):
-    """Strips the ``rh-pid:`` line from stdout and kills through the process group it names."""
-
-    def __init__(self, inner: RawExecution, sandbox: PosixShellSandbox) -> None:
-        self._inner = inner
-        self._sandbox = sandbox
-        self.started_at = inner.started_at
-        self.pid: int | None = None
-        self._pending = b""
-        self._header_done = False
-        self._killed = False
-
-    async def next_output(self) -> tuple[str, bytes] | None:  # type: ignore[override]
-        while True:
-            item = await self._inner.next_output()
-            if item is None:
-                if self._pending:
-                    pending, self._pending, self._header_done = self._pending, b"", True
-                    return ("stdout", pending)
-                return None
-            stream, data = item
-            if self._header_done or stream != "stdout":
-                return item
-            self._pending += data
-            line, newline, rest = self._pending.partition(b"\n")
-            if not newline and len(self._pending) < 64:
-                continue
-            self._header_done = True
-            self._pending = b""
-            if newline and line.startswith(_PID_PREFIX) and line[len(_PID_PREFIX):].isdigit():
-                self.pid = int(line[len(_PID_PREFIX):])
-                self._sandbox._track_group(self.pid, running=True)
-                if rest:
-                    return ("stdout", rest)
-                continue
-            return ("stdout", line + newline + rest)
-
-    async def wait(self) -> int:
-        code = await self._inner.wait()
-        self._forget()
-        return code
-
-    def _forget(self) -> None:
-        if self.pid is not None:
-            self._sandbox._track_group(self.pid, running=False)
-
-    async def kill(self) -> None:
-        if not self._killed and self.pid is not None:
-            self._killed = True
-            await self._sandbox._kill_group(self.pid)
-        self._forget()
-        await self._inner.kill()
-
-    def abandon(self) -> None:
-        self._inner.abandon()
-
-    async def close(self) -> None:
-        await self._inner.close()

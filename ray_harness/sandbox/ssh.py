@@ -13,6 +13,8 @@
   its input closed (a command reading stdin sees end of input, as under
   ``docker exec``); the session sshd starts leads its own process group, which
   a timeout kills through a second channel before closing the first.
+* A command killed by a signal exits ``128 + N``, as locally and under ``docker exec``: sshd reports it as an
+  ``exit-signal``, which paramiko drops (see :func:`_transport_class`).
 * sshd allows ``MaxSessions`` (default 10) channels per connection: at most
   ``max_sessions - 1`` commands run at once and further ones wait for a
   channel; the last one is kept for those kills.
@@ -40,7 +42,7 @@ from pydantic import Field
 from typing_extensions import override
 
 from ray_harness.sandbox._config import Settings, validated
-from ray_harness.sandbox._engine import RawExecution, ThreadedExecution
+from ray_harness.sandbox._engine import RawExecution, ThreadedExecution, start_in_thread
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
 from ray_harness.sandbox._ssh_options import check_ssh_options, config_text
 from ray_harness.sandbox.errors import HostKeyMismatchError, SandboxError, UnknownHostKeyError
@@ -137,6 +139,47 @@ def _policies() -> tuple[type, type]:
             self.pinned[hostname] = (key.get_name(), key.get_base64())
 
     return Reject, Pin
+
+
+_SIGNALS: dict[str, int] = {
+    "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12,
+    "PIPE": 13, "ALRM": 14, "TERM": 15,
+}
+"""The signal names of RFC 4254's ``exit-signal`` (all OpenSSH sends by name), with their Linux numbers."""
+
+
+@cache
+def _transport_class() -> type:
+    """The paramiko ``Transport`` of our connections, built on first use (importing paramiko is slow).
+
+    * sshd reports a shell killed by a signal with an ``exit-signal`` request instead of an ``exit-status``;
+      paramiko ignores that request, so the exit status would never come. It becomes ``128 + N``, the code a
+      local shell and ``docker exec`` report.
+    * A session sshd refuses (``MaxSessions``) is retried by :meth:`SshSandbox._open_session` and, if it stays
+      refused, raised as a ``SandboxError``: paramiko's own ERROR line for it is logged at DEBUG instead.
+    """
+    import paramiko
+    from paramiko.common import DEBUG, ERROR, MSG_CHANNEL_REQUEST
+
+    def handle_request(channel: paramiko.Channel, message: paramiko.Message) -> None:
+        position = message.packet.tell()
+        if message.get_text() == "exit-signal":
+            message.get_boolean()  # want-reply
+            number = _SIGNALS.get(message.get_text())
+            channel.exit_status = 128 + number if number is not None else 255
+            channel.status_event.set()
+        message.packet.seek(position)
+        paramiko.Channel._handle_request(channel, message)  # replies to the request as before
+
+    class Transport(paramiko.Transport):  # type: ignore[misc]
+        _channel_handler_table = {**paramiko.Transport._channel_handler_table, MSG_CHANNEL_REQUEST: handle_request}
+
+        def _log(self, level: int, msg: Any, *args: Any) -> None:
+            if level == ERROR and isinstance(msg, str) and " open FAILED: " in msg:
+                level = DEBUG
+            super()._log(level, msg, *args)
+
+    return Transport
 
 
 class SshSandbox(PosixShellSandbox):
@@ -270,6 +313,7 @@ class SshSandbox(PosixShellSandbox):
                 timeout=float(options.get("connecttimeout", s.connect_timeout)),
                 banner_timeout=s.connect_timeout, auth_timeout=s.connect_timeout,
                 compress=options.get("compression", "no").lower() == "yes", sock=sock,
+                transport_factory=_transport_class(),
             )
         except paramiko.BadHostKeyException as error:
             client.close()
@@ -310,16 +354,23 @@ class SshSandbox(PosixShellSandbox):
     async def _start_script(self, script: str) -> RawExecution:
         killing = _KILLING.get()
         slots = self._kill_slots if killing else self._command_slots
+        command, data = "exec /bin/sh -c " + shlex.quote(script), None if killing else SCRIPT_INPUT.get()
         await slots.acquire()
         try:
-            channel = await asyncio.to_thread(self._open_channel, "exec /bin/sh -c " + shlex.quote(script),
-                                              None if killing else SCRIPT_INPUT.get())
+            channel = await start_in_thread(lambda: self._open_channel(command, data), self._kill_channel)
         except BaseException:
             slots.release()
             raise
-        execution = _SshExecution(channel, slots.release)
+        return self._supervise(channel, slots.release)
+
+    def _supervise(self, channel: paramiko.Channel, release: Callable[[], None] | None) -> _SshExecution:
+        execution = _SshExecution(channel, release)
         execution.start_reader(f"ray_harness-ssh-{self.settings.host}")
         return execution
+
+    async def _kill_channel(self, channel: paramiko.Channel) -> None:
+        """Kill the command on a channel opened for a cancelled start (its slot is released by the caller)."""
+        await self._kill_started(self._supervise(channel, None))
 
     async def _kill_group(self, pid: int) -> None:
         token = _KILLING.set(True)
@@ -386,7 +437,7 @@ class SshSandbox(PosixShellSandbox):
 
 
 class _SshExecution(ThreadedExecution):
-    def __init__(self, channel: paramiko.Channel, release: Callable[[], None]) -> None:
+    def __init__(self, channel: paramiko.Channel, release: Callable[[], None] | None) -> None:
         super().__init__()
         self._channel = channel
         self._release: Callable[[], None] | None = release
@@ -418,7 +469,7 @@ class _SshExecution(ThreadedExecution):
         if self.reader_error is not None:
             raise SandboxError(f"lost the SSH channel: {self.reader_error}")
         status = await asyncio.to_thread(self._channel.recv_exit_status)
-        # -1: no exit-status (the shell died from a signal, reported as exit-signal, which paramiko drops).
+        # -1: the channel closed without an exit status or signal (the connection dropped).
         return 255 if status < 0 else status
 
     async def kill(self) -> None:

@@ -56,6 +56,28 @@ async def test_timeout_keeps_its_type(sandbox: Any) -> None:
         await sandbox.execute("sleep 5", timeout=0.3)
 
 
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        ({"command": 5}, TypeError, r"command must be a string, got int"),
+        ({"cwd": 5}, TypeError, r"cwd must be a path string or None, got int"),
+        ({"timeout": "abc"}, ValueError, r"timeout must be a positive number of seconds or None, got 'abc'"),
+        ({"env": {"A": 5}}, ValueError, r"env\['A'\] must be a string, got int"),
+        ({"code": b"x"}, TypeError, r"code must be a string, got bytes"),
+    ],
+)
+async def test_bad_arguments_fail_as_on_a_local_sandbox(
+    sandbox: Any, call: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    # The same error as LocalEnvironment's, naming the argument (it named the actor's internal request type).
+    for target in (sandbox, LocalEnvironment()):
+        run = (
+            target.execute_code(call["code"], "sh") if "code" in call else target.execute(**{"command": "true", **call})
+        )
+        with pytest.raises(error, match=message):
+            await run
+
+
 async def test_closing_the_stream_early_kills_the_command(sandbox: Any) -> None:
     marker = Path(sandbox.describe().split(" in ", 1)[1].split(" (")[0]) / "late-marker"
     stream = sandbox.execute_streaming("echo started; sleep 1.5; touch late-marker")

@@ -80,6 +80,13 @@ async def test_signal_exit_is_128_plus_n(sandbox: Sandbox) -> None:
     assert (await sandbox.execute("sh -c 'kill -TERM $$'")).exit_code == 143
 
 
+@pytest.mark.parametrize(("signal", "code"), [("KILL", 137), ("TERM", 143), ("INT", 130)])
+async def test_a_command_killing_its_own_shell_exits_128_plus_n(sandbox: Sandbox, signal: str, code: int) -> None:
+    # Over SSH the killed shell has no exit status: sshd reports an exit-signal instead (paramiko drops it).
+    result = await sandbox.execute(f"echo before; kill -s {signal} $$; echo never")
+    assert (result.exit_code, result.stdout) == (code, "before\n")
+
+
 async def test_timeout_kills_the_whole_tree(sandbox: Sandbox) -> None:
     duration = unique_sleep()
     started = time.monotonic()
@@ -256,6 +263,23 @@ async def test_nul_bytes_in_a_command_are_refused(sandbox: Sandbox) -> None:
     with pytest.raises(ValueError, match="command must not contain NUL bytes"):
         await sandbox.execute("echo a\0b")
     assert (await sandbox.execute("echo still")).stdout == "still\n"
+
+
+@pytest.mark.parametrize(("arguments", "error", "message"), [
+    ({"cwd": 5}, TypeError, r"cwd must be a path string or None, got int"),
+    ({"cwd": ""}, ValueError, r"cwd must be a non-empty path without NUL bytes, got ''"),
+    ({"cwd": "a\0b"}, ValueError, r"cwd must be a non-empty path without NUL bytes"),
+    ({"timeout": "abc"}, ValueError, r"timeout must be a positive number of seconds or None, got 'abc'"),
+])
+async def test_bad_arguments_are_refused_naming_the_argument(
+    sandbox: Sandbox, arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        await sandbox.execute("true", **arguments)  # type: ignore[arg-type]
+    with pytest.raises(error, match=message):
+        await sandbox.execute_code("true", "sh", **arguments)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="code must be a string, got bytes"):
+        await sandbox.execute_code(b"true", "sh")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("language", ["python3; rm -rf /", "python3\n", "sh && id", "-c", "sh -c id", "$(id)", ""])

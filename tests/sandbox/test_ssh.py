@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from pathlib import Path
@@ -94,7 +95,9 @@ def _count(directory: Path, pattern: str) -> int:
     return len(list(directory.glob(pattern)))
 
 
-async def test_a_refused_channel_keeps_the_connection(sshd: SshServer, tmp_path: Path) -> None:
+async def test_a_refused_channel_keeps_the_connection(
+    sshd: SshServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     gate = tmp_path / "gate"
     async with sshd.sandbox(max_sessions=12, connect_timeout=2) as sandbox:  # more than this sshd allows
         running = [asyncio.create_task(sandbox.execute(
@@ -109,6 +112,8 @@ async def test_a_refused_channel_keeps_the_connection(sshd: SshServer, tmp_path:
             await sandbox.execute("echo eleventh")
         gate.touch()
         assert [(await task).stdout for task in running] == ["ok\n"] * 10
+    # The refusals were retried, then reported once as the SandboxError: no ERROR lines from paramiko besides.
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR] == []
 
 
 async def test_commands_read_an_empty_stdin(sshd: SshServer) -> None:
