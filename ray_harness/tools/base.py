@@ -9,15 +9,18 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from typing_extensions import override
+
 from ray_harness.hooks.events import raise_or_respond
 from ray_harness.interrupts import interrupt_id
+from ray_harness.tools._spec import checked_spec
 
 if TYPE_CHECKING:
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("AgentTool", "RawReturn", "ToolContext", "ToolProvider", "ToolStreamEvent", "error_result", "observe_raw",
-           "until_set")
+__all__ = ("AgentTool", "HeldSpecTool", "RawReturn", "ToolContext", "ToolProvider", "ToolStreamEvent", "error_result",
+           "observe_raw", "until_set")
 
 
 @dataclass
@@ -74,11 +77,28 @@ def observe_raw(context: ToolContext, produce: Any) -> AsyncGenerator[Any, None]
 class AgentTool(ABC):
     """A tool the agent can call.
 
+    A subclass's ``stream`` may yield typed events (``ToolStreamEvent``, then a ``ToolResultEvent``) or, as for
+    Strands, plain values: each is a stream event and the last one the result (a ``ToolResult`` dict, or any
+    value a ``@tool`` may return). Declared Strands' way, ``stream(self, tool_use, invocation_state, **kwargs)``,
+    it gets the invocation state with the calling agent under ``agent`` instead of the ``ToolContext``.
+
     A tool whose ``exposes_raw_call`` is True runs its underlying call through :func:`observe_raw`, so
     ``TOOL_RAW`` extensions see the raw return value or exception; for others they wrap ``stream``.
     """
 
     exposes_raw_call = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A user's subclass runs its ``stream`` as Strands runs a custom tool's (see ``_user_stream``)."""
+        super().__init_subclass__(**kwargs)
+        stream = cls.__dict__.get("stream")
+        # NOTE: our own tools yield typed events already; only code outside the package is adapted.
+        if stream is None or cls.__module__.split(".")[0] == "ray_harness" \
+                or getattr(stream, "__isabstractmethod__", False) or getattr(stream, "__ray_harness_adapted__", False):
+            return
+        from ray_harness.tools._user_stream import as_strands_runs_it
+
+        cls.stream = as_strands_runs_it(stream)  # type: ignore[method-assign]
 
     @property
     @abstractmethod
@@ -98,6 +118,30 @@ class AgentTool(ABC):
     @abstractmethod
     def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         """Run the tool. Yield stream data, then finally the ``ToolResult`` (wrapped in ``ToolResultEvent``)."""
+
+
+class HeldSpecTool(AgentTool):
+    """A tool that holds its name and spec; the spec may be replaced at run time, as in Strands."""
+
+    _name: str
+    _spec: ToolSpec
+    _spec_replaced = False
+
+    @property
+    @override
+    def tool_name(self) -> str:
+        return self._name
+
+    @property
+    @override
+    def tool_spec(self) -> ToolSpec:
+        return self._spec
+
+    @tool_spec.setter
+    def tool_spec(self, value: ToolSpec) -> None:
+        """Replace the spec the model sees: the same name, a description and an input schema."""
+        self._spec = checked_spec(value, self._name)
+        self._spec_replaced = True
 
 
 @runtime_checkable

@@ -19,8 +19,9 @@ from pydantic_core import to_json
 from typing_extensions import override
 
 from ray_harness.middleware.types import ToolResultEvent
+from ray_harness.tools._spec import checked_name
 from ray_harness.tools._threads import run_in_tool_thread
-from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, ToolStreamEvent, error_result, observe_raw
+from ray_harness.tools.base import HeldSpecTool, RawReturn, ToolContext, ToolStreamEvent, error_result, observe_raw
 from ray_harness.types.content import ToolResult, ToolResultContent, ToolUse
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
@@ -28,11 +29,13 @@ from ray_harness.types.validation import describe_validation_error
 __all__ = ("DecoratedFunctionTool", "plain_json", "tool", "to_tool_result")
 
 F = TypeVar("F", bound=Callable[..., Any])
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-class DecoratedFunctionTool(AgentTool):
-    """A function tool. Still callable as the original function."""
+class DecoratedFunctionTool(HeldSpecTool):
+    """A function tool. Still callable as the original function.
+
+    Its ``tool_spec`` may be replaced (the same name; inputs are still validated against the signature).
+    """
 
     exposes_raw_call = True
 
@@ -40,10 +43,8 @@ class DecoratedFunctionTool(AgentTool):
                  context: bool | str, inputSchema: dict[str, Any] | None = None) -> None:  # noqa: N803
         self._func = func
         self._options = (name, description, context, inputSchema)
-        self._name = name or func.__name__
-        if not _NAME.fullmatch(self._name):
-            raise ValueError(f"tool name {self._name!r} must match {_NAME.pattern}")
-        self._context_param = ("tool_context" if context is True else context) or None
+        self._name = checked_name(name or func.__name__)
+        self._context_param = _context_param(context)
         summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
         self._input_model = _input_model(func, self._name, arg_docs, self._context_param)
         # As in Strands, a parameter named ``agent`` is not an input: the calling agent is passed in it.
@@ -55,16 +56,6 @@ class DecoratedFunctionTool(AgentTool):
             "inputSchema": {"json": schema},
         }
         functools.update_wrapper(self, func)
-
-    @property
-    @override
-    def tool_name(self) -> str:
-        return self._name
-
-    @property
-    @override
-    def tool_spec(self) -> ToolSpec:
-        return self._spec
 
     @property
     def original_function(self) -> Callable[..., Any]:
@@ -95,10 +86,11 @@ class DecoratedFunctionTool(AgentTool):
         target: Any = module
         for part in getattr(self._func, "__qualname__", "").split("."):
             target = getattr(target, part, None)
-        if target is self:
+        replaced = self._spec_replaced  # a replaced spec ships with the tool: by value
+        if target is self and not replaced:
             return (_tool_by_reference, (self._func.__module__, self._func.__qualname__))
         name, description, context, schema = self._options
-        return (_rebuild_tool, (self._func, name, description, context, schema))
+        return (_rebuild_tool, (self._func, name, description, context, schema, self._spec if replaced else None))
 
     def validate_input(self, tool_input: Any) -> dict[str, Any]:
         """Validate against the schema; raise ``ValueError`` naming the offending field."""
@@ -162,8 +154,11 @@ def _tool_by_reference(module: str, qualname: str) -> Any:
 
 
 def _rebuild_tool(func: Callable[..., Any], name: str | None, description: str | None, context: bool | str,
-                  schema: dict[str, Any] | None) -> DecoratedFunctionTool:
-    return DecoratedFunctionTool(func, name=name, description=description, context=context, inputSchema=schema)
+                  schema: dict[str, Any] | None, spec: ToolSpec | None = None) -> DecoratedFunctionTool:
+    rebuilt = DecoratedFunctionTool(func, name=name, description=description, context=context, inputSchema=schema)
+    if spec is not None:
+        rebuilt.tool_spec = spec
+    return rebuilt
 
 
 def to_tool_result(tool_use_id: str, value: Any) -> ToolResult:
@@ -263,6 +258,15 @@ def _input_model(func: Callable[..., Any], name: str, docs: dict[str, str], cont
         fields[param.name] = (annotation, _field(param, annotation, docs))
     model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Input"
     return create_model(model_name, __config__=ConfigDict(arbitrary_types_allowed=True), **fields)
+
+
+def _context_param(context: bool | str) -> str | None:
+    """The parameter ``context=`` names: ``tool_context`` for True, a string stripped (never empty, as in Strands)."""
+    if isinstance(context, bool):
+        return "tool_context" if context else None
+    if not isinstance(context, str) or not context.strip():
+        raise ValueError(f"@tool(context=...) must be True or a parameter name, got {context!r}")
+    return context.strip()
 
 
 def _check_context_param(name: str, annotation: Any, context_param: str | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from ray_harness.tools._spec import normalize_tool_spec
 from ray_harness.tools.base import AgentTool, ToolProvider
 from ray_harness.tools.decorator import DecoratedFunctionTool, tool
 from ray_harness.types.tools import ToolSpec
@@ -13,7 +14,8 @@ __all__ = ("AgentTool", "DecoratedFunctionTool", "ToolRegistry")
 
 
 _NOT_LOADED_HINT = (" (unlike Strands, tools are not loaded from file paths, module paths or modules: import the "
-                    "module and pass its @tool functions)")
+                    "module and pass its @tool functions; a TOOL_SPEC module tool is "
+                    "PythonAgentTool(module.TOOL_SPEC['name'], module.TOOL_SPEC, <its function>))")
 
 
 class ToolRegistry:
@@ -23,7 +25,12 @@ class ToolRegistry:
         self._tools: dict[str, AgentTool] = {}
         self._providers: list[ToolProvider] = []
         self._providers_loaded = False
-        self._specs: list[ToolSpec] | None = None
+        self._normalized: tuple[list[ToolSpec], list[ToolSpec]] | None = None  # (raw specs, what they became)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_normalized", None)  # a copy of every schema: not worth shipping to an actor
+        return state
 
     def process_tools(self, tools: list[Any] | None) -> None:
         """Register every item of ``tools`` (see :meth:`register`)."""
@@ -52,8 +59,13 @@ class ToolRegistry:
         name = agent_tool.tool_name
         if name in self._tools and not replace:
             raise ValueError(f"tool name {name!r} is already registered")
+        # As in Strands: `agent.tool.my_tool` reaches `my-tool` too, so two names equal but for - and _ would clash.
+        twin = next((known for known in self._tools if known != name
+                     and known.replace("-", "_") == name.replace("-", "_")), None)
+        if twin is not None:
+            raise ValueError(f"tool name {name!r} is already registered as {twin!r}: names may not differ only by "
+                             f"'-' and '_'")
         self._tools[name] = agent_tool
-        self._specs = None
 
     def add_default(self, agent_tool: AgentTool) -> None:
         """Add a vended tool unless a user tool of the same name exists (the user's wins)."""
@@ -84,8 +96,7 @@ class ToolRegistry:
 
     def remove(self, name: str) -> None:
         """Unregister the tool ``name`` (an absent name is ignored)."""
-        if self._tools.pop(name, None) is not None:
-            self._specs = None
+        self._tools.pop(name, None)
 
     def get(self, name: str) -> AgentTool | None:
         """The tool named ``name``, or ``None``."""
@@ -102,10 +113,20 @@ class ToolRegistry:
         return list(self._tools)
 
     def get_all_specs(self) -> list[ToolSpec]:
-        """The specs of every tool, in registration order (cached until a tool is added)."""
-        if self._specs is None:
-            self._specs = [t.tool_spec for t in self._tools.values()]
-        return self._specs
+        """The specs of every tool as the model receives them, in registration order.
+
+        Read afresh each time (a tool's ``tool_spec`` may be replaced at run time) and normalised as in Strands:
+        a bare input schema is wrapped in ``{"json": ...}``; a schema gets ``type``, ``properties`` and
+        ``required``, each property a ``type`` and a ``description`` (see ``ray_harness.tools._spec``).
+        """
+        raw = [t.tool_spec for t in self._tools.values()]
+        cached = getattr(self, "_normalized", None)  # None in a registry pickled without it
+        # Normalising is a deep copy of every schema; it runs before every model call, so it is redone only when
+        # a spec object changed (a tool added or removed, a tool_spec replaced).
+        if cached is None or len(cached[0]) != len(raw) or any(a is not b for a, b in zip(cached[0], raw, strict=True)):
+            cached = self._normalized = (raw, [normalize_tool_spec(spec, name)
+                                               for name, spec in zip(self._tools, raw, strict=True)])
+        return cached[1]
 
 
 
