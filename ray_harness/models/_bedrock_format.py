@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from ray_harness.models._tool_history import tool_use_input
@@ -10,7 +11,7 @@ from ray_harness.types.content import ContentBlock, Messages
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
-__all__ = ("convert_event", "format_messages", "format_tool_config")
+__all__ = ("convert_event", "converse_events", "format_messages", "format_tool_config")
 
 # Keys Bedrock accepts in a message's content block; anything else would be rejected by boto3's validation.
 _BLOCK_KEYS = {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "cachePoint", "video",
@@ -88,6 +89,46 @@ def convert_event(event: dict[str, Any], latency_ms: int) -> StreamEvent | None:
         if key in event:
             return {key: event[key]}  # type: ignore[return-value]
     return None
+
+
+def converse_events(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A ``converse`` (non-streaming) response as the ``converse_stream`` events it stands for (as Strands does)."""
+    message = response["output"]["message"]
+    yield {"messageStart": {"role": message.get("role", "assistant")}}
+    for index, block in enumerate(message.get("content") or []):
+        yield from _block_deltas(index, block)
+        yield {"contentBlockStop": {"contentBlockIndex": index}}
+    stop: dict[str, Any] = {"stopReason": response.get("stopReason", "end_turn")}
+    if response.get("additionalModelResponseFields"):
+        stop["additionalModelResponseFields"] = response["additionalModelResponseFields"]
+    yield {"messageStop": stop}
+    metadata = {key: response[key] for key in ("usage", "metrics", "trace") if key in response}
+    if metadata:
+        yield {"metadata": metadata}
+
+
+def _block_deltas(index: int, block: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def delta(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"contentBlockDelta": {"contentBlockIndex": index, "delta": payload}}
+
+    if "toolUse" in block:
+        use = block["toolUse"]
+        yield {"contentBlockStart": {"contentBlockIndex": index,
+                                     "start": {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}}}}
+        yield delta({"toolUse": {"input": json.dumps(use.get("input", {}))}})
+    elif "text" in block:
+        yield delta({"text": block["text"]})
+    elif "citationsContent" in block:  # the cited text (the citations themselves are not kept in our messages)
+        yield delta({"text": "".join(part.get("text", "") for part in block["citationsContent"].get("content", []))})
+    elif "reasoningContent" in block:
+        reasoning = block["reasoningContent"]
+        text = reasoning.get("reasoningText") or {}
+        if "text" in text:
+            yield delta({"reasoningContent": {"text": text["text"]}})
+        if text.get("signature"):
+            yield delta({"reasoningContent": {"signature": text["signature"]}})
+        if "redactedContent" in reasoning:
+            yield delta({"reasoningContent": {"redactedContent": reasoning["redactedContent"]}})
 
 
 def _usage(usage: dict[str, Any]) -> dict[str, int]:

@@ -18,7 +18,8 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ray_harness.models._bedrock_format import convert_event, format_messages, format_tool_config
+from ray_harness.models._bedrock_format import converse_events, convert_event, format_messages, format_tool_config
+from ray_harness.models._bedrock_settings import REQUEST_SETTINGS, with_settings
 from ray_harness.models._config import ProviderConfig
 from ray_harness.models._errors import is_overflow_message
 from ray_harness.models._provider import ConfiguredModel
@@ -44,9 +45,14 @@ _THROTTLE_CODES = {"throttlingexception", "servicequotaexceededexception", "serv
 _AUTH_CODES = {"unrecognizedclientexception", "invalidsignatureexception", "expiredtokenexception",
                "accessdeniedexception", "incompletesignatureexception", "missingauthenticationtokenexception"}
 _DONE = object()
-# Strands' BedrockConfig settings and the Converse field each one fills (inferenceConfig.<name>, or its own field).
-_STRANDS_FIELDS = {"max_tokens": "maxTokens", "temperature": "temperature", "top_p": "topP",
-                   "stop_sequences": "stopSequences", "additional_request_fields": "additionalModelRequestFields"}
+
+
+class BedrockConfig(ProviderConfig):
+    """``get_config()`` of a ``BedrockModel``: besides ``model_id`` and ``params``, how requests are made."""
+
+    streaming: bool = True
+    cache_prompt: str | None = None
+    cache_tools: str | None = None
 
 
 class BedrockModel(ConfiguredModel):
@@ -65,15 +71,26 @@ class BedrockModel(ConfiguredModel):
         top_p: Strands' setting, kept as ``inferenceConfig.topP``.
         stop_sequences: Strands' setting, kept as ``inferenceConfig.stopSequences``.
         additional_request_fields: Strands' setting, kept as ``additionalModelRequestFields``.
+        additional_response_field_paths: Strands' setting, kept as ``additionalModelResponseFieldPaths``.
+        additional_args: Strands' setting: further top-level request fields, kept in ``params`` as given.
+        guardrail_id: Strands' setting, kept as ``guardrailConfig.guardrailIdentifier`` (with ``guardrail_version``,
+            ``guardrail_trace`` — ``"enabled"`` unless given — and ``guardrail_stream_processing_mode``).
+        guardrail_version: Strands' setting, kept as ``guardrailConfig.guardrailVersion``.
+        guardrail_trace: Strands' setting, kept as ``guardrailConfig.trace``.
+        guardrail_stream_processing_mode: Strands' setting, kept as ``guardrailConfig.streamProcessingMode``.
+        service_tier: Strands' setting, kept as ``serviceTier.type``.
+        streaming: ``False`` calls ``converse`` (one response, then its events) instead of ``converse_stream``.
+        cache_prompt: A cache point type (``"default"``) added after the system prompt, as Strands' setting.
+        cache_tools: A cache point type (``"default"``) added after the tool specs, as Strands' setting.
         boto_client_config: A ``botocore.config.Config`` for the client (retries, timeouts, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
         prices: Optional price table for cost accounting.
         rate_limit: Optional ``RateLimit`` shared cluster-wide by every model with the same key.
     """
 
-    config_type = ProviderConfig
+    config_type = BedrockConfig
     provider = "Bedrock"
-    config: ProviderConfig
+    config: BedrockConfig
 
     def __init__(
         self,
@@ -92,10 +109,25 @@ class BedrockModel(ConfiguredModel):
         top_p: float | None = None,
         stop_sequences: list[str] | None = None,
         additional_request_fields: dict[str, Any] | None = None,
+        additional_response_field_paths: list[str] | None = None,
+        additional_args: dict[str, Any] | None = None,
+        guardrail_id: str | None = None,
+        guardrail_version: str | None = None,
+        guardrail_trace: str | None = None,
+        guardrail_stream_processing_mode: str | None = None,
+        service_tier: str | None = None,
+        streaming: bool = True,
+        cache_prompt: str | None = None,
+        cache_tools: str | None = None,
     ) -> None:
-        strands_fields = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
-                          "stop_sequences": stop_sequences, "additional_request_fields": additional_request_fields}
-        self._set_config({"model_id": model_id, "params": _with_strands_fields(params, strands_fields)})
+        settings = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
+                    "stop_sequences": stop_sequences, "additional_request_fields": additional_request_fields,
+                    "additional_response_field_paths": additional_response_field_paths,
+                    "additional_args": additional_args, "guardrail_id": guardrail_id,
+                    "guardrail_version": guardrail_version, "guardrail_trace": guardrail_trace,
+                    "guardrail_stream_processing_mode": guardrail_stream_processing_mode, "service_tier": service_tier}
+        self._set_config({"model_id": model_id, "params": with_settings(params, settings), "streaming": streaming,
+                          "cache_prompt": cache_prompt, "cache_tools": cache_tools})
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self.boto_session = boto_session
@@ -107,11 +139,10 @@ class BedrockModel(ConfiguredModel):
         self._client_lock = threading.Lock()
 
     def update_config(self, **model_config: Any) -> None:
-        """Change ``model_id`` / ``params``, or a Strands setting (``temperature=``, ``max_tokens=``, ...)."""
-        strands_fields = {key: model_config.pop(key) for key in list(model_config) if key in _STRANDS_FIELDS}
-        if strands_fields:
-            params = model_config.get("params", self.config.params)
-            model_config["params"] = _with_strands_fields(params, strands_fields)
+        """Change ``model_id`` / ``params`` / ``streaming`` / ``cache_*``, or a Strands setting (``temperature=``, ...)."""
+        settings = {key: model_config.pop(key) for key in list(model_config) if key in REQUEST_SETTINGS}
+        if settings:
+            model_config["params"] = with_settings(model_config.get("params", self.config.params), settings)
         super().update_config(**model_config)
 
     # -- Model protocol ----------------------------------------------------------------------------------
@@ -125,7 +156,7 @@ class BedrockModel(ConfiguredModel):
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """Stream the answer to ``messages`` from Bedrock's ConverseStream API."""
+        """Stream the answer to ``messages`` from Bedrock's ConverseStream API (or Converse: ``streaming=False``)."""
         request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -163,10 +194,16 @@ class BedrockModel(ConfiguredModel):
         if not tool_specs and has_tool_blocks(messages):
             messages = tool_blocks_as_text(messages)
         request: dict[str, Any] = {"modelId": self.config.model_id, "messages": format_messages(messages)}
-        if system_prompt:  # Converse takes the blocks as they are (cache points included)
-            request["system"] = [{"text": system_prompt}] if isinstance(system_prompt, str) else system_prompt
+        system: list[Any] = [] if not system_prompt else [{"text": system_prompt}] if isinstance(system_prompt, str) \
+            else list(system_prompt)  # Converse takes the blocks as they are (cache points included)
+        if self.config.cache_prompt:
+            system.append({"cachePoint": {"type": self.config.cache_prompt}})
+        if system:
+            request["system"] = system
         tool_config = format_tool_config(tool_specs, tool_choice)
         if tool_config is not None:
+            if self.config.cache_tools:
+                tool_config["tools"].append({"cachePoint": {"type": self.config.cache_tools}})
             request["toolConfig"] = tool_config
         request.update(self.config.params or {})
         _relax_forced_choice_when_thinking(request)
@@ -182,10 +219,11 @@ class BedrockModel(ConfiguredModel):
 
         stream = None
         try:
-            response = self.client.converse_stream(**request)
-            stream = response["stream"]
-            opened.append(stream)
-            for event in stream:
+            if self.config.streaming:
+                stream = self.client.converse_stream(**request)["stream"]
+                opened.append(stream)
+            events = stream if stream is not None else converse_events(self.client.converse(**request))
+            for event in events:
                 if stop.is_set():
                     break
                 put(event)
@@ -231,23 +269,6 @@ class BedrockModel(ConfiguredModel):
 
     def __repr__(self) -> str:
         return f"BedrockModel(model_id={self.config.model_id!r})"
-
-
-def _with_strands_fields(params: dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any] | None:
-    """``params`` with Strands' ``BedrockModel`` settings written into the Converse fields they stand for."""
-    given = {key: value for key, value in fields.items() if value is not None}
-    if not given:
-        return params
-    merged = dict(params or {})
-    inference = dict(merged.get("inferenceConfig") or {})
-    for key, value in given.items():
-        if key == "additional_request_fields":
-            merged["additionalModelRequestFields"] = {**(merged.get("additionalModelRequestFields") or {}), **value}
-        else:
-            inference[_STRANDS_FIELDS[key]] = value
-    if inference:
-        merged["inferenceConfig"] = inference
-    return merged
 
 
 def _relax_forced_choice_when_thinking(request: dict[str, Any]) -> None:

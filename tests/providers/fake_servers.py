@@ -4,7 +4,7 @@ Each server answers from a script of provider-neutral replies (:class:`Answer`, 
 records every request it received (path, headers, JSON body). Anthropic: SSE with ``event:`` lines on
 ``POST /v1/messages``. OpenAI: ``data:`` chunks ending in ``data: [DONE]`` on ``POST /v1/chat/completions``,
 with the usage chunk only when the request asked for it. Bedrock: AWS binary event-stream frames (with CRCs)
-on ``POST /model/{id}/converse-stream``.
+on ``POST /model/{id}/converse-stream``, one JSON response on ``POST /model/{id}/converse``.
 """
 
 from __future__ import annotations
@@ -319,6 +319,8 @@ class BedrockServer(FakeServer):
         return self._hold
 
     async def answer(self, request: web.Request, body: dict[str, Any], reply: Answer) -> web.StreamResponse:
+        if request.path.endswith("/converse"):
+            return web.json_response(self._response(reply))
         frames = [encode_frame("messageStart", {"role": "assistant"})]
         for index, block in enumerate(reply.blocks):
             if block[0] == "text":
@@ -345,6 +347,22 @@ class BedrockServer(FakeServer):
             usage["cacheReadInputTokens"] = reply.cache_read
         frames.append(encode_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 12}}))
         return await self._frames(request, frames)
+
+    @staticmethod
+    def _response(reply: Answer) -> dict[str, Any]:
+        """The ``converse`` (non-streaming) response: the whole message, stop reason, usage and metrics."""
+        content: list[dict[str, Any]] = []
+        for block in reply.blocks:
+            if block[0] == "text":
+                content.append({"text": block[1]})
+            elif block[0] == "thinking":
+                content.append({"reasoningContent": {"reasoningText": {"text": block[1], "signature": block[2]}}})
+            elif block[0] == "tool":
+                content.append({"toolUse": {"toolUseId": block[1], "name": block[2], "input": block[3]}})
+        usage = {"inputTokens": reply.input_tokens, "outputTokens": reply.output_tokens,
+                 "totalTokens": reply.input_tokens + reply.output_tokens}
+        return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": reply.stop_reason,
+                "usage": usage, "metrics": {"latencyMs": 12}}
 
     async def _frames(self, request: web.Request, frames: list[bytes]) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/vnd.amazon.eventstream"})
