@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_harness.agent.streaming import StreamState, process_stream
 from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
-from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, ModelStopReason
+from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, MiddlewareError, ModelStopReason
 from ray_harness.models.base import estimate_tokens
 from ray_harness.models.rate_limit import rate_limited
 from ray_harness.telemetry.metrics import model_call as report_model_call, sinks as metric_sinks
@@ -125,8 +125,8 @@ async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGen
             else:
                 yield event
         if outcome.stop is None:
-            raise EventLoopException(RuntimeError("the InvokeModelStage middleware chain yielded no result "
-                                                  "(a Wrap handler must yield a ModelStopReason)"))
+            # As a failed call (Strands): AfterModelCallEvent sees it and may retry; otherwise it is raised.
+            raise MiddlewareError.no_result(InvokeModelStage)
     except ContextWindowOverflowException as overflow:
         await _reduce_context(agent, overflow)
         outcome.overflowed = True

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_harness.hooks.events import AfterToolCallEvent, AfterToolsEvent, BeforeToolCallEvent, BeforeToolsEvent
 from ray_harness.interrupts import Interrupt, InterruptException
-from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, ToolResultEvent
+from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, MiddlewareError, ToolResultEvent
 from ray_harness.telemetry.metrics import sinks as metric_sinks, tool_call as report_tool_call
 from ray_harness.telemetry.tracing import tool_attributes, tool_result_attributes
 from ray_harness.tools.base import ToolContext, error_result
@@ -205,7 +205,7 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it (Strands)
             continue
         final = _normalize(use_id, after.result)
-        _count_tool_call(agent, name, final, started)
+        _count_tool_call(agent, tool_use, final, started)
         yield _ToolDone(tool_use, final)
         return
 
@@ -243,6 +243,7 @@ async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEv
     except InterruptException as signal:
         # A sub-agent tool may pause on several interrupts at once (``interrupts``).
         called.interrupts = list(getattr(signal, "interrupts", [signal.interrupt]))
+        _trace_tool(inv, tool_use, started, None)
         return
     except Exception as error:
         exception = error
@@ -257,16 +258,26 @@ async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEv
                                 error=raised, failed="tool returned an error result" if done.get("status") == "error"
                                 else None)
     if outcome is None:
-        outcome = ToolResultEvent(error_result(
-            use_id, "Error: tool middleware yielded no result (a Wrap handler must yield a ToolResultEvent)"))
+        missing = MiddlewareError.no_result(ExecuteToolStage)  # an error result, the exception for hooks (Strands)
+        outcome = ToolResultEvent(error_result(use_id, f"Error: {missing}"), exception=missing)
     called.exception = exception or outcome.exception
     called.result = outcome.tool_result
+    _trace_tool(inv, tool_use, started, called.result)
 
 
-def _count_tool_call(agent: Agent, name: str, final: ToolResult, started: float) -> None:
-    """Add the finished call to the agent's metrics and report it to the metric sinks."""
+def _trace_tool(inv: Invocation, tool_use: ToolUse, started: float, result: ToolResult | None) -> None:
+    """Note the tool in its cycle's trace (as Strands: the result before AfterToolCallEvent; None: interrupted)."""
+    if inv.cycle_trace is not None:
+        message: Message | None = None if result is None else {"role": "user", "content": [{"toolResult": result}]}
+        inv.cycle_trace.tool_done(tool_use.get("name", ""), tool_use["toolUseId"], time.perf_counter() - started,
+                                  message)
+
+
+def _count_tool_call(agent: Agent, tool_use: ToolUse, final: ToolResult, started: float) -> None:
+    """Add the finished call (``tool_use``: the call as the history holds it) to the agent's metrics and sinks."""
     elapsed = time.perf_counter() - started
-    agent.event_loop_metrics.add_tool(name, final["status"] == "success", elapsed)
+    name = tool_use.get("name", "")
+    agent.event_loop_metrics.add_tool(name, final["status"] == "success", elapsed, tool_use)
     if metric_sinks():
         report_tool_call(agent.name, name, final["status"], elapsed)
 

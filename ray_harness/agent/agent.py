@@ -355,17 +355,20 @@ class Agent:
 
     def __call__(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                  limits: Limits | None = None, structured_output_model: type | None = None,
-                 cancel_signal: threading.Event | None = None, **kwargs: Any) -> AgentResult:
+                 structured_output_prompt: str | None = None, cancel_signal: threading.Event | None = None,
+                 **kwargs: Any) -> AgentResult:
         """Invoke synchronously (from a thread with no running event loop, or from any thread)."""
         coroutine = self.invoke_async(prompt, invocation_state=invocation_state, limits=limits,
                                       structured_output_model=structured_output_model,
+                                      structured_output_prompt=structured_output_prompt,
                                       cancel_signal=cancel_signal, **kwargs)
         result: AgentResult = run_sync(coroutine)
         return result
 
     async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None,
-                           cancel_signal: threading.Event | None = None, **kwargs: Any) -> AgentResult:
+                           structured_output_prompt: str | None = None, cancel_signal: threading.Event | None = None,
+                           **kwargs: Any) -> AgentResult:
         """Run one invocation to the end and return its result (stream events are not collected).
 
         Args:
@@ -373,6 +376,8 @@ class Agent:
             invocation_state: State shared with hooks, tools and middleware for this invocation.
             limits: Per-invocation limits (turns, tokens, cost) on top of the agent's own.
             structured_output_model: A pydantic model the final answer must fill (``result.structured_output``).
+            structured_output_prompt: The message that asks for the structured output when the model answered
+                without it, for this call (default: the agent's ``structured_output_prompt``).
             cancel_signal: An event that cancels the invocation when set.
             **kwargs: More invocation state.
 
@@ -381,6 +386,7 @@ class Agent:
             a ``limit_*``, ...).
         """
         result: AgentResult | None = None
+        kwargs["structured_output_prompt"] = structured_output_prompt
         async for event in self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal,
                                         kwargs, quiet=True):
             if event.get("type") == "result":
@@ -391,9 +397,10 @@ class Agent:
 
     def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                      limits: Limits | None = None, structured_output_model: type | None = None,
-                     cancel_signal: threading.Event | None = None, **kwargs: Any
-                     ) -> AsyncGenerator[dict[str, Any], None]:
+                     structured_output_prompt: str | None = None, cancel_signal: threading.Event | None = None,
+                     **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
         """Run one invocation, yielding typed events; the last is ``{"type": "result", "result": AgentResult}``."""
+        kwargs["structured_output_prompt"] = structured_output_prompt
         return self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal, kwargs,
                             quiet=False)
 
@@ -418,6 +425,15 @@ class Agent:
         from ray_harness.agent.loop import Invocation, run_invocation
 
         checked_limits = validate_limits(limits)
+        # Strands' per-call override; popped, so it does not land in invocation_state with the other kwargs.
+        output_prompt = kwargs.pop("structured_output_prompt", None)
+        if kwargs.pop("idempotency_token", None) is not None:
+            # Refused rather than kept as invocation state: a retried duplicate would get ConcurrencyException
+            # where Strands hands it the first call's result.
+            raise TypeError("idempotency_token is not supported: one agent runs one invocation at a time and a "
+                            "second call raises ConcurrencyException; deduplicate retried requests before the agent")
+        if output_prompt is not None and not isinstance(output_prompt, str):
+            raise TypeError(f"structured_output_prompt must be a str or None, got {type(output_prompt).__name__}")
         if invocation_state is not None and not isinstance(invocation_state, dict):
             raise TypeError(f"invocation_state must be a dict or None, got {type(invocation_state).__name__}")
         if checked_limits is not None and "cost_usd" in checked_limits and getattr(self.model, "prices", None) is None:
@@ -440,7 +456,7 @@ class Agent:
             if kwargs:  # a new dict, as in Strands: the caller's invocation_state is not ours to change
                 state = {**state, **kwargs}
             invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits, output_model,
-                                    quiet=quiet)
+                                    quiet=quiet, structured_output_prompt=output_prompt)
             self._cancel_message = None
             self._cancel_after_tools = False
             self._invocation = invocation

@@ -24,6 +24,7 @@ from ray_harness.agent._structured import StructuredOutput
 from ray_harness.agent._tool_phase import ToolsOutcome, run_tools
 from ray_harness.agent.limits import Limits, check_limits
 from ray_harness.agent.result import AgentResult
+from ray_harness.agent.trace import CycleRecord
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.extensions._chain import ExtensionChain, assemble as assemble_extensions
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
@@ -44,13 +45,15 @@ class Invocation:
     """Per-invocation control state: cancel signal, limits, structured output, the model-wait interrupter."""
 
     def __init__(self, agent: Agent, cancel_signal: threading.Event, state: dict[str, Any],
-                 limits: Limits | None, structured_output_model: type | None, *, quiet: bool = False) -> None:
+                 limits: Limits | None, structured_output_model: type | None, *, quiet: bool = False,
+                 structured_output_prompt: str | None = None) -> None:
         self.agent = agent
         self.quiet = quiet  # the caller wants only the result: per-chunk events are not produced
         self.cancel_signal = cancel_signal
         self.state = state
         self.limits = limits
-        self.structured = StructuredOutput(structured_output_model, agent.structured_output_prompt) \
+        self.structured = StructuredOutput(structured_output_model,
+                                           structured_output_prompt or agent.structured_output_prompt) \
             if structured_output_model else None
         self.deferred_cancel = False
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -69,6 +72,7 @@ class Invocation:
         self.tracer = get_tracer()
         self.agent_span: Any = None
         self.cycle_span: Any = None
+        self.cycle_trace: CycleRecord | None = None  # the running cycle's notes for EventLoopMetrics.traces
         self.extensions: ExtensionChain | None = None  # contributed middleware of this chain
 
     @property
@@ -301,43 +305,46 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     loop's finalizer would roll the history back, end its tools and close the model stream only after the agent
     had been released — and a next invocation started.
     """
-    while True:
-        stop = await _stop_at_cycle_top(agent, inv)
-        if stop is not None:
-            yield stop
-            return
-        ended = False
-        cycle = _cycle(agent, inv)
-        started = time.perf_counter()
-        if not inv.tracer.enabled:
+    metrics = agent.event_loop_metrics
+    recursions: list[CycleRecord] = []  # cycles whose "Recursive call" (Strands) lasts until the invocation ends
+    try:
+        while True:
+            stop = await _stop_at_cycle_top(agent, inv)
+            if stop is not None:
+                yield stop
+                return
+            ended = False
+            cycle = _cycle(agent, inv)
+            started = time.perf_counter()
+            inv.cycle_trace = trace = metrics.start_cycle_trace()
+            tracer = inv.tracer
+            if tracer.enabled:
+                inv.cycle_span = tracer.start_span("execute_event_loop_cycle", inv.agent_span,
+                                                   {"gen_ai.operation.name": "execute_event_loop_cycle",
+                                                    "ray_harness.cycle_index": inv.cycle_index,
+                                                    **agent.trace_attributes})
+            error: BaseException | None = None
             try:
                 async for event in cycle:
                     ended = ended or isinstance(event, AgentResult)
                     yield event
+            except BaseException as caught:
+                error = caught
+                raise
             finally:
                 await cycle.aclose()
-                agent.event_loop_metrics.add_cycle_duration(time.perf_counter() - started)
+                metrics.add_cycle_duration(time.perf_counter() - started)
+                trace.end()
+                if inv.cycle_span is not None:
+                    tracer.end_span(inv.cycle_span, error=error)
+                    inv.cycle_span = None
             if ended:
                 return
-            continue
-        inv.cycle_span = inv.tracer.start_span("execute_event_loop_cycle", inv.agent_span,
-                                               {"gen_ai.operation.name": "execute_event_loop_cycle",
-                                                "ray_harness.cycle_index": inv.cycle_index, **agent.trace_attributes})
-        error: BaseException | None = None
-        try:
-            async for event in cycle:
-                ended = ended or isinstance(event, AgentResult)
-                yield event
-        except BaseException as caught:
-            error = caught
-            raise
-        finally:
-            await cycle.aclose()
-            agent.event_loop_metrics.add_cycle_duration(time.perf_counter() - started)
-            inv.tracer.end_span(inv.cycle_span, error=error)
-            inv.cycle_span = None
-        if ended:
-            return
+            trace.recurse()
+            recursions.append(trace)
+    finally:
+        for recursion in recursions:
+            recursion.end_recursion()
 
 
 async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
@@ -407,6 +414,9 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
         MaxTokensReachedException: The model stopped at its ``max_tokens`` limit (the partial message is kept).
     """
     outcome: ModelStopReason | None = None
+    trace = inv.cycle_trace
+    assert trace is not None  # _cycles opened it
+    trace.stream_started()
     model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
     try:
         async for event in model_call:
@@ -425,6 +435,7 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
         return
     if stop_reason == "max_tokens":
         message = _without_unfinished_tool_uses(message)
+    trace.stream_ended(message)
     await agent._append_message(message, inv.state)
     if not inv.quiet:
         yield {"type": "message", "message": message}

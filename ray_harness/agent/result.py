@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ray_harness.agent.trace import CycleRecord, Trace
 
 if TYPE_CHECKING:
     from ray_harness.checkpoint import Checkpoint
     from ray_harness.interrupts import Interrupt
     from ray_harness.types.content import Message
 
-__all__ = ("AgentInvocation", "AgentResult", "EventLoopCycleMetric", "EventLoopMetrics", "ToolMetrics")
+__all__ = ("AgentInvocation", "AgentResult", "EventLoopCycleMetric", "EventLoopMetrics", "ToolMetrics", "Trace")
 
 _CYCLE_IDS = itertools.count(1)
 """Cycle ids unique in the process: a uuid4 per cycle cost more than the rest of the cycle's bookkeeping."""
 
 KEPT_INVOCATIONS = 100
 KEPT_CYCLE_DURATIONS = 1_000
-"""How many invocations ``EventLoopMetrics.agent_invocations`` keeps (the latest): an agent in an actor serves
-many, and its metrics travel with every result."""
+"""How many invocations ``EventLoopMetrics.agent_invocations`` keeps, and how many cycles ``cycle_durations``
+and ``traces`` keep (the latest): an agent in an actor serves many, and its metrics travel with every result."""
+
+
+_TRIM_BATCH = 64
 
 
 def _zero_usage() -> dict[str, int]:
@@ -94,8 +100,11 @@ class EventLoopMetrics:
     """Seconds spent in event-loop cycles (model call and tools) over every invocation."""
     cycle_durations: list[float] = field(default_factory=list)
     """The seconds of each of the latest cycles (up to ``KEPT_CYCLE_DURATIONS``), oldest first."""
+    _cycle_records: list[CycleRecord] = field(default_factory=list, init=False, repr=False, compare=False)
     _cycle_usage: dict[str, int] = field(default_factory=_zero_usage, init=False, repr=False, compare=False)
     _invocation_timed_cycles: int = field(default=0, init=False, repr=False, compare=False)
+    _invocation_traces: int = field(default=0, init=False, repr=False, compare=False)
+    _traced_cycles: int = field(default=0, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         # A result crossing to another process carries only the latest invocation's cycles: a resident agent
@@ -103,6 +112,7 @@ class EventLoopMetrics:
         state = dict(self.__dict__)
         state["agent_invocations"] = self.agent_invocations[-1:]
         state["cycle_durations"] = self.cycle_durations[len(self.cycle_durations) - self._invocation_timed_cycles:]
+        state["_cycle_records"] = self._cycle_records[len(self._cycle_records) - self._invocation_traces:]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -116,6 +126,7 @@ class EventLoopMetrics:
         self.invocation_metrics = {"latencyMs": 0}
         self._cycle_usage = _zero_usage()
         self._invocation_timed_cycles = 0
+        self._invocation_traces = 0
         # The invocation's entry shares ``invocation_usage``: one dict, counted once.
         self.agent_invocations.append(AgentInvocation(usage=self.invocation_usage))
         del self.agent_invocations[:-KEPT_INVOCATIONS]
@@ -150,7 +161,28 @@ class EventLoopMetrics:
         if len(self.cycle_durations) > KEPT_CYCLE_DURATIONS:
             del self.cycle_durations[:-KEPT_CYCLE_DURATIONS]
 
-    def add_tool(self, name: str, success: bool, seconds: float, tool_use: dict[str, Any] | None = None) -> None:
+    def start_cycle_trace(self) -> CycleRecord:
+        """Start noting a new cycle for ``traces`` (``"Cycle <n>"``, counted over the agent's life)."""
+        self._traced_cycles += 1
+        record = CycleRecord(self._traced_cycles)
+        records = self._cycle_records
+        records.append(record)
+        if len(records) >= KEPT_CYCLE_DURATIONS + _TRIM_BATCH:  # trimmed in batches: a trim moves the whole list
+            del records[:-KEPT_CYCLE_DURATIONS]
+        if self._invocation_traces < KEPT_CYCLE_DURATIONS:
+            self._invocation_traces += 1
+        return record
+
+    @property
+    def traces(self) -> list[Trace]:
+        """The latest cycles' trace trees (``KEPT_CYCLE_DURATIONS`` or a few more), oldest first, as Strands has them.
+
+        Each is ``Cycle <n>`` with the children ``stream_messages``, ``Tool: <name>`` and ``Recursive call``; a
+        result that crossed from an actor holds its invocation's cycles only.
+        """
+        return [record.trace() for record in self._cycle_records]
+
+    def add_tool(self, name: str, success: bool, seconds: float, tool_use: Mapping[str, Any] | None = None) -> None:
         """Count one call of tool ``name``, successful or not, that took ``seconds`` (``tool_use``: the call)."""
         entry = self.tool_metrics.setdefault(name, ToolMetrics())
         entry.call_count += 1
@@ -196,6 +228,7 @@ class EventLoopMetrics:
             "accumulated_metrics": dict(self.accumulated_metrics),
             "accumulated_cost_usd": self.accumulated_cost_usd,
             "tool_usage": {name: _tool_summary(name, m) for name, m in self.tool_metrics.items()},
+            "traces": [trace.to_dict() for trace in self.traces],
             "agent_invocations": [
                 {"usage": dict(invocation.usage),
                  "cycles": [{"event_loop_cycle_id": cycle.event_loop_cycle_id, "usage": dict(cycle.usage)}

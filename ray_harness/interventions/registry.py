@@ -182,9 +182,9 @@ class InterventionRegistry:
                 return  # the same call again (a throttling retry): the model already gets this guidance once
             append_user_text(self._agent, text)
         elif method == "after_model_call":
-            if event.exception is not None or event.stop_response is None \
-                    or event.stop_response.stop_reason == "cancelled":
-                return  # no reply to discard, or a cancelled call (which is not retried)
+            # A failed call (``exception``) is retried with the guidance too, as in Strands; a cancelled one is not.
+            if event.stop_response is not None and event.stop_response.stop_reason == "cancelled":
+                return
             if self._guide_retries >= self._agent.max_guide_retries:
                 logger.warning("guide_retries=<%d> | guidance after the model call ignored: retry bound reached",
                                self._guide_retries)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ray_harness.interrupts import Interrupt, InterruptException, InterruptState, interrupt_id
+from ray_harness.types.exceptions import RayHarnessError
 
 if TYPE_CHECKING:
     from ray_harness.tools.registry import AgentTool
@@ -29,11 +30,29 @@ __all__ = (
     "InvokeModelContext",
     "InvokeModelResult",
     "InvokeModelStage",
+    "MiddlewareError",
     "MiddlewareInterruptResult",
     "MiddlewareStage",
     "ModelStopReason",
     "ToolResultEvent",
 )
+
+
+class MiddlewareError(RayHarnessError, RuntimeError):
+    """A stage's middleware chain ended without its result event (a Wrap handler neither forwarded nor answered).
+
+    A ``RuntimeError`` too, as Strands raises one: in the model stage it reaches ``AfterModelCallEvent.exception``
+    (a hook may retry) and then the caller; in the tool stage it becomes the tool's error result.
+    """
+
+    @classmethod
+    def no_result(cls, stage: MiddlewareStage) -> MiddlewareError:
+        """The error for ``stage``'s chain yielding no result event (Strands' text)."""
+        event = stage.result_event.__name__
+        return cls(
+            f"{stage.name} middleware chain did not yield a {event}. A Wrap handler must forward the "
+            f"events from next_fn(context), or yield its own {event} to short-circuit."
+        )
 
 
 class _Phase:

@@ -12,7 +12,7 @@ import pytest
 
 from ray_harness import Agent
 from ray_harness.agent.state import AgentState
-from ray_harness.hooks.events import BeforeToolCallEvent
+from ray_harness.hooks.events import BeforeInvocationEvent, BeforeToolCallEvent
 from ray_harness.session import FileSessionManager
 from ray_harness.testing import ScriptedModel, text
 from ray_harness.tools.base import AgentTool
@@ -230,6 +230,42 @@ def test_structured_output_prompt_is_the_message_that_asks_for_the_output() -> N
     assert model.calls[1].messages[-1] == {"role": "user", "content": [{"text": "Now fill in the form."}]}
     with pytest.raises(ValueError, match="structured_output_prompt"):
         Agent(ScriptedModel(), structured_output_prompt=" ")
+
+
+async def test_structured_output_prompt_per_call_overrides_the_agents_as_strands() -> None:
+    from pydantic import BaseModel
+
+    from ray_harness.testing import tool_call
+
+    class Person(BaseModel):
+        name: str
+
+    model = ScriptedModel(text("Ann."), tool_call("Person", {"name": "Ann"}), text("Bob."),
+                          tool_call("Person", {"name": "Bob"}), text("Cy."), tool_call("Person", {"name": "Cy"}))
+    agent = Agent(model, structured_output_prompt="Agent's ask.")
+    agent("who?", structured_output_model=Person, structured_output_prompt="Call's ask.")
+    await agent.invoke_async("and?", structured_output_model=Person, structured_output_prompt="Async ask.")
+    async for event in agent.stream_async("more?", structured_output_model=Person):
+        result = event.get("result")
+    assert [call.messages[-1]["content"] for call in model.calls[1::2]] == [
+        [{"text": "Call's ask."}], [{"text": "Async ask."}], [{"text": "Agent's ask."}]]
+    assert result.structured_output == Person(name="Cy")
+    seen: list[dict] = []
+    agent.add_hook(lambda event: seen.append(dict(event.invocation_state)), BeforeInvocationEvent)
+    model2 = ScriptedModel(text("x"), tool_call("Person", {"name": "D"}))
+    agent.model = model2
+    agent("again", structured_output_model=Person, structured_output_prompt="Ask.")
+    assert "structured_output_prompt" not in seen[0]  # an argument, not invocation state
+    with pytest.raises(TypeError, match="structured_output_prompt must be a str"):
+        agent("x", structured_output_model=Person, structured_output_prompt=3)  # type: ignore[arg-type]
+
+
+def test_idempotency_token_is_refused_not_silently_kept_as_invocation_state() -> None:
+    agent = Agent(ScriptedModel(text("ok")))
+    with pytest.raises(TypeError, match="idempotency_token is not supported"):
+        agent("x", idempotency_token="req-1")
+    assert agent.messages == []
+    assert str(agent("x", idempotency_token=None)) == "ok\n"  # Strands' default
 
 
 def test_concurrent_invocation_mode_takes_only_throw() -> None:

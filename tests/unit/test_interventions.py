@@ -177,6 +177,34 @@ def test_guide_after_model_discards_reply_and_retries_with_a_bound() -> None:
     assert model.calls[1].messages[-1]["content"][-1] == {"text": "GUIDANCE: [critic] be precise"}
 
 
+def test_a_guide_after_a_failed_model_call_retries_it_with_the_guidance() -> None:
+    """Strands: a Guide on after_model_call sets ``retry`` whether the call answered or raised."""
+    seen: list[object] = []
+
+    class OnError(InterventionHandler):
+        name = "fallback"
+
+        def after_model_call(self, event):  # type: ignore[no-untyped-def,override]
+            seen.append(event.exception)
+            return Guide("answer from memory") if event.exception is not None else Proceed()
+
+    model = ScriptedModel(ValueError("search backend down"), text("from memory"))
+    agent = Agent(model, interventions=[OnError()], retry_strategy=None)
+    assert str(agent("x")) == "from memory\n"
+    assert isinstance(seen[0], ValueError) and seen[1:] == [None]
+    assert model.calls[1].messages[-1]["content"][-1] == {"text": "GUIDANCE: [fallback] answer from memory"}
+    assert [m["role"] for m in agent.messages] == ["user", "assistant"]
+
+
+def test_a_guide_after_failed_model_calls_is_bounded_then_the_error_is_raised() -> None:
+    policy = AfterModelPolicy("critic", Guide("try again"))
+    model = ScriptedModel(*[ValueError(f"down {i}") for i in range(3)])
+    agent = Agent(model, interventions=[policy], retry_strategy=None, max_guide_retries=2)
+    with pytest.raises(ValueError, match="down 2"):
+        agent("x")
+    assert len(model.calls) == 3 and agent.messages == []
+
+
 def test_a_failed_invocation_after_a_guide_rolls_back_only_its_own_turn() -> None:
     """The guide merges into the prompt's message (a new dict); the rollback must still find where to cut."""
     policy = ModelPolicy("m", Proceed())

@@ -106,6 +106,77 @@ def test_summary_tool_usage_has_strands_execution_stats_and_tool_info() -> None:
     assert entry["tool_info"] == {"tool_use_id": "t1", "name": "lookup", "input_params": {"q": 1}}
 
 
+def test_an_invocations_tool_usage_names_the_latest_call_as_strands() -> None:
+    agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}, tool_use_id="call-7"), text("done")),
+                  tools=[lookup])
+    agent("go")
+    info = agent.event_loop_metrics.get_summary()["tool_usage"]["lookup"]["tool_info"]
+    assert info == {"tool_use_id": "call-7", "name": "lookup", "input_params": {"query": "x"}}
+
+
+def _tree(trace: Any) -> list[Any]:
+    return [trace.name, [_tree(child) for child in trace.children]]
+
+
+def test_traces_are_strands_cycle_trees() -> None:
+    from strands.telemetry.metrics import Trace as StrandsTrace
+
+    agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}, tool_use_id="t1"), text("done"), text("more")),
+                  tools=[lookup])
+    agent("go")
+    traces = agent.event_loop_metrics.traces
+    assert [_tree(trace) for trace in traces] == [
+        ["Cycle 1", [["stream_messages", []], ["Tool: lookup", []], ["Recursive call", []]]],
+        ["Cycle 2", [["stream_messages", []]]],
+    ]
+    first = traces[0]
+    stream, tool_trace, recursion = first.children
+    assert all(child.parent_id == first.id for child in first.children) and first.parent_id is None
+    assert stream.message == agent.messages[1]
+    assert tool_trace.raw_name == "lookup - t1" and tool_trace.metadata == {"toolUseId": "t1", "tool_name": "lookup"}
+    assert tool_trace.message == agent.messages[2]  # the tool result message
+    assert all(trace.duration() is not None and trace.duration() >= 0 for trace in [*traces, *first.children])
+    assert recursion.end_time is not None and recursion.end_time >= traces[1].end_time  # to the invocation's end
+    summary = agent.event_loop_metrics.get_summary()["traces"]
+    assert set(summary[0]) == set(StrandsTrace("x").to_dict())
+    assert summary[0]["children"][1]["parent_id"] == first.id
+    agent("again")  # the agent's cycles are numbered over its life, as Strands numbers them
+    assert [trace.name for trace in agent.event_loop_metrics.traces] == ["Cycle 1", "Cycle 2", "Cycle 3"]
+
+
+def test_a_trace_read_while_the_invocation_runs_follows_it() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def peek() -> str:
+        """Look at the running cycle's trace."""
+        seen.append(agent.event_loop_metrics.traces[-1])
+        return "ok"
+
+    agent = Agent(ScriptedModel(tool_call("peek", {}), text("done")), tools=[peek])
+    agent("go")
+    (running,) = seen
+    assert running is agent.event_loop_metrics.traces[0]  # the same object, completed since
+    assert [child.name for child in running.children] == ["stream_messages", "Tool: peek", "Recursive call"]
+    assert running.end_time is not None
+
+
+def test_traces_are_bounded_and_a_result_carries_its_invocations_own() -> None:
+    import pickle
+
+    agent = Agent(ScriptedModel(text("a"), tool_call("lookup", {"query": "x"}), text("b")), tools=[lookup])
+    agent("one")
+    agent("two")
+    metrics = agent.event_loop_metrics
+    moved = pickle.loads(pickle.dumps(metrics))
+    assert [trace.name for trace in moved.traces] == ["Cycle 2", "Cycle 3"]
+    assert moved.traces[0].id == metrics.traces[1].id
+    for _ in range(result_module.KEPT_CYCLE_DURATIONS + 100):
+        metrics.start_cycle_trace().end()
+    assert result_module.KEPT_CYCLE_DURATIONS <= len(metrics.traces) < result_module.KEPT_CYCLE_DURATIONS + 100
+    assert metrics.traces[-1].name == f"Cycle {result_module.KEPT_CYCLE_DURATIONS + 103}"
+
+
 @tool
 def nap() -> str:
     """Sleep a little."""

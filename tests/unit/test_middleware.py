@@ -5,12 +5,13 @@ import asyncio
 import pytest
 
 from ray_harness import Agent, tool
-from ray_harness.hooks import AfterToolCallEvent
+from ray_harness.hooks import AfterModelCallEvent, AfterToolCallEvent
 from ray_harness.middleware import (
     ExecuteToolResult,
     ExecuteToolStage,
     InvokeModelResult,
     InvokeModelStage,
+    MiddlewareError,
     ModelStopReason,
     ToolResultEvent,
 )
@@ -104,7 +105,7 @@ def test_model_output_phase_rewrites_the_result() -> None:
     assert agent.messages[-1]["content"] == [{"text": "[REDACTED]"}]
 
 
-def test_model_wrap_without_result_is_a_clear_error() -> None:
+def test_model_wrap_without_result_raises_a_runtime_error_as_strands() -> None:
     agent = Agent(ScriptedModel())
 
     async def swallow(ctx, next_fn):  # type: ignore[no-untyped-def]
@@ -112,8 +113,32 @@ def test_model_wrap_without_result_is_a_clear_error() -> None:
             yield None
 
     agent.add_middleware(InvokeModelStage, swallow)
-    with pytest.raises(EventLoopException, match="yielded no result"):
+    with pytest.raises(MiddlewareError, match="InvokeModelStage middleware chain did not yield a ModelStopReason") \
+            as raised:
         agent("x")
+    assert isinstance(raised.value, RuntimeError) and not isinstance(raised.value, EventLoopException)
+    assert agent.messages == []  # the failed turn is rolled back
+
+
+def test_model_wrap_without_result_reaches_after_model_call_which_may_retry() -> None:
+    seen: list[BaseException | None] = []
+    wraps = 0
+
+    def after(event: AfterModelCallEvent) -> None:
+        seen.append(event.exception)
+        event.retry = event.exception is not None
+
+    async def swallow_first(ctx, next_fn):  # type: ignore[no-untyped-def]
+        nonlocal wraps
+        wraps += 1
+        if wraps > 1:
+            async for event in next_fn(ctx):
+                yield event
+
+    agent = Agent(ScriptedModel(text("second try")), hooks=[after])
+    agent.add_middleware(InvokeModelStage, swallow_first)
+    assert str(agent("x")) == "second try\n"
+    assert isinstance(seen[0], MiddlewareError) and seen[1:] == [None]
 
 
 def test_tool_wrap_short_circuits_and_after_hook_sees_it() -> None:
@@ -159,10 +184,15 @@ def test_tool_wrap_without_result_is_an_error_result() -> None:
         if False:
             yield None
 
+    exceptions: list[BaseException | None] = []
+    agent.add_hook(lambda event: exceptions.append(event.exception), AfterToolCallEvent)
     agent.add_middleware(ExecuteToolStage, swallow)
     agent("x")
     result = agent.messages[2]["content"][0]["toolResult"]
-    assert result["status"] == "error" and "yielded no result" in result["content"][0]["text"]
+    assert result["status"] == "error"
+    assert result["content"][0]["text"].startswith(
+        "Error: ExecuteToolStage middleware chain did not yield a ToolResultEvent.")
+    assert len(exceptions) == 1 and isinstance(exceptions[0], MiddlewareError)  # the hooks see why (Strands)
 
 
 def test_middleware_interrupt_in_tool_stage_then_resume() -> None:
