@@ -300,6 +300,7 @@ class ExtensionChain:
         self._raw_fallback_warned: set[str] = set()
         self._retry_layer: tuple[Any, Callable[[Any], AsyncGenerator[Any, None]]] | None = None
         self._run_one: tuple[Any, Callable[[Any], Any]] | None = None
+        self._interrupted = partial(_wait_interrupted, inv)
 
     # -- lifecycle (STANDARD) -----------------------------------------------------------------------------
 
@@ -340,7 +341,7 @@ class ExtensionChain:
             specs.append(structured.spec)
             tool_choice = structured.tool_choice()
         request = InvokeModelContext(agent, agent.messages, agent.system_prompt, specs, tool_choice, inv.state)
-        return self._resolution.logical_layers.run(self._retry_layer[1], request, self.store)
+        return self._resolution.logical_layers.run(self._retry_layer[1], request, self.store, self._interrupted)
 
     async def _logical_call(self, call_model: Callable[[Agent, Invocation], AsyncGenerator[Any, None]]
                             ) -> AsyncGenerator[Any, None]:
@@ -362,7 +363,7 @@ class ExtensionChain:
         """The provider terminal wrapped in the ``MODEL_PHYSICAL`` layers (unchanged without any)."""
         if not self.physical_wrappers:
             return terminal
-        return partial(self._resolution.physical_layers.run, terminal, store=self.store)
+        return partial(self._resolution.physical_layers.run, terminal, store=self.store, interrupted=self._interrupted)
 
     # -- tool axis ----------------------------------------------------------------------------------------
 
@@ -378,10 +379,11 @@ class ExtensionChain:
             return execute_tool(agent, inv, request.tool_use)
 
         run, store, get = self._resolution.visible_layers.run, self.store, agent.tool_registry.get
+        interrupted = self._interrupted
 
         def run_one(tool_use: Any) -> AsyncGenerator[Any, None]:
             return run(pipeline, ExecuteToolContext(agent, get(tool_use.get("name", "")), tool_use, inv.state,
-                                                    inv.cancel_signal), store)
+                                                    inv.cancel_signal), store, interrupted)
 
         self._run_one = (execute_tool, run_one)
         return run_one
@@ -392,10 +394,10 @@ class ExtensionChain:
             return tool.stream(ctx.tool_use, context)  # type: ignore[no-any-return]
         request = ExecuteToolContext(ctx.agent, tool, ctx.tool_use, ctx.invocation_state, ctx.cancel_signal)
         if getattr(tool, "exposes_raw_call", False):
-            run, store = self._resolution.raw_layers.run, self.store
+            run, store, interrupted = self._resolution.raw_layers.run, self.store, self._interrupted
 
             def observe(produce: Callable[[], AsyncGenerator[Any, None]]) -> AsyncGenerator[Any, None]:
-                return run(lambda _: produce(), request, store)
+                return run(lambda _: produce(), request, store, interrupted)
 
             context._raw_observer = observe
             return tool.stream(ctx.tool_use, context)  # type: ignore[no-any-return]
@@ -406,7 +408,8 @@ class ExtensionChain:
                 logger.warning("Extension %s: placement TOOL_RAW fell back to a secondary anchor (primary anchor, the "
                                "raw call of tool %r, is absent from this stack: %s exposes none); it wraps the "
                                "tool's stream and sees its ToolResult", use, name, type(tool).__name__)
-        return self._resolution.raw_fallback_layers.run(lambda _: tool.stream(ctx.tool_use, context), request, self.store)
+        return self._resolution.raw_fallback_layers.run(lambda _: tool.stream(ctx.tool_use, context), request, self.store,
+                                                        self._interrupted)
 
 
 class _PausedTool(InterruptException):
@@ -557,6 +560,11 @@ def _raw_value(event: Any) -> Any:
 
 def _tool_result(event: Any) -> Any:
     return event.tool_result
+
+
+def _wait_interrupted(inv: Invocation) -> bool:
+    """Whether a cancel of the invocation's task now is the agent's interrupt of a wait (``agent.cancel()``)."""
+    return inv.wait_interrupted and inv.interruptible_wait
 
 
 def _model_name(agent: Agent) -> str:

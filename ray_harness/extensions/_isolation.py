@@ -9,6 +9,14 @@ frames, and only the innermost handler iterates downstream. It passes each strea
 yield (futures, bare yields) goes to the event loop unchanged. The whole call stays in the invocation's
 task, so cancel and the model-wait interrupter work as without hooks.
 
+The innermost handler steps downstream itself (:func:`_boundary`) and waits on a proxy of each future
+downstream waits on, so a cancel of the task stops the hooks' wait first, never downstream's. A hook's own
+timeout around ``handler`` (``async with asyncio.timeout(5)``, or ``asyncio.wait_for`` run inline) then ends
+its wait only: downstream stays where it waits, and resumes (to its end, once) as soon as a hook has taken the
+cancel; the caller gets its real result. A cancel nobody withdrew (``Task.uncancel``, as a timeout does) is
+the caller's: it reaches downstream next, as without hooks; the agent's own model-wait interrupter reaches it
+first, so the hooks see the cancelled stop.
+
 Downstream runs once per call, tracked by the call itself, so recovering from a hook's fault never adds a
 model request or a tool side effect: downstream always gets the original request, and the caller gets its
 real result (or its exception). Interrupts raised downstream always propagate. A hook that awaits ``handler``
@@ -29,7 +37,6 @@ from typing import Any, TypeVar
 from ray_harness.extensions.types import (
     AgentMiddleware,
     ExtensionData,
-    ExtensionError,
     LifecycleContext,
     Placement,
     _current_store,
@@ -49,6 +56,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def diagnostic(use: str, owner: str, hook: str, error: Any) -> None:
+    if isinstance(error, BaseException) and not str(error):  # TimeoutError(), CancelledError(): say which
+        error = type(error).__name__
     logger.warning("Extension %s: %s.%s failed and was skipped: %s", use, owner, hook, error)
 
 
@@ -110,9 +119,14 @@ class Layers:
         self.unwrap = unwrap
         self.handout = _real if handout is None else handout
 
-    def run(self, inner: Inner, request: Any, store: ExtensionData) -> AsyncGenerator[Any, None]:
-        """The events of ``inner(request)``, run once, with every hook around it and ``store`` as the task store."""
-        return _drive(_Run(self, inner, request, store))
+    def run(self, inner: Inner, request: Any, store: ExtensionData,
+            interrupted: Callable[[], bool] | None = None) -> AsyncGenerator[Any, None]:
+        """The events of ``inner(request)``, run once, with every hook around it and ``store`` as the task store.
+
+        ``interrupted`` says whether a cancel of the task right now is the agent's own interrupt of a wait
+        downstream (which then reaches downstream before the hooks).
+        """
+        return _drive(_Run(self, inner, request, store, interrupted))
 
 
 class _Run:
@@ -123,10 +137,12 @@ class _Run:
     plain ``partial`` of :func:`_enter` (no object, no Python call of its own).
     """
 
-    __slots__ = ("buffer", "detached", "driving", "emitted", "error", "failure", "handed", "inner", "layers", "outcome",
-                 "phase", "raised", "request", "result", "store", "task", "waiters")
+    __slots__ = ("baseline", "buffer", "detached", "down", "driving", "emitted", "error", "failure", "handed",
+                 "hooks_gone", "inner", "interrupted", "layers", "orphaned", "outcome", "pending", "phase", "raised",
+                 "request", "result", "store", "task", "waiters")
 
-    def __init__(self, layers: Layers, inner: Inner, request: Any, store: ExtensionData) -> None:
+    def __init__(self, layers: Layers, inner: Inner, request: Any, store: ExtensionData,
+                 interrupted: Callable[[], bool] | None = None) -> None:
         self.layers = layers
         self.inner = inner
         self.request = request
@@ -144,6 +160,12 @@ class _Run:
         self.driving = False
         self.task: Any = None
         self.detached: asyncio.Task[None] | None = None  # downstream in a task of its own (see _detach_inner)
+        self.interrupted = interrupted
+        self.baseline = 0  # the task's cancel requests when the call started: more are pending cancels
+        self.down: Generator[Any, Any, None] | None = None  # downstream, stepped by _boundary
+        self.pending: Any = None  # what downstream waits on while orphaned
+        self.orphaned = False  # a cancel ended the hooks' wait while downstream waits: it resumes after them
+        self.hooks_gone = False  # every hook has ended: a cancel now is downstream's
 
 
 def _iterable_coroutine(function: F) -> F:
@@ -177,36 +199,57 @@ def _enter(run: _Run, index: int, request: Any = None) -> Generator[Any, Any, An
     try:
         if index == layers.count:
             # a foreign task (a hook's own, e.g. wait_for's) awaits handler while the driver is not stepping
-            yield from (_inner(run) if run.driving else _detach_inner(run))
+            yield from (_boundary(run) if run.driving else _detach_inner(run))
         else:
-            hook_error: Exception | None = None
+            hook_error: BaseException | None = None
             try:
                 awaitable = layers.hooks[index](layers.view(run.request), partial(_enter, run, index + 1))
                 yield from (awaitable if type(awaitable) is CoroutineType  # type: ignore[misc]
                             else _awaited(awaitable, layers.hook_name))
+            except asyncio.CancelledError as error:
+                hook_error = _own_cancel(run, error)
             except Exception as error:  # the hook's own fault, or the handler's exception it let through
                 hook_error = error
-            if hook_error is not None or phase[index + 1] != _FINISHED:
+            if hook_error is not None or phase[index + 1] != _FINISHED or run.orphaned:
                 yield from _settle(run, index + 1, hook_error)
     except BaseException as error:
-        if run.raised is None:
-            run.raised = {}
-        run.raised[index] = error
+        _record(run, index, error)
         raise
     finally:
         phase[index] = _FINISHED
         if run.waiters is not None:
-            waiter = run.waiters.pop(index, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
+            _release(run, index)
     if run.detached is not None or run.failure is not None:
         yield from _after_entry(run, index)
     if run.failure is not None and index:  # the driver's own entry (0) leaves the outcome to the driver
-        if run.raised is None:
-            run.raised = {}
-        run.raised[index] = run.failure
+        _record(run, index, run.failure)
         raise run.failure
     return layers.handout(run) if index else None
+
+
+def _own_cancel(run: _Run, error: asyncio.CancelledError) -> asyncio.CancelledError:
+    """A ``CancelledError`` out of a hook, if it is the hook's fault (a cancel it made and withdrew itself).
+
+    Raises:
+        asyncio.CancelledError: ``error``, when it is downstream's own or a cancel nobody withdrew (the caller's).
+    """
+    if error is run.failure or asyncio.current_task() is not run.task or _cancel_pending(run):
+        raise error
+    return error
+
+
+def _record(run: _Run, index: int, error: BaseException) -> None:
+    """Entry ``index`` raises ``error`` into the hook awaiting it (so that hook letting it through is no fault)."""
+    if run.raised is None:
+        run.raised = {}
+    run.raised[index] = error
+
+
+def _release(run: _Run, index: int) -> None:
+    """Entry ``index`` ended: wake a settling hook that waits for it (see :func:`_settle`)."""
+    waiter = run.waiters.pop(index, None) if run.waiters is not None else None
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 def _after_entry(run: _Run, index: int) -> Generator[Any, Any, None]:
@@ -214,32 +257,73 @@ def _after_entry(run: _Run, index: int) -> Generator[Any, Any, None]:
     if run.detached is not None and not run.detached.done():
         # a hook stopped waiting for a detached downstream (a timeout around handler): its outcome is the answer
         yield from _until_done(run.detached)
-    if type(run.failure) is asyncio.CancelledError and index < run.layers.count:
-        _absorbed_cancel(run, index)
 
 
-def _absorbed_cancel(run: _Run, index: int) -> None:
-    """Hook ``index`` absorbed a cancel that ended downstream: name it, instead of a ``CancelledError`` nobody asked for.
+def _cancel_pending(run: _Run) -> bool:
+    """Whether the call's task has a cancel request nobody withdrew since the call started (the caller's cancel)."""
+    task = run.task
+    return task is not None and task.cancelling() > run.baseline
 
-    A timeout around ``handler`` in the hook's own task (``async with asyncio.timeout(5)``, or ``wait_for`` on
-    Python 3.12+) cancels that task where it waits, which is inside the tool or the model request. The call
-    cannot be completed any more (nor run again); when the cancel was the hook's own (the task is not being
-    cancelled any more), the caller gets an :class:`ExtensionError` naming the hook: at ``TOOL_RAW`` a tool error
-    result, elsewhere the invocation's error. A cancel of the call itself still propagates as it is.
+
+def _boundary(run: _Run, thrown: BaseException | None = None) -> Generator[Any, Any, None]:
+    """Downstream (:func:`_inner`), stepped here on the innermost hook's behalf, so a cancel meets the hooks first.
+
+    Each future downstream waits on is waited on through a proxy of its own (:func:`_linked`): a cancel of the
+    task cancels the proxy, and arrives here instead of inside downstream. The agent's own interrupt of a wait,
+    and any cancel once every hook has ended, go on into downstream as a Task would pass them (the future it
+    waits on cancelled too). Any other cancel ends the hooks' wait only: downstream stays where it waits
+    (``run.pending``, ``run.orphaned``) and the first hook that takes the cancel (a timeout around ``handler``
+    turns it into ``TimeoutError``) resumes it here once the hook has ended (:func:`_settle`); the driver does
+    if the cancel went through every hook. A resumed downstream first gets a cancel nobody withdrew: the caller's.
     """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        return
-    wrapper = run.layers.wrappers[index]
-    what = "tool call" if wrapper.placement in (Placement.TOOL_VISIBLE, Placement.TOOL_RAW) else "model request"
-    error = ExtensionError(
-        f"Extension {wrapper.use}: {type(wrapper.middleware).__name__}.{run.layers.hook_name} cancelled the {what} "
-        "it observes (a timeout or cancel around handler in its own task); a contribution cannot stop a call: "
-        "await handler without a timeout, or run it in a task of its own (asyncio.ensure_future), whose "
-        "cancel stops only the wait")
-    error.__cause__ = run.failure
-    logger.warning("%s", error)
-    run.failure = run.error = error
+    down = run.down
+    item: Any = None
+    wait = False
+    if down is None:
+        down = run.down = _inner(run)
+    else:  # resumed after the hooks took a cancel: first the wait it was in, then on
+        item, run.pending, run.orphaned = run.pending, None, False
+        if thrown is None and _cancel_pending(run):
+            thrown = asyncio.CancelledError()  # a real cancel a hook caught and did not pass on: the call's
+        wait = thrown is None
+    value: Any = None
+    while True:
+        if not wait:
+            if thrown is not None and isinstance(thrown, asyncio.CancelledError) and asyncio.isfuture(item):
+                item.cancel()  # what a Task's cancel does to the future it waits on
+            try:
+                item = down.send(value) if thrown is None else down.throw(thrown)
+            except StopIteration:
+                return
+            value = thrown = None
+        wait = False
+        try:
+            if asyncio.isfuture(item):
+                item._asyncio_future_blocking = False  # taken, as a Task takes it
+                if not item.done():
+                    yield from _linked(item)
+            else:  # a stream event (_EMIT) or a bare yield
+                value = yield item
+        except asyncio.CancelledError as error:
+            if run.hooks_gone or (run.interrupted is not None and run.interrupted()):
+                thrown = error
+                continue
+            run.pending, run.orphaned = item, True
+            raise
+        except BaseException as error:  # _Abort and the like: downstream unwinds
+            thrown = error
+
+
+def _linked(future: Any) -> Generator[Any, Any, None]:
+    """Wait until ``future`` is done, on a future of our own: cancelling the wait does not cancel ``future``."""
+    waiter = future.get_loop().create_future()
+    future.add_done_callback(partial(_wake, waiter))
+    yield from waiter.__await__()
+
+
+def _wake(waiter: asyncio.Future[None], _: Any) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _awaited(awaitable: Any, hook_name: str) -> Any:
@@ -383,8 +467,12 @@ def _inner(run: _Run) -> Generator[Any, Any, None]:
             run.failure = error
 
 
-def _settle(run: _Run, index: int, hook_error: Exception | None) -> Generator[Any, Any, None]:
-    """After hook ``index - 1`` misbehaved: run entry ``index`` if it never ran, wait for it if it still runs, diagnose."""
+def _settle(run: _Run, index: int, hook_error: BaseException | None) -> Generator[Any, Any, None]:
+    """After hook ``index - 1`` misbehaved or took a cancel: run entry ``index`` if it never ran, or wait for it.
+
+    It waits for an entry that still runs, diagnoses, and resumes downstream if a cancel left it waiting (see
+    :func:`_boundary`).
+    """
     wrapper = run.layers.wrappers[index - 1]
     hook_name = run.layers.hook_name
     phase = run.phase[index]
@@ -403,6 +491,11 @@ def _settle(run: _Run, index: int, hook_error: Exception | None) -> Generator[An
         yield from waiter
     if hook_error is not None and hook_error is not (run.raised or {}).get(index):
         wrapper.diagnostic(hook_name, hook_error)
+    if run.orphaned:
+        try:
+            yield from _boundary(run)
+        except Exception:  # downstream's outcome is on the run: the caller gets it from there
+            pass
 
 
 class _Forward:
@@ -439,20 +532,43 @@ def _step(run: _Run, steps: Generator[Any, Any, Any], value: Any, thrown: BaseEx
             _current_store.reset(token)  # set in this very step, so in this context
 
 
+def _advance(run: _Run, steps: Generator[Any, Any, Any], value: Any, thrown: BaseException | None,
+             store: ExtensionData | None) -> tuple[Generator[Any, Any, Any], Any]:
+    """One step of the call (see :func:`_step`): the steps it now takes, and what they yielded.
+
+    Once a cancel went through every hook with downstream still waiting (see :func:`_boundary`), the cancel is
+    the call's: from then on the steps are downstream's own, and it gets the cancel first.
+    """
+    while True:
+        try:
+            yielded = _step(run, steps, value, thrown, store)
+        except asyncio.CancelledError as error:
+            if not run.orphaned:
+                raise
+            thrown = error
+        else:
+            if yielded is not _DONE or not run.orphaned:
+                return steps, yielded
+            thrown = None  # (defensive) every hook ended with downstream still waiting: it ends here
+        run.hooks_gone = True
+        steps, value, thrown = _boundary(run, thrown), None, None
+
+
 async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
     """The one async generator of a call: steps the outermost hook (as a Task would) and yields the events.
 
     The task store is set around each step only by the outermost chain (inner chains run inside its steps).
     """
     store = run.store
-    run.task = asyncio.current_task()
+    task = run.task = asyncio.current_task()
+    run.baseline = task.cancelling() if task is not None else 0
     outer = _current_store.get() is not store
-    steps = _enter(run, 0)
+    steps: Generator[Any, Any, Any] = _enter(run, 0)
     value: Any = None
     thrown: BaseException | None = None
     try:
         while True:
-            yielded = _step(run, steps, value, thrown, store if outer else None)
+            steps, yielded = _advance(run, steps, value, thrown, store if outer else None)
             if yielded is _DONE:
                 break
             value = thrown = None
@@ -463,7 +579,7 @@ async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
                     yield run.emitted
                     continue
             except GeneratorExit:
-                await _abort(steps)
+                await _abort(run, steps)
                 raise
             try:
                 value = await _Forward(yielded)
@@ -481,9 +597,19 @@ async def _drive(run: _Run) -> AsyncGenerator[Any, None]:
         yield run.outcome
 
 
-async def _abort(steps: Generator[Any, Any, Any]) -> None:
-    """The consumer left mid-call: unwind the hooks (the innermost ``await handler`` closes downstream), then stop."""
-    thrown: BaseException | None = _Abort()
+async def _abort(run: _Run, steps: Generator[Any, Any, Any]) -> None:
+    """The consumer left mid-call: unwind the hooks (the innermost ``await handler`` closes downstream), then stop.
+
+    A downstream a cancel left waiting while a hook was still busy (see :func:`_boundary`) unwinds after them.
+    """
+    await _unwind(steps, _Abort())
+    if run.orphaned:
+        run.hooks_gone = True
+        await _unwind(_boundary(run, _Abort()), None)  # a new generator: it throws its own _Abort in
+
+
+async def _unwind(steps: Generator[Any, Any, Any], thrown: BaseException | None) -> None:
+    """Step ``steps`` to their end, throwing ``thrown`` in first; the stream events they still emit are dropped."""
     value: Any = None
     while True:
         try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sys
 import threading
 from typing import Any
@@ -232,7 +231,19 @@ def test_stream_events_reach_the_consumer_while_the_hook_waits() -> None:
 
 
 def test_cancel_while_the_model_streams_under_wrappers() -> None:
-    contribute(MiddlewarePlacement(Recorder([], "L"), LOGICAL), MiddlewarePlacement(Recorder([], "P"), PHYSICAL))
+    """``agent.cancel()`` interrupts the provider wait before any hook's wait (also one under a timeout of its
+    own): the hooks see the cancelled stop."""
+    seen: list[Any] = []
+
+    class Sees(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            async with asyncio.timeout(60):
+                result = await handler(request)
+            seen.append(result.stop_reason)
+            return result
+
+    contribute(MiddlewarePlacement(Recorder([], "L"), LOGICAL), MiddlewarePlacement(Recorder([], "P"), PHYSICAL),
+               MiddlewarePlacement(Sees(), LOGICAL), MiddlewarePlacement(Sees(), PHYSICAL))
     agent = Agent(ScriptedModel(text("slow", delay=30)))
 
     async def run() -> Any:
@@ -243,6 +254,7 @@ def test_cancel_while_the_model_streams_under_wrappers() -> None:
         return await task
 
     assert asyncio.run(run()).stop_reason == "cancelled"
+    assert seen == ["cancelled", "cancelled"]
 
 
 # -- observation only and fault isolation -------------------------------------------------------------
@@ -1207,46 +1219,188 @@ def test_an_own_in_code_install_named_by_a_callers_list_stays_when_the_caller_dr
     assert loading.installed() == [own.extension]
 
 
-@pytest.mark.parametrize("placement", [RAW, VISIBLE, PHYSICAL])
-def test_a_timeout_around_handler_in_the_hooks_own_task_is_named_not_a_bare_cancel(placement: Placement) -> None:
-    """``async with asyncio.timeout(...)`` around ``handler`` cancels the call where it waits (the tool, the model
-    request): the caller gets an ``ExtensionError`` naming the hook, not a ``CancelledError`` nobody asked for (at
-    ``TOOL_RAW`` the tool's error result, and the run goes on)."""
+class OwnTimeout(AgentMiddleware):
+    """Awaits ``handler`` under ``asyncio.timeout`` in its own task (the test expires it); logs what it saw.
+
+    When it times out, ``mode`` says what it does: ``returns`` a value, ``lingers`` (awaits more, then returns) or
+    ``raises`` its ``TimeoutError``.
+    """
+
+    def __init__(self, log: list[str], timeouts: list[Any], mode: str = "returns",
+                 gate: list[asyncio.Event] | None = None) -> None:
+        self.log = log
+        self.timeouts = timeouts
+        self.mode = mode
+        self.gate = [] if gate is None else gate
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        try:
+            async with asyncio.timeout(None) as timeout:
+                self.timeouts.append(timeout)
+                result = await handler(request)
+        except TimeoutError:
+            self.log.append("hook timed out")
+            if self.mode == "raises":
+                raise
+            if self.mode == "lingers":  # more awaits after giving up: the call waits for them, it is not lost
+                await asyncio.sleep(0.01)
+                self.log.append("hook lingered")
+            return "gave up"
+        finally:
+            for gate in self.gate:  # what the observed call waits for
+                gate.set()
+        self.log.append("hook saw the result")
+        return result
+
+    awrap_tool_call = awrap_model_call
+
+
+class Plain(AgentMiddleware):
+    """Awaits ``handler`` plainly; logs what it saw (inside a layer whose outer hook times out)."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return await handler(request)
+        except asyncio.CancelledError:
+            self.log.append("inner hook cancelled")
+            raise
+
+    awrap_tool_call = awrap_model_call
+
+
+def _expire(timeouts: list[Any]) -> None:
+    timeouts[-1].reschedule(asyncio.get_running_loop().time())  # the hook's timeout expires at the next step
+
+
+@pytest.mark.parametrize("mode", ["returns", "lingers", "raises"])
+@pytest.mark.parametrize("stacked", [False, True])
+@pytest.mark.parametrize("placement", [LOGICAL, PHYSICAL, VISIBLE, RAW])
+def test_a_timeout_around_handler_in_the_hooks_own_task_cannot_stop_the_call(
+        placement: Placement, stacked: bool, mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    """``async with asyncio.timeout(...)`` around ``handler`` in the hook's own task (the invocation's) ends the
+    hook's wait only: the tool or the model request runs to its end once, the agent gets its real result, the run
+    goes on, and a hook inside the one that timed out sees the cancel of its wait, not the call's. A hook that lets
+    its ``TimeoutError`` out gets the diagnostic."""
+    log: list[str] = []
     timeouts: list[Any] = []
-
-    class Timeout(AgentMiddleware):
-        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
-            try:
-                async with asyncio.timeout(None) as timeout:
-                    timeouts.append(timeout)
-                    return await handler(request)
-            except TimeoutError:
-                return "gave up"
-
-        awrap_tool_call = awrap_model_call
+    gate: list[asyncio.Event] = []
 
     class Model(ScriptedModel):
         async def stream(self, *args: Any, **kwargs: Any) -> Any:
-            if placement is PHYSICAL:
-                timeouts[-1].reschedule(asyncio.get_running_loop().time())  # expires while the provider waits
-                await asyncio.Event().wait()
+            first = True
             async for event in super().stream(*args, **kwargs):
+                if first and placement in (LOGICAL, PHYSICAL) and len(self.calls) == 1:
+                    first = False
+                    _expire(timeouts)
+                    await gate[0].wait()  # the hook's timeout expires here, while the provider streams
+                    log.append("model finished")
                 yield event
+
+    @tool
+    async def gated(key: str) -> str:
+        """Waits for the gate."""
+        if placement in (VISIBLE, RAW):
+            _expire(timeouts)
+            await gate[0].wait()
+            log.append("tool finished")
+        return f"real {key}"
+
+    placements = [MiddlewarePlacement(OwnTimeout(log, timeouts, mode, gate), placement)]
+    if stacked:
+        placements.append(MiddlewarePlacement(Plain(log), placement))
+    contribute(*placements)
+    model = Model(tool_call("gated", {"key": "k"}), text("done"))
+    agent = Agent(model, tools=[gated])
+
+    async def run() -> Any:
+        gate.append(asyncio.Event())
+        return await agent.invoke_async("x")
+
+    with caplog.at_level(logging.WARNING, "ray_harness.extensions"):
+        result = asyncio.run(run())
+    finished = "model finished" if placement in (LOGICAL, PHYSICAL) else "tool finished"
+    expected = ["inner hook cancelled"] if stacked else []
+    expected += ["hook timed out"] + (["hook lingered"] if mode == "lingers" else []) + [finished]
+    assert log[:len(expected)] == expected
+    assert str(result) == "done\n" and len(model.calls) == 2
+    assert agent.messages[1]["content"][0]["toolUse"]["name"] == "gated"  # the real answer of the first call
+    assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "real k"}]
+    hook = "awrap_model_call" if placement in (LOGICAL, PHYSICAL) else "awrap_tool_call"
+    reported = f"Extension ext:test_ext: OwnTimeout.{hook} failed and was skipped: TimeoutError" in caplog.text
+    assert reported == (mode == "raises")
+
+
+def test_stream_events_keep_flowing_after_a_hooks_timeout_expired() -> None:
+    """The provider streams on after a ``MODEL_PHYSICAL`` hook's own timeout expired mid-stream: every delta reaches
+    the consumer and the message is the whole answer."""
+    log: list[str] = []
+    timeouts: list[Any] = []
+
+    class Model(ScriptedModel):
+        async def stream(self, *args: Any, **kwargs: Any) -> Any:
+            count = 0
+            async for event in super().stream(*args, **kwargs):
+                count += 1
+                if count == 3:
+                    _expire(timeouts)
+                    await asyncio.sleep(0.01)  # the timeout expires while the provider waits
+                yield event
+
+    contribute(MiddlewarePlacement(OwnTimeout(log, timeouts), PHYSICAL))
+    agent = Agent(Model(text("a long answer in many chunks"), chunk_size=2))
+
+    async def consume() -> str:
+        return "".join([event["data"] async for event in agent.stream_async("x") if event.get("type") == "text_delta"])
+
+    assert asyncio.run(consume()) == "a long answer in many chunks"
+    assert log == ["hook timed out"]
+    assert agent.messages[-1]["content"] == [{"text": "a long answer in many chunks"}]
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+@pytest.mark.parametrize("placement", [VISIBLE, RAW])
+def test_a_callers_cancel_still_reaches_the_tool_when_a_hook_has_a_timeout_around_handler(
+        placement: Placement, swallow: bool) -> None:
+    """A real cancel of the invocation's task ends the hook's wait and reaches the tool, which unwinds before the
+    caller sees the ``CancelledError``; also when the hook catches the cancel and returns (nobody withdrew it)."""
+    log: list[str] = []
+    started: list[asyncio.Event] = []
+
+    class WithTimeout(AgentMiddleware):
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            try:
+                async with asyncio.timeout(60):
+                    return await handler(request)
+            except asyncio.CancelledError:
+                log.append("hook saw the cancel")
+                if swallow:
+                    return None
+                raise
 
     @tool
     async def waits(key: str) -> str:
         """Waits until cancelled."""
-        timeouts[-1].reschedule(asyncio.get_running_loop().time())
-        await asyncio.Event().wait()
+        started[0].set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            log.append("tool cleanup")
         return key
 
-    contribute(MiddlewarePlacement(Timeout(), placement))
-    agent = Agent(Model(tool_call("waits", {"key": "k"}), text("done")), tools=[waits])
-    expected = "Extension ext:test_ext: Timeout.awrap_%s_call cancelled the %s it observes" % (
-        ("model", "model request") if placement is PHYSICAL else ("tool", "tool call"))
-    if placement is RAW:
-        assert str(agent("x")) == "done\n"
-        assert agent.messages[2]["content"][0]["toolResult"]["content"][0]["text"].startswith(f"Error: {expected}")
-    else:
-        with pytest.raises(ExtensionError, match=re.escape(expected)):
-            agent("x")
+    contribute(MiddlewarePlacement(WithTimeout(), placement))
+    agent = Agent(ScriptedModel(tool_call("waits", {"key": "k"}), text("done")), tools=[waits])
+
+    async def run() -> None:
+        started.append(asyncio.Event())
+        task = asyncio.create_task(agent.invoke_async("x"))
+        await started[0].wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        log.append("caller saw the cancel")
+
+    asyncio.run(run())
+    assert sorted(log[:2]) == ["hook saw the cancel", "tool cleanup"] and log[2:] == ["caller saw the cancel"]
