@@ -177,6 +177,11 @@ def _unplaceable(demand: dict[str, float], nodes: list[dict[str, float]]) -> str
     return f"no single node of the cluster has all of {asked} (each one alone fits some node)"
 
 
+def _autoscaler_report(status: bytes | None) -> dict[str, Any] | None:
+    report = json.loads(status).get("autoscaler_report") if status else None
+    return report if isinstance(report, dict) else None
+
+
 def _may_autoscale() -> bool:
     """Whether an autoscaler could add nodes; ``True`` when it cannot be told (then Ray's wait is kept)."""
     try:
@@ -187,11 +192,13 @@ def _may_autoscale() -> bool:
         from ray.experimental import internal_kv
 
         deadline = time.monotonic() + _AUTOSCALER_STATUS_WAIT_S
-        while (status := internal_kv._internal_kv_get(_AUTOSCALER_STATUS_KEY)) is None:
+        # The monitor's first status of a fresh cluster has no "autoscaler_report" yet (its next, 5 s later, has):
+        # wait for the report, or an embedded Ray's first seconds would read as "may autoscale" and wait forever.
+        while (report := _autoscaler_report(internal_kv._internal_kv_get(_AUTOSCALER_STATUS_KEY))) is None:
             if time.monotonic() > deadline:
                 return True
             time.sleep(0.25)
-        mapping = json.loads(status).get("autoscaler_report", {}).get("node_type_mapping") or {}
+        mapping = report.get("node_type_mapping") or {}
     except Exception:  # an older or newer Ray that reports differently: keep Ray's behaviour
         return True
     # Without a cluster config Ray's monitor runs read-only: every node is its own type, "node_<node id>".

@@ -31,7 +31,7 @@ import ray
 from ray.exceptions import RayError
 
 from ray_harness.runtime._client import ActorClient
-from ray_harness.runtime._cluster import current_namespace, ensure_initialized
+from ray_harness.runtime._cluster import actor_resources, current_namespace, ensure_initialized
 from ray_harness.runtime._telemetry import flush_spans, prepare_actor_process, with_actor_env
 from ray_harness.runtime._wire import SandboxRequest
 from ray_harness.sandbox._engine import check_timeout
@@ -242,11 +242,11 @@ class RemoteSandbox(Sandbox):
         self.name = name or f"{type(sandbox).__name__.lower()}-{uuid.uuid4().hex[:8]}"
         self.namespace = namespace or current_namespace()
         self.actor_name = SANDBOX_ACTOR_PREFIX + self.name
-        options: dict[str, Any] = {"name": self.actor_name, "namespace": self.namespace, "num_cpus": num_cpus,
+        # Resources no node has fail here, naming them, instead of Ray's endless wait (as RemoteAgent, AgentPool).
+        options: dict[str, Any] = {"name": self.actor_name, "namespace": self.namespace,
+                                   **actor_resources(num_cpus, resources, f"RemoteSandbox {self.name!r}"),
                                    "max_concurrency": max_concurrency, "max_restarts": max_restarts,
                                    "max_task_retries": 0, "get_if_exists": get_if_exists}
-        if resources:
-            options["resources"] = dict(resources)
         self._actor = _sandbox_class().options(**with_actor_env(options)).remote(sandbox, self.actor_name)
         self._client = ActorClient(self._actor, self.actor_name)
         self._description = str(self._client.call_sync("call", SandboxRequest(operation="describe")))

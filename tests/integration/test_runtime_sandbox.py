@@ -99,3 +99,11 @@ def test_an_agent_in_an_actor_uses_the_remote_sandbox(sandbox: Any) -> None:
         assert "from-the-sandbox" in tool_result["content"][0]["text"]
     finally:
         remote.shutdown()
+
+
+def test_resources_no_node_has_fail_at_once_naming_them(tmp_path: Path) -> None:
+    # Ray would wait for such an actor forever with only an autoscaler warning (as for RemoteAgent, AgentPool).
+    from ray_harness.runtime import RemoteSandbox
+
+    with pytest.raises(ValueError, match=r"RemoteSandbox 'unplaceable'.*resources\['docker_host'\]=1 \(no node"):
+        RemoteSandbox(LocalEnvironment(tmp_path), name="unplaceable", resources={"docker_host": 1})
