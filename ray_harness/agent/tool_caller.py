@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ray_harness.tools._spec import normalize_tool_spec
 from ray_harness.tools.decorator import plain_json
 from ray_harness.types.content import Message, ToolResult, ToolUse
 from ray_harness.types.exceptions import ConcurrencyException
@@ -119,7 +120,8 @@ async def _run(agent: Agent, tool_use: ToolUse) -> ToolResult:
 
 async def _record(agent: Agent, tool_use: ToolUse, result: ToolResult, override: str | None) -> None:
     spec = agent.tool_registry.get(tool_use["name"])
-    known = set(spec.tool_spec["inputSchema"]["json"].get("properties", {})) if spec else set()
+    # A custom tool's spec may hold a bare schema: normalised, as the model gets it.
+    known = set(normalize_tool_spec(spec.tool_spec)["inputSchema"]["json"]["properties"]) if spec else set()
     # The history holds a plain-JSON copy of the input (a date as its ISO string, ...), as it holds tool
     # results: a session write of the raw objects would fail with the call half recorded.
     filtered = _plain_input({k: v for k, v in tool_use["input"].items() if not known or k in known})

@@ -138,3 +138,20 @@ def test_a_custom_tool_that_yields_nothing_gets_an_error_result() -> None:
     result = Agent(ScriptedModel([]), tools=[Silent()]).tool.echo(x="hi")
     assert result["status"] == "error"
     assert result["content"] == [{"text": "Tool 'echo' did not return a result"}]
+
+
+class _BareSchemaEcho(StrandsEcho):
+    """A Strands custom tool whose spec holds a bare JSON schema (Strands wraps it in ``{"json": ...}``)."""
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        return {"name": "echo", "description": "Echo x.",  # type: ignore[typeddict-item]
+                "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}
+
+
+def test_a_recorded_direct_call_of_a_tool_with_a_bare_schema_keeps_its_known_input() -> None:
+    agent = Agent(ScriptedModel([]), tools=[_BareSchemaEcho()], name="bot")
+
+    agent.tool.echo(x="hi", extra="dropped")
+
+    assert agent.messages[1]["content"][0]["toolUse"]["input"] == {"x": "hi"}
