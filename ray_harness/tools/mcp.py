@@ -66,7 +66,7 @@ from ray_harness.tools._mcp_listen import follow_tool_changes
 from ray_harness.tools._mcp_session import SessionGone, SessionRunner, WatchedDispatcher, describe_error
 from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, error_result, observe_raw
 from ray_harness.types.content import ToolResult, ToolUse
-from ray_harness.types.exceptions import RayHarnessError
+from ray_harness.types.exceptions import RayHarnessError, ToolProviderException
 from ray_harness.types.tools import ToolSpec
 from ray_harness.types.validation import describe_validation_error
 
@@ -91,8 +91,12 @@ _REFRESH_TIMEOUT = 60.0  # seconds for listing the tools after a change announce
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
-class MCPClientInitializationError(RayHarnessError, RuntimeError):
-    """The MCP server could not be started or reached; the message names the command or URL."""
+class MCPClientInitializationError(ToolProviderException, RuntimeError):
+    """The MCP server could not be started or reached; the message names the command or URL.
+
+    A ``ToolProviderException``: an agent whose MCP server fails to start raises it from its first run, and
+    Strands code catches it there as ``ToolProviderException``.
+    """
 
 
 class MCPCallCancelled(RayHarnessError):

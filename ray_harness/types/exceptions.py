@@ -45,6 +45,7 @@ __all__ = (
     "SessionException",
     "SnapshotException",
     "StructuredOutputException",
+    "ToolProviderException",
 )
 
 
@@ -116,6 +117,10 @@ class EventLoopException(RayHarnessError):
         super().__init__(str(original_exception))
         self.original_exception = original_exception
         self.request_state = request_state or {}
+
+
+class ToolProviderException(RayHarnessError):
+    """A tool provider could not load its tools (Strands' name): ``MCPClientInitializationError`` is one."""
 
 
 class ModelConfigurationError(RayHarnessError, ValueError):

@@ -235,3 +235,13 @@ def test_start_failure_raises_initialization_error() -> None:
     client = MCPClient(command=["/nonexistent/mcp-server"], startup_timeout=5)
     with pytest.raises(MCPClientInitializationError, match="/nonexistent/mcp-server"):
         client.start()
+
+
+def test_an_agent_whose_mcp_server_fails_to_start_raises_a_tool_provider_exception() -> None:
+    # Strands code catches this as ToolProviderException (its MCP client's load_tools wraps the start failure).
+    from ray_harness.types.exceptions import ToolProviderException
+
+    agent = Agent(ScriptedModel([text("never")]), tools=[MCPClient(command=["/nonexistent/mcp-server"],
+                                                                    startup_timeout=5)])
+    with pytest.raises(ToolProviderException, match="/nonexistent/mcp-server"):
+        agent("hi")
