@@ -87,12 +87,20 @@ def names_the_product(row: dict[str, Any], result: Any) -> float:
     return float(row["product"] in str(result).lower())
 
 
+def _positive(value: str) -> int:
+    """An argparse type: checked before Ray starts (``--rows -1`` silently dropped the last row)."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a provider model, e.g. openai:gpt-4o (default: offline ScriptedModel)")
-    parser.add_argument("--rows", type=int, default=None, help="only the first N rows")
+    parser.add_argument("--rows", type=_positive, default=None, help="only the first N rows")
     parser.add_argument("--output", default=None, help="record file (.jsonl or .parquet); default: none")
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=_positive, default=8, help="rows in flight (default 8)")
     args = parser.parse_args()
     if args.model:
         os.environ["EXAMPLE_MODEL"] = args.model  # inherited by the host actors this driver starts

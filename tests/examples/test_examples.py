@@ -140,6 +140,15 @@ def test_cancel_fanout_on_ray(ray_address: str) -> None:
 
 
 @pytest.mark.ray
+@pytest.mark.parametrize("option", [["--rows", "-1"], ["--concurrency", "0"]])
+def test_graph_eval_on_cluster_refuses_bad_counts_before_starting_ray(option: list[str]) -> None:
+    done = subprocess.run([sys.executable, str(EXAMPLES / "graph_eval_on_cluster.py"), *option], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2 and f"argument {option[0]}: must be at least 1" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_graph_eval_on_cluster(ray_address: str, tmp_path: Path) -> None:
     output = tmp_path / "results.jsonl"
     out = _run("graph_eval_on_cluster.py", "--output", str(output), ray_address=ray_address)
