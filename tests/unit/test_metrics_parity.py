@@ -170,7 +170,12 @@ def test_traces_are_bounded_and_a_result_carries_its_invocations_own() -> None:
     metrics = agent.event_loop_metrics
     moved = pickle.loads(pickle.dumps(metrics))
     assert [trace.name for trace in moved.traces] == ["Cycle 2", "Cycle 3"]
-    assert moved.traces[0].id == metrics.traces[1].id
+    # The tree is rebuilt there from the notes (ids are drawn per process); tool results stay behind.
+    here, there = metrics.traces[1].to_dict(), moved.traces[0].to_dict()
+    assert [(c["name"], c["duration"]) for c in there["children"]] == [(c["name"], c["duration"])
+                                                                       for c in here["children"]]
+    assert there["children"][0]["message"] == here["children"][0]["message"]  # the model's message
+    assert [c["message"] for c in there["children"] if c["name"].startswith("Tool:")] == [None]
     for _ in range(result_module.KEPT_CYCLE_DURATIONS + 100):
         metrics.start_cycle_trace().end()
     assert result_module.KEPT_CYCLE_DURATIONS <= len(metrics.traces) < result_module.KEPT_CYCLE_DURATIONS + 100
