@@ -25,9 +25,22 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-__all__ = ("JOBS_DIR", "download", "has_work_dir", "prepare", "work_dir")
+__all__ = ("JOBS_DIR", "WRAPPER", "download", "has_work_dir", "prepare", "submitted_command", "work_dir")
 
 JOBS_DIR = "ray_harness_files"
+
+
+WRAPPER = "python -m ray_harness.runtime._job_files "
+"""How a submitted command starts (then the job id, ``--resume <id>`` maybe, ``--`` and the command)."""
+
+
+def submitted_command(entrypoint: str) -> str:
+    """What was submitted: ``entrypoint`` without the wrapper that gives the job its own directory."""
+    if entrypoint.startswith(WRAPPER):
+        _, separator, command = entrypoint.partition(" -- ")
+        if separator:
+            return command
+    return entrypoint
 
 
 def work_dir(submission_id: str) -> str:

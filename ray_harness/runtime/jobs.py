@@ -38,7 +38,7 @@ def submit_and_follow(address: str, entrypoint: str, runtime_env: dict[str, Any]
     if resume:
         _check_resumable(client, resume)
     job_id = f"raysubmit_rh_{uuid.uuid4().hex[:16]}"  # chosen here: the job's directory is named after it
-    wrapper = ["python", "-m", "ray_harness.runtime._job_files", job_id, *(["--resume", resume] if resume else [])]
+    wrapper = [*_job_files.WRAPPER.split(), job_id, *(["--resume", resume] if resume else [])]
     entrypoint = f"{shlex.join(wrapper)} -- {entrypoint}"
     _submit_with_retry(client, address, entrypoint, runtime_env, job_id)
     echo(f"submitted {job_id} to {client.get_address()}\n")
@@ -168,7 +168,7 @@ def cluster_status(address: str) -> dict[str, Any]:
                   for a in list_actors(address=gcs, limit=10_000) if (a.name or "").startswith("ray_harness:")]
         status["actors"] = sorted(actors, key=lambda a: a["name"] or "")
         status["jobs"] = [{"id": job.submission_id or job.job_id, "status": str(job.status),
-                           "entrypoint": job.entrypoint or ""} for job in list_jobs(address=gcs)]
+                           "entrypoint": _job_files.submitted_command(job.entrypoint or "")} for job in list_jobs(address=gcs)]
     except ServerUnavailable:  # the state API lives in the dashboard; runs come from the cluster itself
         status["unavailable"] = "actors and jobs: this cluster runs without the Ray dashboard"
     return status

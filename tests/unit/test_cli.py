@@ -276,3 +276,16 @@ def test_status_text_says_which_nodes_did_not_complete() -> None:
                  "rows_completed": 0, "rows_failed": 0}
     line = _status_text({"runs": [cancelled], "actors": [], "jobs": []}).splitlines()[1]
     assert " cancelled   nodes 3 done (held cancelled, check failed), 0 running, 0 pending" in line
+
+
+@pytest.mark.parametrize(("entrypoint", "shown"), [
+    ("python -m ray_harness.runtime._job_files raysubmit_rh_1 -- ray-harness eval a:b d.jsonl",
+     "ray-harness eval a:b d.jsonl"),
+    ("python -m ray_harness.runtime._job_files raysubmit_rh_2 --resume raysubmit_rh_1 -- ray-harness demo",
+     "ray-harness demo"),
+    ("python train.py -- --epochs 3", "python train.py -- --epochs 3"),  # not ours: as it is
+])
+def test_status_lists_a_job_by_the_command_submitted_not_its_wrapper(entrypoint: str, shown: str) -> None:
+    from ray_harness.runtime._job_files import submitted_command
+
+    assert submitted_command(entrypoint) == shown
