@@ -88,10 +88,7 @@ def graph_snapshot(graph: Graph) -> dict[str, Any]:
         "interrupted_nodes": ids(graph.state.interrupted_nodes),
         "cancelled_nodes": ids(graph.state.cancelled_nodes),
         "execution_order": [node.node_id for node in graph.state.execution_order],
-        "node_results": {key: value.to_dict() for key, value in graph.state.results.items()},
-        "accumulated_usage": dict(graph.state.accumulated_usage),
-        "accumulated_metrics": dict(graph.state.accumulated_metrics),
-        "accumulated_cost_usd": graph.state.accumulated_cost_usd,
+        **_totals(graph.state),
         "execution_count": graph.state.execution_count,
         "execution_time": graph.state.execution_time,
         "launched": graph.state.launched,
@@ -121,9 +118,7 @@ def restore_graph(graph: Graph, payload: dict[str, Any]) -> None:
     state.interrupted_nodes, state.cancelled_nodes = nodes("interrupted_nodes"), nodes("cancelled_nodes")
     state.execution_order = [graph.nodes[n] for n in payload.get("execution_order") or [] if n in graph.nodes]
     state.results = _results(payload, graph.nodes)
-    state.accumulated_usage = {**zero_usage(), **(payload.get("accumulated_usage") or {})}
-    state.accumulated_metrics = {"latencyMs": 0, **(payload.get("accumulated_metrics") or {})}
-    state.accumulated_cost_usd = float(payload.get("accumulated_cost_usd") or 0.0)
+    state.accumulated_usage, state.accumulated_metrics, state.accumulated_cost_usd = _restored_totals(payload)
     state.execution_count = int(payload.get("execution_count") or 0)
     state.execution_time = int(payload.get("execution_time") or 0)
     state.launched = int(payload.get("launched") or 0)
@@ -152,10 +147,7 @@ def swarm_snapshot(swarm: Swarm) -> dict[str, Any]:
         "handoff_message": swarm.state.handoff_message,
         "shared_context": swarm.shared_context.context,
         "node_history": [node.node_id for node in swarm.state.node_history],
-        "node_results": {key: value.to_dict() for key, value in swarm.state.results.items()},
-        "accumulated_usage": dict(swarm.state.accumulated_usage),
-        "accumulated_metrics": dict(swarm.state.accumulated_metrics),
-        "accumulated_cost_usd": swarm.state.accumulated_cost_usd,
+        **_totals(swarm.state),
         "execution_time": swarm.state.execution_time,
         "interrupt_state": swarm._interrupt_state.to_dict(),
     }
@@ -178,14 +170,30 @@ def restore_swarm(swarm: Swarm, payload: dict[str, Any]) -> None:
         shared_context=swarm.shared_context,
         node_history=[swarm.nodes[n] for n in payload.get("node_history") or [] if n in swarm.nodes],
         results=_results(payload, swarm.nodes),
-        accumulated_usage={**zero_usage(), **(payload.get("accumulated_usage") or {})},
-        accumulated_metrics={"latencyMs": 0, **(payload.get("accumulated_metrics") or {})},
-        accumulated_cost_usd=float(payload.get("accumulated_cost_usd") or 0.0),
         execution_time=int(payload.get("execution_time") or 0),
         handoff_message=payload.get("handoff_message"),
     )
+    swarm.state.accumulated_usage, swarm.state.accumulated_metrics, swarm.state.accumulated_cost_usd = \
+        _restored_totals(payload)
     _restore_interrupts(swarm, payload)
     swarm._resume_pending = status == Status.EXECUTING
+
+
+def _totals(state: GraphState | SwarmState) -> dict[str, Any]:
+    """What a Graph and a Swarm both store of a run: its node results and what they added up to."""
+    return {
+        "node_results": {key: value.to_dict() for key, value in state.results.items()},
+        "accumulated_usage": dict(state.accumulated_usage),
+        "accumulated_metrics": dict(state.accumulated_metrics),
+        "accumulated_cost_usd": state.accumulated_cost_usd,
+    }
+
+
+def _restored_totals(payload: dict[str, Any]) -> tuple[Any, Any, float]:
+    """Usage, metrics and cost of a stored run (the counters a snapshot lacks start at zero)."""
+    return ({**zero_usage(), **(payload.get("accumulated_usage") or {})},
+            {"latencyMs": 0, **(payload.get("accumulated_metrics") or {})},
+            float(payload.get("accumulated_cost_usd") or 0.0))
 
 
 def _status(payload: Any, kind: str) -> Status:
