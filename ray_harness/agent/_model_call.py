@@ -271,6 +271,8 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
                     break
                 finally:
                     inv.interruptible_wait = False
+                if received.redact_user is not None and isinstance(event, ModelStopReason) and agent.messages:
+                    _redact_prompt(agent.messages[-1], received.redact_user)  # before anyone reads the stop
                 yield event
         finally:
             with contextlib.suppress(Exception):
@@ -283,6 +285,18 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
                                   if requested else None)
 
     return terminal
+
+
+def _redact_prompt(message: Any, text: str) -> None:
+    """Replace what the provider's guardrail blocked (``redactUserContentMessage``): the prompt, as in Strands.
+
+    A tool-result turn keeps its results (the model's tool calls need them), their content replaced by ``text``;
+    any other turn becomes the one text block. The session rewrites the edited message at the end of the invocation.
+    """
+    results = [block for block in message["content"] if "toolResult" in block]
+    for block in results:
+        block["toolResult"]["content"] = [{"text": text}]
+    message["content"] = results or [{"text": text}]
 
 
 def _offered_specs(inv: Invocation, ctx: InvokeModelContext) -> list[Any]:

@@ -43,6 +43,10 @@ class StreamState:
         self.role = "assistant"
         self.usage: dict[str, int] = {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
         self.metrics: dict[str, int] = {"latencyMs": 0}
+        # ``redactContent`` texts (a provider's guardrail blocked content): they replace the prompt in the history
+        # and the assistant's answer, as in Strands.
+        self.redact_user: str | None = None
+        self.redact_assistant: str | None = None
 
     def close_block(self) -> None:
         """Finish the current content block (text, reasoning or a tool use whose JSON input is now parsed)."""
@@ -121,6 +125,15 @@ class StreamState:
         if "metrics" in payload:
             self.metrics = {k: int(v) for k, v in payload["metrics"].items() if isinstance(v, int | float)}
 
+    def on_trailer(self, chunk: dict[str, Any]) -> None:
+        """Handle what follows a message's stop: ``metadata``, and ``redactContent`` (a guardrail blocked content)."""
+        if "metadata" in chunk:
+            self.on_metadata(chunk["metadata"])
+        elif "redactContent" in chunk:
+            redact = chunk["redactContent"]
+            self.redact_user = redact.get("redactUserContentMessage", self.redact_user)
+            self.redact_assistant = redact.get("redactAssistantContentMessage", self.redact_assistant)
+
     def _mark_first_byte(self) -> None:
         if self.first_byte is None:
             self.first_byte = time.perf_counter()
@@ -154,6 +167,8 @@ class StreamState:
             self.metrics["latencyMs"] = int((time.perf_counter() - self.started) * 1000)
         if self.first_byte is not None:
             self.metrics.setdefault("timeToFirstByteMs", int((self.first_byte - self.started) * 1000))
+        if self.redact_assistant is not None:
+            self.content = [{"text": self.redact_assistant}]
         role = self.role if self.role in ("user", "assistant") else "assistant"
         message: Message = {"role": role, "content": self.content}  # type: ignore[typeddict-item]
         return ModelStopReason(stop_reason=self.stop_reason, message=message, usage=self.usage, metrics=self.metrics)
@@ -184,6 +199,6 @@ async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: b
             state.role = chunk["messageStart"].get("role", "assistant")
         elif "messageStop" in chunk:
             state.on_stop(chunk["messageStop"])
-        elif "metadata" in chunk:
-            state.on_metadata(chunk["metadata"])
+        else:
+            state.on_trailer(chunk)
     yield state.finish()

@@ -10,10 +10,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ray_harness.models.base import Model, ModelPrices, estimate_tokens
+from ray_harness.models.base import CacheConfig, CacheToolsConfig, Model, ModelPrices, estimate_tokens
 
-__all__ = ["AnthropicModel", "BedrockModel", "Model", "ModelPrices", "OpenAIModel", "RateLimit", "estimate_tokens",
-           "from_string"]
+__all__ = ["AnthropicModel", "BedrockModel", "CacheConfig", "CacheToolsConfig", "Model", "ModelPrices", "OpenAIModel",
+           "RateLimit", "estimate_tokens", "from_string"]
 
 _LAZY = {
     "AnthropicModel": "ray_harness.models.anthropic",

@@ -7,6 +7,7 @@ import json
 import mimetypes
 from typing import Any, cast
 
+from ray_harness.models._anthropic_cache import cache_control
 from ray_harness.models._tool_history import tool_use_input
 from ray_harness.types.content import ContentBlock, Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
@@ -25,6 +26,9 @@ _STOP_REASONS = {
     # The output was cut off by the context window, which for the loop is the same as hitting max_tokens.
     "model_context_window_exceeded": "max_tokens",
 }
+
+# The block types Anthropic accepts ``cache_control`` on.
+_CACHEABLE_TYPES = {"text", "image", "document", "tool_use", "tool_result"}
 
 _TEXT_DOCUMENT_FORMATS = {"txt": "text/plain", "md": "text/plain", "csv": "text/plain", "html": "text/plain"}
 
@@ -61,9 +65,11 @@ def _format_blocks(blocks: list[ContentBlock]) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
     for block in blocks:
         if "cachePoint" in block:
-            # Converse marks a cache breakpoint with its own block; Anthropic puts it on the preceding block.
-            if content:
-                content[-1]["cache_control"] = {"type": "ephemeral"}
+            # Converse marks a cache breakpoint with its own block; Anthropic puts it on the preceding block that
+            # can carry one (a thinking block cannot).
+            mark = next((item for item in reversed(content) if item["type"] in _CACHEABLE_TYPES), None)
+            if mark is not None:
+                mark["cache_control"] = cache_control(block["cachePoint"].get("ttl"))
             continue
         converted = _format_block(block)
         if converted is not None:

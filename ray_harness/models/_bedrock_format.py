@@ -17,21 +17,31 @@ __all__ = ("convert_event", "converse_events", "format_messages", "format_tool_c
 _BLOCK_KEYS = {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "cachePoint", "video",
                "guardContent", "citationsContent"}
 
+# The image formats a guardrail screens (botocore's GuardrailConverseImageFormat); others stay plain images.
+_GUARD_IMAGE_FORMATS = {"png", "jpeg"}
+
 # Converse stop reasons the agent would not recognise, as the ones it acts on. Output cut off by the context window
 # is output cut off, as AnthropicModel reports it too (the agent raises MaxTokensReachedException).
 _STOP_REASONS = {"model_context_window_exceeded": "max_tokens"}
 
 
-def format_messages(messages: Messages) -> list[dict[str, Any]]:
+def format_messages(messages: Messages, *, guard_latest: bool = False) -> list[dict[str, Any]]:
     """Converse messages for ``converse_stream``; consecutive messages of one role are sent as one turn.
 
     Converse rejects a history whose roles do not alternate, and a valid one can still have two user turns in a
     row: a session repaired after a crash (the killed tool's result), then the next prompt.
+
+    ``guard_latest``: the text and images of the last user message that has any go in ``guardContent`` blocks, so
+    a guardrail screens only them (Strands' ``guardrail_latest_message``). That is the prompt, also on the turns
+    after it that carry tool results.
     """
+    guarded = _last_prompt_index(messages) if guard_latest else None
     formatted: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         content = [converted for converted in (_format_block(block) for block in message["content"])
                    if converted is not None]
+        if index == guarded:
+            content = [_guarded(block) for block in content]
         if not content:
             continue
         if formatted and formatted[-1]["role"] == message["role"]:
@@ -39,6 +49,22 @@ def format_messages(messages: Messages) -> list[dict[str, Any]]:
         else:
             formatted.append({"role": message["role"], "content": content})
     return formatted
+
+
+def _last_prompt_index(messages: Messages) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message["role"] == "user" and any("text" in block or "image" in block for block in message["content"]):
+            return index
+    return None
+
+
+def _guarded(block: dict[str, Any]) -> dict[str, Any]:
+    if "text" in block and block["text"].strip():  # Bedrock refuses a blank guardContent block
+        return {"guardContent": {"text": {"text": block["text"]}}}
+    if "image" in block and block["image"].get("format") in _GUARD_IMAGE_FORMATS:
+        return {"guardContent": {"image": block["image"]}}
+    return block
 
 
 def _format_block(block: ContentBlock) -> dict[str, Any] | None:

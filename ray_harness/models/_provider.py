@@ -7,7 +7,23 @@ from typing import Any, ClassVar
 from ray_harness.models._config import ProviderConfig, validated
 from ray_harness.models.base import Model
 
-__all__ = ("ConfiguredModel",)
+__all__ = ("ConfiguredModel", "context_window_of")
+
+
+def context_window_of(context_window: Any, context_window_limit: Any = None) -> int | None:
+    """The context window given as ``context_window`` or by Strands' name ``context_window_limit``.
+
+    Raises:
+        ValueError: Not a positive integer, or both names given with different values.
+    """
+    if context_window is not None and context_window_limit is not None and context_window != context_window_limit:
+        raise ValueError(f"context_window={context_window!r} and context_window_limit={context_window_limit!r} "
+                         "disagree; give one (context_window_limit is Strands' name for it)")
+    value = context_window if context_window is not None else context_window_limit
+    name = "context_window" if context_window is not None else "context_window_limit"
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be a positive number of tokens, got {value!r}")
+    return value
 
 
 class ConfiguredModel(Model):
@@ -21,7 +37,18 @@ class ConfiguredModel(Model):
         self.config = validated(self.config_type, values, self.provider)
 
     def update_config(self, **model_config: Any) -> None:
-        self._set_config({**self.config.model_dump(), **model_config})
+        """Change configuration keys for later calls; ``context_window`` (or Strands' ``context_window_limit``) too.
+
+        Raises:
+            ValueError: An unknown key or a bad value, named.
+        """
+        windows = {key: model_config.pop(key) for key in ("context_window", "context_window_limit")
+                   if key in model_config}
+        if model_config:
+            self._set_config({**self.config.model_dump(), **model_config})
+        if windows:
+            self.context_window = context_window_of(windows.get("context_window"),
+                                                    windows.get("context_window_limit"))
 
     def get_config(self) -> dict[str, Any]:
         return self.config.model_dump()

@@ -12,8 +12,9 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from ray_harness.models._anthropic_cache import as_dict, cached_messages, cached_system, tools_cache_control
 from ray_harness.models._anthropic_format import (
     AnthropicStreamState,
     format_messages,
@@ -24,9 +25,9 @@ from ray_harness.models._anthropic_format import (
 from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
-from ray_harness.models._provider import ConfiguredModel
+from ray_harness.models._provider import ConfiguredModel, context_window_of
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
-from ray_harness.models.base import ModelPrices
+from ray_harness.models.base import CacheConfig, CacheToolsConfig, ModelPrices
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
 from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.exceptions import (
@@ -45,6 +46,22 @@ _THROTTLE_TYPES = {"rate_limit_error", "overloaded_error"}
 
 class AnthropicConfig(ProviderConfig):
     max_tokens: int = Field(default=4096, ge=1)  # the API requires a positive cap; say so before the call
+    cache_config: CacheConfig | None = None
+    cache_tools: str | CacheToolsConfig | None = None
+    anthropic_tools: list[dict[str, Any]] | None = None
+
+    @field_validator("cache_config", "cache_tools", mode="before")
+    @classmethod
+    def _check_instances(cls, value: Any) -> Any:
+        return as_dict(value)  # an instance given as is would skip validation of its fields
+
+    @field_validator("anthropic_tools")
+    @classmethod
+    def _server_tools_only(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if value and any("input_schema" in tool for tool in value):
+            raise ValueError("anthropic_tools are Anthropic's server tools (web_search, code_execution, ...); "
+                             "a function tool (with an input_schema) goes in the agent's tools=")
+        return value
 
 
 class AnthropicModel(ConfiguredModel):
@@ -58,8 +75,16 @@ class AnthropicModel(ConfiguredModel):
         client_args: Passed unchanged to ``anthropic.AsyncAnthropic(...)`` (``api_key``, ``base_url``,
             ``max_retries``, ``timeout``, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
+        context_window_limit: Strands' name for ``context_window`` (either works, also in ``update_config()``).
         prices: Optional price table for cost accounting.
         rate_limit: Optional ``RateLimit`` shared cluster-wide by every model with the same key.
+        cache_config: Prompt caching, as Strands' setting (``CacheConfig(ttl="1h")``): a cache point at the end of
+            the system prompt (unless ``system_prompt_ttl=False``) and one on the last user message (cache points
+            in earlier messages are dropped); ``tools_ttl`` caches the tool definitions too.
+        cache_tools: Cache the tool definitions (a cache point on the last tool): ``"default"`` or a
+            ``CacheToolsConfig(ttl=...)``, as Strands' setting; ``cache_config.tools_ttl`` overrides it when set.
+        anthropic_tools: Anthropic server tools (``{"type": "web_search_20250305", "name": "web_search"}``, ...)
+            offered next to the agent's tools, as Strands' setting; left out of a call that forces a tool.
     """
 
     config_type = AnthropicConfig
@@ -76,13 +101,29 @@ class AnthropicModel(ConfiguredModel):
         context_window: int | None = None,
         prices: ModelPrices | None = None,
         rate_limit: RateLimit | None = None,
+        context_window_limit: int | None = None,
+        cache_config: CacheConfig | None = None,
+        cache_tools: str | CacheToolsConfig | None = None,
+        anthropic_tools: list[dict[str, Any]] | None = None,
     ) -> None:
-        self._set_config({"model_id": model_id, "max_tokens": max_tokens, "params": params})
+        self._set_config({"model_id": model_id, "max_tokens": max_tokens, "params": params,
+                          "cache_config": cache_config, "cache_tools": cache_tools, "anthropic_tools": anthropic_tools})
         self.client_args: dict[str, Any] = dict(client_args or {})
-        self.context_window = context_window
+        self.context_window = context_window_of(context_window, context_window_limit)
         self.prices = prices
         self.rate_limit = checked_rate_limit(rate_limit)
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
+
+    def get_config(self) -> dict[str, Any]:
+        """``model_id``, ``max_tokens``, ``params``, and the caching / server-tool settings that are set."""
+        config = super().get_config()
+        for key in ("cache_config", "cache_tools", "anthropic_tools"):
+            value = getattr(self.config, key)
+            if value is None:
+                del config[key]
+            elif isinstance(value, CacheConfig | CacheToolsConfig):
+                config[key] = value  # frozen: safe to hand out, and what was given
+        return config
 
     # -- Model protocol ----------------------------------------------------------------------------------
 
@@ -126,14 +167,20 @@ class AnthropicModel(ConfiguredModel):
         options, extra = split_params(self.config.params)
         if not tool_specs and has_tool_blocks(messages):
             messages = tool_blocks_as_text(messages)
+        cache = self.config.cache_config
         body: dict[str, Any] = {
             "model": self.config.model_id,
             "max_tokens": self.config.max_tokens,
-            "messages": format_messages(messages),
+            "messages": format_messages(cached_messages(messages, cache)),
         }
         if system_prompt:
-            body["system"] = format_system(system_prompt)
+            body["system"] = format_system(cached_system(system_prompt, cache))
         tools = format_tools(tool_specs)
+        if self.config.anthropic_tools and (not tool_choice or "auto" in tool_choice):
+            tools.extend(dict(tool) for tool in self.config.anthropic_tools)  # a forced call must use a function
+        mark = tools_cache_control(cache, self.config.cache_tools)
+        if tools and mark is not None:
+            tools[-1] = {**tools[-1], "cache_control": mark}  # the last tool's mark caches every definition
         if tools:
             body["tools"] = tools
             thinking = (extra.get("thinking") or {}).get("type") in {"enabled", "adaptive"}

@@ -12,13 +12,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
 
 from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
-__all__ = ("Model", "ModelPrices", "estimate_tokens", "system_prompt_text")
+__all__ = ("CacheConfig", "CacheToolsConfig", "Model", "ModelPrices", "estimate_tokens", "system_prompt_text")
+
+T = TypeVar("T", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,35 @@ class ModelPrices:
             + cache_read * cache_price
             + usage.get("outputTokens", 0) * self.output_per_million
         ) / 1_000_000
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Prompt caching, as Strands' ``CacheConfig`` (``AnthropicModel(cache_config=...)``).
+
+    Attributes:
+        strategy: ``"auto"`` or ``"anthropic"`` (the same for ``AnthropicModel``).
+        ttl: The cache points' duration (``"5m"``, ``"1h"``); unset, the API's default.
+        system_prompt_ttl: Cache the system prompt (a cache point at its end, unless it carries one): ``True``
+            with ``ttl``, a string for its own duration, ``False`` not at all.
+        cache_key: Taken for Strands compatibility; Anthropic has no cache key, so it is not sent.
+        tools_ttl: Cache the tool definitions (a cache point on the last tool): ``True`` with ``ttl``, a string
+            for its own duration, ``False`` not at all; ``None`` leaves it to the model's ``cache_tools``.
+    """
+
+    strategy: Literal["auto", "anthropic"] = "auto"
+    ttl: str | None = None
+    system_prompt_ttl: bool | str = True
+    cache_key: str | Literal[False] | None = None
+    tools_ttl: bool | str | None = None
+
+
+@dataclass(frozen=True)
+class CacheToolsConfig:
+    """A cache point for the tool definitions with its own duration (``cache_tools=CacheToolsConfig(ttl="1h")``)."""
+
+    type: str = "default"
+    ttl: str | None = None
 
 
 class Model(ABC):
@@ -73,6 +106,43 @@ class Model(ABC):
     @abstractmethod
     def get_config(self) -> dict[str, Any]:
         """The current configuration."""
+
+    def structured_output(
+        self,
+        output_model: type[T],
+        prompt: Messages | str,
+        system_prompt: SystemPrompt | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """One model call that must fill ``output_model`` (Strands' ``model.structured_output``).
+
+        The call offers a tool named after ``output_model`` and forces it, as ``Agent(structured_output_model=)``
+        does; an answer with the JSON object as text is accepted too. Honours the model's ``rate_limit``.
+
+        Args:
+            output_model: A pydantic model class.
+            prompt: The messages (or one user prompt as a string).
+            system_prompt: The system prompt, as a string or as system blocks.
+            **kwargs: Passed on to ``stream()``.
+
+        Yields:
+            The stream's events (``model_event``, ``text_delta``, ... as ``Agent.stream_async`` yields them),
+            then ``{"type": "stop", "stop": (stop_reason, message, usage, metrics)}``, and last
+            ``{"type": "output", "output": <output_model instance>}``.
+
+        Raises:
+            StructuredOutputException: The model did not call the tool (nor answered with a JSON object), or what it
+                gave does not validate (the message names each bad field).
+            TypeError: ``output_model`` is not a pydantic model class.
+        """
+        from ray_harness.models._structured_output import structured_output
+
+        return structured_output(self, output_model, prompt, system_prompt, kwargs)
+
+    @property
+    def context_window_limit(self) -> int | None:
+        """Strands' name for :attr:`context_window`."""
+        return self.context_window
 
     @property
     def model_id(self) -> str:

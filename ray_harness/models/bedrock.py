@@ -19,10 +19,11 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from ray_harness.models._bedrock_format import converse_events, convert_event, format_messages, format_tool_config
+from ray_harness.models._bedrock_guardrail import GuardrailRedactor
 from ray_harness.models._bedrock_settings import REQUEST_SETTINGS, with_settings
 from ray_harness.models._config import ProviderConfig
 from ray_harness.models._errors import is_overflow_message
-from ray_harness.models._provider import ConfiguredModel
+from ray_harness.models._provider import ConfiguredModel, context_window_of
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import ModelPrices
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
@@ -53,6 +54,11 @@ class BedrockConfig(ProviderConfig):
     streaming: bool = True
     cache_prompt: str | None = None
     cache_tools: str | None = None
+    guardrail_redact_input: bool = True
+    guardrail_redact_input_message: str = "[User input redacted.]"
+    guardrail_redact_output: bool = False
+    guardrail_redact_output_message: str = "[Assistant output redacted.]"
+    guardrail_latest_message: bool = False
 
 
 class BedrockModel(ConfiguredModel):
@@ -63,6 +69,8 @@ class BedrockModel(ConfiguredModel):
         region_name: AWS region; else the session's, else ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, else us-west-2.
         endpoint_url: A custom endpoint (VPC endpoint, a local test server).
         boto_session: A ``boto3.Session`` to take credentials and region from.
+        api_key: An Amazon Bedrock API key, sent as a bearer token instead of signing requests with AWS
+            credentials (as Strands' ``api_key=``).
         params: Further Converse request fields, sent as given: ``inferenceConfig`` (``maxTokens``,
             ``temperature``, ...), ``additionalModelRequestFields``, ``guardrailConfig``, ...
         max_tokens: Strands' ``BedrockModel`` setting, kept in ``params`` as ``inferenceConfig.maxTokens``
@@ -78,12 +86,22 @@ class BedrockModel(ConfiguredModel):
         guardrail_version: Strands' setting, kept as ``guardrailConfig.guardrailVersion``.
         guardrail_trace: Strands' setting, kept as ``guardrailConfig.trace``.
         guardrail_stream_processing_mode: Strands' setting, kept as ``guardrailConfig.streamProcessingMode``.
+        guardrail_redact_input: When a guardrail blocked content, the prompt in the agent's history (and session)
+            is replaced by ``guardrail_redact_input_message`` (default ``"[User input redacted.]"``); on by
+            default, as in Strands. A tool-result turn keeps its results, their content replaced.
+        guardrail_redact_input_message: The text that replaces a redacted prompt.
+        guardrail_redact_output: When a guardrail blocked content, the assistant's answer is replaced by
+            ``guardrail_redact_output_message`` (default ``"[Assistant output redacted.]"``); off by default.
+        guardrail_redact_output_message: The text that replaces a redacted answer.
+        guardrail_latest_message: Only the latest user message (its text and images) is given to the guardrail,
+            wrapped in ``guardContent`` blocks, as Strands' setting.
         service_tier: Strands' setting, kept as ``serviceTier.type``.
         streaming: ``False`` calls ``converse`` (one response, then its events) instead of ``converse_stream``.
         cache_prompt: A cache point type (``"default"``) added after the system prompt, as Strands' setting.
         cache_tools: A cache point type (``"default"``) added after the tool specs, as Strands' setting.
         boto_client_config: A ``botocore.config.Config`` for the client (retries, timeouts, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
+        context_window_limit: Strands' name for ``context_window`` (either works, also in ``update_config()``).
         prices: Optional price table for cost accounting.
         rate_limit: Optional ``RateLimit`` shared cluster-wide by every model with the same key.
     """
@@ -104,6 +122,7 @@ class BedrockModel(ConfiguredModel):
         context_window: int | None = None,
         prices: ModelPrices | None = None,
         rate_limit: RateLimit | None = None,
+        context_window_limit: int | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
         top_p: float | None = None,
@@ -119,7 +138,15 @@ class BedrockModel(ConfiguredModel):
         streaming: bool = True,
         cache_prompt: str | None = None,
         cache_tools: str | None = None,
+        api_key: str | None = None,
+        guardrail_redact_input: bool = True,
+        guardrail_redact_input_message: str = "[User input redacted.]",
+        guardrail_redact_output: bool = False,
+        guardrail_redact_output_message: str = "[Assistant output redacted.]",
+        guardrail_latest_message: bool = False,
     ) -> None:
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise ValueError("invalid Bedrock config: api_key must be a non-empty string")
         settings = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
                     "stop_sequences": stop_sequences, "additional_request_fields": additional_request_fields,
                     "additional_response_field_paths": additional_response_field_paths,
@@ -127,12 +154,18 @@ class BedrockModel(ConfiguredModel):
                     "guardrail_version": guardrail_version, "guardrail_trace": guardrail_trace,
                     "guardrail_stream_processing_mode": guardrail_stream_processing_mode, "service_tier": service_tier}
         self._set_config({"model_id": model_id, "params": with_settings(params, settings), "streaming": streaming,
-                          "cache_prompt": cache_prompt, "cache_tools": cache_tools})
+                          "cache_prompt": cache_prompt, "cache_tools": cache_tools,
+                          "guardrail_redact_input": guardrail_redact_input,
+                          "guardrail_redact_input_message": guardrail_redact_input_message,
+                          "guardrail_redact_output": guardrail_redact_output,
+                          "guardrail_redact_output_message": guardrail_redact_output_message,
+                          "guardrail_latest_message": guardrail_latest_message})
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self.boto_session = boto_session
         self.boto_client_config = boto_client_config
-        self.context_window = context_window
+        self.api_key = api_key
+        self.context_window = context_window_of(context_window, context_window_limit)
         self.prices = prices
         self.rate_limit = checked_rate_limit(rate_limit)
         self._client: Any = None
@@ -166,6 +199,7 @@ class BedrockModel(ConfiguredModel):
         worker = threading.Thread(target=self._pump, args=(request, loop, queue, stop, opened),
                                   name="bedrock-converse-stream", daemon=True)
         worker.start()
+        redactor = GuardrailRedactor(self.config)
         try:
             while True:
                 item = await queue.get()
@@ -175,7 +209,11 @@ class BedrockModel(ConfiguredModel):
                     raise _map_error(item) from item
                 event = convert_event(item, int((time.perf_counter() - started) * 1000))
                 if event is not None:
+                    for redaction in redactor.before(dict(event)):
+                        yield redaction  # type: ignore[misc]
                     yield event
+            for redaction in redactor.finish():
+                yield redaction  # type: ignore[misc]
         finally:
             stop.set()
             if worker.is_alive() and opened:
@@ -193,7 +231,8 @@ class BedrockModel(ConfiguredModel):
         """The keyword arguments for ``converse_stream``."""
         if not tool_specs and has_tool_blocks(messages):
             messages = tool_blocks_as_text(messages)
-        request: dict[str, Any] = {"modelId": self.config.model_id, "messages": format_messages(messages)}
+        request: dict[str, Any] = {"modelId": self.config.model_id,
+                                   "messages": format_messages(messages, guard_latest=self.config.guardrail_latest_message)}
         system: list[Any] = [] if not system_prompt else [{"text": system_prompt}] if isinstance(system_prompt, str) \
             else list(system_prompt)  # Converse takes the blocks as they are (cache points included)
         if self.config.cache_prompt:
@@ -250,8 +289,23 @@ class BedrockModel(ConfiguredModel):
         session = self.boto_session or boto3.Session()
         region = (self.region_name or session.region_name or os.environ.get("AWS_REGION")
                   or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION)
-        return session.client("bedrock-runtime", region_name=region, endpoint_url=self.endpoint_url,
-                              config=self.boto_client_config)
+        config = self.boto_client_config
+        if self.api_key:
+            from botocore import UNSIGNED
+            from botocore.config import Config
+
+            # An API key replaces SigV4: the request goes unsigned and carries the key as its bearer token.
+            unsigned = Config(signature_version=UNSIGNED)
+            config = config.merge(unsigned) if config is not None else unsigned
+        client = session.client("bedrock-runtime", region_name=region, endpoint_url=self.endpoint_url, config=config)
+        if self.api_key:
+            api_key = self.api_key
+
+            def bearer(request: Any, **_: Any) -> None:
+                request.headers["Authorization"] = f"Bearer {api_key}"
+
+            client.meta.events.register("before-send.bedrock-runtime.*", bearer)
+        return client
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -262,6 +316,7 @@ class BedrockModel(ConfiguredModel):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         spec = state.pop("boto_session", None)
+        state.setdefault("api_key", None)  # pickled before api_key= existed
         self.__dict__.update(state)
         self.boto_session = _session_from_spec(spec)
         self._client = None

@@ -9,7 +9,9 @@ pickled. The API key comes from ``client_args["api_key"]`` or ``OPENAI_API_KEY``
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -17,7 +19,7 @@ from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
 from ray_harness.models._openai_format import OpenAIStreamState, format_messages, format_tool_choice, format_tools
-from ray_harness.models._provider import ConfiguredModel
+from ray_harness.models._provider import ConfiguredModel, context_window_of
 from ray_harness.models.base import ModelPrices, estimate_tokens
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
 from ray_harness.types.content import Messages, SystemPrompt
@@ -44,7 +46,13 @@ class OpenAIModel(ConfiguredModel):
         params: Further request fields (``temperature``, ``max_completion_tokens``, ``seed``, ...), sent as given;
             ``extra_headers`` / ``extra_query`` / ``timeout`` are passed as SDK request options.
         client_args: Passed unchanged to ``openai.AsyncOpenAI(...)`` (``api_key``, ``base_url``, ``max_retries``, ...).
+        client: A client you built (an ``openai.AsyncOpenAI`` or a compatible wrapper), used for every request
+            instead of one built from ``client_args`` and never closed by the model, as Strands' ``client=``. It
+            belongs to one process and one event loop: such a model cannot be pickled (into a Ray actor), and
+            it suits ``await agent.invoke_async(...)`` / ``stream_async`` on your loop rather than ``agent(...)``,
+            which runs each call on a fresh loop.
         context_window: The model's context window in tokens, if you want proactive compression.
+        context_window_limit: Strands' name for ``context_window`` (either works, also in ``update_config()``).
         prices: Optional price table for cost accounting.
         rate_limit: Optional ``RateLimit`` shared cluster-wide by every model with the same key.
     """
@@ -62,10 +70,17 @@ class OpenAIModel(ConfiguredModel):
         context_window: int | None = None,
         prices: ModelPrices | None = None,
         rate_limit: RateLimit | None = None,
+        context_window_limit: int | None = None,
+        client: Any = None,
     ) -> None:
+        if client is not None and client_args:
+            raise ValueError("OpenAIModel takes client= or client_args=, not both: client_args configure the client "
+                             "the model builds, and client= is one already built")
         self._set_config({"model_id": model_id, "params": params})
         self.client_args: dict[str, Any] = dict(client_args or {})
-        self.context_window = context_window
+        self.client = client
+        self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self.context_window = context_window_of(context_window, context_window_limit)
         self.prices = prices
         self.rate_limit = checked_rate_limit(rate_limit)
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
@@ -87,7 +102,7 @@ class OpenAIModel(ConfiguredModel):
         state = OpenAIStreamState()
         output_chars = 0
         try:
-            client = await self._clients.get()
+            client = self._given_client() if self.client is not None else await self._clients.get()
             response = await client.chat.completions.create(**request)
             async with response:
                 yield {"messageStart": {"role": "assistant"}}
@@ -136,6 +151,23 @@ class OpenAIModel(ConfiguredModel):
 
     # -- client --------------------------------------------------------------------------------------------
 
+    def _given_client(self) -> Any:
+        """``client=``, checked to run on the event loop it was first used on.
+
+        Its pooled connections belong to that loop; on another they fail with a bare "Event loop is closed".
+        """
+        loop = asyncio.get_running_loop()
+        first = self._client_loop() if self._client_loop is not None else None
+        if first is None:
+            self._client_loop = weakref.ref(loop)
+        elif first is not loop:
+            raise ModelConfigurationError(
+                "the client given to OpenAIModel(client=...) was first used on another event loop, which owns its "
+                "connections: call the agent with `await agent.invoke_async(...)` / `stream_async` on one loop "
+                "(`agent(...)` runs each call on a fresh loop), or pass client_args= so the model builds a client "
+                "per loop")
+        return self.client
+
     def _new_client(self) -> Any:
         import openai
 
@@ -147,16 +179,24 @@ class OpenAIModel(ConfiguredModel):
             raise
 
     def __getstate__(self) -> dict[str, Any]:
+        if self.client is not None:
+            # A live client (connection pool, locks) does not cross processes; dropping it would send requests
+            # elsewhere without a word.
+            raise TypeError("an OpenAIModel given client= cannot be pickled (e.g. sent to a Ray actor): pass "
+                            "client_args= so each process builds its own client, or run it in-process "
+                            "(runtime=\"local\")")
         state = self.__dict__.copy()
         state.pop("_clients", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("client", None)  # pickled before client= existed
+        state["_client_loop"] = None
         self.__dict__.update(state)
         self._clients = LoopClientCache(self._new_client, _close_client)
 
     def __repr__(self) -> str:
-        base_url = self.client_args.get("base_url")
+        base_url = self.client_args.get("base_url") or getattr(self.client, "base_url", None)
         where = f", base_url={str(base_url)!r}" if base_url else ""
         return f"OpenAIModel(model_id={self.config.model_id!r}{where})"
 

@@ -30,6 +30,7 @@ class Answer:
     input_tokens: int = 11
     output_tokens: int = 7
     cache_read: int = 0
+    trace: dict[str, Any] | None = None  # Bedrock: the metadata's (or the converse response's) ``trace``
 
     @property
     def stop_reason(self) -> str:
@@ -345,7 +346,10 @@ class BedrockServer(FakeServer):
                                  "totalTokens": reply.input_tokens + reply.output_tokens + reply.cache_read}
         if reply.cache_read:
             usage["cacheReadInputTokens"] = reply.cache_read
-        frames.append(encode_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 12}}))
+        metadata: dict[str, Any] = {"usage": usage, "metrics": {"latencyMs": 12}}
+        if reply.trace is not None:
+            metadata["trace"] = reply.trace
+        frames.append(encode_frame("metadata", metadata))
         return await self._frames(request, frames)
 
     @staticmethod
@@ -361,8 +365,11 @@ class BedrockServer(FakeServer):
                 content.append({"toolUse": {"toolUseId": block[1], "name": block[2], "input": block[3]}})
         usage = {"inputTokens": reply.input_tokens, "outputTokens": reply.output_tokens,
                  "totalTokens": reply.input_tokens + reply.output_tokens}
-        return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": reply.stop_reason,
-                "usage": usage, "metrics": {"latencyMs": 12}}
+        response = {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": reply.stop_reason,
+                    "usage": usage, "metrics": {"latencyMs": 12}}
+        if reply.trace is not None:
+            response["trace"] = reply.trace
+        return response
 
     async def _frames(self, request: web.Request, frames: list[bytes]) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/vnd.amazon.eventstream"})

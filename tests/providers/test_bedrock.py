@@ -175,3 +175,21 @@ async def test_strands_settings_fill_the_converse_fields(bedrock_server: Bedrock
     assert body["inferenceConfig"] == {"topP": 0.5, "maxTokens": 100, "temperature": 0.1, "stopSequences": ["END"]}
     assert body["additionalModelRequestFields"] == {"top_k": 5}
     assert model.get_config()["params"]["inferenceConfig"]["temperature"] == 0.1
+
+
+def test_an_api_key_is_sent_as_a_bearer_token_without_aws_credentials(bedrock_server: BedrockServer) -> None:
+    bedrock_server.script(text("keyed"), text("keyed again"))
+    model = BedrockModel("m", endpoint_url=bedrock_server.endpoint_url(), region_name="us-east-1",
+                         api_key="bedrock-api-key-1")
+
+    assert str(Agent(model)("hi")) == "keyed\n"
+    assert str(Agent(pickle.loads(pickle.dumps(model)))("hi")) == "keyed again\n"  # the clone builds its own client
+
+    assert [request.headers["authorization"] for request in bedrock_server.requests] == \
+        ["Bearer bedrock-api-key-1"] * 2
+    assert "api-key" not in repr(model)
+
+
+def test_an_empty_api_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="api_key must be a non-empty string"):
+        BedrockModel("m", api_key="")

@@ -301,3 +301,54 @@ def test_demo_caps_each_model_call_unless_the_spec_does(openai_server: OpenAISer
     assert main(["demo", "--local", "--rows", "1", "--output-dir", str(tmp_path), "--model", spec + "?max_tokens=7",
                  *argv]) == 0
     assert [body["max_tokens"] for body in openai_server.bodies[4:]] == [7] * 4  # the spec's own cap wins
+
+
+# -- client= (a client the caller built, as Strands' OpenAIModel(client=...)) --------------------------------------
+
+def given_client(server: OpenAIServer, key: str = "sk-given") -> object:
+    import openai
+
+    return openai.AsyncOpenAI(base_url=server.base_url(), api_key=key, max_retries=0)
+
+
+async def test_a_given_client_serves_every_request_and_is_left_open(openai_server: OpenAIServer) -> None:
+    openai_server.script(text("one"), text("two"))
+    client = given_client(openai_server)
+    agent = Agent(OpenAIModel("gpt-test", client=client))
+
+    first = await agent.invoke_async("hi")
+    second = await agent.invoke_async("again")
+
+    assert (str(first), str(second)) == ("one\n", "two\n")
+    assert [request.headers["authorization"] for request in openai_server.requests] == ["Bearer sk-given"] * 2
+    assert not client.is_closed()  # type: ignore[attr-defined]
+    await client.close()  # type: ignore[attr-defined]
+
+
+def test_client_and_client_args_together_are_refused(openai_server: OpenAIServer) -> None:
+    with pytest.raises(ValueError, match="client= or client_args="):
+        OpenAIModel("gpt-test", client=given_client(openai_server), client_args={"api_key": "k"})
+
+
+def test_a_model_with_a_given_client_does_not_pickle(openai_server: OpenAIServer) -> None:
+    import pickle
+
+    model = OpenAIModel("gpt-test", client=given_client(openai_server))
+
+    with pytest.raises(TypeError, match="pass client_args="):
+        pickle.dumps(model)
+    assert pickle.loads(pickle.dumps(OpenAIModel("gpt-test"))).client is None
+
+
+def test_a_given_client_on_a_second_event_loop_is_a_clear_error(openai_server: OpenAIServer) -> None:
+    import gc
+
+    openai_server.script(text("one"))
+    agent = Agent(OpenAIModel("gpt-test", client=given_client(openai_server)))
+
+    assert str(agent("hi")) == "one\n"
+    with pytest.raises(ModelConfigurationError, match="first used on another event loop"):
+        agent("again")  # each agent(...) call runs on a fresh loop
+    assert len(openai_server.requests) == 1
+    del agent
+    gc.collect()  # the client's connection of the closed loop is finalised here, not inside a later import
