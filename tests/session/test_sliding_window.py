@@ -217,7 +217,8 @@ def test_proactive_compression_estimates_when_nothing_was_reported() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"window_size": 0}, "window_size"),
+        ({"window_size": -1}, "window_size"),
+        ({"window_size": True}, "window_size"),
         ({"window_size": 3, "pin_first": 3}, "pin_first"),
         ({"pin_first": -1}, "pin_first"),
         ({"proactive_compression": {"threshold": 0.5}}, "compression_threshold"),
@@ -244,3 +245,39 @@ def test_a_failed_invocation_whose_prompt_was_trimmed_away_leaves_nothing_of_its
         agent("go")
     # The trimming took "go" and everything before it; what is left was the failed invocation's own.
     assert agent.messages == []
+
+
+def test_window_size_zero_clears_every_unpinned_message_after_each_invocation() -> None:
+    # Strands: "Use 0 to clear all messages on every reduction" (a stateless agent).
+    manager = SlidingWindowConversationManager(window_size=0)
+    agent = Agent(ScriptedModel("one", "two"), conversation_manager=manager)
+    assert str(agent("first")) == "one\n"
+    assert agent.messages == [] and manager.removed_message_count == 2
+    agent("second")
+    assert agent.messages == [] and manager.removed_message_count == 4
+
+
+def test_window_size_zero_keeps_the_pinned_messages() -> None:
+    manager = SlidingWindowConversationManager(window_size=0, pin_first=1)
+    agent = Agent(ScriptedModel("one", "two"), messages=[user("context"), assistant("noted")],
+                  conversation_manager=manager)
+    agent("q")
+    assert agent.messages == [user("context")]
+    assert manager.removed_message_count == 3
+
+
+def test_reduce_context_without_an_error_trims_messages_and_never_raises() -> None:
+    # As Strands: a call without the overflow (a manual or proactive one) only trims whole messages, and when
+    # nothing can be trimmed it logs a warning and returns instead of raising.
+    manager = SlidingWindowConversationManager(window_size=10)
+    big = {"role": "user", "content": [{"toolResult": {"toolUseId": "t0", "status": "success",
+                                                       "content": [{"text": "x" * 5000}]}}]}
+    agent = Agent(ScriptedModel(), messages=[user("q0"), use("t0"), big, assistant("a0")],
+                  conversation_manager=NullConversationManager())
+    manager.reduce_context(agent)
+    assert agent.messages[2] == big  # no tool result was truncated
+    assert manager.removed_message_count == 0
+    agent.messages[:] = [user("q0"), assistant("a0"), user("q1"), assistant("a1")]
+    manager.reduce_context(agent)
+    assert agent.messages == [user("q1"), assistant("a1")]
+    assert manager.removed_message_count == 2

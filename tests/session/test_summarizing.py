@@ -187,3 +187,21 @@ def test_state_round_trip_returns_the_summary() -> None:
 def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         SummarizingConversationManager(**kwargs)
+
+
+def test_reduce_context_without_an_error_is_best_effort() -> None:
+    # As Strands: without the overflow (a manual or proactive call) a failed summary is logged, not raised.
+    manager = SummarizingConversationManager(preserve_recent_messages=10)
+    agent = Agent(ScriptedModel(), messages=chat(2), conversation_manager=manager)
+    before = list(agent.messages)
+    manager.reduce_context(agent)  # nothing to summarize outside the 10 preserved messages
+    assert agent.messages == before
+    failing = Agent(ScriptedModel(RuntimeError("summarizer down")))
+    manager = SummarizingConversationManager(preserve_recent_messages=2, summarization_agent=failing)
+    agent = Agent(ScriptedModel(), messages=chat(4), conversation_manager=manager)
+    manager.reduce_context(agent)
+    assert agent.messages == chat(4) and manager.removed_message_count == 0
+    overflow = ContextWindowOverflowException("too long")
+    with pytest.raises(RuntimeError, match="summarizer down"):
+        SummarizingConversationManager(preserve_recent_messages=2, summarization_agent=Agent(
+            ScriptedModel(RuntimeError("summarizer down")))).reduce_context(agent, overflow)

@@ -26,10 +26,14 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent.conversation_manager.base import ConversationManager
+from ray_harness.agent.conversation_manager.base import (
+    DEFAULT_COMPRESSION_THRESHOLD,
+    ConversationManager,
+    parse_proactive_compression,
+    threshold_tokens,
+)
 from ray_harness.models.base import estimate_tokens
 from ray_harness.types.content import Message
-from ray_harness.types.exceptions import ContextWindowOverflowException
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -46,7 +50,6 @@ __all__ = (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_COMPRESSION_THRESHOLD = 0.7
 TRUNCATION_MARKER = "... [truncated:"
 _PRESERVE_CHARS = 200
 
@@ -103,24 +106,6 @@ def _starts_as(message: Message, kind: str) -> bool:
     return True
 
 
-def parse_proactive_compression(value: Any) -> float | None:
-    """``None``/``False`` → off, ``True`` → 0.7, ``{"compression_threshold": x}`` with 0 < x <= 1."""
-    if value is None or value is False:
-        return None
-    if value is True:
-        return DEFAULT_COMPRESSION_THRESHOLD
-    if isinstance(value, dict):
-        unknown = set(value) - {"compression_threshold"}
-        if unknown:
-            raise ValueError(f"proactive_compression: unknown key(s) {sorted(unknown)}; "
-                             "expected only 'compression_threshold'")
-        threshold = value.get("compression_threshold", DEFAULT_COMPRESSION_THRESHOLD)
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold <= 1:
-            raise ValueError(f"proactive_compression.compression_threshold must be a number in (0, 1], got {threshold!r}")
-        return float(threshold)
-    raise TypeError(f"proactive_compression must be None, a bool or a dict, got {type(value).__name__}")
-
-
 def validate_pin_first(pin_first: Any) -> int | None:
     if pin_first is None:
         return None
@@ -175,13 +160,6 @@ class ContextUsage:
         return int(estimate_tokens(agent.messages, agent.system_prompt, specs) * scale)
 
 
-def threshold_tokens(agent: Agent, threshold: float | None) -> int | None:
-    window = getattr(agent.model, "context_window", None)
-    if threshold is None or not isinstance(window, int) or window <= 0:
-        return None
-    return int(window * threshold)
-
-
 class SlidingWindowConversationManager(ConversationManager):
     """Keeps at most ``window_size`` messages, trimming the oldest unpinned ones.
 
@@ -199,12 +177,12 @@ class SlidingWindowConversationManager(ConversationManager):
     def __init__(self, window_size: int = 40, should_truncate_results: bool = True, *, per_turn: bool | int = False,
                  pin_first: int | None = None, proactive_compression: bool | dict[str, Any] | None = None) -> None:
         super().__init__()
-        if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
-            raise ValueError(f"window_size must be a positive int, got {window_size!r}")
+        if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 0:
+            raise ValueError(f"window_size must be a non-negative int, got {window_size!r}")
         self.window_size = window_size
         self.should_truncate_results = bool(should_truncate_results)
         self.pin_first = validate_pin_first(pin_first)
-        if self.pin_first is not None and self.pin_first >= window_size:
+        if self.pin_first is not None and window_size and self.pin_first >= window_size:
             raise ValueError(f"pin_first ({self.pin_first}) must be smaller than window_size ({window_size})")
         self.compression_threshold = parse_proactive_compression(proactive_compression)
         if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn <= 0):
@@ -229,16 +207,22 @@ class SlidingWindowConversationManager(ConversationManager):
     def reduce_context(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None:
         """Shorten the conversation after a context-window overflow, keeping tool use/result pairs intact.
 
+        With ``e`` (the overflow) the largest tool result is truncated first, if ``should_truncate_results``;
+        without it (a manual call) only whole messages are trimmed, and a conversation that cannot be trimmed is
+        left as it is, with a warning, as in Strands.
+
         Raises:
-            ContextWindowOverflowException: Nothing is left to trim; ``e``, the overflow, is re-raised if given.
+            Exception: ``e``, the overflow, when nothing is left to trim.
         """
-        if self._reduce_once(agent, overflow=True):
+        reduced = self._reduce_once(agent, overflow=True) if e is not None else self._trim(agent, overflow=True)
+        if reduced:
             return
-        if e is not None:
-            raise e
-        raise ContextWindowOverflowException(
-            f"unable to reduce the conversation ({len(agent.messages)} messages, pin_first={self.pin_first}): "
-            "no valid trim point keeps tool pairs intact")
+        if e is None:
+            # As Strands: a call without the overflow (manual or routine) is best effort.
+            logger.warning("window_size=<%s>, message_count=<%s> | unable to trim the conversation: no valid trim "
+                           "point keeps tool pairs intact", self.window_size, len(agent.messages))
+            return
+        raise e
 
     def before_model_call(self, agent: Agent, **kwargs: Any) -> None:
         """Trim before a model call: to the window when ``per_turn`` says so, below the proactive threshold."""
@@ -289,6 +273,8 @@ class SlidingWindowConversationManager(ConversationManager):
     def _trim(self, agent: Agent, *, overflow: bool) -> bool:
         messages = agent.messages
         pinned = pinned_count(messages, self.pin_first)
+        if self.window_size == 0:
+            return self._clear_unpinned(agent, pinned)
         if len(messages) > self.window_size:
             start = len(messages) - (self.window_size - pinned)
         elif overflow:
@@ -300,6 +286,17 @@ class SlidingWindowConversationManager(ConversationManager):
             return False
         del messages[pinned:trim]
         self.removed_message_count += trim - pinned
+        self.pinned_message_count = pinned
+        self._usage.forget()
+        return True
+
+    def _clear_unpinned(self, agent: Agent, pinned: int) -> bool:
+        """``window_size=0`` (as Strands): keep only the pinned messages."""
+        messages = agent.messages
+        if len(messages) <= pinned:
+            return False
+        self.removed_message_count += len(messages) - pinned
+        del messages[pinned:]
         self.pinned_message_count = pinned
         self._usage.forget()
         return True

@@ -17,13 +17,15 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent.conversation_manager.base import ConversationManager
+from ray_harness.agent.conversation_manager.base import (
+    ConversationManager,
+    parse_proactive_compression,
+    threshold_tokens,
+)
 from ray_harness.agent.conversation_manager.sliding_window import (
     ContextUsage,
     has_block,
-    parse_proactive_compression,
     pinned_count,
-    threshold_tokens,
     validate_pin_first,
 )
 from ray_harness.types.content import Message
@@ -101,10 +103,22 @@ class SummarizingConversationManager(ConversationManager):
     async def reduce_context_async(self, agent: Agent, e: Exception | None = None, **kwargs: Any) -> None:
         """Replace the older messages by a summary written by the summarization model.
 
+        Without ``e`` (a manual or proactive call) this is best effort, as in Strands: a summary that cannot be
+        made is logged and the history stays as it is.
+
         Raises:
-            ContextWindowOverflowException: Nothing is left to summarize outside the pinned and recent
-                messages; ``e``, the overflow, is re-raised if given.
+            ContextWindowOverflowException: With ``e``: nothing is left to summarize outside the pinned and
+                recent messages (``e`` itself is re-raised); the summarization call's error is raised as is.
         """
+        if e is not None:
+            await self._summarize_oldest(agent, e)
+            return
+        try:
+            await self._summarize_oldest(agent, None)
+        except Exception as error:
+            logger.warning("summarization failed, the history stays as it is: %r", error)
+
+    async def _summarize_oldest(self, agent: Agent, e: Exception | None) -> None:
         messages = agent.messages
         plan = self._plan(messages)
         if plan is None:
