@@ -10,6 +10,7 @@ resets a finished one.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ray_harness.interrupts import InterruptState
@@ -157,7 +158,7 @@ def restore_swarm(swarm: Swarm, payload: dict[str, Any]) -> None:
     """Restore a :func:`swarm_snapshot`: an interrupted or unfinished run resumes, a finished one starts over."""
     status = _status(payload, "swarm")
     current = payload.get("current_node")
-    if status not in (Status.INTERRUPTED, Status.EXECUTING) or current not in swarm.nodes:
+    if status not in (Status.INTERRUPTED, Status.EXECUTING) or not isinstance(current, str) or current not in swarm.nodes:
         swarm.state = SwarmState()
         swarm.shared_context = SharedContext()
         swarm._interrupt_state = InterruptState()
@@ -206,7 +207,7 @@ def _status(payload: Any, kind: str) -> Status:
         raise ValueError(f"{kind} state field 'status' is invalid: {payload.get('status')!r}") from None
 
 
-def _results(payload: dict[str, Any], nodes: dict[str, Any]) -> dict[str, NodeResult]:
+def _results(payload: dict[str, Any], nodes: Mapping[str, Any]) -> dict[str, NodeResult]:
     return {key: NodeResult.from_dict(value) for key, value in (payload.get("node_results") or {}).items()
             if key in nodes}
 

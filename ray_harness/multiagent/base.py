@@ -9,10 +9,11 @@ it through JSON so orchestration state can live in a session.
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable
+from abc import ABC
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ray_harness.agent.result import AgentResult
@@ -225,12 +226,24 @@ class RunState:
 class MultiAgentBase(ABC):
     """The Agent surface for orchestrators, so graphs and swarms nest in each other and in graphs.
 
-    Subclasses implement :meth:`stream_async`; its last event is
-    ``{"type": "multiagent_result", "result": MultiAgentResult}``.
+    Subclasses implement :meth:`stream_async`, whose last event is
+    ``{"type": "multiagent_result", "result": MultiAgentResult}``, or only :meth:`invoke_async`, as a custom
+    node written for Strands does (the default :meth:`stream_async` then yields its result as that one event).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> MultiAgentBase:
+        """Refuse a subclass with neither ``invoke_async`` nor ``stream_async`` of its own.
+
+        Each default of the pair runs the other, so such a node's first call would never end.
+        """
+        if cls.stream_async is MultiAgentBase.stream_async and cls.invoke_async is MultiAgentBase.invoke_async:
+            raise TypeError(f"{cls.__name__} must implement invoke_async or stream_async")
+        return super().__new__(cls)
 
     id: str
     hooks: HookRegistry
+    nodes: Mapping[str, Any] = MappingProxyType({})
+    """The orchestrator's nodes by id (a Graph's ``GraphNode``s, a Swarm's members); none for a custom node."""
     RUN_FIELDS: ClassVar[tuple[str, ...]] = ()
     """The attributes an invocation changes (results, scheduler, interrupt state, ...); configuration is not."""
     NODE_RUN_FIELDS: ClassVar[tuple[str, ...]] = ()
@@ -284,10 +297,15 @@ class MultiAgentBase(ABC):
         if state.runner is not None and callable(apply_runner):
             apply_runner(state.runner)
 
-    @abstractmethod
-    def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
-                     **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
-        """Run the task, yielding stream events; the last one carries the result."""
+    async def stream_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
+                           **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """Run the task, yielding stream events; the last one carries the result.
+
+        The default, for a subclass that implements only :meth:`invoke_async` (as Strands' base class allows),
+        runs it and yields its result as the one event.
+        """
+        result = await self.invoke_async(task, invocation_state, **kwargs)
+        yield {"type": "multiagent_result", "result": result}
 
     async def invoke_async(self, task: Any, invocation_state: dict[str, Any] | None = None,
                            **kwargs: Any) -> MultiAgentResult:
@@ -316,9 +334,11 @@ class MultiAgentBase(ABC):
 
         return run_sync(self.invoke_async(task, invocation_state, **kwargs))  # type: ignore[no-any-return]
 
-    @abstractmethod
     def cancel(self) -> None:
-        """Stop the running invocation; it returns a result with ``Status.CANCELLED``."""
+        """Stop the running invocation; it returns a result with ``Status.CANCELLED``.
+
+        The default does nothing: a custom node that does not implement it runs to its end.
+        """
 
     def shutdown(self) -> None:
         """Release what the runtime holds for this orchestrator; idempotent.
@@ -335,13 +355,19 @@ class MultiAgentBase(ABC):
         """The interrupts raised by this orchestrator's hooks and nodes, and their resume context."""
         return self._interrupt_state  # type: ignore[attr-defined,no-any-return]
 
-    @abstractmethod
     def serialize_state(self) -> dict[str, Any]:
-        """A JSON-serializable snapshot of the orchestration state."""
+        """A JSON-serializable snapshot of the orchestration state (the default: ``{}``, a node without state)."""
+        return {}
 
-    @abstractmethod
     def deserialize_state(self, payload: dict[str, Any]) -> None:
-        """Restore a snapshot made by :meth:`serialize_state` (possibly in another process)."""
+        """Restore a snapshot made by :meth:`serialize_state` (possibly in another process).
+
+        Raises:
+            NotImplementedError: The default, for a node without state, got a non-empty ``payload``.
+        """
+        if payload:
+            raise NotImplementedError(f"{type(self).__name__} keeps no state: implement serialize_state and "
+                                      "deserialize_state to restore one")
 
     def add_hook(self, callback: Callable[..., Any],
                  event_type: type[BaseHookEvent] | list[type[BaseHookEvent]] | None = None,

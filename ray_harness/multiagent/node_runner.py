@@ -211,7 +211,7 @@ class LocalNodeRunner:
                 try:
                     async for event in nested:
                         yield event
-                        if event.get("type") == "multiagent_result":
+                        if _is_result_event(event):
                             final = event["result"]
                 finally:
                     await nested.aclose()  # closed mid-run (a Swarm's caller stopped): the nested run ends first
@@ -290,6 +290,13 @@ class LocalNodeRunner:
             return
         if data and callable(getattr(target, "restore", None)):
             import_conversation(target, data)
+
+
+def _is_result_event(event: dict[str, Any]) -> bool:
+    """The last event of a nested orchestrator: ours, or a custom node's Strands-style ``{"result": ...}``."""
+    if event.get("type") == "multiagent_result":
+        return True
+    return "type" not in event and isinstance(event.get("result"), MultiAgentResult)
 
 
 def import_conversation(agent: Any, data: dict[str, Any]) -> None:

@@ -39,6 +39,10 @@ from tests.multiagent.test_cancel import (  # noqa: F401 - collected here with r
     test_graph_cancel_stops_a_lone_running_node,
     test_swarm_cancel_returns_cancelled,
 )
+from tests.multiagent.test_custom_node import (  # noqa: F401
+    test_function_node_feeds_the_next_agent,
+    test_strands_style_stream_ending_in_a_result_event,
+)
 from tests.multiagent.test_graph import (  # noqa: F401
     test_a_revisited_node_still_sees_the_inputs_that_came_before,
     test_an_agent_node_that_cancels_itself_fails_the_graph_under_fail_fast,
