@@ -158,6 +158,30 @@ def _keep_finished_results(interrupts: InterruptState, pending: dict[str, dict[s
     interrupts.context["tool_results"] = results
 
 
+_REPOSITORY_METHODS = tuple(sorted(SessionRepository.__abstractmethods__))
+
+
+def _check_repository(repository: Any) -> None:
+    """Refuse, before any record is read or written, an object that is not a ``SessionRepository``.
+
+    A repository written for Strands (``create_session``, ``update_agent``, ...) has another interface; without
+    this check it would fail later, at the first record, with an ``AttributeError`` far from its cause.
+    """
+    if isinstance(repository, SessionRepository):
+        return
+    missing = [name for name in _REPOSITORY_METHODS if not callable(getattr(repository, name, None))]
+    if not missing:
+        return  # duck-typed: every method is there
+    if callable(getattr(repository, "create_session", None)) or callable(getattr(repository, "update_agent", None)):
+        raise TypeError(
+            f"repository {type(repository).__name__} has the Strands SDK's SessionRepository interface "
+            "(create_session, create_agent, update_agent, create_message, ...); ray_harness reads and writes "
+            f"records through ray_harness.session.SessionRepository, whose methods it lacks: {', '.join(missing)}. "
+            "Subclass it (or BlobSessionRepository for a key/value store) instead")
+    raise TypeError(f"repository must implement ray_harness.session.SessionRepository; "
+                    f"{type(repository).__name__} lacks {', '.join(missing)}")
+
+
 class RepositorySessionManager(SessionManager):
     """A :class:`SessionManager` over any :class:`~ray_harness.session.repository.SessionRepository`.
 
@@ -167,6 +191,7 @@ class RepositorySessionManager(SessionManager):
     """
 
     def __init__(self, session_id: str, repository: SessionRepository) -> None:
+        _check_repository(repository)
         self.session_id = validate_id(session_id, "session_id")
         self.repository = repository
         self._trackers: dict[str, _Tracker] = {}

@@ -25,6 +25,18 @@ class S3SessionRepository(BlobSessionRepository):
                  boto_client_config: Any = None, client: Any = None) -> None:
         if not isinstance(bucket, str) or not bucket:
             raise ValueError(f"bucket must be a non-empty string, got {bucket!r}")
+        # Strands' S3SessionManager takes (prefix, boto_session, boto_client_config, region_name, endpoint_url) in
+        # that order; ours puts endpoint_url fourth. A boto session or config passed by position must not become
+        # the endpoint silently.
+        for name, value in (("endpoint_url", endpoint_url), ("region_name", region_name)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a string or None, got {type(value).__name__}; "
+                                "pass boto_session=, boto_client_config= and region_name= by keyword "
+                                "(the positional order differs from Strands' S3SessionManager)")
+        if boto_session is not None and not callable(getattr(boto_session, "client", None)):
+            raise TypeError(f"boto_session must be a boto3.Session, got {type(boto_session).__name__}; pass "
+                            "boto_client_config= and region_name= by keyword (the positional order differs from "
+                            "Strands' S3SessionManager)")
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
