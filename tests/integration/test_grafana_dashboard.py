@@ -41,7 +41,7 @@ def _references(expr: str) -> tuple[set[str], set[str]]:
     found = set(re.findall(r"\bray_ray_harness_\w+", bare))
     labels = {name.strip() for group in re.findall(r"\bby\s*\(([^)]*)\)", bare) for name in group.split(",")}
     labels |= {name for group in re.findall(r"\{([^}]*)\}", bare) for name in re.findall(r"(\w+)\s*=~?", group)}
-    labels |= set(re.findall(r"label_values\(\s*\w+\s*,\s*(\w+)\s*\)", bare))
+    labels |= set(re.findall(r"label_values\(\s*\w+\s*(?:\{[^}]*\})?\s*,\s*(\w+)\s*\)", bare))
     return found, labels - {""}
 
 
@@ -49,6 +49,8 @@ def test_the_expression_parser_sees_metrics_and_labels() -> None:
     metrics_used, labels = _references(
         'histogram_quantile(0.95, sum by (le, agent) (rate(ray_ray_harness_x_bucket{graph=~"$g", status="a,b"}[5m])))')
     assert metrics_used == {"ray_ray_harness_x_bucket"} and labels == {"le", "agent", "graph", "status"}
+    assert _references('label_values(ray_ray_harness_tokens_total{job=~"$job"}, swarm)') == (
+        {"ray_ray_harness_tokens_total"}, {"job", "swarm"})
 
 
 def test_every_dashboard_expression_refers_to_exported_metrics_and_labels() -> None:
