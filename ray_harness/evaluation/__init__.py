@@ -191,12 +191,17 @@ async def evaluate_async(target: Any, dataset: Any, *, scorers: Iterable[Scorer]
         rate_limits=limits_by_key)
     rows = _peeked(iter_rows(dataset))  # a missing or unreadable dataset fails before any output is created
     writer = open_writer(output, resume)
+    # `ray-harness cancel <run>` stops the evaluation through it, as Ctrl-C does.
+    stop = cancel_event if cancel_event is not None else threading.Event()
     run = _Evaluation(backend, writer, list(scorers), concurrency or 32, limits, prompt_key, max_throttle_retries,
-                      cancel_event, id_key)
+                      stop, id_key)
+    summary: dict[str, Any] = {}
     try:
         await backend.start()
-        with run_scope("eval", target if isinstance(target, str) else getattr(factory, "__name__", "evaluation")):
-            return await run.execute(rows, progress, output)
+        with run_scope("eval", target if isinstance(target, str) else getattr(factory, "__name__", "evaluation"),
+                       cancel=stop.set, outcome=lambda: "cancelled" if summary.get("cancelled") else None):
+            summary = await run.execute(rows, progress, output)
+            return summary
     finally:
         writer.close()
         await backend.close()

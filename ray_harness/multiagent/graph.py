@@ -152,7 +152,8 @@ class Graph(MultiAgentBase):
             with span_scope("invoke_graph", {"gen_ai.operation.name": "invoke_graph", "ray_harness.graph.id": self.id,
                                              "ray_harness.graph.nodes": len(self.nodes), **self.trace_attributes},
                             outcome=lambda: self.state.status), \
-                    run_scope("graph", self.id, nodes=len(self.nodes), outcome=lambda: self.state.status):
+                    run_scope("graph", self.id, nodes=len(self.nodes), outcome=lambda: self.state.status,
+                              cancel=self.cancel):
                 run = self._invoke(task, state, quiet)
                 try:
                     async for event in run:

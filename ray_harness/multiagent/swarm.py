@@ -145,7 +145,8 @@ class Swarm(MultiAgentBase):
                 return
             with span_scope("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "ray_harness.swarm.id": self.id,
                                              **self.trace_attributes}, outcome=lambda: self.state.completion_status), \
-                    run_scope("swarm", self.id, nodes=len(self.nodes), outcome=lambda: self.state.completion_status):
+                    run_scope("swarm", self.id, nodes=len(self.nodes), outcome=lambda: self.state.completion_status,
+                              cancel=self.cancel):
                 run = self._invoke(task, state)
                 try:
                     async for event in run:

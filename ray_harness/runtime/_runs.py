@@ -18,6 +18,16 @@ end of it, and die with their driver (a Ray Job's driver exits right after its s
 Ray asks its hosts to flush before it returns (``RayBackend.close``,
 :func:`~ray_harness.runtime._telemetry.flush_hosts`), one call per host, after its last row.
 
+**Cancel from outside** (``ray-harness cancel``). A run whose outermost scope was given a way to stop it
+(Graphs, Swarms, evaluations: :func:`~ray_harness.telemetry.runs.cancel_run`) is published ``"cancellable"``.
+:func:`request_cancel` writes a request under the run's id (namespace ``ray_harness_cancel``); the reporter of
+the process that holds the run's outermost scope — the orchestration host of a Graph/Swarm started with
+``runtime="ray"``, the driver of an evaluation or of an in-process run — looks for requests on each tick while it
+has cancellable runs (one GCS call), deletes the one for its run and stops the run as its owner's ``cancel()``
+does: a graph's stop is the one broadcast ``graph.cancel()`` sends, to every node of the run at once, and the
+driver's call returns the CANCELLED result. A request nobody takes (the process is gone) is withdrawn by its
+sender (:func:`withdraw_cancel`) or expires after :data:`KEEP_FINISHED_S`.
+
 A run's kind, name and status are its outermost scope's (``run_started`` / ``run_finished``): a graph run inside
 it — a graph per evaluation row on a host, a graph as a node — shares its id and only adds tokens and its own nodes
 (listed as ``"<graph>/<node>"``, apart from the run's), so an evaluation of graph rows is one ``eval`` run, running
@@ -38,17 +48,20 @@ from ray.experimental import internal_kv
 
 from ray_harness.runtime._telemetry import job_id
 from ray_harness.telemetry.metrics import BaseSink
-from ray_harness.telemetry.runs import current_owner, current_tags
+from ray_harness.telemetry.runs import cancel_run, cancellable_runs, current_owner, current_tags
 
-__all__ = ("KEEP_FINISHED_S", "RunReporter", "merge_records", "published", "runs_snapshot")
+__all__ = ("KEEP_FINISHED_S", "RunReporter", "cancel_pending", "merge_records", "published", "request_cancel",
+           "runs_snapshot", "withdraw_cancel")
 
 logger = logging.getLogger(__name__)
 
 KV_NAMESPACE = "ray_harness_runs"
+CANCEL_NAMESPACE = "ray_harness_cancel"  # run id -> a pending cancel request (JSON: when it was made)
 KEEP_FINISHED_S = 600.0
 _FLUSH_INTERVAL_S = 1.0
 _SUMMED = ("input_tokens", "output_tokens", "cost_usd", "rows_completed", "rows_failed")
-_FIRST = ("kind", "name", "job", "started_at", "ended_at")
+# "cancellable": only the record of the process holding the run's outermost scope says (see request_cancel).
+_FIRST = ("kind", "name", "job", "started_at", "ended_at", "cancellable")
 
 
 class RunReporter(BaseSink):
@@ -99,7 +112,7 @@ class RunReporter(BaseSink):
         with self._lock:
             # The job of the driver that started the run (it came with the call), else this process's own.
             self._run(run).update(kind=kind, name=name, nodes_total=nodes, started_at=time.time(), status="running",
-                                  job=job or self._job)
+                                  job=job or self._job, cancellable=run in cancellable_runs())
 
     def run_finished(self, run: str, kind: str, name: str, status: str) -> None:
         with self._lock:
@@ -147,10 +160,34 @@ class RunReporter(BaseSink):
             if ray.is_initialized():
                 internal_kv._internal_kv_put(self._key, payload, overwrite=True, namespace=KV_NAMESPACE)
 
+    def take_cancels(self) -> list[str]:
+        """Stop the runs of this process that ``ray-harness cancel`` asked to stop; return their ids.
+
+        One GCS call, and only while this process holds cancellable runs (an orchestration host running a graph,
+        the driver of an evaluation).
+        """
+        mine = cancellable_runs()
+        if not mine or not ray.is_initialized():
+            return []
+        taken = []
+        for key in internal_kv._internal_kv_list(b"", namespace=CANCEL_NAMESPACE):
+            run = key.decode()
+            if run in mine:
+                # Deleted first: the sender sees the request taken, and a second tick does not cancel twice.
+                internal_kv._internal_kv_del(key, namespace=CANCEL_NAMESPACE)
+                if cancel_run(run):
+                    logger.info("run=<%s> | cancelled by a request from outside (ray-harness cancel)", run)
+                    taken.append(run)
+        return taken
+
     def _flush_periodically(self) -> None:
         while True:
             self._wake.wait(_FLUSH_INTERVAL_S)
             self._wake.clear()
+            try:
+                self.take_cancels()
+            except Exception as error:  # best effort, as status: it must never disturb a run
+                logger.warning("error=<%s> | could not look for cancel requests", error)
             try:
                 self.flush()
             except Exception as error:  # status is best effort: it must never disturb a run
@@ -216,6 +253,7 @@ def merge_records(records: list[dict[str, Any]], now: float) -> list[dict[str, A
         run["nodes_pending"] = max(0, run["nodes_total"] - len(set(finished) | running)) \
             if run["status"] == "running" else 0
         run["age_s"] = round((run["ended_at"] or now) - (run["started_at"] or now), 3)
+        run["cancellable"] = bool(run["cancellable"])
         shown.append(run)
     return sorted(shown, key=lambda run: run["started_at"] or 0, reverse=True)
 
@@ -235,3 +273,27 @@ def runs_snapshot() -> list[dict[str, Any]]:
         records.extend(published["runs"])
     return merge_records(records, now)
 
+
+def request_cancel(run: str) -> None:
+    """Ask the process that holds run ``run`` to cancel it (taken within a second, see :meth:`RunReporter.take_cancels`).
+
+    Requests older than :data:`KEEP_FINISHED_S` (their sender went away before the run's process did) are dropped
+    first: the runs' processes list the pending requests at every tick.
+    """
+    now = time.time()
+    for key in internal_kv._internal_kv_list(b"", namespace=CANCEL_NAMESPACE):
+        raw = internal_kv._internal_kv_get(key, namespace=CANCEL_NAMESPACE)
+        if raw is None or now - float(json.loads(raw).get("requested_at", 0)) > KEEP_FINISHED_S:
+            internal_kv._internal_kv_del(key, namespace=CANCEL_NAMESPACE)
+    internal_kv._internal_kv_put(run.encode(), json.dumps({"requested_at": now}), overwrite=True,
+                                 namespace=CANCEL_NAMESPACE)
+
+
+def cancel_pending(run: str) -> bool:
+    """Whether the cancel request for ``run`` is still waiting to be taken by the run's process."""
+    return bool(internal_kv._internal_kv_exists(run.encode(), namespace=CANCEL_NAMESPACE))
+
+
+def withdraw_cancel(run: str) -> bool:
+    """Withdraw a cancel request nobody took; True if it was still there."""
+    return bool(internal_kv._internal_kv_del(run.encode(), namespace=CANCEL_NAMESPACE))

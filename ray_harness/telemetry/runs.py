@@ -12,6 +12,10 @@ the calling process's own (:func:`set_job_source`; on Ray the driver's job id) â
 actors another driver started (a named detached RemoteAgent, shared pooled hosts) counts for the driver that
 caused it. :func:`current_job` says which job the current work is for.
 
+A run whose owner gave a way to stop it (``run_scope(..., cancel=graph.cancel)``: Graphs, Swarms and evaluations
+do) is *cancellable* from outside the code that started it: :func:`cancel_run` (what ``ray-harness cancel`` reaches,
+through the Ray runtime's run reporter) calls it on the run's event loop while the run's outermost scope is open.
+
 Cardinality: ``graph``, ``swarm``, ``eval`` and ``node`` take the ids of your graphs, swarms, evaluations
 and nodes (bounded by your code), ``job`` one value per driver; ``run`` takes one value per invocation
 (unbounded over time: Prometheus keeps one series per run). ``RAY_HARNESS_METRICS_RUN_TAGS=0`` leaves ``run``
@@ -20,10 +24,12 @@ empty on every metric.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,9 +37,9 @@ from typing import Any
 
 from ray_harness.telemetry import metrics
 
-__all__ = ("TAG_KEYS", "current_job", "current_owner", "current_row", "current_tags", "eval_row_finished",
-           "metric_tags", "node_scope", "outcome_status", "own_job", "row_scope", "run_scope", "run_tags_enabled",
-           "scoped", "set_job_source", "task_label")
+__all__ = ("TAG_KEYS", "cancel_run", "cancellable_runs", "current_job", "current_owner", "current_row", "current_tags",
+           "eval_row_finished", "metric_tags", "node_scope", "outcome_status", "own_job", "row_scope", "run_scope",
+           "run_tags_enabled", "scoped", "set_job_source", "task_label")
 
 TAG_KEYS = ("run", "graph", "swarm", "eval", "node", "job")
 _tags: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("ray_harness_metric_tags", default=None)
@@ -43,6 +49,9 @@ _row: contextvars.ContextVar[str | None] = contextvars.ContextVar("ray_harness_r
 _owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("ray_harness_run_owner", default=None)
 # This process's own job (``set_job_source``): the runtime registers it; without one there is no job.
 _job_source: list[Callable[[], str]] = []
+# The outermost runs open in this process that can be stopped from outside: run id -> (stop, the run's event loop).
+_cancellers: dict[str, tuple[Callable[[], None], asyncio.AbstractEventLoop | None]] = {}
+_cancellers_guard = threading.Lock()  # cancel_run() comes from another thread (the run reporter's)
 
 
 @functools.cache
@@ -99,15 +108,17 @@ Outcome = Callable[[], object]
 
 
 def run_scope(kind: str, name: str, *, nodes: int = 0, run_id: str | None = None,
-              outcome: Outcome | None = None) -> _RunScope:
+              outcome: Outcome | None = None, cancel: Callable[[], None] | None = None) -> _RunScope:
     """One Graph/Swarm invocation (``kind`` ``"graph"``/``"swarm"``) or evaluation (``"eval"``) named ``name``.
 
     A run nested in another (a graph as a node, a graph per evaluation row) keeps the outer ``run`` id.
     A context manager; entering it yields the run id. ``outcome``, asked when the block ends without an
     exception, gives the run's status: a graph cancelled by ``graph.cancel()``, failed under the "continue"
     policy or stopped for an interrupt returns a result without raising (see :func:`node_scope`).
+    ``cancel`` stops the run (``graph.cancel``); given to an outermost scope, it makes the run cancellable by
+    :func:`cancel_run` while the scope is open (a nested scope's is not used: the outer run's stop reaches it).
     """
-    return _RunScope(kind, name, nodes, run_id, outcome)
+    return _RunScope(kind, name, nodes, run_id, outcome, cancel)
 
 
 def node_scope(node_id: str, *, outcome: Outcome | None = None) -> _NodeScope:
@@ -123,10 +134,12 @@ def node_scope(node_id: str, *, outcome: Outcome | None = None) -> _NodeScope:
 class _RunScope:
     # A class, not a generator-based context manager: one is entered per Graph/Swarm invocation (per evaluation
     # row), where the generator's setup costs more than the scope's own work.
-    __slots__ = ("_kind", "_name", "_nested", "_nodes", "_outcome", "_owner", "_run", "_run_id", "_token")
+    __slots__ = ("_cancel", "_kind", "_name", "_nested", "_nodes", "_outcome", "_owner", "_run", "_run_id", "_token")
 
-    def __init__(self, kind: str, name: str, nodes: int, run_id: str | None, outcome: Outcome | None) -> None:
+    def __init__(self, kind: str, name: str, nodes: int, run_id: str | None, outcome: Outcome | None,
+                 cancel: Callable[[], None] | None) -> None:
         self._kind, self._name, self._nodes, self._run_id, self._outcome = kind, name, nodes, run_id, outcome
+        self._cancel = cancel
 
     def __enter__(self) -> str:
         outer = current_tags()
@@ -136,6 +149,9 @@ class _RunScope:
         self._token = _tags.set({**{key: value for key, value in outer.items() if key != "node"},
                                  self._kind: self._name, "run": run})
         self._owner = _owner.set(self._name)
+        if self._cancel is not None and not self._nested:
+            # Before the start is reported: the report says whether the run can be cancelled from outside.
+            _register_canceller(run, self._cancel)
         report = metrics.nested_run_started if self._nested else metrics.run_started
         report(run, self._kind, self._name, self._nodes)
         return run
@@ -143,8 +159,47 @@ class _RunScope:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         _reset(_tags, self._token)
         _reset(_owner, self._owner)
+        if self._cancel is not None and not self._nested:
+            with _cancellers_guard:
+                _cancellers.pop(self._run, None)
         report = metrics.nested_run_finished if self._nested else metrics.run_finished
         report(self._run, self._kind, self._name, _status(kind, self._outcome))
+
+
+def _register_canceller(run: str, cancel: Callable[[], None]) -> None:
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:  # a scope entered in synchronous code: its stop is called from the caller's thread
+        loop = None
+    with _cancellers_guard:
+        _cancellers[run] = (cancel, loop)
+
+
+def cancellable_runs() -> frozenset[str]:
+    """The ids of the runs open in this process that :func:`cancel_run` can stop (their outermost scope is here)."""
+    with _cancellers_guard:
+        return frozenset(_cancellers)
+
+
+def cancel_run(run: str) -> bool:
+    """Stop run ``run`` as its owner's ``cancel()`` does (from any thread); False: no such cancellable run here.
+
+    The stop runs on the run's event loop (a Graph's ``cancel()`` expects to be called from it, as in-process code
+    does), or in this thread for a run entered without one.
+    """
+    with _cancellers_guard:
+        entry = _cancellers.get(run)
+    if entry is None:
+        return False
+    cancel, loop = entry
+    if loop is None:
+        cancel()
+        return True
+    try:
+        loop.call_soon_threadsafe(cancel)
+    except RuntimeError:  # the loop closed: the run ended meanwhile
+        return False
+    return True
 
 
 class _NodeScope:
