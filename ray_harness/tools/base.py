@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("AgentTool", "HeldSpecTool", "RawReturn", "ToolContext", "ToolProvider", "ToolStreamEvent", "error_result",
-           "observe_raw", "until_set")
+__all__ = ("AgentTool", "HeldSpecBase", "HeldSpecTool", "RawReturn", "ToolContext", "ToolProvider", "ToolStreamEvent",
+           "error_result", "observe_raw", "until_set")
 
 
 @dataclass
@@ -120,12 +120,11 @@ class AgentTool(ABC):
         """Run the tool. Yield stream data, then finally the ``ToolResult`` (wrapped in ``ToolResultEvent``)."""
 
 
-class HeldSpecTool(AgentTool):
-    """A tool that holds its name and spec; the spec may be replaced at run time, as in Strands."""
+class HeldSpecBase(AgentTool):
+    """A tool that holds its name and spec (``_name``, ``_spec``); both are read-only, as for Strands' MCP tools."""
 
     _name: str
     _spec: ToolSpec
-    _spec_replaced = False
 
     @property
     @override
@@ -136,6 +135,17 @@ class HeldSpecTool(AgentTool):
     @override
     def tool_spec(self) -> ToolSpec:
         return self._spec
+
+
+class HeldSpecTool(HeldSpecBase):
+    """A tool that holds its name and spec; the spec may be replaced at run time, as in Strands."""
+
+    _spec_replaced = False
+
+    @property
+    @override
+    def tool_spec(self) -> ToolSpec:
+        return super().tool_spec  # the getter is HeldSpecBase's: declared again only to take a setter
 
     @tool_spec.setter
     def tool_spec(self, value: ToolSpec) -> None:

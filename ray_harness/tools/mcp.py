@@ -37,14 +37,13 @@ characters: all fine in MCP) are published sanitised (``published_names``).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import re
 import shlex
 import sys
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from functools import partial
 from types import TracebackType
@@ -56,55 +55,34 @@ import mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import AnyUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
-from typing_extensions import override
 
-from ray_harness.middleware.types import ToolResultEvent
-from ray_harness.tools._mcp_convert import published_names, to_tool_result, to_tool_spec
+from ray_harness.tools._mcp_convert import published_names, to_tool_result
+from ray_harness.tools._mcp_errors import CallTimedOut, MCPCallCancelled, MCPClientInitializationError
 from ray_harness.tools._mcp_listen import follow_tool_changes
+from ray_harness.tools._mcp_protocol import list_all_tools, negotiate_auto, page_params, session_expired
 from ray_harness.tools._mcp_session import SessionGone, SessionRunner, WatchedDispatcher, describe_error
-from ray_harness.tools.base import AgentTool, RawReturn, ToolContext, error_result, observe_raw
-from ray_harness.types.content import ToolResult, ToolUse
-from ray_harness.types.exceptions import RayHarnessError, ToolProviderException
-from ray_harness.types.tools import ToolSpec
+from ray_harness.tools._mcp_tool import CANCELLED_TEXT as CANCELLED_TEXT, MCPAgentTool  # the text, as before
+from ray_harness.tools._mcp_wait import settled, timeout_seconds, wait_for_call
+from ray_harness.tools.base import AgentTool, error_result
+from ray_harness.types.content import ToolResult
 from ray_harness.types.validation import describe_validation_error
-
-try:  # the official Client's connect policy (server/discover, else the legacy handshake); it is not exported
-    from mcp.client._probe import negotiate_auto
-except ImportError:  # pragma: no cover - a later mcp moved it: the legacy handshake alone still works
-
-    async def negotiate_auto(session: ClientSession) -> None:
-        await session.initialize()
-
 
 __all__ = ("MCPAgentTool", "MCPCallCancelled", "MCPClient", "MCPClientConfig", "MCPClientInitializationError")
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
-CANCELLED_TEXT = "Tool execution cancelled"
-_POLL_SECONDS = 0.05  # how often a waiting call looks at the cancel signal and the session's health
 _START_GRACE_SECONDS = 5.0  # beyond startup_timeout, for the session thread to report its own timeout
-_SESSION_NOT_FOUND = -32001  # the TypeScript SDK's code for a request naming a session the server does not know
 _REFRESH_TIMEOUT = 60.0  # seconds for listing the tools after a change announcement
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
-
-class MCPClientInitializationError(ToolProviderException, RuntimeError):
-    """The MCP server could not be started or reached; the message names the command or URL.
-
-    A ``ToolProviderException``: an agent whose MCP server fails to start raises it from its first run, and
-    Strands code catches it there as ``ToolProviderException``.
-    """
-
-
-class MCPCallCancelled(RayHarnessError):
-    """The agent was cancelled while an MCP call was running (the server was sent ``notifications/cancelled``)."""
-
-
-class _CallTimedOut(RayHarnessError, TimeoutError):
-    """A call outlived its read timeout; the server was sent ``notifications/cancelled``."""
+# Defined in private modules, these carry this module's name, as httpx's classes carry httpx's: it is where users
+# import them from and what tracebacks and reprs show, and pickles name them here as before they moved.
+for _public in (MCPAgentTool, MCPCallCancelled, MCPClientInitializationError):
+    _public.__module__ = __name__
+del _public
 
 
 class MCPClientConfig(BaseModel):
@@ -291,7 +269,7 @@ class MCPClient:
         # Read on the session, after any new session was counted: a change announced while the list is on
         # its way leaves the result stale, so the next load_tools() lists again.
         generation.append(self._tools_generation)
-        return await _list_all_tools(session)
+        return await list_all_tools(session)
 
     def _adopt(self, listed: list[mcp_types.Tool], generation: int) -> None:
         kept = [tool for tool in listed if self._keeps(tool.name)]
@@ -405,7 +383,7 @@ class MCPClient:
         meanwhile (the server is told to stop), ``ConnectionError`` when the connection is lost,
         ``MCPError`` for a protocol-level error.
         """
-        seconds = _seconds(read_timeout_seconds, "read_timeout_seconds")
+        seconds = timeout_seconds(read_timeout_seconds, "read_timeout_seconds")
 
         async def call(session: ClientSession) -> mcp_types.CallToolResult:
             try:
@@ -413,8 +391,8 @@ class MCPClient:
             except MCPError as error:
                 if error.code != REQUEST_TIMEOUT or seconds is None:
                     raise
-                raise _CallTimedOut(f"no answer from MCP tool {name!r} within {seconds:g}s (the server was told "
-                                   f"to cancel the call)") from error
+                raise CallTimedOut(f"no answer from MCP tool {name!r} within {seconds:g}s (the server was told "
+                                  f"to cancel the call)") from error
 
         return await self._run(call, cancel_signal)
 
@@ -424,7 +402,7 @@ class MCPClient:
         """One page of the server's prompts; pass the result's ``next_cursor`` to get the next one."""
 
         async def work(session: ClientSession) -> mcp_types.ListPromptsResult:
-            return await session.list_prompts(params=_page(pagination_token))
+            return await session.list_prompts(params=page_params(pagination_token))
 
         return self._run_sync_on_session(work)
 
@@ -440,7 +418,7 @@ class MCPClient:
         """One page of the server's resources; pass the result's ``next_cursor`` to get the next one."""
 
         async def work(session: ClientSession) -> mcp_types.ListResourcesResult:
-            return await session.list_resources(params=_page(pagination_token))
+            return await session.list_resources(params=page_params(pagination_token))
 
         return self._run_sync_on_session(work)
 
@@ -457,7 +435,7 @@ class MCPClient:
         """One page of the server's resource templates (URI patterns such as ``greeting://{name}``)."""
 
         async def work(session: ClientSession) -> mcp_types.ListResourceTemplatesResult:
-            return await session.list_resource_templates(params=_page(pagination_token))
+            return await session.list_resource_templates(params=page_params(pagination_token))
 
         return self._run_sync_on_session(work)
 
@@ -475,7 +453,7 @@ class MCPClient:
         except SessionGone:
             pass  # the session ended before the request went out (a stdio server exited while idle): resend it
         except MCPError as error:
-            if self._config.url is None or not _session_expired(error):
+            if self._config.url is None or not session_expired(error):
                 raise
             # The server no longer knows our session (it restarted, or expired it) and rejected the request
             # unrun; the spec tells a client to start a new session then, so the request is sent once more.
@@ -486,8 +464,8 @@ class MCPClient:
                       cancel_signal: threading.Event | None) -> T:
         future = runner.submit(work)
         try:
-            return await _wait(future, runner, cancel_signal)
-        except (ConnectionError, _CallTimedOut):
+            return await wait_for_call(future, runner, cancel_signal)
+        except (ConnectionError, CallTimedOut):
             raise  # a timed-out call leaves the session usable (TimeoutError is an OSError too)
         except MCPError as error:
             if error.code != CONNECTION_CLOSED:
@@ -514,7 +492,7 @@ class MCPClient:
                 self._tool_list_changed()  # a new session may be a restarted server with other tools
                 runner.start()
         try:
-            await _settled(runner.ready, self._config.startup_timeout + _START_GRACE_SECONDS, cancel_signal)
+            await settled(runner.ready, self._config.startup_timeout + _START_GRACE_SECONDS, cancel_signal)
         except (asyncio.CancelledError, MCPCallCancelled):
             raise  # our caller gave up; the session may still serve the next call
         except Exception as error:
@@ -556,92 +534,6 @@ class MCPClient:
         return session
 
 
-class MCPAgentTool(AgentTool):
-    """One tool of an MCP server, callable by the agent.
-
-    Args (Strands' order and names):
-        mcp_tool: the tool as the server lists it.
-        mcp_client: the client that calls it.
-        name_override: the name the model sees (default: the server's name).
-        timeout: how long a call may wait for the server's answer (``timedelta`` or seconds; ``None``:
-            no limit). A call that takes longer ends with an error result and the server is told to cancel
-            it. Settable later: ``tool.timeout = timedelta(seconds=30)``; it ships with the client (a
-            RemoteAgent's actor lists the tools again and applies it).
-    """
-
-    exposes_raw_call = True  # TOOL_RAW extensions see the server's call result
-
-    def __init__(self, mcp_tool: mcp_types.Tool, mcp_client: MCPClient, name_override: str | None = None,
-                 timeout: timedelta | float | None = None) -> None:
-        if not isinstance(mcp_tool, mcp_types.Tool) or not isinstance(mcp_client, MCPClient):
-            raise TypeError("MCPAgentTool(mcp_tool, mcp_client, name_override=None, timeout=None) takes an "
-                            "mcp_types.Tool and an MCPClient, in that order")
-        _seconds(timeout, "timeout")
-        self._client = mcp_client
-        self._mcp_tool = mcp_tool
-        self._name = name_override or mcp_tool.name
-        self._spec = to_tool_spec(mcp_tool, self._name)
-        self.timeout = timeout
-
-    @property
-    @override
-    def tool_name(self) -> str:
-        return self._name
-
-    @property
-    @override
-    def tool_spec(self) -> ToolSpec:
-        return self._spec
-
-    @property
-    @override
-    def tool_type(self) -> str:
-        return "mcp"
-
-    @property
-    def mcp_tool(self) -> mcp_types.Tool:
-        """The tool as the server describes it (its own name, schemas, annotations)."""
-        return self._mcp_tool
-
-    @property
-    def mcp_client(self) -> MCPClient:
-        """The client that calls this tool."""
-        return self._client
-
-    def __repr__(self) -> str:
-        return f"<mcp tool {self._name} via {self._client!r}>"
-
-    @override
-    async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
-        use_id = tool_use["toolUseId"]
-        arguments = tool_use.get("input") or {}
-        if not isinstance(arguments, dict):
-            yield ToolResultEvent(error_result(use_id, f"Error: input of MCP tool '{self._name}' must be a JSON "
-                                                       f"object, got {type(arguments).__name__}"))
-            return
-        try:
-            if context._raw_observer is None:
-                result = await self._client.call_tool_async(self._mcp_tool.name, arguments,
-                                                            read_timeout_seconds=self.timeout,
-                                                            cancel_signal=context.cancel_signal)
-            else:  # TOOL_RAW extensions see the server's call result (or the call's exception)
-                async for event in observe_raw(context, lambda: self._raw_call(arguments, context)):
-                    result = event.value
-        except MCPCallCancelled:
-            yield ToolResultEvent(error_result(use_id, CANCELLED_TEXT))
-            return
-        except Exception as error:
-            yield ToolResultEvent(error_result(use_id, f"Error: MCP tool '{self._name}' failed: {error}"),
-                                  exception=error)
-            return
-        yield ToolResultEvent(to_tool_result(use_id, result))
-
-    async def _raw_call(self, arguments: dict[str, Any], context: ToolContext) -> AsyncGenerator[Any, None]:
-        yield RawReturn(await self._client.call_tool_async(self._mcp_tool.name, arguments,
-                                                           read_timeout_seconds=self.timeout,
-                                                           cancel_signal=context.cancel_signal))
-
-
 def _run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     from ray_harness.agent.agent import run_sync  # here: the agent package imports the tools package
 
@@ -660,90 +552,6 @@ def _refuse_other_command_forms(command: object) -> None:
     if callable(command):
         raise ValueError("invalid MCPClient: a transport callable (Strands' MCPClient(lambda: stdio_client(...))) is "
                          "not supported; pass command=[argv...] for a stdio server or url=... for streamable HTTP")
-
-
-def _session_expired(error: MCPError) -> bool:
-    """Whether the server rejected a request because it does not know the session (HTTP 404 with a session id).
-
-    The mcp client reports that 404 as the server's JSON-RPC error ("Session not found" from the Python SDK,
-    code -32001 from the TypeScript one) or, without a JSON body, as its own "Session terminated".
-    """
-    message = error.message.lower()
-    return error.code in (INVALID_REQUEST, _SESSION_NOT_FOUND) and "session" in message and (
-        "not found" in message or "terminated" in message)
-
-
-def _seconds(timeout: timedelta | float | None, what: str) -> float | None:
-    if timeout is None:
-        return None
-    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
-    if not seconds > 0:
-        raise ValueError(f"{what} must be positive, got {timeout!r}")
-    return seconds
-
-
-def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
-    return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-
-
-async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    while True:
-        page = await session.list_tools(params=_page(cursor))
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-
-
-async def _wait(future: concurrent.futures.Future[T], runner: SessionRunner,
-                cancel_signal: threading.Event | None) -> T:
-    """Await a call on the session thread while watching the cancel signal and the session's health."""
-    waiter = asyncio.wrap_future(future)
-    try:
-        while not waiter.done():
-            if cancel_signal is not None and cancel_signal.is_set():
-                # Cancelling the session-side task makes the mcp dispatcher send notifications/cancelled.
-                future.cancel()
-                raise MCPCallCancelled("the agent was cancelled during the MCP call")
-            if runner.finished and not future.done():
-                raise ConnectionError(f"MCP server {runner.label} connection lost: {runner.lost}")
-            await asyncio.wait({waiter}, timeout=_POLL_SECONDS)
-    except BaseException:
-        future.cancel()
-        if waiter.done() and not waiter.cancelled():
-            waiter.exception()  # mark retrieved: the outcome is superseded by ours
-        raise
-    if waiter.cancelled():  # the session ended and cancelled its in-flight calls
-        raise ConnectionError(f"MCP server {runner.label} connection lost: {runner.lost}")
-    return waiter.result()
-
-
-async def _settled(future: concurrent.futures.Future[None], timeout: float,
-                   cancel_signal: threading.Event | None = None) -> None:
-    """Wait for a future other callers may share; unlike ``wrap_future``, giving up never cancels it.
-
-    Raises ``MCPCallCancelled`` as soon as ``cancel_signal`` is set, ``TimeoutError`` after ``timeout``.
-    """
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def resolve() -> None:
-        if not done.done():
-            done.set_result(None)
-
-    def wake(_: concurrent.futures.Future[None]) -> None:
-        with contextlib.suppress(RuntimeError):  # our loop is gone: nobody is waiting any more
-            loop.call_soon_threadsafe(resolve)
-
-    future.add_done_callback(wake)
-    async with asyncio.timeout(timeout):
-        while not done.done():
-            if cancel_signal is not None and cancel_signal.is_set():
-                raise MCPCallCancelled("the agent was cancelled while the MCP server was starting")
-            await asyncio.wait({done}, timeout=_POLL_SECONDS if cancel_signal is not None else None)
-    future.result()
 
 
 def _start_failure(config: MCPClientConfig, error: BaseException) -> str:

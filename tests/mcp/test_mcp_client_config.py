@@ -9,12 +9,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import mcp_types
 import pytest
 
 from ray_harness import Agent
 from ray_harness.testing import ScriptedModel, text, tool_call
 from ray_harness.tools import ToolProvider
-from ray_harness.tools.mcp import MCPCallCancelled, MCPClient, MCPClientInitializationError
+from ray_harness.tools.mcp import (
+    MCPAgentTool,
+    MCPCallCancelled,
+    MCPClient,
+    MCPClientConfig,
+    MCPClientInitializationError,
+)
 from tests.mcp.conftest import STDIO_COMMAND, not_crash
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -97,3 +104,33 @@ def test_cloudpickle_carries_a_lambda_filter() -> None:
     clone = pickle.loads(cloudpickle.dumps(client))
     assert clone.config.tool_filter is not None
     assert (clone.config.tool_filter("echo"), clone.config.tool_filter("add")) == (True, False)
+
+
+@pytest.mark.parametrize("public", [MCPAgentTool, MCPCallCancelled, MCPClient, MCPClientConfig,
+                                    MCPClientInitializationError])
+def test_public_classes_are_named_and_pickled_by_their_public_module(public: type) -> None:
+    # Some are defined in private modules; tracebacks, reprs and pickles still name ray_harness.tools.mcp.
+    assert (public.__module__, public.__qualname__) == ("ray_harness.tools.mcp", public.__name__)
+    reference = pickle.dumps(public)
+    assert b"ray_harness.tools.mcp" in reference
+    assert pickle.loads(reference) is public
+
+
+def test_an_mcp_agent_tool_pickles_with_its_client_as_configuration() -> None:
+    client = MCPClient(command=STDIO_COMMAND, prefix="srv")
+    tool = MCPAgentTool(mcp_types.Tool(name="echo", input_schema={"type": "object"}), client, "srv_echo", timeout=5)
+    clone = pickle.loads(pickle.dumps(tool))
+    assert (type(clone), clone.tool_name, clone.tool_spec, clone.timeout) == (MCPAgentTool, "srv_echo",
+                                                                                tool.tool_spec, 5)
+    assert clone.mcp_client.config == client.config
+
+
+def test_the_spec_of_an_mcp_agent_tool_cannot_be_replaced() -> None:
+    # As for Strands' MCPAgentTool: no tool_spec setter (a @tool's spec may be replaced; this one's is the server's).
+    tool = MCPAgentTool(mcp_types.Tool(name="echo", input_schema={"type": "object"}), MCPClient(command=["x"]))
+    spec = tool.tool_spec
+    with pytest.raises(AttributeError) as caught:
+        tool.tool_spec = {**spec, "description": "other"}  # type: ignore[misc]
+    assert str(caught.value) == "property 'tool_spec' of 'MCPAgentTool' object has no setter"
+    assert tool.tool_spec is spec
+    assert "tool_spec" not in vars(tool)
