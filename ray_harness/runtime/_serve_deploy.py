@@ -12,6 +12,7 @@ from typing import Any
 from ray_harness._version import __version__
 from ray_harness.evaluation._backends import resolve_factory
 from ray_harness.runtime._telemetry import with_actor_env
+from ray_harness.serve._contexts import DEFAULT_MAX_CONTEXTS, check_max_contexts
 from ray_harness.serve._server import DEFAULT_MAX_REQUEST_BYTES, AppSettings
 from ray_harness.serve._store import open_repository
 
@@ -27,7 +28,8 @@ def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_
         task_store: str | None = None, task_store_options: dict[str, Any] | None = None,
         auth_token: str | None = None, description: str | None = None, version: str | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, lease_seconds: float = 30.0,
-        ray_actor_options: dict[str, Any] | None = None, max_ongoing_requests: int = _MAX_ONGOING) -> Any:
+        ray_actor_options: dict[str, Any] | None = None, max_ongoing_requests: int = _MAX_ONGOING,
+        max_contexts: int = DEFAULT_MAX_CONTEXTS) -> Any:
     """A Ray Serve application serving ``target`` over A2A 1.0 (JSON-RPC at ``/``, card at ``/.well-known/...``).
 
     Args:
@@ -45,6 +47,8 @@ def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_
         lease_seconds: A running task whose replica sent no heartbeat for this long is reported FAILED.
         ray_actor_options: Replica resources (default ``{"num_cpus": 0}``).
         max_ongoing_requests: Concurrent requests per replica.
+        max_contexts: Context conversations kept in the task store; beyond it the least recently used ones
+            without a task in flight are evicted (a later message in one starts afresh). Strands keeps 1,000.
 
     Returns:
         A bound Ray Serve application, for :func:`run` or ``serve.run``.
@@ -64,10 +68,16 @@ def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_
         raise ValueError(f"max_request_bytes must be a positive int, got {max_request_bytes!r}")
     if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
         raise ValueError("auth_token must be a non-empty string or None")
+    if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float) or not lease_seconds > 0:
+        raise ValueError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
+    if isinstance(max_ongoing_requests, bool) or not isinstance(max_ongoing_requests, int) \
+            or max_ongoing_requests < 1:
+        raise ValueError(f"max_ongoing_requests must be a positive int, got {max_ongoing_requests!r}")
+    check_max_contexts(max_contexts)
     resolve_factory(target)  # fails here, with the target named, rather than in every replica
     open_repository(task_store, task_store_options)  # validates the URL and options; touches nothing
     settings = AppSettings(name=name, description=description, version=version or __version__,
-                           auth_token=auth_token, max_request_bytes=max_request_bytes)
+                           auth_token=auth_token, max_request_bytes=max_request_bytes, max_contexts=max_contexts)
     actor_options: dict[str, Any] = {"num_cpus": 0, **(ray_actor_options or {})}
     runtime_env = dict(actor_options.get("runtime_env") or {})
     env_vars = dict(runtime_env.get("env_vars") or {})

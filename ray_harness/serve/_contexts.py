@@ -7,9 +7,18 @@ The conversation is an ``AgentSnapshot`` in the task store (``contexts/context_<
 of a served Agent restores it into the fresh agent before its run and, once the task is ``COMPLETED``, writes
 the agent back. Turns finish in any order: a turn that started from an older version than the one it finds
 appends only the messages it added, so concurrent turns in one context are all kept. A turn that ends
-``FAILED`` or ``CANCELED`` adds nothing. An interrupted task remembers where its turn started
-(``contexts/turn_<task id>.json``) and joins the conversation when its answer completes it. A Graph or Swarm
-task starts afresh: their runs are workflows, not conversations.
+``FAILED`` or ``CANCELED`` adds nothing, an interrupted one included: cancelling an ``INPUT_REQUIRED`` task
+drops its half-done turn, and the context goes on from the conversation before it (Strands' server keeps the
+interrupted agent, which then refuses every new message of the context). An interrupted task remembers where
+its turn started (``contexts/turn_<task id>.json``, removed when the task ends) and joins the conversation
+when its answer completes it. A Graph or Swarm task starts afresh: their runs are workflows, not
+conversations.
+
+Eviction (Strands' A2A server: least recently used beyond 1,000 contexts): ``contexts/index.json`` holds each
+context's last use (a counter, not a clock) and its tasks in flight. Beyond ``max_contexts`` contexts, the
+least recently used ones without a task in flight (running, or waiting for input) are evicted: their
+conversation leaves the store, and a later message in that context starts afresh. A task listed in flight
+whose record says it ended, or whose replica died, does not hold its context.
 """
 
 from __future__ import annotations
@@ -17,12 +26,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ray_harness.serve._store import TaskRecords
 
-__all__ = ("Conversations", "Turn")
+logger = logging.getLogger("ray_harness.serve")
+
+__all__ = ("DEFAULT_MAX_CONTEXTS", "Conversations", "Turn", "check_max_contexts")
+
+
+DEFAULT_MAX_CONTEXTS = 1000
+"""Contexts kept in a task store before the least recently used idle ones are evicted (as in Strands)."""
+_INDEX_KEY = "contexts/index.json"
+_CHECKS_PER_UPDATE = 16
+"""Busy contexts whose tasks one index update reads (a store read each); others count as busy until a later one."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +54,25 @@ class Turn:
     base: int
 
 
-def _context_key(context_id: str) -> str:
+def _context_hash(context_id: str) -> str:
     # Context ids come from clients: hashed, so any string names one safe key.
-    return f"contexts/context_{hashlib.sha256(context_id.encode()).hexdigest()[:40]}.json"
+    return hashlib.sha256(context_id.encode()).hexdigest()[:40]
+
+
+def _context_key(context_id: str) -> str:
+    return _hash_key(_context_hash(context_id))
+
+
+def _hash_key(digest: str) -> str:
+    return f"contexts/context_{digest}.json"
+
+
+def check_max_contexts(value: Any) -> int:
+    """``value`` as a ``max_contexts`` setting, else a ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_contexts must be a positive int (contexts kept before the least recently used "
+                         f"are evicted), got {value!r}")
+    return value
 
 
 def _turn_key(task_id: str) -> str:
@@ -61,15 +97,24 @@ def keeps_conversation(target: Any) -> bool:
 
 
 class Conversations:
-    """The conversations of the contexts a replica serves, kept in its task store."""
+    """The conversations of the contexts a replica serves, kept in its task store.
 
-    def __init__(self, records: TaskRecords) -> None:
+    Args:
+        records: The task store.
+        max_contexts: Contexts kept before the least recently used idle ones are evicted.
+    """
+
+    def __init__(self, records: TaskRecords, *, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
         self.records = records
+        self.max_contexts = check_max_contexts(max_contexts)
+        records.settle_hooks.append(self._forget)
 
-    async def start(self, target: Any, context_id: str) -> Turn | None:
+    async def start(self, target: Any, context_id: str, task_id: str) -> Turn | None:
         """Restore ``context_id``'s conversation into ``target`` (a fresh Agent); None for a Graph/Swarm."""
         if not keeps_conversation(target):
             return None
+        # In flight first, then read: an eviction either happened before (a fresh start) or waits for us.
+        await self._note(lambda index: _enter(index, _context_hash(context_id), task_id))
         version, stored = _decode(await self.records.read_blob(_context_key(context_id)))
         if stored is not None:
             from ray_harness.agent.snapshot import AgentSnapshot
@@ -82,7 +127,7 @@ class Conversations:
     async def park(self, task_id: str, turn: Turn) -> None:
         """The task is interrupted: remember where its turn started, for whichever replica completes it."""
         data = {"contextId": turn.context_id, "version": turn.version, "base": turn.base}
-        await self.records.update_blob(_turn_key(task_id), lambda _: json.dumps(data).encode())
+        await self.records.write_blob(_turn_key(task_id), json.dumps(data).encode())
 
     async def parked(self, task_id: str) -> Turn | None:
         raw = await self.records.read_blob(_turn_key(task_id))
@@ -105,3 +150,87 @@ class Conversations:
 
         await self.records.update_blob(_context_key(turn.context_id), merge)
         await self.records.delete_blob(_turn_key(task_id))
+        await self._note(lambda index: _leave(index, _context_hash(turn.context_id), task_id))
+
+    async def _note(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Update the index; a failure costs a context its eviction order, never the task its run."""
+        try:
+            await self.records.io(self._index, change)
+        except Exception:
+            logger.warning("could not update the context index of the task store", exc_info=True)
+
+    # -- the index (blocking; run through records.io or in the writing thread) --------------------------
+
+    def _forget(self, task_id: str) -> None:
+        """A task ended (any replica, any path): its turn goes, and it no longer holds its context."""
+        self.records.repo._delete(_turn_key(task_id))
+        self.records.drop_lock(_turn_key(task_id))  # an older store wrote turns with a compare-and-swap
+        raw = self.records.repo._read(_INDEX_KEY)
+        index = _load_index(raw)
+        holding = [digest for digest, entry in index["contexts"].items() if task_id in entry["tasks"]]
+        if holding:  # read first: most tasks ended in finish() already, and need no index write
+            self._index(lambda current: _leave(current, holding[0], task_id, touch=False))
+
+    def _index(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``change`` to the index, evict beyond ``max_contexts``, then delete the evicted conversations."""
+        evicted: list[str] = []
+
+        def update(current: bytes | None) -> bytes:
+            index = _load_index(current)
+            change(index)
+            evicted[:] = _evict(index, self.max_contexts, self.records.in_flight)
+            return json.dumps(index, separators=(",", ":")).encode()
+
+        self.records.update_blob_sync(_INDEX_KEY, update)
+        for digest in evicted:
+            self.records.repo._delete(_hash_key(digest))
+            self.records.drop_lock(_hash_key(digest))
+            logger.debug("evicted the least recently used A2A context %s (max_contexts=%d)", digest,
+                         self.max_contexts)
+
+
+def _load_index(raw: bytes | None) -> dict[str, Any]:
+    if raw is None:
+        return {"clock": 0, "contexts": {}}
+    data: dict[str, Any] = json.loads(raw)
+    return data
+
+
+def _enter(index: dict[str, Any], digest: str, task_id: str) -> None:
+    index["clock"] += 1
+    entry = index["contexts"].setdefault(digest, {"used": 0, "tasks": []})
+    entry["used"] = index["clock"]
+    if task_id not in entry["tasks"]:
+        entry["tasks"].append(task_id)
+
+
+def _leave(index: dict[str, Any], digest: str, task_id: str, *, touch: bool = True) -> None:
+    entry = index["contexts"].get(digest)
+    if entry is None:
+        return
+    if task_id in entry["tasks"]:
+        entry["tasks"].remove(task_id)
+    if touch:
+        index["clock"] += 1
+        entry["used"] = index["clock"]
+
+
+def _evict(index: dict[str, Any], limit: int, in_flight: Callable[[str], bool]) -> list[str]:
+    """Remove the least recently used idle contexts beyond ``limit`` from ``index``; their hashes."""
+    contexts: dict[str, Any] = index["contexts"]
+    evicted: list[str] = []
+    checks = _CHECKS_PER_UPDATE
+    for digest in sorted(contexts, key=lambda key: contexts[key]["used"]):
+        if len(contexts) <= limit:
+            break
+        entry = contexts[digest]
+        if entry["tasks"]:
+            if checks <= 0:
+                continue  # still counted busy: a later update checks it
+            # A task listed here that ended or lost its replica (it never told us) does not hold the context.
+            checks -= 1
+            entry["tasks"] = [task_id for task_id in entry["tasks"] if in_flight(task_id)]
+        if not entry["tasks"]:
+            del contexts[digest]
+            evicted.append(digest)
+    return evicted

@@ -34,7 +34,7 @@ from google.protobuf.struct_pb2 import Value
 from ray_harness.multiagent._persistence import load_state, save_state
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, Status
 from ray_harness.runtime._placement import placed
-from ray_harness.serve._contexts import Conversations, Turn
+from ray_harness.serve._contexts import DEFAULT_MAX_CONTEXTS, Conversations, Turn
 from ray_harness.serve._store import TERMINAL, TaskRecords
 from ray_harness.session.manager import RepositorySessionManager
 from ray_harness.telemetry.config import tracing_enabled
@@ -198,14 +198,15 @@ class HarnessExecutor(AgentExecutor):
         records: The task store (also where interrupted targets are kept).
         poll_seconds: How often a running task checks for a remote cancel request.
         name: The served app's name (in the task's span name).
+        max_contexts: Context conversations kept in the store (least recently used idle ones are evicted).
     """
 
     def __init__(self, factory: Callable[[], Any], records: TaskRecords, *, poll_seconds: float = 0.25,
-                 name: str = "a2a") -> None:
+                 name: str = "a2a", max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
         self._factory = factory
         self._name = name
         self.records = records
-        self._conversations = Conversations(records)
+        self._conversations = Conversations(records, max_contexts=max_contexts)
         self._poll = poll_seconds
         self._runs: dict[str, _Run] = {}
 
@@ -247,7 +248,7 @@ class HarnessExecutor(AgentExecutor):
                 run.turn = await self._conversations.parked(task_id)
                 prompt: Any = [{"interruptResponse": item} for item in interrupt_responses(message) or []]
             else:
-                run.turn = await self._conversations.start(run.target, context_id)
+                run.turn = await self._conversations.start(run.target, context_id, task_id)
                 prompt = message_text(message)
             streaming = context.call_context is not None and \
                 context.call_context.state.get("method") == "SendStreamingMessage"

@@ -48,6 +48,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message as AsgiMessage, Receive, Scope, Send
 
 from ray_harness.models.base import system_prompt_text
+from ray_harness.serve._contexts import DEFAULT_MAX_CONTEXTS, check_max_contexts
 from ray_harness.serve._executor import (
     CANCEL_WAIT_SECONDS,
     HarnessExecutor,
@@ -76,6 +77,10 @@ class AppSettings:
     version: str
     auth_token: str | None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_contexts: int = DEFAULT_MAX_CONTEXTS
+
+    def __post_init__(self) -> None:
+        check_max_contexts(self.max_contexts)
 
 
 # -- the card ---------------------------------------------------------------------------------------------
@@ -323,7 +328,7 @@ def build_asgi_app(settings: AppSettings, factory: Callable[[], Any], records: T
     """The A2A app of one replica (also usable without Ray Serve, e.g. under uvicorn or in tests)."""
     description, skills = describe_target(factory(), settings.name)
     card = build_card(settings, description, skills)
-    executor = HarnessExecutor(factory, records, name=settings.name)
+    executor = HarnessExecutor(factory, records, name=settings.name, max_contexts=settings.max_contexts)
     handler = HarnessRequestHandler(executor, records, card)
 
     async def agent_card(request: Request) -> Response:

@@ -6,8 +6,12 @@ One store URL (``file:///abs/dir``, ``s3://bucket/prefix`` or ``None`` for memor
     leases/lease_<id>.json        {"owner": replica, "expires": unix time} while a replica runs the task
     cancels/cancel_<id>.json      a CancelTask that reached a replica not running the task
     contexts/context_<hash>.json  {"version": n, "snapshot": <AgentSnapshot>}: the conversation of a contextId
+    contexts/index.json           each context's last use and tasks in flight (for eviction beyond max_contexts)
     contexts/turn_<id>.json       where an interrupted task's turn started in its context's conversation
     session_<id>/...              the interrupted Agent/Graph/Swarm (ray_harness.session layout)
+
+A task that ends (``COMPLETED``, ``FAILED``, ``CANCELED``, ``REJECTED``) leaves only its record: its lease,
+cancel request, interrupted target and turn go with the write that ends it, whichever replica makes it.
 
 Every replica opens the same store, so any of them answers GetTask/ListTasks and resumes an interrupted
 task. Writes of a task are compare-and-swap on its version (a lock file per task for ``file://``, a
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -49,7 +55,9 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     Task,
+    TaskArtifactUpdateEvent,
     TaskState,
+    TaskStatusUpdateEvent,
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
 
@@ -59,8 +67,10 @@ from ray_harness.session.repository import BlobSessionRepository
 from ray_harness.session.s3 import S3SessionRepository
 from ray_harness.types.exceptions import RayHarnessError, SessionException
 
+logger = logging.getLogger("ray_harness.serve")
+
 __all__ = ("DEAD_REPLICA_TEXT", "TERMINAL", "MemoryRepository", "StorePoller", "TaskRecords", "open_repository",
-           "replica_id")
+           "replica_id", "task_updates")
 
 TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
                       TaskState.TASK_STATE_REJECTED})
@@ -264,6 +274,8 @@ class TaskRecords(VersionedTaskStore):
         self.lease_seconds = float(lease_seconds)
         self.local: set[str] = set()
         """Tasks this replica is running right now (never expired by a reader here)."""
+        self.settle_hooks: list[Callable[[str], None]] = []
+        """Called (in the writing thread) with a task's id once a write ended it, to drop what it kept."""
         self._swap = _Swap(repo)
 
     # -- blocking helpers, run in a thread (file and S3 I/O must not stall the event loop) --------------
@@ -301,7 +313,25 @@ class TaskRecords(VersionedTaskStore):
             # Nobody runs it now: drop the lease and any cancel request (a resume takes a new lease).
             self.repo._delete(_lease_key(task.id))
             self.repo._delete(_cancel_key(task.id))
+        if task.status.state in TERMINAL:
+            try:
+                self._forget(task.id)
+            except Exception:  # the task has ended either way; what is left is only storage, not its outcome
+                logger.warning("could not clean up after task %s in the task store", task.id, exc_info=True)
         return outcome["version"]
+
+    def _forget(self, task_id: str) -> None:
+        """An ended task keeps only its record: nothing can resume it, so what a resume would need goes."""
+        self.repo._delete_tree(f"session_{task_id}")
+        self.drop_lock(_lease_key(task_id))  # left by an answer's claim
+        for hook in self.settle_hooks:
+            hook(task_id)
+
+    def drop_lock(self, key: str) -> None:
+        """Remove the lock file a compare-and-swap of ``key`` left (file stores), once ``key`` has no writer."""
+        if isinstance(self.repo, FileSessionRepository):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.repo._path(key)}.lock")
 
     # -- VersionedTaskStore ---------------------------------------------------------------------------
 
@@ -340,7 +370,7 @@ class TaskRecords(VersionedTaskStore):
             return
         for key in (_task_key(task_id), _lease_key(task_id), _cancel_key(task_id)):
             await self._io(self.repo._delete, key)
-        await self._io(self.repo._delete_tree, f"session_{task_id}")
+        await self._io(self._forget, task_id)
 
     # -- leases and cancel requests -------------------------------------------------------------------
 
@@ -397,8 +427,36 @@ class TaskRecords(VersionedTaskStore):
         """Write ``fn(current)`` atomically (compare-and-swap; ``fn`` may run again after a lost race)."""
         await self._io(self._swap.update, key, fn)
 
+    async def write_blob(self, key: str, data: bytes) -> None:
+        """Write ``data`` at ``key`` (one writer: no compare-and-swap)."""
+        await self._io(self.repo._write, key, data)
+
     async def delete_blob(self, key: str) -> None:
         await self._io(self.repo._delete, key)
+
+    async def io(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking store code ``fn(*args)`` off the event loop (inline for the memory store)."""
+        return await self._io(fn, *args)
+
+    def update_blob_sync(self, key: str, fn: Callable[[bytes | None], bytes]) -> None:
+        self._swap.update(key, fn)
+
+    def in_flight(self, task_id: str) -> bool:
+        """Whether ``task_id`` is in flight: running here, running under a live lease, or waiting for input.
+
+        Reads only (no write): it is called while another blob of the store is locked.
+        """
+        if task_id in self.local:
+            return True
+        if _safe_id(task_id) is None:
+            return False
+        found = self._read_task(task_id)
+        if found is not None and found[1].status.state in TERMINAL:
+            return False
+        if found is not None and found[1].status.state not in _RUNNING:
+            return True  # INPUT_REQUIRED (or AUTH_REQUIRED): an answer continues it
+        # Running, or not written yet (its replica takes the lease before the task's first write).
+        return _lease_expires(self.repo._read(_lease_key(task_id))) > time.time()
 
     async def request_cancel(self, task_id: str) -> None:
         await self._io(self.repo._write, _cancel_key(task_id), json.dumps({"by": self.owner}).encode())
@@ -482,8 +540,11 @@ def _page(tasks: list[Task], params: ListTasksRequest) -> ListTasksResponse:
 class StorePoller(TaskEventStream):
     """Cross-replica subscriptions without extra writes: a remote subscriber polls the task record.
 
-    ``publish`` does nothing (every event is already in the task record); ``subscribe`` yields the task
-    each time its version moves on, so SubscribeToTask works on a replica that does not run the task.
+    ``publish`` does nothing (every event is already in the task record); ``subscribe`` reads the task each
+    time its version moves on and yields what changed as the events the running replica streams: an artifact
+    update per new or changed artifact (``append`` when only parts were added; ``lastChunk`` once the task
+    ended), then a status update when the status moved. Polls may fold several events into one update, never
+    drop one; so SubscribeToTask has the same shape on a replica that does not run the task.
     """
 
     def __init__(self, records: TaskRecords, interval: float = 0.2) -> None:
@@ -495,20 +556,47 @@ class StorePoller(TaskEventStream):
 
     async def subscribe(self, task_id: str, *, after: TaskVersion) -> AsyncGenerator[VersionedEvent, None]:
         seen = after
+        last: Task | None = None
         context = ServerCallContext()
         while True:
             stored = await self.records.get(task_id, context)
             if stored is None:
                 return
-            if stored.version.is_after(seen):
+            if stored.version == seen:
+                last = stored.task  # what the subscriber got as its snapshot: updates are relative to it
+            elif stored.version.is_after(seen):
                 seen = stored.version
-                yield VersionedEvent(event=stored.task, version=stored.version)
+                for event in task_updates(last, stored.task):
+                    yield VersionedEvent(event=event, version=stored.version)
+                last = stored.task
                 if stored.task.status.state in TERMINAL:
                     return
             await asyncio.sleep(self.interval)
 
     async def destroy(self, task_id: str) -> None:
         return None
+
+
+def task_updates(before: Task | None, after: Task) -> list[TaskArtifactUpdateEvent | TaskStatusUpdateEvent]:
+    """The update events that turn ``before`` (None: unknown) into ``after``, artifacts first, status last."""
+    ended = after.status.state in TERMINAL
+    known = {artifact.artifact_id: artifact for artifact in (before.artifacts if before is not None else [])}
+    events: list[TaskArtifactUpdateEvent | TaskStatusUpdateEvent] = []
+    for artifact in after.artifacts:
+        previous = known.get(artifact.artifact_id)
+        if previous is not None and previous == artifact:
+            continue
+        update = TaskArtifactUpdateEvent(task_id=after.id, context_id=after.context_id, last_chunk=ended)
+        grown = previous is not None and len(artifact.parts) > len(previous.parts) \
+            and list(artifact.parts[:len(previous.parts)]) == list(previous.parts)
+        update.artifact.CopyFrom(artifact)
+        if grown and previous is not None:
+            del update.artifact.parts[:len(previous.parts)]  # only the new chunks, appended
+            update.append = True
+        events.append(update)
+    if before is None or before.status != after.status:
+        events.append(TaskStatusUpdateEvent(task_id=after.id, context_id=after.context_id, status=after.status))
+    return events
 
 
 def replica_id() -> str:

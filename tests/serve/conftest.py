@@ -43,11 +43,12 @@ class Replica:
 
 def start_replica(factory: Callable[[], Any], store: str | None, *, name: str = "support", token: str | None = None,
                   lease_seconds: float = 30.0, max_request_bytes: int = 1 << 20,
-                  store_options: dict[str, Any] | None = None) -> Replica:
+                  store_options: dict[str, Any] | None = None, max_contexts: int = 1000) -> Replica:
     records = TaskRecords(open_repository(store, store_options), owner=f"test-{name}-{time.monotonic_ns()}",
                           lease_seconds=lease_seconds)
     app = build_asgi_app(AppSettings(name=name, description=None, version="9.9", auth_token=token,
-                                     max_request_bytes=max_request_bytes), factory, records)
+                                     max_request_bytes=max_request_bytes, max_contexts=max_contexts), factory,
+                         records)
     url, server, thread = serve_asgi(app)
     return Replica(url=url, records=records, server=server, thread=thread)
 

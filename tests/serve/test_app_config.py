@@ -20,6 +20,10 @@ from ray_harness.session import FileSessionRepository, S3SessionRepository
     ({"name": "ok", "task_store_options": {"endpoint_url": "x"}}, "without a task_store"),
     ({"name": "ok", "auth_token": " "}, "auth_token"),
     ({"name": "ok", "max_request_bytes": 0}, "max_request_bytes"),
+    ({"name": "ok", "max_contexts": 0}, "max_contexts"),
+    ({"name": "ok", "max_contexts": "100"}, "max_contexts"),
+    ({"name": "ok", "lease_seconds": 0}, "lease_seconds"),
+    ({"name": "ok", "max_ongoing_requests": 0}, "max_ongoing_requests"),
 ])
 def test_bad_arguments_name_the_field(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -64,3 +68,16 @@ def test_replicas_get_the_drivers_extension_list(monkeypatch: pytest.MonkeyPatch
     options = app._bound_deployment.ray_actor_options
     assert options["num_cpus"] == 0
     assert options["runtime_env"]["env_vars"]["RAY_HARNESS_EXTENSIONS"] == "timing"
+
+
+@pytest.mark.parametrize("name", ["app", "run"])
+def test_the_public_functions_take_what_the_deployment_takes(name: str) -> None:
+    # rh_serve.app/run spell out their options (the API docs render them) and forward them all.
+    import inspect
+
+    from ray_harness.runtime import _serve_deploy
+
+    public = inspect.signature(getattr(rh_serve, name)).parameters
+    private = inspect.signature(getattr(_serve_deploy, name)).parameters
+    assert [(p.name, p.kind, p.default) for p in public.values()] == \
+        [(p.name, p.kind, p.default) for p in private.values()]

@@ -187,6 +187,47 @@ def test_a_context_is_one_conversation_on_two_replicas(served: dict[str, Any], t
         handle.shutdown()
 
 
+def test_cancel_eviction_and_resubscription_on_two_replicas(served: dict[str, Any], tmp_path: Path) -> None:
+    from a2a.types.a2a_pb2 import SubscribeToTaskRequest
+
+    root = tmp_path / "tasks"
+    application = rh_serve.app("tests.serve.targets:build_support_agent", name="lifecycle", num_replicas=2,
+                               task_store=f"file://{root}", max_contexts=1)
+    handle = rh_serve.run(application, host="127.0.0.1", port=served["port"], route_prefix="/lifecycle")
+
+    def files() -> set[str]:
+        return {str(path.relative_to(root)) for path in root.rglob("*") if path.is_file()}
+
+    async def scenario() -> None:
+        url = handle.url.rstrip("/")
+        async with official_client(url, streaming=False) as client, official_client(url) as streaming:
+            paused = (await send(client, user("refund order L1")))[0].task
+            assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            cancelled = await client.cancel_task(CancelTaskRequest(id=paused.id))  # whichever replica gets it
+            assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+            assert {name for name in files() if paused.id in name} <= {
+                f"tasks/task_{paused.id}.json", f"tasks/task_{paused.id}.json.lock"}
+            for word in ("a", "b", "c"):  # one context kept: the least recently used go
+                await send(client, user(word))
+            assert len([name for name in files() if name.startswith("contexts/context_")
+                        and name.endswith(".json")]) == 1
+            running = asyncio.create_task(send(streaming, user("slow 2")))
+            working: Any = None
+            while not working or not working.tasks:
+                await asyncio.sleep(0.1)
+                working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+            seen = [event async for event in streaming.subscribe(SubscribeToTaskRequest(id=working.tasks[0].id))]
+            await running
+        kinds = [event.WhichOneof("payload") for event in seen]
+        assert kinds[0] == "task" and set(kinds[1:]) <= {"status_update", "artifact_update"}, kinds
+        assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        handle.shutdown()
+
+
 def test_cli_serves_in_a_subprocess(served: dict[str, Any], ray_session: dict[str, Any]) -> None:
     from ray import serve
 
