@@ -11,7 +11,7 @@ from ray_harness.types.content import ContentBlock, Messages
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
-__all__ = ("convert_event", "converse_events", "format_messages", "format_tool_config")
+__all__ = ("convert_event", "converse_events", "format_messages", "format_tool_config", "strict_schema")
 
 # Keys Bedrock accepts in a message's content block; anything else would be rejected by boto3's validation.
 _BLOCK_KEYS = {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "cachePoint", "video",
@@ -25,11 +25,15 @@ _GUARD_IMAGE_FORMATS = {"png", "jpeg"}
 _STOP_REASONS = {"model_context_window_exceeded": "max_tokens"}
 
 
-def format_messages(messages: Messages, *, guard_latest: bool = False) -> list[dict[str, Any]]:
+def format_messages(messages: Messages, *, guard_latest: bool = False, include_status: bool = True
+                    ) -> list[dict[str, Any]]:
     """Converse messages for ``converse_stream``; consecutive messages of one role are sent as one turn.
 
     Converse rejects a history whose roles do not alternate, and a valid one can still have two user turns in a
     row: a session repaired after a crash (the killed tool's result), then the next prompt.
+
+    ``include_status``: tool results carry their ``status`` (some models refuse the field; Strands'
+    ``include_tool_result_status``).
 
     ``guard_latest``: the text and images of the last user message that has any go in ``guardContent`` blocks, so
     a guardrail screens only them (Strands' ``guardrail_latest_message``). That is the prompt, also on the turns
@@ -38,7 +42,7 @@ def format_messages(messages: Messages, *, guard_latest: bool = False) -> list[d
     guarded = _last_prompt_index(messages) if guard_latest else None
     formatted: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
-        content = [converted for converted in (_format_block(block) for block in message["content"])
+        content = [converted for converted in (_format_block(block, include_status) for block in message["content"])
                    if converted is not None]
         if index == guarded:
             content = [_guarded(block) for block in content]
@@ -67,15 +71,18 @@ def _guarded(block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-def _format_block(block: ContentBlock) -> dict[str, Any] | None:
+def _format_block(block: ContentBlock, include_status: bool = True) -> dict[str, Any] | None:
     if "text" in block:
         return {"text": block["text"]} if block["text"] else None
     if "json" in block:  # a harness-only block: Bedrock takes JSON inside tool results only
         return {"text": json.dumps(block["json"])}
     if "toolResult" in block:
         result = block["toolResult"]
-        return {"toolResult": {"toolUseId": result["toolUseId"], "status": result.get("status", "success"),
-                               "content": [dict(part) for part in result["content"]] or [{"text": ""}]}}
+        formatted: dict[str, Any] = {"toolUseId": result["toolUseId"],
+                                     "content": [dict(part) for part in result["content"]] or [{"text": ""}]}
+        if include_status:
+            formatted["status"] = result.get("status", "success")
+        return {"toolResult": formatted}
     if "toolUse" in block:
         use = block["toolUse"]
         return {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"], "input": tool_use_input(use)}}
@@ -85,16 +92,45 @@ def _format_block(block: ContentBlock) -> dict[str, Any] | None:
     return {key: block[key] for key in keys}  # type: ignore[literal-required]
 
 
-def format_tool_config(tool_specs: list[ToolSpec] | None, tool_choice: ToolChoice | None) -> dict[str, Any] | None:
-    """Bedrock ``toolConfig``; its ``toolChoice`` has exactly our Converse shape."""
+def format_tool_config(tool_specs: list[ToolSpec] | None, tool_choice: ToolChoice | None, *,
+                       strict: bool = False) -> dict[str, Any] | None:
+    """Bedrock ``toolConfig``; its ``toolChoice`` has exactly our Converse shape.
+
+    ``strict`` (Strands' ``strict_tools``): each spec says ``"strict": true`` and its schema is made strict
+    (:func:`strict_schema`), so Bedrock constrains the tool input to it.
+    """
     if not tool_specs:
         return None
-    config: dict[str, Any] = {"tools": [{"toolSpec": dict(spec)} for spec in tool_specs]}
+    specs = [{**spec, "inputSchema": {"json": strict_schema(spec["inputSchema"]["json"])}, "strict": True}
+             if strict else dict(spec) for spec in tool_specs]
+    config: dict[str, Any] = {"tools": [{"toolSpec": spec} for spec in specs]}
     if tool_choice:
         if not set(tool_choice) <= {"auto", "any", "tool"} or len(tool_choice) != 1:
             raise ValueError(f"unknown tool_choice {tool_choice!r}; expected one of auto, any, tool")
         config["toolChoice"] = dict(tool_choice)
     return config
+
+
+def strict_schema(schema: Any) -> Any:
+    """A copy of a JSON schema with ``"additionalProperties": false`` on every object that does not set it.
+
+    Bedrock's strict tool use requires it. Applied through ``properties``, ``items``, ``anyOf`` / ``allOf`` /
+    ``oneOf`` and ``$defs`` / ``definitions``.
+    """
+    if isinstance(schema, list):
+        return [strict_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    strict = {key: strict_schema(value) if key in _SUBSCHEMA_KEYS else value for key, value in schema.items()}
+    for key in ("properties", "$defs", "definitions"):
+        if isinstance(schema.get(key), dict):
+            strict[key] = {name: strict_schema(value) for name, value in schema[key].items()}
+    if strict.get("type") == "object" and "additionalProperties" not in strict:
+        strict["additionalProperties"] = False
+    return strict
+
+
+_SUBSCHEMA_KEYS = frozenset({"items", "anyOf", "allOf", "oneOf"})
 
 
 def convert_event(event: dict[str, Any], latency_ms: int) -> StreamEvent | None:

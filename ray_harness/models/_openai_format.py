@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
+from types import SimpleNamespace
 from typing import Any, cast
 
 from ray_harness.models._tool_history import tool_use_input
@@ -13,7 +14,7 @@ from ray_harness.types.content import ContentBlock, Message, Messages, SystemPro
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
-__all__ = ("OpenAIStreamState", "format_messages", "format_tool_choice", "format_tools")
+__all__ = ("OpenAIStreamState", "completion_as_chunk", "format_messages", "format_tool_choice", "format_tools")
 
 _FINISH_REASONS = {
     "stop": "end_turn",
@@ -147,6 +148,18 @@ def format_tool_choice(tool_choice: ToolChoice | None) -> str | dict[str, Any] |
     if "auto" in tool_choice:
         return "auto"
     raise ValueError(f"unknown tool_choice {tool_choice!r}; expected one of auto, any, tool")
+
+
+def completion_as_chunk(completion: Any) -> Any:
+    """A non-streamed ``chat.completion`` as one chunk whose delta is the whole message.
+
+    ``OpenAIStreamState`` then converts it as it converts streamed chunks, so both paths give the same events (a
+    message's tool calls carry no ``index``; their position stands in for it).
+    """
+    choices = [SimpleNamespace(index=getattr(choice, "index", 0), delta=getattr(choice, "message", None),
+                               finish_reason=getattr(choice, "finish_reason", None))
+               for choice in getattr(completion, "choices", None) or []]
+    return SimpleNamespace(choices=choices, usage=getattr(completion, "usage", None))
 
 
 class _ToolCall:

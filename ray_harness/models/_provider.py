@@ -52,3 +52,9 @@ class ConfiguredModel(Model):
 
     def get_config(self) -> dict[str, Any]:
         return self.config.model_dump()
+
+    def _refresh_config(self) -> None:
+        """Re-validate an unpickled config: one pickled by an older release lacks the settings added since."""
+        known = self.config_type.model_fields
+        self.config = self.config_type.model_validate({key: value for key, value in vars(self.config).items()
+                                                       if key in known})

@@ -8,11 +8,12 @@ comes from ``client_args["api_key"]`` or the ``ANTHROPIC_API_KEY`` variable.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
 from ray_harness.models._anthropic_cache import as_dict, cached_messages, cached_system, tools_cache_control
 from ray_harness.models._anthropic_format import (
@@ -40,6 +41,8 @@ from ray_harness.types.tools import ToolChoice, ToolSpec
 
 __all__ = ("AnthropicModel",)
 
+logger = logging.getLogger(__name__)
+
 _AUTH_HELP = "set the ANTHROPIC_API_KEY environment variable or pass client_args={'api_key': ...}"
 _THROTTLE_TYPES = {"rate_limit_error", "overloaded_error"}
 
@@ -49,6 +52,7 @@ class AnthropicConfig(ProviderConfig):
     cache_config: CacheConfig | None = None
     cache_tools: str | CacheToolsConfig | None = None
     anthropic_tools: list[dict[str, Any]] | None = None
+    use_native_token_count: StrictBool = False
 
     @field_validator("cache_config", "cache_tools", mode="before")
     @classmethod
@@ -85,6 +89,9 @@ class AnthropicModel(ConfiguredModel):
             ``CacheToolsConfig(ttl=...)``, as Strands' setting; ``cache_config.tools_ttl`` overrides it when set.
         anthropic_tools: Anthropic server tools (``{"type": "web_search_20250305", "name": "web_search"}``, ...)
             offered next to the agent's tools, as Strands' setting; left out of a call that forces a tool.
+        use_native_token_count: ``count_tokens()`` asks Anthropic's token-counting endpoint
+            (``messages.count_tokens``) instead of estimating, as Strands' setting; a failed count falls back to
+            the estimate (and logs a warning).
     """
 
     config_type = AnthropicConfig
@@ -105,9 +112,11 @@ class AnthropicModel(ConfiguredModel):
         cache_config: CacheConfig | None = None,
         cache_tools: str | CacheToolsConfig | None = None,
         anthropic_tools: list[dict[str, Any]] | None = None,
+        use_native_token_count: bool = False,
     ) -> None:
         self._set_config({"model_id": model_id, "max_tokens": max_tokens, "params": params,
-                          "cache_config": cache_config, "cache_tools": cache_tools, "anthropic_tools": anthropic_tools})
+                          "cache_config": cache_config, "cache_tools": cache_tools, "anthropic_tools": anthropic_tools,
+                          "use_native_token_count": use_native_token_count})
         self.client_args: dict[str, Any] = dict(client_args or {})
         self.context_window = context_window_of(context_window, context_window_limit)
         self.prices = prices
@@ -115,8 +124,10 @@ class AnthropicModel(ConfiguredModel):
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
 
     def get_config(self) -> dict[str, Any]:
-        """``model_id``, ``max_tokens``, ``params``, and the caching / server-tool settings that are set."""
+        """``model_id``, ``max_tokens``, ``params``, and the caching / server-tool / token-count settings that are set."""
         config = super().get_config()
+        if not config["use_native_token_count"]:
+            del config["use_native_token_count"]
         for key in ("cache_config", "cache_tools", "anthropic_tools"):
             value = getattr(self.config, key)
             if value is None:
@@ -153,6 +164,32 @@ class AnthropicModel(ConfiguredModel):
             yield {"messageStop": {"stopReason": state.stop_reason}}
         yield {"metadata": {"usage": state.usage(),  # type: ignore[typeddict-item]
                             "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)}}}
+
+    async def count_tokens(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: SystemPrompt | None = None,
+        system_prompt_content: SystemPrompt | None = None,
+    ) -> int:
+        """The input tokens of a request, from Anthropic's ``messages.count_tokens`` with ``use_native_token_count``.
+
+        Otherwise, or when that call fails, the estimate of :meth:`Model.count_tokens`.
+        """
+        if not self.config.use_native_token_count:
+            return await super().count_tokens(messages, tool_specs, system_prompt, system_prompt_content)
+        options, _ = self.format_request(messages, tool_specs, system_prompt_content or system_prompt, None)
+        # The counting endpoint takes the prompt, not the inference settings (max_tokens, temperature, ...).
+        request = {key: options[key] for key in ("model", "messages", "system", "tools", "tool_choice",
+                                                 "extra_headers") if key in options}
+        try:
+            client = await self._clients.get()
+            response = await client.messages.count_tokens(**request)
+            return int(response.input_tokens)
+        except Exception as error:
+            logger.warning("model_id=<%s> | Anthropic token counting failed, using the estimate: %s",
+                           self.config.model_id, _map_error(error))
+        return await super().count_tokens(messages, tool_specs, system_prompt, system_prompt_content)
 
     # -- request -------------------------------------------------------------------------------------------
 
@@ -207,6 +244,7 @@ class AnthropicModel(ConfiguredModel):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._refresh_config()
         self._clients = LoopClientCache(self._new_client, _close_client)
 
     def __repr__(self) -> str:

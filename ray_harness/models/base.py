@@ -9,6 +9,7 @@ into a Ray actor without carrying a live connection.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -23,6 +24,10 @@ from ray_harness.types.tools import ToolChoice, ToolSpec
 __all__ = ("CacheConfig", "CacheToolsConfig", "Model", "ModelPrices", "estimate_tokens", "system_prompt_text")
 
 T = TypeVar("T", bound=BaseModel)
+
+# The window ``estimate_utilization`` assumes for a model that has none set: Strands' default, so a switched
+# program computes the same ratio (with the same warning).
+_DEFAULT_CONTEXT_WINDOW = 200_000
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,50 @@ class Model(ABC):
         from ray_harness.models._structured_output import structured_output
 
         return structured_output(self, output_model, prompt, system_prompt, kwargs)
+
+    async def count_tokens(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: SystemPrompt | None = None,
+        system_prompt_content: SystemPrompt | None = None,
+    ) -> int:
+        """The input tokens ``messages`` (with the tools and system prompt) will take, as Strands' ``count_tokens``.
+
+        An estimate (:func:`estimate_tokens`) for deciding when to compress a context, not for billing.
+        ``AnthropicModel`` and ``BedrockModel`` ask their provider's token-counting API instead when built with
+        ``use_native_token_count=True`` (and fall back to the estimate when that call fails).
+
+        Args:
+            messages: The messages to count.
+            tool_specs: The tool specs to count with them.
+            system_prompt: The system prompt, as a string or as system blocks.
+            system_prompt_content: The system prompt as blocks (Strands' name); given, it is counted instead of
+                ``system_prompt``.
+        """
+        return estimate_tokens(messages, system_prompt_content or system_prompt, tool_specs)
+
+    def estimate_utilization(self, input_tokens: int) -> float:
+        """The share of the context window ``input_tokens`` take (above 1.0: they overflow it), as in Strands.
+
+        A model without a context window set is taken to have 200,000 tokens, with a ``UserWarning`` saying so
+        (Strands' default).
+
+        Raises:
+            TypeError: ``input_tokens`` is not an integer.
+            ValueError: ``input_tokens`` is negative.
+        """
+        if isinstance(input_tokens, bool) or not isinstance(input_tokens, int):
+            raise TypeError(f"input_tokens must be a number of tokens (an int), got {input_tokens!r}")
+        if input_tokens < 0:
+            raise ValueError(f"input_tokens must not be negative, got {input_tokens}")
+        window = self.context_window_limit
+        if not window:
+            window = _DEFAULT_CONTEXT_WINDOW
+            warnings.warn(f"context_window_limit is not set on {type(self).__name__}, so the utilization estimate "
+                          f"assumes {_DEFAULT_CONTEXT_WINDOW} tokens: set context_window_limit (or context_window) "
+                          "on the model", UserWarning, stacklevel=2)
+        return input_tokens / window
 
     @property
     def context_window_limit(self) -> int | None:

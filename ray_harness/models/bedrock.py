@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import time
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import StrictBool, field_validator
+
+from ray_harness.models._anthropic_cache import as_dict
+from ray_harness.models._bedrock_cache import BedrockCache
 from ray_harness.models._bedrock_format import converse_events, convert_event, format_messages, format_tool_config
 from ray_harness.models._bedrock_guardrail import GuardrailRedactor
 from ray_harness.models._bedrock_settings import REQUEST_SETTINGS, with_settings
@@ -25,7 +30,7 @@ from ray_harness.models._config import ProviderConfig
 from ray_harness.models._errors import is_overflow_message
 from ray_harness.models._provider import ConfiguredModel, context_window_of
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
-from ray_harness.models.base import ModelPrices
+from ray_harness.models.base import CacheConfig, CacheToolsConfig, ModelPrices
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
 from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.exceptions import (
@@ -38,6 +43,8 @@ from ray_harness.types.tools import ToolChoice, ToolSpec
 
 __all__ = ("BedrockModel",)
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_REGION = "us-west-2"
 _AUTH_HELP = ("set AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) or pass "
               "boto_session=boto3.Session(...)")
@@ -46,6 +53,9 @@ _THROTTLE_CODES = {"throttlingexception", "servicequotaexceededexception", "serv
 _AUTH_CODES = {"unrecognizedclientexception", "invalidsignatureexception", "expiredtokenexception",
                "accessdeniedexception", "incompletesignatureexception", "missingauthenticationtokenexception"}
 _DONE = object()
+# Model ids whose CountTokens call was refused for good (no permission, or the model cannot count): this process
+# estimates for them instead of sending a request bound to fail before every model call.
+_NO_NATIVE_COUNT: set[str] = set()
 
 
 class BedrockConfig(ProviderConfig):
@@ -53,12 +63,26 @@ class BedrockConfig(ProviderConfig):
 
     streaming: bool = True
     cache_prompt: str | None = None
-    cache_tools: str | None = None
+    cache_tools: str | CacheToolsConfig | None = None
+    cache_config: CacheConfig | None = None
+    strict_tools: StrictBool = False
+    include_tool_result_status: Literal["auto"] | StrictBool = "auto"
     guardrail_redact_input: bool = True
     guardrail_redact_input_message: str = "[User input redacted.]"
     guardrail_redact_output: bool = False
     guardrail_redact_output_message: str = "[Assistant output redacted.]"
     guardrail_latest_message: bool = False
+    use_native_token_count: StrictBool = False
+
+    @field_validator("cache_config", "cache_tools", mode="before")
+    @classmethod
+    def _check_instances(cls, value: Any) -> Any:
+        return as_dict(value)  # an instance given as is would skip validation of its fields
+
+    @field_validator("include_tool_result_status", mode="before")
+    @classmethod
+    def _none_is_auto(cls, value: Any) -> Any:
+        return "auto" if value is None else value  # Strands takes None for its default
 
 
 class BedrockModel(ConfiguredModel):
@@ -67,6 +91,7 @@ class BedrockModel(ConfiguredModel):
     Args:
         model_id: The model or inference profile, e.g. ``"us.anthropic.claude-sonnet-4-5-20250929-v1:0"``.
         region_name: AWS region; else the session's, else ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, else us-west-2.
+            Not with ``boto_session`` (a ``ValueError``, as in Strands): the session's region is the one used.
         endpoint_url: A custom endpoint (VPC endpoint, a local test server).
         boto_session: A ``boto3.Session`` to take credentials and region from.
         api_key: An Amazon Bedrock API key, sent as a bearer token instead of signing requests with AWS
@@ -96,9 +121,25 @@ class BedrockModel(ConfiguredModel):
         guardrail_latest_message: Only the latest user message (its text and images) is given to the guardrail,
             wrapped in ``guardContent`` blocks, as Strands' setting.
         service_tier: Strands' setting, kept as ``serviceTier.type``.
+        use_native_token_count: ``count_tokens()`` asks Bedrock's ``CountTokens`` API instead of estimating, as
+            Strands' setting; a failed count falls back to the estimate (and logs a warning), and a model the
+            credentials may not count for (``AccessDeniedException``) or that cannot count is not asked again.
         streaming: ``False`` calls ``converse`` (one response, then its events) instead of ``converse_stream``.
         cache_prompt: A cache point type (``"default"``) added after the system prompt, as Strands' setting.
-        cache_tools: A cache point type (``"default"``) added after the tool specs, as Strands' setting.
+        cache_tools: A cache point type (``"default"``) added after the tool specs, or a
+            ``CacheToolsConfig(ttl=...)``, as Strands' setting; ``cache_config.tools_ttl`` overrides it when set.
+        cache_config: Prompt caching for Claude models, as Strands' setting (``CacheConfig(ttl="1h")``): a cache
+            point at the end of the system prompt (unless ``system_prompt_ttl=False``) and one on the last user
+            message (cache points in earlier messages are dropped; one right after a non-PDF document moves ahead
+            of it, as Bedrock refuses it there); ``tools_ttl`` caches the tool specs too. ``strategy="auto"`` acts
+            only on a model id naming ``claude`` or ``anthropic`` (``"anthropic"`` on any model); otherwise no cache
+            point is added, ``cache_tools`` included.
+        strict_tools: Each tool spec is sent with ``"strict": true`` and ``"additionalProperties": false`` on every
+            object of its schema, so Bedrock constrains tool inputs to the schemas, as Strands' setting (Bedrock
+            refuses schemas using features strict mode lacks, e.g. ``oneOf``).
+        include_tool_result_status: Whether tool results carry their ``status`` (``"success"`` / ``"error"``):
+            ``True``, ``False``, or ``"auto"`` (the default, as in Strands): only for model ids containing
+            ``anthropic.claude``, as other models may refuse the field.
         boto_client_config: A ``botocore.config.Config`` for the client (retries, timeouts, ...).
         context_window: The model's context window in tokens, if you want proactive compression.
         context_window_limit: Strands' name for ``context_window`` (either works, also in ``update_config()``).
@@ -144,7 +185,14 @@ class BedrockModel(ConfiguredModel):
         guardrail_redact_output: bool = False,
         guardrail_redact_output_message: str = "[Assistant output redacted.]",
         guardrail_latest_message: bool = False,
+        use_native_token_count: bool = False,
+        cache_config: CacheConfig | None = None,
+        strict_tools: bool = False,
+        include_tool_result_status: Literal["auto"] | bool = "auto",
     ) -> None:
+        if region_name and boto_session is not None:
+            raise ValueError("BedrockModel takes region_name= or boto_session=, not both (as in Strands): the session "
+                             "carries its region; build it with boto3.Session(region_name=...) instead")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise ValueError("invalid Bedrock config: api_key must be a non-empty string")
         settings = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
@@ -159,7 +207,9 @@ class BedrockModel(ConfiguredModel):
                           "guardrail_redact_input_message": guardrail_redact_input_message,
                           "guardrail_redact_output": guardrail_redact_output,
                           "guardrail_redact_output_message": guardrail_redact_output_message,
-                          "guardrail_latest_message": guardrail_latest_message})
+                          "guardrail_latest_message": guardrail_latest_message,
+                          "use_native_token_count": use_native_token_count, "cache_config": cache_config,
+                          "strict_tools": strict_tools, "include_tool_result_status": include_tool_result_status})
         self.region_name = region_name
         self.endpoint_url = endpoint_url
         self.boto_session = boto_session
@@ -177,6 +227,15 @@ class BedrockModel(ConfiguredModel):
         if settings:
             model_config["params"] = with_settings(model_config.get("params", self.config.params), settings)
         super().update_config(**model_config)
+
+    def get_config(self) -> dict[str, Any]:
+        """The configuration: ``model_id``, ``params`` (the request fields) and every other setting, with its value."""
+        config = super().get_config()
+        for key in ("cache_config", "cache_tools"):
+            value = getattr(self.config, key)
+            if isinstance(value, CacheConfig | CacheToolsConfig):
+                config[key] = value  # frozen: safe to hand out, and what was given
+        return config
 
     # -- Model protocol ----------------------------------------------------------------------------------
 
@@ -221,6 +280,35 @@ class BedrockModel(ConfiguredModel):
                 with contextlib.suppress(Exception):
                     opened[0].close()
 
+    async def count_tokens(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: SystemPrompt | None = None,
+        system_prompt_content: SystemPrompt | None = None,
+    ) -> int:
+        """The input tokens of a request, from Bedrock's ``CountTokens`` with ``use_native_token_count``.
+
+        Otherwise, or when that call fails, the estimate of :meth:`Model.count_tokens`.
+        """
+        model_id = self.config.model_id
+        if not self.config.use_native_token_count or model_id in _NO_NATIVE_COUNT:
+            return await super().count_tokens(messages, tool_specs, system_prompt, system_prompt_content)
+        request = self.format_request(messages, tool_specs, system_prompt_content or system_prompt, None)
+        converse: dict[str, Any] = {key: request[key] for key in ("messages", "system", "toolConfig") if key in request}
+        try:
+            response = await asyncio.to_thread(self._count, model_id, converse)
+            return int(response["inputTokens"])
+        except Exception as error:
+            details = (getattr(error, "response", None) or {}).get("Error", {})
+            if details.get("Code") == "AccessDeniedException" or "support counting tokens" in str(error):
+                _NO_NATIVE_COUNT.add(model_id)
+            logger.warning("model_id=<%s> | Bedrock CountTokens failed, using the estimate: %s", model_id, error)
+        return await super().count_tokens(messages, tool_specs, system_prompt, system_prompt_content)
+
+    def _count(self, model_id: str, converse: dict[str, Any]) -> Any:
+        return self.client.count_tokens(modelId=model_id, input={"converse": converse})
+
     def format_request(
         self,
         messages: Messages,
@@ -231,22 +319,30 @@ class BedrockModel(ConfiguredModel):
         """The keyword arguments for ``converse_stream``."""
         if not tool_specs and has_tool_blocks(messages):
             messages = tool_blocks_as_text(messages)
+        cache = BedrockCache(self.config.model_id, self.config.cache_config, self.config.cache_tools)
         request: dict[str, Any] = {"modelId": self.config.model_id,
-                                   "messages": format_messages(messages, guard_latest=self.config.guardrail_latest_message)}
+                                   "messages": format_messages(cache.messages(messages),
+                                                               guard_latest=self.config.guardrail_latest_message,
+                                                               include_status=self._includes_status())}
         system: list[Any] = [] if not system_prompt else [{"text": system_prompt}] if isinstance(system_prompt, str) \
             else list(system_prompt)  # Converse takes the blocks as they are (cache points included)
         if self.config.cache_prompt:
             system.append({"cachePoint": {"type": self.config.cache_prompt}})
         if system:
-            request["system"] = system
-        tool_config = format_tool_config(tool_specs, tool_choice)
+            request["system"] = cache.system(system)
+        tool_config = format_tool_config(tool_specs, tool_choice, strict=self.config.strict_tools)
         if tool_config is not None:
-            if self.config.cache_tools:
-                tool_config["tools"].append({"cachePoint": {"type": self.config.cache_tools}})
+            point = cache.tools_point()
+            if point is not None:
+                tool_config["tools"].append(point)
             request["toolConfig"] = tool_config
         request.update(self.config.params or {})
         _relax_forced_choice_when_thinking(request)
         return request
+
+    def _includes_status(self) -> bool:
+        setting = self.config.include_tool_result_status
+        return "anthropic.claude" in self.config.model_id if setting == "auto" else setting
 
     # -- the blocking side ---------------------------------------------------------------------------------
 
@@ -318,6 +414,7 @@ class BedrockModel(ConfiguredModel):
         spec = state.pop("boto_session", None)
         state.setdefault("api_key", None)  # pickled before api_key= existed
         self.__dict__.update(state)
+        self._refresh_config()
         self.boto_session = _session_from_spec(spec)
         self._client = None
         self._client_lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""``OpenAIModel``: OpenAI Chat Completions (streaming) through the official ``openai`` SDK.
+"""``OpenAIModel``: OpenAI Chat Completions (streamed, or not: ``stream=False``) through the official ``openai`` SDK.
 
 Any OpenAI-compatible server works too (vLLM, llama.cpp server, Ollama, ...):
 pass ``client_args={"base_url": "http://host:port/v1", "api_key": ...}``. The
@@ -10,15 +10,24 @@ pickled. The API key comes from ``client_args["api_key"]`` or ``OPENAI_API_KEY``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import weakref
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from pydantic import StrictBool, field_validator
+
 from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
-from ray_harness.models._openai_format import OpenAIStreamState, format_messages, format_tool_choice, format_tools
+from ray_harness.models._openai_format import (
+    OpenAIStreamState,
+    completion_as_chunk,
+    format_messages,
+    format_tool_choice,
+    format_tools,
+)
 from ray_harness.models._provider import ConfiguredModel, context_window_of
 from ray_harness.models.base import ModelPrices, estimate_tokens
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
@@ -36,6 +45,19 @@ __all__ = ("OpenAIModel",)
 _AUTH_HELP = "set the OPENAI_API_KEY environment variable or pass client_args={'api_key': ...}"
 # How servers word throttling in an error without a 429 status or code: one sent mid-stream, or a 503.
 _THROTTLE_PHRASES = ("rate limit", "too many requests", "server busy", "currently overloaded")
+# Keys of ``params`` that say how to call rather than what to send: ``format_request`` decides them.
+_STREAM_KEYS = ("stream", "stream_options")
+
+
+class OpenAIConfig(ProviderConfig):
+    stream: StrictBool | None = None  # None: as params["stream"] says, else streamed
+
+    @field_validator("params")
+    @classmethod
+    def _stream_param_is_a_bool(cls, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        if params and "stream" in params and not isinstance(params["stream"], bool):
+            raise ValueError(f"params.stream must be true or false, got {params['stream']!r}")
+        return params
 
 
 class OpenAIModel(ConfiguredModel):
@@ -55,11 +77,15 @@ class OpenAIModel(ConfiguredModel):
         context_window_limit: Strands' name for ``context_window`` (either works, also in ``update_config()``).
         prices: Optional price table for cost accounting.
         rate_limit: Optional ``RateLimit`` shared cluster-wide by every model with the same key.
+        stream: ``False`` asks for one ``chat.completion`` per call (for a server that does not stream) and turns it
+            into the same events a streamed answer gives; as in Strands, ``params={"stream": False}`` works too,
+            and ``stream=`` wins when both are given. A key of ``get_config()`` / ``update_config()`` (left out of
+            ``get_config()`` until set).
     """
 
-    config_type = ProviderConfig
+    config_type = OpenAIConfig
     provider = "OpenAI"
-    config: ProviderConfig
+    config: OpenAIConfig
 
     def __init__(
         self,
@@ -72,11 +98,12 @@ class OpenAIModel(ConfiguredModel):
         rate_limit: RateLimit | None = None,
         context_window_limit: int | None = None,
         client: Any = None,
+        stream: bool | None = None,
     ) -> None:
         if client is not None and client_args:
             raise ValueError("OpenAIModel takes client= or client_args=, not both: client_args configure the client "
                              "the model builds, and client= is one already built")
-        self._set_config({"model_id": model_id, "params": params})
+        self._set_config({"model_id": model_id, "params": params, "stream": stream})
         self.client_args: dict[str, Any] = dict(client_args or {})
         self.client = client
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
@@ -84,6 +111,13 @@ class OpenAIModel(ConfiguredModel):
         self.prices = prices
         self.rate_limit = checked_rate_limit(rate_limit)
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
+
+    def get_config(self) -> dict[str, Any]:
+        """``model_id``, ``params``, and ``stream`` once set."""
+        config = super().get_config()
+        if config["stream"] is None:
+            del config["stream"]
+        return config
 
     # -- Model protocol ----------------------------------------------------------------------------------
 
@@ -96,7 +130,10 @@ class OpenAIModel(ConfiguredModel):
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """Stream the answer to ``messages`` from an OpenAI-compatible chat completions API as Converse events."""
+        """Stream the answer to ``messages`` from an OpenAI-compatible chat completions API as Converse events.
+
+        With ``stream=False`` the one ``chat.completion`` is converted as a single chunk holding the whole message.
+        """
         request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
         started = time.perf_counter()
         state = OpenAIStreamState()
@@ -104,9 +141,9 @@ class OpenAIModel(ConfiguredModel):
         try:
             client = self._given_client() if self.client is not None else await self._clients.get()
             response = await client.chat.completions.create(**request)
-            async with response:
+            async with contextlib.aclosing(_chunks(response, request["stream"])) as chunks:
                 yield {"messageStart": {"role": "assistant"}}
-                async for chunk in response:
+                async for chunk in chunks:
                     for event in state.convert(chunk):
                         output_chars += _delta_size(event)
                         yield event
@@ -133,12 +170,15 @@ class OpenAIModel(ConfiguredModel):
     ) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create``."""
         options, extra = split_params(self.config.params)
+        given = {key: extra.pop(key) for key in _STREAM_KEYS if key in extra}
+        streamed = self.config.stream if self.config.stream is not None else given.get("stream", True)
         request: dict[str, Any] = {
             "model": self.config.model_id,
             "messages": format_messages(messages, system_prompt),
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": streamed,
         }
+        if streamed:  # a server refuses stream_options on a non-streamed request
+            request["stream_options"] = given.get("stream_options", {"include_usage": True})
         tools = format_tools(tool_specs)
         if tools:  # tool_choice without tools is an API error
             request["tools"] = tools
@@ -193,12 +233,23 @@ class OpenAIModel(ConfiguredModel):
         state.setdefault("client", None)  # pickled before client= existed
         state["_client_loop"] = None
         self.__dict__.update(state)
+        self._refresh_config()
         self._clients = LoopClientCache(self._new_client, _close_client)
 
     def __repr__(self) -> str:
         base_url = self.client_args.get("base_url") or getattr(self.client, "base_url", None)
         where = f", base_url={str(base_url)!r}" if base_url else ""
         return f"OpenAIModel(model_id={self.config.model_id!r}{where})"
+
+
+async def _chunks(response: Any, streamed: bool) -> AsyncGenerator[Any, None]:
+    """The chunks of a streamed response (closed when done), or a whole completion as one chunk."""
+    if not streamed:
+        yield completion_as_chunk(response)
+        return
+    async with response:
+        async for chunk in response:
+            yield chunk
 
 
 def _delta_size(event: StreamEvent) -> int:

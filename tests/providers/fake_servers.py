@@ -3,8 +3,10 @@
 Each server answers from a script of provider-neutral replies (:class:`Answer`, :class:`Failure`) and
 records every request it received (path, headers, JSON body). Anthropic: SSE with ``event:`` lines on
 ``POST /v1/messages``. OpenAI: ``data:`` chunks ending in ``data: [DONE]`` on ``POST /v1/chat/completions``,
-with the usage chunk only when the request asked for it. Bedrock: AWS binary event-stream frames (with CRCs)
-on ``POST /model/{id}/converse-stream``, one JSON response on ``POST /model/{id}/converse``.
+with the usage chunk only when the request asked for it (one ``chat.completion`` JSON when it did not ask to stream). Bedrock: AWS binary event-stream frames (with CRCs)
+on ``POST /model/{id}/converse-stream``, one JSON response on ``POST /model/{id}/converse``. Token counting
+(Anthropic ``POST /v1/messages/count_tokens``, Bedrock ``POST /model/{id}/count-tokens``) answers a scripted
+:class:`TokenCount`.
 """
 
 from __future__ import annotations
@@ -41,10 +43,20 @@ class Answer:
 
 @dataclass
 class Failure:
-    """A scripted failure: throttle | overloaded | midstream_overloaded | overflow | auth."""
+    """A scripted failure: throttle | overloaded | midstream_overloaded | overflow | auth | denied (Bedrock)."""
 
     kind: str
     retry_after: float | None = None
+
+
+@dataclass
+class TokenCount:
+    """A scripted answer to a token-counting request."""
+
+    input_tokens: int
+
+
+Reply = Answer | Failure | TokenCount
 
 
 def text(content: str, **kwargs: Any) -> Answer:
@@ -73,11 +85,11 @@ class Received:
 class FakeServer:
     """An aiohttp server on 127.0.0.1 (random port) in its own thread and event loop."""
 
-    replies: deque[Answer | Failure] = field(default_factory=deque)
+    replies: deque[Reply] = field(default_factory=deque)
     requests: list[Received] = field(default_factory=list)
     port: int = 0
 
-    def script(self, *replies: Answer | Failure) -> None:
+    def script(self, *replies: Reply) -> None:
         self.replies.extend(replies)
 
     def reset(self) -> None:
@@ -127,9 +139,17 @@ class FakeServer:
         if not self.replies:
             return web.json_response({"error": {"message": "unscripted request"}}, status=500)
         reply = self.replies.popleft()
+        counting = request.path.endswith(("/count_tokens", "/count-tokens"))
         if isinstance(reply, Failure):
             return await self.fail(request, reply)
+        if counting != isinstance(reply, TokenCount):
+            return web.json_response({"error": {"message": f"{request.path} got the scripted {reply!r}"}}, status=500)
+        if isinstance(reply, TokenCount):
+            return web.json_response(self.count(reply))
         return await self.answer(request, body, reply)
+
+    def count(self, reply: TokenCount) -> dict[str, Any]:
+        raise NotImplementedError
 
     async def answer(self, request: web.Request, body: dict[str, Any], reply: Answer) -> web.StreamResponse:
         raise NotImplementedError
@@ -153,6 +173,9 @@ class FakeServer:
 class AnthropicServer(FakeServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"  # the SDK appends /v1/messages
+
+    def count(self, reply: TokenCount) -> dict[str, Any]:
+        return {"input_tokens": reply.input_tokens}
 
     async def answer(self, request: web.Request, body: dict[str, Any], reply: Answer) -> web.StreamResponse:
         usage = {"input_tokens": reply.input_tokens, "output_tokens": 1}
@@ -235,6 +258,9 @@ class OpenAIServer(FakeServer):
         return f"http://127.0.0.1:{self.port}/v1"  # the SDK appends /chat/completions
 
     async def answer(self, request: web.Request, body: dict[str, Any], reply: Answer) -> web.StreamResponse:
+        if not body.get("stream"):
+            return web.json_response(self._completion(body, reply))
+
         def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, Any]:
             return (None, {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
                            "model": body.get("model"), "choices": [{"index": 0, "delta": delta,
@@ -265,6 +291,26 @@ class OpenAIServer(FakeServer):
                                   "model": body.get("model"), "choices": [], "usage": usage}))
         events.append((None, "[DONE]"))
         return await self.sse(request, events)
+
+    @staticmethod
+    def _completion(body: dict[str, Any], reply: Answer) -> dict[str, Any]:
+        """The non-streamed ``chat.completion``: the whole message, its finish reason and (always) usage."""
+        texts = [block[1] for block in reply.blocks if block[0] == "text"]
+        reasoning = [block[1] for block in reply.blocks if block[0] == "thinking"]
+        calls = [{"id": block[1], "type": "function", "function": {"name": block[2], "arguments": json.dumps(block[3])}}
+                 for block in reply.blocks if block[0] == "tool"]
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+        if reasoning:
+            message["reasoning_content"] = "".join(reasoning)
+        if calls:
+            message["tool_calls"] = calls
+        usage: dict[str, Any] = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
+                                 "total_tokens": reply.input_tokens + reply.output_tokens}
+        if reply.cache_read:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cache_read}
+        finish = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}[reply.stop_reason]
+        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": body.get("model"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
 
     async def fail(self, request: web.Request, failure: Failure) -> web.StreamResponse:
         def error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -308,6 +354,9 @@ def encode_frame(event_type: str, payload: dict[str, Any], message_type: str = "
 class BedrockServer(FakeServer):
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def count(self, reply: TokenCount) -> dict[str, Any]:
+        return {"inputTokens": reply.input_tokens}
 
     def hold_stream(self) -> tuple[threading.Event, threading.Event]:
         """Pause the next stream after its first bytes until the caller sets ``release`` (at most 30 s).
@@ -401,4 +450,6 @@ class BedrockServer(FakeServer):
             return error(400, "ValidationException", "Input is too long for requested model.")
         if failure.kind == "auth":
             return error(403, "UnrecognizedClientException", "The security token included in the request is invalid.")
+        if failure.kind == "denied":
+            return error(403, "AccessDeniedException", "User is not authorized to perform: bedrock:CountTokens")
         raise ValueError(failure.kind)
