@@ -81,3 +81,18 @@ def test_concurrent_sync_tools_of_one_agent_overlap() -> None:
     assert str(result).strip() == "all done"
     results = [block["toolResult"] for block in agent.messages[2]["content"]]
     assert [r["content"][0]["text"] for r in results] == [f"done {i}" for i in range(10)]
+
+
+def test_one_caller_at_a_time_keeps_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A caller woken by a call's outcome may submit its next call before the thread is back at the queue: the
+    # thread must already count as idle then, or each such call starts one more thread.
+    from ray_harness.tools import _threads
+
+    pool = _threads._ToolThreads()
+    monkeypatch.setattr(_threads, "_THREADS", pool)
+
+    async def main() -> set[int]:
+        return {await run_in_tool_thread(threading.get_ident) for _ in range(500)}
+
+    assert len(asyncio.run(main())) == 1
+    assert pool._threads == 1
