@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ray_harness.agent.trace import note_tool
 from ray_harness.hooks.events import AfterToolCallEvent, AfterToolsEvent, BeforeToolCallEvent, BeforeToolsEvent
 from ray_harness.interrupts import Interrupt, InterruptException
 from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, MiddlewareError, ToolResultEvent
@@ -58,14 +59,18 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     results: dict[str, ToolResult] = {}
     if state.activated:
         results = {r["toolUseId"]: r for r in state.context.get("tool_results", [])}
-    before, interrupts = await agent.hooks.invoke_callbacks_async(
-        BeforeToolsEvent(agent=agent, message=message, invocation_state=inv.state)
-    )
-    if interrupts:
-        _suspend(agent, message, results, interrupts)
-        yield ToolsOutcome(interrupts=interrupts)
-        return
-    cancel_text = _batch_cancel_text(before.cancel, inv)
+    # Events are built only for registered callbacks, as for the model call: most tool calls have none to hear them.
+    cancel: bool | str = False
+    if agent.hooks.has_callbacks(BeforeToolsEvent):
+        before, interrupts = await agent.hooks.invoke_callbacks_async(
+            BeforeToolsEvent(agent=agent, message=message, invocation_state=inv.state)
+        )
+        if interrupts:
+            _suspend(agent, message, results, interrupts)
+            yield ToolsOutcome(interrupts=interrupts)
+            return
+        cancel = before.cancel
+    cancel_text = _batch_cancel_text(cancel, inv)
     pending = [use for use in tool_uses if use["toolUseId"] not in results]
     interrupts = []
     if cancel_text is not None:
@@ -73,10 +78,12 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
             results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
             yield {"type": "tool_result", "tool_result": results[use["toolUseId"]]}
     else:
-        executed = _execute_pending(agent, inv, pending, results, interrupts)
+        executed = _execute_pending(agent, inv, pending)  # read here, not through one more generator layer
         try:
             async for event in executed:
-                yield event
+                passed = _collect(event, results, interrupts, inv.quiet)
+                if passed is not None:
+                    yield passed
         except Exception:
             await _after_unfinished_batch(agent, inv, tool_uses, results)
             raise
@@ -92,13 +99,16 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     ordered = [results[use["toolUseId"]] for use in tool_uses]
     result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
     # As in Strands: AfterToolsEvent sees the results before they are added (and MessageAddedEvent fires).
-    after, _ = await agent.hooks.invoke_callbacks_async(
-        AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
-    )
+    end_turn: Any = False
+    if agent.hooks.has_callbacks(AfterToolsEvent):
+        after, _ = await agent.hooks.invoke_callbacks_async(
+            AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
+        )
+        end_turn = after.end_turn
     await agent._append_message(result_message, inv.state)
     if not inv.quiet:
         yield {"type": "message", "message": result_message}
-    yield ToolsOutcome(end_turn=after.end_turn)
+    yield ToolsOutcome(end_turn=end_turn)
 
 
 async def _after_unfinished_batch(agent: Agent, inv: Invocation, tool_uses: list[ToolUse],
@@ -124,24 +134,23 @@ def _batch_cancel_text(cancel: Any, inv: Invocation) -> str | None:
     return CANCELLED_TOOL_TEXT if inv.cancelled else None
 
 
-async def _execute_pending(agent: Agent, inv: Invocation, pending: list[ToolUse], results: dict[str, ToolResult],
-                           interrupts: list[Interrupt]) -> AsyncGenerator[Any, None]:
-    """Run ``pending`` with the agent's tool executor; fills ``results`` and ``interrupts``, yields the events."""
+def _execute_pending(agent: Agent, inv: Invocation, pending: list[ToolUse]) -> AsyncGenerator[Any, None]:
+    """The agent's tool executor running ``pending``: its events, to read with :func:`_collect`."""
     # TOOL_VISIBLE extensions wrap each whole tool call; without any, nothing wraps.
     run_one = (lambda use: execute_tool(agent, inv, use)) if inv.extensions is None \
         else inv.extensions.tool_runner(execute_tool)
-    events = agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped)
-    try:
-        async for event in events:
-            if isinstance(event, _ToolDone):
-                results[event.tool_use["toolUseId"]] = event.result
-                yield {"type": "tool_result", "tool_result": event.result}
-            elif isinstance(event, _ToolInterrupted):
-                interrupts.extend(event.interrupts)
-            elif not inv.quiet:
-                yield event
-    finally:
-        await events.aclose()
+    return agent.tool_executor.execute(pending, run_one, inv.cancel_signal, _skipped)
+
+
+def _collect(event: Any, results: dict[str, ToolResult], interrupts: list[Interrupt], quiet: bool) -> Any:
+    """Keep an executor event's result or interrupts; the event to pass on, if any."""
+    if isinstance(event, _ToolDone):
+        results[event.tool_use["toolUseId"]] = event.result
+        return {"type": "tool_result", "tool_result": event.result}
+    if isinstance(event, _ToolInterrupted):
+        interrupts.extend(event.interrupts)
+        return None
+    return None if quiet else event
 
 
 def _suspend(agent: Agent, message: Message, results: dict[str, ToolResult], interrupts: list[Interrupt]) -> None:
@@ -160,35 +169,32 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
     """One tool call with its hooks; yields stream events then ``_ToolDone`` or ``_ToolInterrupted``."""
     while True:
         name = tool_use.get("name", "")
-        selected = agent.tool_registry.get(name)
-        shown = copy_json(tool_use)
-        before, interrupts = await agent.hooks.invoke_callbacks_async(
-            BeforeToolCallEvent(agent=agent, selected_tool=selected, tool_use=shown, invocation_state=inv.state)
-        )
-        if interrupts:
-            yield _ToolInterrupted(tool_use, interrupts)
-            return
-        if before.tool_use is shown and shown != tool_use:
-            # Edited in place: in Strands the hook holds the history's own block, so the history shows the edit
-            # (the model then sees the result of the call that ran). A tool_use *assigned* anew stays out of it.
-            for key in ("name", "input"):
-                if key in shown:
-                    tool_use[key] = copy_json(shown[key])
-        yield {"type": "tool_start", "tool_use": before.tool_use}
+        registered = selected = agent.tool_registry.get(name)
+        # The call as hooks and the tool see it: a copy, so neither edits the history's block by accident.
+        call = shown = copy_json(tool_use)
+        cancel_tool: bool | str = False
+        if agent.hooks.has_callbacks(BeforeToolCallEvent):
+            before, interrupts = await _before_tool_call(agent, inv, tool_use, registered, shown)
+            if interrupts:
+                yield _ToolInterrupted(tool_use, interrupts)
+                return
+            selected, call, cancel_tool = before.selected_tool, before.tool_use, before.cancel_tool
+        yield {"type": "tool_start", "tool_use": call}
         exception: BaseException | None = None
         cancel_message: str | None = None
         started = time.perf_counter()
         use_id = tool_use["toolUseId"]
-        if before.cancel_tool:
-            cancel_message = before.cancel_tool if isinstance(before.cancel_tool, str) else "tool cancelled by user"
+        if cancel_tool:
+            cancel_message = cancel_tool if isinstance(cancel_tool, str) else "tool cancelled by user"
             result = error_result(use_id, cancel_message)
-        elif inv.structured is not None and name == inv.structured.name and selected is None:
-            result = inv.structured.handle(before.tool_use)
-        elif before.selected_tool is None:
+        elif inv.structured is not None and name == inv.structured.name and registered is None:
+            result = inv.structured.handle(call)
+        elif selected is None:
             result = error_result(use_id, f"Unknown tool: {name}")
         else:
             called = _Called()
-            async with contextlib.aclosing(_call_selected(agent, inv, before, tool_use, started, called)) as events:
+            async with contextlib.aclosing(_call_selected(agent, inv, selected, call, tool_use, started,
+                                                          called)) as events:
                 async for event in events:
                     yield event
             if called.interrupts is not None:
@@ -197,17 +203,33 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
             assert called.result is not None
             exception, result = called.exception, called.result
         result = _normalize(use_id, result)
-        after, _ = await agent.hooks.invoke_callbacks_async(
-            AfterToolCallEvent(agent=agent, selected_tool=before.selected_tool, tool_use=before.tool_use,
-                               result=result, invocation_state=inv.state, exception=exception,
-                               cancel_message=cancel_message, duration=time.perf_counter() - started)
-        )
-        if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it (Strands)
-            continue
-        final = _normalize(use_id, after.result)
-        _count_tool_call(agent, tool_use, final, started)
-        yield _ToolDone(tool_use, final)
+        if agent.hooks.has_callbacks(AfterToolCallEvent):
+            after, _ = await agent.hooks.invoke_callbacks_async(
+                AfterToolCallEvent(agent=agent, selected_tool=selected, tool_use=call,
+                                   result=result, invocation_state=inv.state, exception=exception,
+                                   cancel_message=cancel_message, duration=time.perf_counter() - started)
+            )
+            if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it
+                continue
+            result = _normalize(use_id, after.result)
+        _count_tool_call(agent, tool_use, result, started)
+        yield _ToolDone(tool_use, result)
         return
+
+
+async def _before_tool_call(agent: Agent, inv: Invocation, tool_use: ToolUse, registered: AgentTool | None,
+                            shown: ToolUse) -> tuple[BeforeToolCallEvent, list[Interrupt]]:
+    """``BeforeToolCallEvent`` for the model's ``tool_use``, shown to the hooks as its copy ``shown``."""
+    before, interrupts = await agent.hooks.invoke_callbacks_async(
+        BeforeToolCallEvent(agent=agent, selected_tool=registered, tool_use=shown, invocation_state=inv.state)
+    )
+    if not interrupts and before.tool_use is shown and shown != tool_use:
+        # Edited in place: in Strands the hook holds the history's own block, so the history shows the edit
+        # (the model then sees the result of the call that ran). A tool_use *assigned* anew stays out of it.
+        for key in ("name", "input"):
+            if key in shown:
+                tool_use[key] = copy_json(shown[key])
+    return before, interrupts
 
 
 @dataclass
@@ -219,21 +241,20 @@ class _Called:
     interrupts: list[Interrupt] | None = None
 
 
-async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEvent, tool_use: ToolUse,
+async def _call_selected(agent: Agent, inv: Invocation, selected: AgentTool, call: ToolUse, tool_use: ToolUse,
                          started: float, called: _Called) -> AsyncGenerator[Any, None]:
-    """Run the hooks' selected tool through the ``ExecuteToolStage`` chain in an ``execute_tool`` span.
+    """Run the hooks' ``selected`` tool through the ``ExecuteToolStage`` chain in an ``execute_tool`` span.
 
-    ``tool_use`` is the model's call, ``before.tool_use`` the one the hooks let through; fills ``called``.
+    ``tool_use`` is the model's call, ``call`` the one the hooks let through; fills ``called``.
     """
     name, use_id = tool_use.get("name", ""), tool_use["toolUseId"]
-    assert before.selected_tool is not None
     outcome: ToolResultEvent | None = None
     exception: BaseException | None = None
     span = inv.tracer.start_span(f"execute_tool {name}", inv.cycle_span or inv.agent_span,
-                                 tool_attributes(agent, before.tool_use, inv.tracer.capture_content)
+                                 tool_attributes(agent, call, inv.tracer.capture_content)
                                  ) if inv.tracer.enabled else None
     token = inv.tracer.attach(span)  # spans a tool creates become children of execute_tool
-    chain = _tool_chain(agent, inv, before.selected_tool, before.tool_use)
+    chain = _tool_chain(agent, inv, selected, call)
     try:
         async for event in chain:
             if isinstance(event, ToolResultEvent):
@@ -249,7 +270,9 @@ async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEv
         exception = error
         outcome = ToolResultEvent(error_result(use_id, f"Error: {error}"), exception=error)
     finally:
-        await chain.aclose()
+        close = getattr(chain, "aclose", None)  # a custom AgentTool's own stream may be any async iterator
+        if close is not None:
+            await close()
         inv.tracer.detach(token)
         if span is not None:
             done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
@@ -267,10 +290,9 @@ async def _call_selected(agent: Agent, inv: Invocation, before: BeforeToolCallEv
 
 def _trace_tool(inv: Invocation, tool_use: ToolUse, started: float, result: ToolResult | None) -> None:
     """Note the tool in its cycle's trace (as Strands: the result before AfterToolCallEvent; None: interrupted)."""
-    if inv.cycle_trace is not None:
+    if inv.cycle_note is not None:
         message: Message | None = None if result is None else {"role": "user", "content": [{"toolResult": result}]}
-        inv.cycle_trace.tool_done(tool_use.get("name", ""), tool_use["toolUseId"], time.perf_counter() - started,
-                                  message)
+        note_tool(inv.cycle_note, tool_use.get("name", ""), tool_use["toolUseId"], started, message)
 
 
 def _count_tool_call(agent: Agent, tool_use: ToolUse, final: ToolResult, started: float) -> None:
@@ -304,9 +326,15 @@ def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: To
             if close is not None:
                 await close()
 
+    middleware = agent._middleware.has(ExecuteToolStage)
+    if not middleware and inv.extensions is None:
+        # Nothing wraps the tool: its own stream, without the terminal's layer (whose error result for a raising
+        # tool is the one _call_selected makes of the exception).
+        return selected.stream(tool_use, ToolContext(tool_use=tool_use, agent=agent, invocation_state=inv.state,
+                                                     cancel_signal=inv.cancel_signal))
     ctx = ExecuteToolContext(agent=agent, tool=selected, tool_use=tool_use, invocation_state=inv.state,
                              cancel_signal=inv.cancel_signal)
-    if not agent._middleware.has(ExecuteToolStage):
+    if not middleware:
         return terminal(ctx)
     return agent._middleware.compose(ExecuteToolStage, terminal)(ctx)
 
