@@ -24,7 +24,7 @@ from ray_harness.agent._structured import StructuredOutput
 from ray_harness.agent._tool_phase import ToolsOutcome, run_tools
 from ray_harness.agent.limits import Limits, check_limits
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.trace import CycleRecord
+from ray_harness.agent.trace import CycleNote, note_cycle_end, note_model_end, note_no_model_call, note_recursion_end
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.extensions._chain import ExtensionChain, assemble as assemble_extensions
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
@@ -72,7 +72,7 @@ class Invocation:
         self.tracer = get_tracer()
         self.agent_span: Any = None
         self.cycle_span: Any = None
-        self.cycle_trace: CycleRecord | None = None  # the running cycle's notes for EventLoopMetrics.traces
+        self.cycle_note: CycleNote | None = None  # the running cycle's notes for EventLoopMetrics.traces
         self.extensions: ExtensionChain | None = None  # contributed middleware of this chain
 
     @property
@@ -306,7 +306,7 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     had been released — and a next invocation started.
     """
     metrics = agent.event_loop_metrics
-    recursions: list[CycleRecord] = []  # cycles whose "Recursive call" (Strands) lasts until the invocation ends
+    recursions: list[CycleNote] = []  # cycles whose "Recursive call" (Strands) lasts until the invocation ends
     try:
         while True:
             stop = await _stop_at_cycle_top(agent, inv)
@@ -315,8 +315,9 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                 return
             ended = False
             cycle = _cycle(agent, inv)
+            # One clock read starts the cycle's timing, its trace note and its model call's trace.
             started = time.perf_counter()
-            inv.cycle_trace = trace = metrics.start_cycle_trace()
+            inv.cycle_note = note = metrics.start_cycle(started)
             tracer = inv.tracer
             if tracer.enabled:
                 inv.cycle_span = tracer.start_span("execute_event_loop_cycle", inv.agent_span,
@@ -333,18 +334,20 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                 raise
             finally:
                 await cycle.aclose()
-                metrics.add_cycle_duration(time.perf_counter() - started)
-                trace.end()
+                stopped = time.perf_counter()  # the cycle's duration, its trace's end and its Recursive call's start
+                metrics.add_cycle_duration(stopped - started)
+                note_cycle_end(note, stopped, recursing=not ended and error is None)
                 if inv.cycle_span is not None:
                     tracer.end_span(inv.cycle_span, error=error)
                     inv.cycle_span = None
             if ended:
                 return
-            trace.recurse()
-            recursions.append(trace)
+            recursions.append(note)
     finally:
-        for recursion in recursions:
-            recursion.end_recursion()
+        if recursions:
+            now = time.perf_counter()
+            for recursion in recursions:
+                note_recursion_end(recursion, now)
 
 
 async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
@@ -363,6 +366,8 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         message = turn.message
     else:
         inv.resumed_cycles += 1
+        assert inv.cycle_note is not None  # _cycles opened it
+        note_no_model_call(inv.cycle_note)
     inv.resumed_position = None
     tools: ToolsOutcome | None = None
     batch = run_tools(agent, inv, message)
@@ -414,9 +419,8 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
         MaxTokensReachedException: The model stopped at its ``max_tokens`` limit (the partial message is kept).
     """
     outcome: ModelStopReason | None = None
-    trace = inv.cycle_trace
-    assert trace is not None  # _cycles opened it
-    trace.stream_started()
+    note = inv.cycle_note
+    assert note is not None  # _cycles opened it; the model call starts with the cycle
     model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
     try:
         async for event in model_call:
@@ -435,7 +439,7 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
         return
     if stop_reason == "max_tokens":
         message = _without_unfinished_tool_uses(message)
-    trace.stream_ended(message)
+    note_model_end(note, message)
     await agent._append_message(message, inv.state)
     if not inv.quiet:
         yield {"type": "message", "message": message}

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent.trace import CycleRecord, Trace
+from ray_harness.agent.trace import (
+    CycleNote,
+    CycleRecord,
+    Trace,
+    new_note,
+    note_trace,
+    received_notes,
+    shipped_notes,
+)
 
 if TYPE_CHECKING:
     from ray_harness.checkpoint import Checkpoint
@@ -100,10 +109,10 @@ class EventLoopMetrics:
     """Seconds spent in event-loop cycles (model call and tools) over every invocation."""
     cycle_durations: list[float] = field(default_factory=list)
     """The seconds of each of the latest cycles (up to ``KEPT_CYCLE_DURATIONS``), oldest first."""
-    _cycle_records: list[CycleRecord] = field(default_factory=list, init=False, repr=False, compare=False)
+    _cycle_notes: list[CycleNote] = field(default_factory=list, init=False, repr=False, compare=False)
     _cycle_usage: dict[str, int] = field(default_factory=_zero_usage, init=False, repr=False, compare=False)
     _invocation_timed_cycles: int = field(default=0, init=False, repr=False, compare=False)
-    _invocation_traces: int = field(default=0, init=False, repr=False, compare=False)
+    _invocation_first_note: int = field(default=1, init=False, repr=False, compare=False)
     _traced_cycles: int = field(default=0, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -112,10 +121,13 @@ class EventLoopMetrics:
         state = dict(self.__dict__)
         state["agent_invocations"] = self.agent_invocations[-1:]
         state["cycle_durations"] = self.cycle_durations[len(self.cycle_durations) - self._invocation_timed_cycles:]
-        state["_cycle_records"] = self._cycle_records[len(self._cycle_records) - self._invocation_traces:]
+        notes = self._cycle_notes
+        ours = min(self._traced_cycles - self._invocation_first_note + 1, KEPT_CYCLE_DURATIONS, len(notes))
+        state["_cycle_notes"] = shipped_notes(notes[len(notes) - ours:])
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state["_cycle_notes"] = received_notes(state.get("_cycle_notes", []))
         self.__dict__.update(state)
 
     def start_invocation(self) -> None:
@@ -126,7 +138,7 @@ class EventLoopMetrics:
         self.invocation_metrics = {"latencyMs": 0}
         self._cycle_usage = _zero_usage()
         self._invocation_timed_cycles = 0
-        self._invocation_traces = 0
+        self._invocation_first_note = self._traced_cycles + 1
         # The invocation's entry shares ``invocation_usage``: one dict, counted once.
         self.agent_invocations.append(AgentInvocation(usage=self.invocation_usage))
         del self.agent_invocations[:-KEPT_INVOCATIONS]
@@ -156,22 +168,29 @@ class EventLoopMetrics:
     def add_cycle_duration(self, seconds: float) -> None:
         """Record how long one cycle (its model call and its tools) took."""
         self.total_duration += seconds
-        self.cycle_durations.append(seconds)
-        self._invocation_timed_cycles = min(self._invocation_timed_cycles + 1, KEPT_CYCLE_DURATIONS)
-        if len(self.cycle_durations) > KEPT_CYCLE_DURATIONS:
-            del self.cycle_durations[:-KEPT_CYCLE_DURATIONS]
+        durations = self.cycle_durations
+        durations.append(seconds)
+        if self._invocation_timed_cycles < KEPT_CYCLE_DURATIONS:
+            self._invocation_timed_cycles += 1
+        if len(durations) > KEPT_CYCLE_DURATIONS:
+            del durations[:-KEPT_CYCLE_DURATIONS]
+
+    def start_cycle(self, started: float) -> CycleNote:
+        """Start the note of a new cycle for ``traces`` (``"Cycle <n>"``, counted over the agent's life).
+
+        ``started``: the cycle's ``time.perf_counter()``, the read that also times it for ``cycle_durations``.
+        """
+        number = self._traced_cycles = self._traced_cycles + 1
+        note = new_note(number, started)
+        notes = self._cycle_notes
+        notes.append(note)
+        if len(notes) >= KEPT_CYCLE_DURATIONS + _TRIM_BATCH:  # trimmed in batches: a trim moves the whole list
+            del notes[:-KEPT_CYCLE_DURATIONS]
+        return note
 
     def start_cycle_trace(self) -> CycleRecord:
-        """Start noting a new cycle for ``traces`` (``"Cycle <n>"``, counted over the agent's life)."""
-        self._traced_cycles += 1
-        record = CycleRecord(self._traced_cycles)
-        records = self._cycle_records
-        records.append(record)
-        if len(records) >= KEPT_CYCLE_DURATIONS + _TRIM_BATCH:  # trimmed in batches: a trim moves the whole list
-            del records[:-KEPT_CYCLE_DURATIONS]
-        if self._invocation_traces < KEPT_CYCLE_DURATIONS:
-            self._invocation_traces += 1
-        return record
+        """Start noting a new cycle that starts now, behind :class:`CycleRecord`'s methods."""
+        return CycleRecord(self.start_cycle(time.perf_counter()))
 
     @property
     def traces(self) -> list[Trace]:
@@ -180,7 +199,7 @@ class EventLoopMetrics:
         Each is ``Cycle <n>`` with the children ``stream_messages``, ``Tool: <name>`` and ``Recursive call``; a
         result that crossed from an actor holds its invocation's cycles only.
         """
-        return [record.trace() for record in self._cycle_records]
+        return [note_trace(note) for note in self._cycle_notes]
 
     def add_tool(self, name: str, success: bool, seconds: float, tool_use: Mapping[str, Any] | None = None) -> None:
         """Count one call of tool ``name``, successful or not, that took ``seconds`` (``tool_use``: the call)."""

@@ -218,3 +218,33 @@ def test_kept_cycle_durations_are_bounded(monkeypatch: pytest.MonkeyPatch) -> No
     for seconds in (1.0, 2.0, 3.0):
         metrics.add_cycle_duration(seconds)
     assert metrics.cycle_durations == [2.0, 3.0] and metrics.total_duration == 6.0
+
+
+def test_a_cycles_trace_reuses_the_cycles_own_clock_reads() -> None:
+    # The model call starts with its cycle and the Recursive call when the cycle ends: the loop reads the clock
+    # once for both (the cycle's timing), not once more per trace child.
+    agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}), text("done")), tools=[lookup])
+    agent("go")
+    first, second = agent.event_loop_metrics.traces
+    stream, tool_trace, recursion = first.children
+    assert stream.start_time == first.start_time and second.children[0].start_time == second.start_time
+    assert recursion.start_time == first.end_time
+    # Epoch seconds near 1.8e9 hold about 0.2 µs of precision.
+    assert first.end_time - first.start_time == pytest.approx(agent.event_loop_metrics.cycle_durations[0], abs=1e-6)
+    assert first.start_time <= stream.end_time <= tool_trace.start_time <= tool_trace.end_time <= first.end_time
+    assert first.end_time <= second.start_time and recursion.end_time >= second.end_time
+
+
+def test_traces_shipped_to_another_process_keep_their_epoch_times() -> None:
+    import pickle
+
+    agent = Agent(ScriptedModel(tool_call("lookup", {"query": "x"}), text("done")), tools=[lookup])
+    agent("go")
+    here = [trace.to_dict() for trace in agent.event_loop_metrics.traces]
+    there = [trace.to_dict() for trace in pickle.loads(pickle.dumps(agent.event_loop_metrics)).traces]
+
+    def times(tree: dict[str, Any]) -> list[float]:
+        return [tree["start_time"], tree["end_time"], *(time for child in tree["children"] for time in times(child))]
+
+    shipped, kept = [t for tree in there for t in times(tree)], [t for tree in here for t in times(tree)]
+    assert len(shipped) == len(kept) == 12 and shipped == pytest.approx(kept, abs=1e-6)
