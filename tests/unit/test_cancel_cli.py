@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from ray_harness.cli import _cancel_runs, main
+from ray_harness.cli import main
+from ray_harness.cli._cancel import cancel_runs
 
 
 def _run(run: str, status: str = "running", kind: str = "graph", name: str = "big", **extra: Any) -> dict[str, Any]:
@@ -53,7 +54,7 @@ class FakeCluster:
 def test_a_running_graph_is_cancelled_and_its_nodes_say_how_they_ended(capsys: pytest.CaptureFixture[str]) -> None:
     ended = {"status": "cancelled", "nodes_done": {"entry": "completed", "a": "cancelled", "b": "cancelled"}}
     cluster = FakeCluster(_run("3f2a9c0d1e4b5a6c"), ends_as={"3f2a9c0d1e4b5a6c": ended})
-    assert _cancel_runs(cluster, ["3f2a9c0d1e4b5a6c"], every=False, wait_s=30, poll_s=0) == 0
+    assert cancel_runs(cluster, ["3f2a9c0d1e4b5a6c"], every=False, wait_s=30, poll_s=0) == 0
     out = capsys.readouterr().out
     assert "cancelled run 3f2a9c0d1e4b5a6c (graph 'big'): nodes completed entry; cancelled a, b" in out
     assert cluster.calls.count(("request", "3f2a9c0d1e4b5a6c")) == 1
@@ -62,13 +63,13 @@ def test_a_running_graph_is_cancelled_and_its_nodes_say_how_they_ended(capsys: p
 def test_a_unique_prefix_names_a_run() -> None:
     cluster = FakeCluster(_run("3f2a9c0d1e4b5a6c"), _run("77aa000000000000"),
                           ends_as={"3f2a9c0d1e4b5a6c": {"status": "cancelled"}})
-    assert _cancel_runs(cluster, ["3f2a"], every=False, wait_s=30, poll_s=0) == 0
+    assert cancel_runs(cluster, ["3f2a"], every=False, wait_s=30, poll_s=0) == 0
     assert cluster.requests == {"3f2a9c0d1e4b5a6c"}
 
 
 def test_an_ambiguous_prefix_sends_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("3f2a000000000001"), _run("3f2a000000000002"))
-    assert _cancel_runs(cluster, ["3f2a"], every=False, wait_s=30, poll_s=0) == 1
+    assert cancel_runs(cluster, ["3f2a"], every=False, wait_s=30, poll_s=0) == 1
     assert "run id '3f2a' is ambiguous: it begins 3f2a000000000001 (graph 'big'), 3f2a000000000002" \
         in capsys.readouterr().err
     assert cluster.requests == set()
@@ -76,7 +77,7 @@ def test_an_ambiguous_prefix_sends_nothing(capsys: pytest.CaptureFixture[str]) -
 
 def test_no_such_run_lists_the_runs_there_are(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000", name="review"), _run("bbbb000000000000", "completed", "eval", "ev"))
-    assert _cancel_runs(cluster, ["nope"], every=False, wait_s=30, poll_s=0) == 1
+    assert cancel_runs(cluster, ["nope"], every=False, wait_s=30, poll_s=0) == 1
     err = capsys.readouterr().err
     assert "no run 'nope' on this cluster; the runs it knows:" in err
     assert "aaaa000000000000  graph review" in err and "bbbb000000000000  eval  ev" in err
@@ -84,21 +85,21 @@ def test_no_such_run_lists_the_runs_there_are(capsys: pytest.CaptureFixture[str]
 
 
 def test_no_such_run_on_a_cluster_without_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cancel_runs(FakeCluster(), ["nope"], every=False, wait_s=30, poll_s=0) == 1
+    assert cancel_runs(FakeCluster(), ["nope"], every=False, wait_s=30, poll_s=0) == 1
     assert "no run 'nope' on this cluster: no run in progress or ended in the last 10 minutes" \
         in capsys.readouterr().err
 
 
 def test_a_run_that_ended_is_not_cancelled_again(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000", "completed", ended_at=1.0))
-    assert _cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
+    assert cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
     assert "run aaaa000000000000 (graph 'big') already ended: completed" in capsys.readouterr().err
     assert cluster.requests == set()
 
 
 def test_a_run_whose_process_takes_no_requests_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000", cancellable=False))
-    assert _cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
+    assert cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
     assert "cannot be cancelled from here" in capsys.readouterr().err
     assert cluster.requests == set()
 
@@ -107,7 +108,7 @@ def test_all_sends_every_request_before_waiting(capsys: pytest.CaptureFixture[st
     ids = ["aaaa000000000000", "bbbb000000000000"]
     cluster = FakeCluster(*(_run(run) for run in ids), _run("cccc000000000000", "failed"),
                           ends_as={run: {"status": "cancelled"} for run in ids})
-    assert _cancel_runs(cluster, [], every=True, wait_s=30, poll_s=0) == 0
+    assert cancel_runs(cluster, [], every=True, wait_s=30, poll_s=0) == 0
     # One listing, then both requests (they stop together), then the wait.
     assert cluster.calls[:3] == [("snapshot", ""), ("request", ids[0]), ("request", ids[1])]
     out = capsys.readouterr().out
@@ -115,28 +116,28 @@ def test_all_sends_every_request_before_waiting(capsys: pytest.CaptureFixture[st
 
 
 def test_all_without_runs_in_progress_has_nothing_to_do(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cancel_runs(FakeCluster(_run("aaaa000000000000", "completed")), [], every=True, wait_s=30,
+    assert cancel_runs(FakeCluster(_run("aaaa000000000000", "completed")), [], every=True, wait_s=30,
                         poll_s=0) == 0
     assert "no run in progress: nothing to cancel" in capsys.readouterr().out
 
 
 def test_a_run_that_ends_otherwise_was_not_cancelled(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000"), ends_as={"aaaa000000000000": {"status": "completed"}})
-    assert _cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
+    assert cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
     assert "run aaaa000000000000 (graph 'big') ended completed before the cancel reached it" \
         in capsys.readouterr().err
 
 
 def test_a_request_nobody_takes_is_withdrawn(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000"), takes=False)
-    assert _cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=0.01, poll_s=0) == 1
+    assert cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=0.01, poll_s=0) == 1
     assert "nothing took the request within 0.01s" in capsys.readouterr().err
     assert ("withdraw", "aaaa000000000000") in cluster.calls and cluster.requests == set()
 
 
 def test_a_request_taken_by_a_run_that_does_not_end_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000"))  # taken, never ends
-    assert _cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=0.01, poll_s=0) == 1
+    assert cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=0.01, poll_s=0) == 1
     assert "the cancel reached run aaaa000000000000 (graph 'big'), but it had not ended within 0.01s" \
         in capsys.readouterr().err
     assert ("withdraw", "aaaa000000000000") not in cluster.calls
@@ -145,21 +146,21 @@ def test_a_request_taken_by_a_run_that_does_not_end_says_so(capsys: pytest.Captu
 def test_a_cancelled_evaluation_says_its_finished_rows_stay(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("eeee000000000000", kind="eval", name="my_pkg:build"),
                           ends_as={"eeee000000000000": {"status": "cancelled", "rows_completed": 7, "rows_failed": 1}})
-    assert _cancel_runs(cluster, ["eeee000000000000"], every=False, wait_s=30, poll_s=0) == 0
+    assert cancel_runs(cluster, ["eeee000000000000"], every=False, wait_s=30, poll_s=0) == 0
     assert "cancelled run eeee000000000000 (eval 'my_pkg:build'): 7 row(s) done, 1 failed (their records stay in " \
            "its output; running the evaluation again resumes)" in capsys.readouterr().out
 
 
 def test_no_wait_sends_and_returns(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000"))
-    assert _cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=0, poll_s=0) == 0
+    assert cancel_runs(cluster, ["aaaa000000000000"], every=False, wait_s=0, poll_s=0) == 0
     assert "cancel sent to run aaaa000000000000 (graph 'big')" in capsys.readouterr().out
     assert cluster.calls == [("snapshot", ""), ("request", "aaaa000000000000")]
 
 
 def test_one_unknown_id_among_others_still_cancels_the_others(capsys: pytest.CaptureFixture[str]) -> None:
     cluster = FakeCluster(_run("aaaa000000000000"), ends_as={"aaaa000000000000": {"status": "cancelled"}})
-    assert _cancel_runs(cluster, ["nope", "aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
+    assert cancel_runs(cluster, ["nope", "aaaa000000000000"], every=False, wait_s=30, poll_s=0) == 1
     captured = capsys.readouterr()
     assert "cancelled run aaaa000000000000" in captured.out and "no run 'nope'" in captured.err
 

@@ -100,9 +100,9 @@ def test_targets_and_scorers_import_from_the_working_directory_like_python_m(tmp
 ])
 def test_a_submitted_eval_does_not_ship_the_local_results_it_would_resume_from(argv: list[str],
                                                                                excluded: list[str]) -> None:
-    from ray_harness.cli import _outputs_of
+    from ray_harness.cli._jobs import outputs_of
 
-    assert _outputs_of(argv) == excluded
+    assert outputs_of(argv) == excluded
 
 
 @pytest.mark.parametrize("argv", [["eval", "nomodule:x", "d.jsonl", "--local"], ["run", "no_colon", "hi"],
@@ -201,13 +201,13 @@ def test_dashboard_install_copies_into_the_sessions_grafana_dir(tmp_path: Path,
 
 
 def test_status_text_shows_runs_with_their_progress() -> None:
-    from ray_harness.cli import _status_text
+    from ray_harness.cli._status import status_text
 
     graph = {"run": "r1", "kind": "graph", "name": "report", "status": "running", "nodes_done": {"research": "completed"},
              "nodes_running": ["write"], "nodes_pending": 1, "input_tokens": 40, "output_tokens": 10,
              "cost_usd": 0.0012, "age_s": 12.0, "rows_completed": 0, "rows_failed": 0}
     evaluation = {**graph, "run": "r2", "kind": "eval", "name": "nightly", "rows_completed": 7, "rows_failed": 1}
-    text = _status_text({"runs": [graph, evaluation], "actors": [], "jobs": [], "unavailable": "no dashboard"})
+    text = status_text({"runs": [graph, evaluation], "actors": [], "jobs": [], "unavailable": "no dashboard"})
     assert text.splitlines()[0] == "2 run(s) in progress"
     assert "nodes 1 done, 1 running (write), 1 pending  tokens 50  $0.0012  age 12s  run r1" in text
     assert "rows 7 done, 1 failed" in text and "(no dashboard)" in text
@@ -242,11 +242,11 @@ def test_bad_counts_and_bad_job_commands_are_usage_errors_before_anything_starts
 
 def test_status_text_leaves_dead_actors_out() -> None:
     """Ray keeps every ended driver's hosts listed as DEAD: they buried the live actors in the text view."""
-    from ray_harness.cli import _status_text
+    from ray_harness.cli._status import status_text
 
     actors = [{"name": "ray_harness:agent:refunds", "state": "ALIVE", "pid": 7, "node_id": "n" * 20},
               *({"name": "ray_harness:host:0", "state": "DEAD", "pid": pid, "node_id": "n" * 20} for pid in (1, 2, 3))]
-    text = _status_text({"runs": [], "actors": actors, "jobs": []})
+    text = status_text({"runs": [], "actors": actors, "jobs": []})
     assert "1 ray_harness actor(s) (3 dead not shown; --json lists them)" in text
     assert "ray_harness:agent:refunds" in text and "ray_harness:host:0" not in text
 
@@ -255,26 +255,26 @@ def test_status_text_says_how_long_an_ended_run_took_and_when_it_ended() -> None
     """An ended run's ``age_s`` is its duration: the text said "age 0s" for a quick run that ended minutes ago."""
     import time
 
-    from ray_harness.cli import _status_text
+    from ray_harness.cli._status import status_text
 
     ended = {"run": "r3", "kind": "eval", "name": "nightly", "status": "completed", "nodes_done": {},
              "nodes_running": [], "nodes_pending": 0, "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0,
              "age_s": 2.0, "started_at": time.time() - 302, "ended_at": time.time() - 300, "rows_completed": 2,
              "rows_failed": 0}
-    line = _status_text({"runs": [ended], "actors": [], "jobs": []}).splitlines()[1]
+    line = status_text({"runs": [ended], "actors": [], "jobs": []}).splitlines()[1]
     assert "took 2s, ended 300s ago" in line or "took 2s, ended 301s ago" in line
     assert "age" not in line
 
 
 def test_status_text_says_which_nodes_did_not_complete() -> None:
     """A cancelled graph's text read "nodes 2 done" like a completed one's: the nodes say how they ended."""
-    from ray_harness.cli import _status_text
+    from ray_harness.cli._status import status_text
 
     cancelled = {"run": "r4", "kind": "graph", "name": "review", "status": "cancelled",
                  "nodes_done": {"first": "completed", "held": "cancelled", "check": "failed"}, "nodes_running": [],
                  "nodes_pending": 0, "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0, "age_s": 2.0,
                  "rows_completed": 0, "rows_failed": 0}
-    line = _status_text({"runs": [cancelled], "actors": [], "jobs": []}).splitlines()[1]
+    line = status_text({"runs": [cancelled], "actors": [], "jobs": []}).splitlines()[1]
     assert " cancelled   nodes 3 done (held cancelled, check failed), 0 running, 0 pending" in line
 
 
