@@ -1,17 +1,14 @@
 """The cluster side of ``ray-harness cancel``: connect as ``status`` does, read the runs, send and follow requests.
 
-The decisions (which run an id names, what to answer) are the CLI's (:mod:`ray_harness.cli`, Ray-free); how a
+The decisions (which run an id names, what to answer) are the CLI's (:mod:`ray_harness.cli._cancel`, Ray-free); how a
 request reaches the process that holds the run is :mod:`ray_harness.runtime._runs`'s.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-import ray
-
-from ray_harness.runtime._cluster import TOKEN_HELP
+from ray_harness.runtime._cluster import join_quietly
 from ray_harness.runtime._runs import cancel_pending, request_cancel, runs_snapshot, withdraw_cancel
 
 __all__ = ("ClusterRuns",)
@@ -21,15 +18,12 @@ class ClusterRuns:
     """The runs of the cluster at ``address`` (``"auto"``, ``host:port``, ``ray://...``), connected on creation.
 
     Raises:
-        ConnectionError: No cluster there (or a missing token, with how to give it).
+        ConnectionError: Nothing answers at ``address``, or Ray refused (a missing token: the message says how
+            to give it); see :func:`ray_harness.runtime._cluster.join_quietly`.
     """
 
     def __init__(self, address: str) -> None:
-        if not ray.is_initialized():
-            try:
-                ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
-            except ConnectionError as error:  # most often a missing token: say how to give it, as status does
-                raise ConnectionError(f"{error}. {TOKEN_HELP}") from None
+        join_quietly(address)
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The runs as ``ray-harness status --json`` lists them."""

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
-import socket
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import ray
 
+from ray_harness.runtime._reach import check_reachable
+
 __all__ = ("DEFAULT_NAMESPACE", "TOKEN_HELP", "actor_resources", "check_placeable", "current_namespace", "ensure_initialized", "init",
-           "is_initialized", "shutdown")
+           "is_initialized", "join_quietly", "shutdown")
 
 DEFAULT_NAMESPACE = "ray_harness"
-_CONNECT_TIMEOUT_S = 5.0
 TOKEN_HELP = ("If the cluster uses token authentication (the default in Ray >= 2.60), set RAY_AUTH_MODE=token "
               "and put the token from `ray get-auth-token` into ~/.ray/auth_token (or RAY_AUTH_TOKEN).")
 
@@ -48,7 +49,7 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
     if address is None:
         ray_init_kwargs.setdefault("include_dashboard", False)
     else:
-        _probe(address)
+        check_reachable(address, "gcs")
     try:
         ray.init(address=address, **ray_init_kwargs)
     except ConnectionError as error:
@@ -57,6 +58,25 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
 
     prepare_driver_process()  # the driver's own metrics (evaluation rows) reach Ray's Prometheus endpoint too
     return _describe()
+
+
+def join_quietly(address: str) -> None:
+    """Join the cluster at ``address`` to look at it (``ray-harness status`` and ``cancel``); idempotent.
+
+    Unlike :func:`init`: no address falls back to an embedded Ray, no worker logs are streamed here, and Ray
+    logs only errors.
+
+    Raises:
+        ConnectionError: Nothing answers at ``address`` (checked with a short TCP connect first, so in seconds),
+            or Ray refused the connection (most often a missing token: the message says how to give it).
+    """
+    if ray.is_initialized():
+        return
+    check_reachable(address, "gcs")
+    try:
+        ray.init(address=address, namespace=DEFAULT_NAMESPACE, logging_level=logging.ERROR, log_to_driver=False)
+    except ConnectionError as error:
+        raise ConnectionError(f"{error}. {TOKEN_HELP}") from None
 
 
 def ensure_initialized() -> None:
@@ -78,24 +98,6 @@ def current_namespace() -> str:
 def _describe() -> dict[str, Any]:
     context = ray.get_runtime_context()
     return {"namespace": context.namespace, "node_id": context.get_node_id(), "gcs_address": context.gcs_address}
-
-
-def _probe(address: str) -> None:
-    """Fail fast and clearly on an unreachable ``host:port`` (Ray itself retries for a long time)."""
-    if address in ("auto", "local"):
-        return
-    target = address.split("://", 1)[-1].rstrip("/")
-    host, sep, port = target.rpartition(":")
-    if not sep or not port.isdigit():
-        return  # not host:port; let ray.init judge it
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_TIMEOUT_S):
-            pass
-    except OSError as error:
-        raise ConnectionError(
-            f"cannot reach the Ray cluster at {address!r} ({error}); check the address, that the head node is "
-            f"running (`ray start --head`) and that the port is open. {TOKEN_HELP}"
-        ) from None
 
 
 _AUTOSCALER_STATUS_KEY = "__autoscaling_status"  # ray._private.ray_constants.DEBUG_AUTOSCALING_STATUS

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import shlex
 import time
@@ -18,7 +17,8 @@ from ray.util.state import list_actors, list_jobs
 from ray.util.state.exception import ServerUnavailable
 
 from ray_harness.runtime import _job_files
-from ray_harness.runtime._cluster import TOKEN_HELP
+from ray_harness.runtime._cluster import join_quietly
+from ray_harness.runtime._reach import check_reachable
 from ray_harness.runtime._runs import runs_snapshot
 
 __all__ = ("cluster_status", "download_job_files", "job_client", "print_job_logs", "submit_and_follow")
@@ -78,6 +78,7 @@ async def _tail(client: JobSubmissionClient, submission_id: str, echo: Callable[
 
 
 def _connected(address: str) -> JobSubmissionClient:
+    check_reachable(address, "jobs")  # Ray's client retries an address that does not answer for minutes
     try:
         return job_client(address)
     except ray.exceptions.AuthenticationError as error:
@@ -156,11 +157,7 @@ def cluster_status(address: str) -> dict[str, Any]:
 
     Connects once; later calls reuse the connection (for ``status --watch``).
     """
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, namespace="ray_harness", logging_level=logging.ERROR, log_to_driver=False)
-        except ConnectionError as error:  # most often a missing token: say how to give it, as runtime.init does
-            raise ConnectionError(f"{error}. {TOKEN_HELP}") from None
+    join_quietly(address)
     gcs = ray.get_runtime_context().gcs_address  # the state API must not guess among several local clusters
     status: dict[str, Any] = {"runs": runs_snapshot(), "actors": [], "jobs": []}
     try:

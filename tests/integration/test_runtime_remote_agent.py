@@ -265,8 +265,7 @@ def test_unreachable_address_fails_fast_with_a_clear_error() -> None:
     completed = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, timeout=240,
                                capture_output=True, text=True, check=False)
     assert time.monotonic() - started < 120  # Ray's own connect retries alone would take minutes
-    assert "ConnectionError: cannot reach the Ray cluster at '127.0.0.1:9'" in completed.stdout
-    assert "RAY_AUTH_MODE=token" in completed.stdout
+    assert "ConnectionError: cannot reach the Ray cluster at '127.0.0.1:9': connection refused" in completed.stdout
 
 
 async def test_kill_9_mid_stream_still_ends_with_the_result(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ No Ray is started: the job client is replaced, or resolves its address as Ray's 
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
 
@@ -59,12 +60,16 @@ def test_status_that_cannot_connect_says_how_to_give_the_token(monkeypatch: pyte
     """Without RAY_AUTH_MODE=token, ``status`` printed only Ray's "Failed to connect" (runtime.init says more)."""
     import ray_harness.runtime.jobs as jobs
 
-    def refuse(**_: object) -> None:
-        raise ConnectionError("Failed to connect to Ray cluster at 10.9.9.9:6379")
+    def refuse(address: str, **_: object) -> None:
+        raise ConnectionError(f"Failed to connect to Ray cluster at {address}")
 
     monkeypatch.setattr(jobs.ray, "is_initialized", lambda: False)
     monkeypatch.setattr(jobs.ray, "init", refuse)
-    assert main(["status", "--address", "10.9.9.9:6379"]) == 2
+    with socket.socket() as head:  # something answers there (the check before Ray passes); Ray then refuses
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        assert main(["status", "--address", address]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: Failed to connect to Ray cluster at 10.9.9.9:6379. ")
+    assert err.startswith(f"error: Failed to connect to Ray cluster at {address}. ")
     assert "RAY_AUTH_MODE=token" in err and "ray get-auth-token" in err
