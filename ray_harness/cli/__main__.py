@@ -4,4 +4,5 @@ import sys
 
 from ray_harness.cli._app import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (a package walk, the docs build) must not run the CLI
+    sys.exit(main())
