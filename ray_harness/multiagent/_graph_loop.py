@@ -44,7 +44,7 @@ __all__ = ("run_nodes",)
 logger = logging.getLogger("ray_harness.multiagent.graph")
 
 
-@dataclass
+@dataclass(slots=True)
 class _NodeDone:
     """How one node task ended (recorded by the graph's main loop, which owns all state)."""
 
@@ -67,42 +67,88 @@ async def run_nodes(graph: Graph, relaunch: dict[str, Any], invocation_state: di
     """Run the graph's ready nodes (first ``relaunch``: node id → input) until none is ready or running.
 
     Yields node and handoff events as they arrive; raises a fail-fast failure once every node task has stopped.
+    The steps are plain coroutines and functions: this is the loop's one async generator (a quiet invocation's
+    node costs no generator of the loop's own), and it yields their events itself, at the points they always came.
     """
     queue: asyncio.Queue[Any] = asyncio.Queue()
     tasks: dict[str, asyncio.Task[_NodeDone]] = {}
     inline: list[tuple[str, Any]] = []  # the one node of a quiet batch, run in this task (see _launch_ready)
     try:
-        for node_id, node_input in relaunch.items():
-            graph._scheduler.launch(node_id, keep_inbox=True)
-            _start_task(graph, node_id, node_input, queue, tasks, invocation_state)
-        if not tasks or graph.scheduling == "eager":
-            async for event in _launch_ready(graph, queue, tasks, invocation_state, inline):
-                yield event
+        handoff = await _first_batch(graph, relaunch, queue, tasks, invocation_state, inline)
+        if handoff is not None:
+            yield handoff
         while tasks or inline:
-            if inline:
-                done = await _inline_node(graph, *inline.pop(), queue, tasks, invocation_state)
+            done = await _next_done(graph, queue, tasks, invocation_state, inline)
+            if isinstance(done, dict):  # a node task's event
+                yield done
+                continue
+            tasks.pop(done.node_id, None)
+            if graph._quiet:
+                interrupt = await _record_quiet(graph, done, invocation_state)
+                if interrupt is not None:
+                    yield interrupt
+                    save_state(graph, graph.session_manager)
             else:
-                item = await _next_item(graph, queue)
-                if item is None:
-                    _time_out(graph, tasks)
-                    continue
-                if isinstance(item, dict):
-                    yield item
-                    continue
-                done = _done_of(*item)
-            async for event in _node_finished(graph, done, queue, tasks, invocation_state, inline):
-                yield event
+                async for event in _record(graph, done, invocation_state):
+                    yield event
+            handoff = await _next_batch(graph, queue, tasks, invocation_state, inline)
+            if handoff is not None:
+                yield handoff
         if graph._fatal is not None:
             raise graph._fatal
     finally:
-        try:
-            for task in tasks.values():
-                task.cancel()
-            if tasks:
-                await asyncio.gather(*tasks.values(), return_exceptions=True)
-        finally:
-            _abandon_unrecorded(graph)
-            await _close_owed(graph, invocation_state)
+        await _wind_down(graph, tasks, invocation_state)
+
+
+async def _first_batch(graph: Graph, relaunch: dict[str, Any], queue: asyncio.Queue[Any],
+                       tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any],
+                       inline: list[tuple[str, Any]]) -> dict[str, Any] | None:
+    """Start the nodes to re-run (``relaunch``), then the ready ones unless those must finish first."""
+    for node_id, node_input in relaunch.items():
+        graph._scheduler.launch(node_id, keep_inbox=True)
+        _start_task(graph, node_id, node_input, queue, tasks, invocation_state)
+    if not tasks or graph.scheduling == "eager":
+        return await _launch_ready(graph, queue, tasks, invocation_state, inline)
+    return None
+
+
+async def _next_done(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
+                     invocation_state: dict[str, Any], inline: list[tuple[str, Any]]) -> _NodeDone | dict[str, Any]:
+    """The next node end (the inline node's, else a task's), or the next event a node task queued."""
+    if inline:
+        return await _inline_node(graph, *inline.pop(), queue, tasks, invocation_state)
+    while True:
+        item = await _next_item(graph, queue)
+        if item is None:  # execution_timeout: the stopped tasks' ends come next
+            _time_out(graph, tasks)
+            continue
+        if isinstance(item, dict):
+            return item
+        return _done_of(*item)
+
+
+async def _next_batch(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
+                      invocation_state: dict[str, Any], inline: list[tuple[str, Any]]) -> dict[str, Any] | None:
+    """After a node's end: stop the rest (a fatal failure) or launch what became ready (its handoff event)."""
+    if graph._fatal is not None:
+        _stop_tasks(graph, tasks)
+        return None
+    if _halted(graph) or (graph.scheduling != "eager" and tasks):
+        return None
+    return await _launch_ready(graph, queue, tasks, invocation_state, inline)
+
+
+async def _wind_down(graph: Graph, tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]
+                     ) -> None:
+    """The run ended or was left: stop the node tasks still running, end the unrecorded nodes, pair the hooks."""
+    try:
+        for task in tasks.values():
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+    finally:
+        _abandon_unrecorded(graph)
+        await _close_owed(graph, invocation_state)
 
 
 async def _close_owed(graph: Graph, invocation_state: dict[str, Any]) -> None:
@@ -130,20 +176,6 @@ def _abandon_unrecorded(graph: Graph) -> None:
             graph.state.cancelled_nodes.add(node)
 
 
-async def _node_finished(graph: Graph, done: _NodeDone, queue: asyncio.Queue[Any],
-                         tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any],
-                         inline: list[tuple[str, Any]]) -> AsyncGenerator[dict[str, Any], None]:
-    """Record a node's end, then stop the rest (a fatal failure) or launch what became ready."""
-    tasks.pop(done.node_id, None)
-    async for event in _record(graph, done, invocation_state):
-        yield event
-    if graph._fatal is not None:
-        _stop_tasks(graph, tasks)
-    elif not _halted(graph) and (graph.scheduling == "eager" or not tasks):
-        async for event in _launch_ready(graph, queue, tasks, invocation_state, inline):
-            yield event
-
-
 async def _inline_node(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
                        tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> _NodeDone:
     """Run a node in the invocation's own task, the way its task would, deadline included.
@@ -152,9 +184,15 @@ async def _inline_node(graph: Graph, node_id: str, node_input: Any, queue: async
     cancel may be the caller's (its task cancelled, a timeout around the invocation), so it is raised
     again once the node has stopped, as the queue wait of ``run_nodes`` would have raised it.
     """
-    async with asyncio.timeout(_remaining(graph)) as deadline:
+    remaining = _remaining(graph)
+    if remaining is None:  # no deadline: no timeout context (one per node of a chain otherwise)
         done = await _node_task(graph, node_id, node_input, queue, invocation_state)
-    if deadline.expired():  # the deadline's cancel stopped the node already
+        expired = False
+    else:
+        async with asyncio.timeout(remaining) as deadline:
+            done = await _node_task(graph, node_id, node_input, queue, invocation_state)
+        expired = deadline.expired()
+    if expired:  # the deadline's cancel stopped the node already
         _time_out(graph, tasks)
     else:
         current = asyncio.current_task()
@@ -224,9 +262,8 @@ def _start_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queu
 
 
 async def _launch_ready(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
-                        invocation_state: dict[str, Any], inline: list[tuple[str, Any]]
-                        ) -> AsyncGenerator[dict[str, Any], None]:
-    """Launch the ready nodes, one task each.
+                        invocation_state: dict[str, Any], inline: list[tuple[str, Any]]) -> dict[str, Any] | None:
+    """Launch the ready nodes, one task each; returns the handoff event for ``run_nodes`` to yield (or None).
 
     A quiet batch of one node with nothing else running goes to ``inline`` instead, and ``run_nodes`` awaits
     it itself: no task, queue item or callback (a chain's nodes cost less), and no node events to relay.
@@ -263,7 +300,8 @@ async def _launch_ready(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str
         for node_id, node_input in launches.items():
             _start_task(graph, node_id, node_input, queue, tasks, invocation_state)
     if launches and from_ids and not graph._quiet:
-        yield handoff_event(from_ids, list(launches))
+        return handoff_event(from_ids, list(launches))
+    return None
 
 
 async def _propagate(graph: Graph, invocation_state: dict[str, Any]) -> list[str]:
@@ -271,8 +309,9 @@ async def _propagate(graph: Graph, invocation_state: dict[str, Any]) -> list[str
     finished = list(graph._scheduler.finished)
     for node_id in finished:
         if graph.nodes[node_id].execution_status == Status.COMPLETED:
+            # An edge without a condition fires without awaiting anything (most edges of a chain).
             fired = [edge.to_node.node_id for edge in graph._outgoing[node_id]
-                     if await edge.should_traverse_async(graph.state, invocation_state)]
+                     if edge.condition is None or await edge.should_traverse_async(graph.state, invocation_state)]
             graph._scheduler.propagate(node_id, fired, failed=False)
         else:
             graph._scheduler.propagate(node_id, [], failed=True)
@@ -296,23 +335,18 @@ async def _node_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio
             if interrupts:
                 done.interrupts = interrupts
                 return done
-            graph._owed[node_id] = None  # _record fires its AfterNodeCallEvent (or _close_owed, if it never comes)
+            graph._owed[node_id] = None  # run_nodes fires its AfterNodeCallEvent (or _close_owed, if it never comes)
             if before.cancel_node:
                 done.cancel_message = (before.cancel_node if isinstance(before.cancel_node, str)
                                        else "node cancelled by user")
                 return done
         done.started = time.monotonic()
         try:
-            async with asyncio.timeout(graph.node_timeout):
-                with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id},
-                                outcome=lambda: done.result and done.result.status), \
-                        node_scope(node_id, outcome=lambda: done.result and done.result.status):
-                    async for item in graph._node_runner.run_node(node_id, node_input, invocation_state,
-                                                                  events="result" if quiet else "all"):
-                        if isinstance(item, NodeResult):
-                            done.result = item
-                        elif not quiet:
-                            queue.put_nowait(node_stream_event(node_id, item))
+            if graph.node_timeout is None:  # no timeout context then (one per node otherwise)
+                await _run_node(graph, done, node_input, queue, invocation_state)
+            else:
+                async with asyncio.timeout(graph.node_timeout):
+                    await _run_node(graph, done, node_input, queue, invocation_state)
         except TimeoutError:
             graph._node_runner.cancel_node(node_id)
             done.error = Exception(f"Node '{node_id}' execution timed out after {graph.node_timeout}s")
@@ -327,48 +361,114 @@ async def _node_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio
     return done
 
 
+async def _run_node(graph: Graph, done: _NodeDone, node_input: Any, queue: asyncio.Queue[Any],
+                    invocation_state: dict[str, Any]) -> None:
+    """The node runner's run of the node, in its telemetry scopes; ``done.result`` is its ``NodeResult``."""
+    node_id, quiet = done.node_id, graph._quiet
+
+    def outcome() -> Any:
+        return done.result and done.result.status
+
+    with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}, outcome=outcome), \
+            node_scope(node_id, outcome=outcome):
+        async for item in graph._node_runner.run_node(node_id, node_input, invocation_state,
+                                                      events="result" if quiet else "all"):
+            if isinstance(item, NodeResult):
+                done.result = item
+            elif not quiet:
+                queue.put_nowait(node_stream_event(node_id, item))
+
+
 async def _record(graph: Graph, done: _NodeDone, invocation_state: dict[str, Any]
                   ) -> AsyncGenerator[dict[str, Any], None]:
-    node = graph.nodes[done.node_id]
-    graph._owed.pop(node.node_id, None)  # recorded: its AfterNodeCallEvent (none for an interrupt) is below
-    if done.interrupts or (done.result is not None and done.result.status == Status.INTERRUPTED):
-        if done.result is not None:
-            _count_interrupted(graph, node, done.result)
-        yield _suspend(graph, node, done)
+    """Record a node's end in a streamed invocation, with its events (see :func:`_record_quiet`)."""
+    node = _recorded(graph, done)
+    if _interrupted(done):
+        yield _suspend_node(graph, node, done)
         save_state(graph, graph.session_manager)
         return
     if done.cancel_message is not None:
-        if not graph._quiet:
-            yield node_cancel_event(node.node_id, done.cancel_message)
-        cancelled = RuntimeError(done.cancel_message)
-        result = NodeResult(result=cancelled, status=Status.CANCELLED, execution_count=0)
-        if graph.failure_policy == "fail_fast":
-            graph._fatal = cancelled
-    elif done.result is not None and not done.stopped:
-        result = done.result
-    else:
-        error = done.error if isinstance(done.error, Exception) else Exception(f"Node '{node.node_id}' was cancelled")
-        elapsed = round((time.monotonic() - done.started) * 1000)
-        status = Status.CANCELLED if done.stopped else Status.FAILED
-        result = NodeResult(result=error, execution_time=elapsed, status=status,
-                            accumulated_metrics={"latencyMs": elapsed}, execution_count=1)
-        if status == Status.FAILED and graph.failure_policy == "fail_fast":
-            graph._fatal = error
+        yield node_cancel_event(node.node_id, done.cancel_message)
+    result = _settle(graph, node, done)
+    yield node_stop_event(node.node_id, result)
+    await _after_node(graph, node, invocation_state)
+
+
+async def _record_quiet(graph: Graph, done: _NodeDone, invocation_state: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`_record` for a quiet invocation, without a generator: the same steps, and no events but an interrupt.
+
+    The interrupt event is returned; ``run_nodes`` yields it and writes the session after it, as ``_record`` does.
+    """
+    node = _recorded(graph, done)
+    if _interrupted(done):
+        return _suspend_node(graph, node, done)
+    _settle(graph, node, done)
+    await _after_node(graph, node, invocation_state)
+    return None
+
+
+def _recorded(graph: Graph, done: _NodeDone) -> GraphNode:
+    graph._owed.pop(done.node_id, None)  # recorded: its AfterNodeCallEvent (none for an interrupt) comes below
+    node: GraphNode = graph.nodes[done.node_id]
+    return node
+
+
+def _interrupted(done: _NodeDone) -> bool:
+    return bool(done.interrupts) or (done.result is not None and done.result.status == Status.INTERRUPTED)
+
+
+def _suspend_node(graph: Graph, node: GraphNode, done: _NodeDone) -> dict[str, Any]:
+    """Suspend an interrupted node (what it spent counts); returns its interrupt event."""
+    if done.result is not None:
+        _count_interrupted(graph, node, done.result)
+    return _suspend(graph, node, done)
+
+
+def _settle(graph: Graph, node: GraphNode, done: _NodeDone) -> NodeResult:
+    """Store the result of a node that ended without an interrupt; returns it."""
+    result = _result_of(graph, node, done)
     _store(graph, node, result, ran=done.result is not None and not done.stopped)
-    if not graph._quiet:
-        yield node_stop_event(node.node_id, result)
+    return result
+
+
+async def _after_node(graph: Graph, node: GraphNode, invocation_state: dict[str, Any]) -> None:
     if graph.hooks.has_callbacks(AfterNodeCallEvent):
         await graph.hooks.invoke_callbacks_async(AfterNodeCallEvent(source=graph, node_id=node.node_id,
                                                                     invocation_state=invocation_state))
     save_state(graph, graph.session_manager)
 
 
+def _result_of(graph: Graph, node: GraphNode, done: _NodeDone) -> NodeResult:
+    """The result a node that ended without an interrupt is recorded with (a fail-fast failure is noted too)."""
+    if done.cancel_message is not None:
+        cancelled = RuntimeError(done.cancel_message)
+        if graph.failure_policy == "fail_fast":
+            graph._fatal = cancelled
+        return NodeResult(result=cancelled, status=Status.CANCELLED, execution_count=0)
+    if done.result is not None and not done.stopped:
+        return done.result
+    error = done.error if isinstance(done.error, Exception) else Exception(f"Node '{node.node_id}' was cancelled")
+    elapsed = round((time.monotonic() - done.started) * 1000)
+    status = Status.CANCELLED if done.stopped else Status.FAILED
+    if status == Status.FAILED and graph.failure_policy == "fail_fast":
+        graph._fatal = error
+    return NodeResult(result=error, execution_time=elapsed, status=status,
+                      accumulated_metrics={"latencyMs": elapsed}, execution_count=1)
+
+
 def _store(graph: Graph, node: GraphNode, result: NodeResult, *, ran: bool) -> None:
     node.execution_status = result.status
     node.result = result
     graph.state.results[node.node_id] = result
-    {Status.COMPLETED: graph.state.completed_nodes, Status.FAILED: graph.state.failed_nodes,
-     Status.CANCELLED: graph.state.cancelled_nodes}[result.status].add(node)
+    status = result.status
+    if status == Status.COMPLETED:
+        graph.state.completed_nodes.add(node)
+    elif status == Status.FAILED:
+        graph.state.failed_nodes.add(node)
+    elif status == Status.CANCELLED:
+        graph.state.cancelled_nodes.add(node)
+    else:
+        raise KeyError(status)  # as before: a result recorded here has one of those three statuses
     if ran:
         graph.state.execution_order.append(node)
     add_usage(graph.state.accumulated_usage, result.accumulated_usage)

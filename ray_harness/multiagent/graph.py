@@ -154,54 +154,46 @@ class Graph(MultiAgentBase):
                             outcome=lambda: self.state.status), \
                     run_scope("graph", self.id, nodes=len(self.nodes), outcome=lambda: self.state.status,
                               cancel=self.cancel):
-                run = self._invoke(task, state, quiet)
+                # The invocation runs in this generator itself (one generator less per invocation, e.g. per row).
+                # Quiet (invoke_async, pooled rows): nodes run without their stream events, and only interrupt
+                # and result events are produced here; hooks, results and state are the same.
+                self._accept(task)
+                self._quiet = quiet
+                self._invocation_state = state
+                self._cancel_requested = False
+                self._stop_reason = None
+                self._fatal = None
+                self._owed = {}
+                self._deadline_hit = False
+                self._node_runner.start_invocation()
+                if self.hooks.has_callbacks(BeforeMultiAgentInvocationEvent):
+                    await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
+                                                                                           invocation_state=state))
+                relaunch = self._prepare(task)
+                interrupts: list[Interrupt] = []
+                self.state.status = Status.EXECUTING
+                self.state.start_time = time.monotonic()
+                run = run_nodes(self, relaunch, state)
                 try:
                     async for event in run:
+                        if event["type"] == "multiagent_node_interrupt":
+                            interrupts.extend(event["interrupts"])
                         yield event
+                    self._finish()
+                except BaseException:
+                    self.state.status = Status.FAILED
+                    raise
                 finally:
-                    await run.aclose()
+                    await run.aclose()  # its running nodes stop before the hooks below see the end
+                    self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
+                    self._resume_pending = False
+                    if self.hooks.has_callbacks(AfterMultiAgentInvocationEvent):
+                        await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(
+                            source=self, invocation_state=state))
+                    save_state(self, self.session_manager)
+                yield result_event(self._build_result(interrupts))
         finally:
             self._lock.release()
-
-    async def _invoke(self, task: Any, invocation_state: dict[str, Any], quiet: bool = False
-                      ) -> AsyncGenerator[dict[str, Any], None]:
-        # Quiet (invoke_async, pooled rows): nodes run without their stream events, and only interrupt and
-        # result events are produced here; hooks, results and state are the same.
-        self._accept(task)
-        self._quiet = quiet
-        self._invocation_state = invocation_state
-        self._cancel_requested = False
-        self._stop_reason = None
-        self._fatal = None
-        self._owed = {}
-        self._deadline_hit = False
-        self._node_runner.start_invocation()
-        if self.hooks.has_callbacks(BeforeMultiAgentInvocationEvent):
-            await self.hooks.invoke_callbacks_async(BeforeMultiAgentInvocationEvent(source=self,
-                                                                                   invocation_state=invocation_state))
-        relaunch = self._prepare(task)
-        interrupts: list[Interrupt] = []
-        self.state.status = Status.EXECUTING
-        self.state.start_time = time.monotonic()
-        run = run_nodes(self, relaunch, invocation_state)
-        try:
-            async for event in run:
-                if event["type"] == "multiagent_node_interrupt":
-                    interrupts.extend(event["interrupts"])
-                yield event
-            self._finish()
-        except BaseException:
-            self.state.status = Status.FAILED
-            raise
-        finally:
-            await run.aclose()  # its running nodes stop before the hooks below see the end
-            self.state.execution_time += round((time.monotonic() - self.state.start_time) * 1000)
-            self._resume_pending = False
-            if self.hooks.has_callbacks(AfterMultiAgentInvocationEvent):
-                await self.hooks.invoke_callbacks_async(AfterMultiAgentInvocationEvent(
-                    source=self, invocation_state=invocation_state))
-            save_state(self, self.session_manager)
-        yield result_event(self._build_result(interrupts))
 
     def _accept(self, task: Any) -> None:
         """Refuse a bad task before any hook runs (as an Agent refuses a bad prompt); store interrupt answers.
@@ -253,7 +245,7 @@ class Graph(MultiAgentBase):
         completed, results = self.state.completed_nodes, self.state.results
         return [edge.from_node.node_id for edge in self._incoming[node_id]
                 if edge.from_node in completed and edge.from_node.node_id in results
-                and await edge.should_traverse_async(self.state, invocation_state)]
+                and (edge.condition is None or await edge.should_traverse_async(self.state, invocation_state))]
 
     def _node_input(self, node_id: str) -> Any:
         sources = self._inputs.get(node_id, [])

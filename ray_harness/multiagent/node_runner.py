@@ -192,10 +192,11 @@ class LocalNodeRunner:
             node_id: The node to run (as bound by :meth:`bind`).
             node_input: Its input: a prompt or content blocks.
             invocation_state: Shared state passed to the node's agent.
-            events: Which events to yield (see :data:`EventFilter`); ``"result"`` yields only the result.
+            events: Which events to yield (see :data:`EventFilter`); ``"result"`` yields only the ``NodeResult``.
 
         Yields:
-            The node's stream events, then its ``NodeResult`` (``CANCELLED`` when the invocation was cancelled).
+            The node's stream events (none for ``events="result"``), then its ``NodeResult`` (``CANCELLED`` when
+            the invocation was cancelled).
         """
         target = self._nodes[node_id]
         quiet = events == "result"
@@ -210,7 +211,8 @@ class LocalNodeRunner:
                 nested = (target._quiet_stream if quiet else target.stream_async)(node_input, invocation_state)
                 try:
                     async for event in nested:
-                        yield event
+                        if not quiet:  # the caller asked for the result only: nothing else goes up
+                            yield event
                         if _is_result_event(event):
                             final = event["result"]
                 finally:
@@ -230,7 +232,8 @@ class LocalNodeRunner:
             stream = (run or target.stream_async)(node_input, invocation_state=invocation_state, cancel_signal=signal)
             try:
                 async for event in stream:
-                    yield event
+                    if not quiet:  # the caller asked for the result only: nothing else goes up
+                        yield event
                     if event.get("type") == "result":
                         agent_result = event["result"]
             finally:
