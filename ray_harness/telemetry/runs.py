@@ -31,7 +31,6 @@ import functools
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -145,7 +144,8 @@ class _RunScope:
         outer = current_tags()
         inherited = outer.get("run")
         self._nested = bool(inherited)  # part of the outer run: its report stays the outer run's
-        run = self._run = inherited or self._run_id or uuid.uuid4().hex[:16]
+        # 16 random hex digits, as uuid4().hex[:16] gave, at a third of its cost (one run per graph invocation).
+        run = self._run = inherited or self._run_id or os.urandom(8).hex()
         self._token = _tags.set({**{key: value for key, value in outer.items() if key != "node"},
                                  self._kind: self._name, "run": run})
         self._owner = _owner.set(self._name)
@@ -162,8 +162,9 @@ class _RunScope:
         if self._cancel is not None and not self._nested:
             with _cancellers_guard:
                 _cancellers.pop(self._run, None)
-        report = metrics.nested_run_finished if self._nested else metrics.run_finished
-        report(self._run, self._kind, self._name, _status(kind, self._outcome))
+        if metrics.sinks():  # the status is for the sinks (none in most processes)
+            report = metrics.nested_run_finished if self._nested else metrics.run_finished
+            report(self._run, self._kind, self._name, _status(kind, self._outcome))
 
 
 def _register_canceller(run: str, cancel: Callable[[], None]) -> None:
@@ -217,7 +218,9 @@ class _NodeScope:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         _reset(_tags, self._token)
-        metrics.node_finished(self._run, self._node, _status(kind, self._outcome), time.perf_counter() - self._started)
+        if metrics.sinks():  # the status and duration are for the sinks (none in most processes: one per node)
+            metrics.node_finished(self._run, self._node, _status(kind, self._outcome),
+                                  time.perf_counter() - self._started)
 
 
 @contextlib.contextmanager
@@ -282,8 +285,11 @@ def metric_tags(agent: str) -> dict[str, str]:
 
 def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
     # A scope inside an async generator that is closed from another context cannot be reset (and needs not).
-    with contextlib.suppress(ValueError):
+    # try/except, not contextlib.suppress: two to three resets per node and per invocation.
+    try:
         var.reset(token)
+    except ValueError:
+        pass
 
 
 _ENDED_SHORT = frozenset({"failed", "cancelled", "interrupted"})
@@ -304,8 +310,6 @@ def _status(kind: type[BaseException] | None, outcome: Outcome | None = None) ->
 
     Cancelled: a task cancel, a generator closed, a cancelled result; interrupted: a result waiting for a human.
     """
-    import asyncio
-
     if kind is None:
         return outcome_status(outcome)
     if issubclass(kind, asyncio.CancelledError | GeneratorExit):
