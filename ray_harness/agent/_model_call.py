@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent.streaming import StreamState, process_stream
+from ray_harness.agent.streaming import StreamState, process_stream, read_stream
 from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
 from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, MiddlewareError, ModelStopReason
 from ray_harness.models.base import estimate_tokens
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
     from ray_harness.agent.loop import Invocation
 
-__all__ = ("call_model",)
+__all__ = ("call_model", "call_model_quiet", "reads_directly")
 
 logger = logging.getLogger(__name__)
 
@@ -44,17 +44,24 @@ class _Attempt:
     """The context overflowed and the conversation manager reduced it: the call is made again."""
 
 
+def reads_directly(agent: Agent, inv: Invocation) -> bool:
+    """Whether this model turn can run as plain coroutines (:func:`call_model_quiet`).
+
+    So it can when nobody reads its events: a quiet caller, no extension, no ``InvokeModelStage`` middleware.
+    Middleware and extensions see (and may yield) the chunk events, so they keep the generator form.
+    """
+    return inv.quiet and inv.extensions is None and not agent._middleware.has(InvokeModelStage)
+
+
 async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     """Yield stream events; the last event is the ``ModelStopReason``."""
     attempt = 0
     while True:
         attempt += 1
         outcome = _Attempt()
-        veto = await _before_model_call(agent, inv)
+        veto = await _prepare_call(agent, inv)
         if veto:
-            text = veto if isinstance(veto, str) else "model call denied by hook"
-            outcome.stop = ModelStopReason(stop_reason="end_turn",
-                                           message={"role": "assistant", "content": [{"text": text}]})
+            outcome.stop = _vetoed(veto)
         else:
             async with contextlib.aclosing(_attempt(agent, inv, outcome)) as events:
                 async for event in events:
@@ -62,36 +69,81 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
             if outcome.overflowed:
                 attempt -= 1  # a reduced conversation is not a retry
                 continue
-        stop, error = outcome.stop, outcome.error
-        if stop is not None and stop.stop_reason == "cancelled":
-            if stop.usage.get("totalTokens"):
-                _account(agent, stop)  # a stream cut mid-way was still (partly) processed and billed
-            # Hooks hear the call end, as in Strands (a BeforeModelCallEvent is always paired), but no
-            # AfterModelCallEvent retry can undo a user's cancel.
-            await _after_model_call_retries(agent, inv, stop, None)
+        stop = await _settle(agent, inv, outcome, veto, attempt)
+        if stop is not None:
             yield stop
             return
-        if await _after_model_call_retries(agent, inv, stop, error):
-            if stop is not None and not veto:
-                _account(agent, stop)  # the answer a hook discards was still processed and billed (as Strands)
-            continue
-        if error is not None:
-            if await _wait_to_retry(agent, inv, error, attempt):
-                yield _cancelled_stop(agent)
-                return
-            continue
-        assert stop is not None
-        _account(agent, stop)
-        yield stop
-        return
 
 
-async def _before_model_call(agent: Agent, inv: Invocation) -> Any:
-    """Fire ``BeforeModelCallEvent``; returns the hooks' veto (``cancel``: True or a message), if any."""
-    if not agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
+async def call_model_quiet(agent: Agent, inv: Invocation) -> ModelStopReason:
+    """:func:`call_model` for a turn nobody reads the events of (:func:`reads_directly`): only its stop.
+
+    The same hooks, retries, overflow recovery, cancel and accounting, with no generator layer (each costs
+    asyncio's first-iteration hook, its ``aclose`` and a pass per event; a quiet model turn had five).
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        outcome = _Attempt()
+        veto = await _prepare_call(agent, inv)
+        if veto:
+            outcome.stop = _vetoed(veto)
+        else:
+            await _attempt_quiet(agent, inv, outcome)
+            if outcome.overflowed:
+                attempt -= 1  # a reduced conversation is not a retry
+                continue
+        stop = await _settle(agent, inv, outcome, veto, attempt)
+        if stop is not None:
+            return stop
+
+
+def _vetoed(veto: Any) -> ModelStopReason:
+    text = veto if isinstance(veto, str) else "model call denied by hook"
+    return ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]})
+
+
+async def _settle(agent: Agent, inv: Invocation, outcome: _Attempt, veto: Any, attempt: int) -> ModelStopReason | None:
+    """After one attempt: ``AfterModelCallEvent`` and the retry strategy; the stop to end with, None to call again.
+
+    Raises:
+        Exception: the attempt's error, when neither a hook nor the retry strategy retries it.
+    """
+    stop, error = outcome.stop, outcome.error
+    if stop is not None and stop.stop_reason == "cancelled":
+        if stop.usage.get("totalTokens"):
+            _account(agent, stop)  # a stream cut mid-way was still (partly) processed and billed
+        # Hooks hear the call end, as in Strands (a BeforeModelCallEvent is always paired), but no
+        # AfterModelCallEvent retry can undo a user's cancel.
+        await _after_model_call_retries(agent, inv, stop, None)
+        return stop
+    if await _after_model_call_retries(agent, inv, stop, error):
+        if stop is not None and not veto:
+            _account(agent, stop)  # the answer a hook discards was still processed and billed (as Strands)
         return None
+    if error is not None:
+        if await _wait_to_retry(agent, inv, error, attempt):
+            return _cancelled_stop(agent)
+        return None
+    assert stop is not None
+    _account(agent, stop)
+    return stop
+
+
+async def _prepare_call(agent: Agent, inv: Invocation) -> Any:
+    """Before each attempt: proactive compression, then ``BeforeModelCallEvent``; returns the hooks' veto, if any.
+
+    In this order, as in Strands (where compression is a ``BeforeModelCallEvent`` callback the conversation
+    manager registers before any other): hooks see the history the model will get, also when one vetoes the
+    call; ``projected_input_tokens`` is the estimate from before compression, as there.
+    """
+    if not agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
+        await agent.conversation_manager.before_model_call_async(agent)
+        return None
+    projected = _projected_input_tokens(agent)
+    await agent.conversation_manager.before_model_call_async(agent)
     before, _ = await agent.hooks.invoke_callbacks_async(BeforeModelCallEvent(
-        agent=agent, invocation_state=inv.state, projected_input_tokens=_projected_input_tokens(agent)))
+        agent=agent, invocation_state=inv.state, projected_input_tokens=projected))
     return before.cancel
 
 
@@ -114,7 +166,6 @@ def _projected_input_tokens(agent: Agent) -> int:
 
 async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGenerator[Any, None]:
     """One call through the middleware chain in a ``chat`` span: yields its events and fills ``outcome``."""
-    await agent.conversation_manager.before_model_call_async(agent)
     span = inv.tracer.start_span("chat", inv.cycle_span or inv.agent_span, chat_attributes(agent)) \
         if inv.tracer.enabled else None
     events = _invoke_chain(agent, inv)
@@ -140,6 +191,89 @@ async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGen
             stop = outcome.stop
             result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None
             inv.tracer.end_span(span, result_attributes, error=outcome.error)
+
+
+async def _attempt_quiet(agent: Agent, inv: Invocation, outcome: _Attempt) -> None:
+    """:func:`_attempt` read directly from the provider (:func:`reads_directly`): fills ``outcome``."""
+    span = inv.tracer.start_span("chat", inv.cycle_span or inv.agent_span, chat_attributes(agent)) \
+        if inv.tracer.enabled else None
+    try:
+        if agent._middleware.has(InvokeModelStage):
+            # Added by a hook since the turn started: the chain runs; its events have no reader in a quiet turn.
+            outcome.stop = await _last_stop(_invoke_chain(agent, inv))
+            if outcome.stop is None:
+                raise MiddlewareError.no_result(InvokeModelStage)  # as _attempt
+        else:
+            outcome.stop = await _read_quietly(agent, inv)
+    except ContextWindowOverflowException as overflow:
+        await _reduce_context(agent, overflow)
+        outcome.overflowed = True
+    except EventLoopException:
+        raise
+    except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
+        outcome.error = caught
+    finally:
+        if span is not None:
+            stop = outcome.stop
+            result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None
+            inv.tracer.end_span(span, result_attributes, error=outcome.error)
+
+
+async def _last_stop(events: AsyncGenerator[Any, None]) -> ModelStopReason | None:
+    stop: ModelStopReason | None = None
+    try:
+        async for event in events:
+            if isinstance(event, ModelStopReason):
+                stop = event
+    finally:
+        await events.aclose()
+    return stop
+
+
+async def _read_quietly(agent: Agent, inv: Invocation) -> ModelStopReason:
+    """The provider terminal of :func:`_terminal` for a quiet turn, without middleware: a plain coroutine.
+
+    The same request, rate limit, cancel and redaction; the stream is read to its end in one interruptible
+    wait (as the terminal's one wait on a quiet ``process_stream``, which yields nothing before the stop).
+    """
+    if inv.cancelled:
+        return _cancelled_stop(agent)
+    messages, system_prompt = agent.messages, agent.system_prompt
+    specs = list(agent.tool_registry.get_all_specs())
+    tool_choice = None
+    if inv.structured is not None and inv.structured.value is None:
+        specs.append(inv.structured.spec)
+        tool_choice = inv.structured.tool_choice()
+    offered = _offered(inv, specs, tool_choice)
+    stream = agent.model.stream(messages, offered or None, system_prompt,
+                                tool_choice=tool_choice)  # type: ignore[arg-type]
+    stream = rate_limited(agent.model, stream, lambda: estimate_tokens(messages, system_prompt, offered or None))
+    received = StreamState()
+    stop: ModelStopReason | None = None
+    requested = not inv.cancelled
+    try:
+        if requested:
+            inv.interruptible_wait = True  # parked on the provider only: this coroutine yields to nobody
+            try:
+                stop = await read_stream(stream, received)
+            except asyncio.CancelledError:
+                if not inv.wait_interrupted:
+                    raise
+                _uncancel(inv)
+            finally:
+                inv.interruptible_wait = False
+    finally:
+        try:
+            await stream.aclose()
+        except Exception:  # as in the terminal: a provider failing to close does not fail the call
+            pass
+    if stop is not None and received.redact_user is not None and agent.messages:
+        _redact_prompt(agent.messages[-1], received.redact_user)  # before anyone reads the stop
+    if inv.cancelled or stop is None:
+        # The provider saw the request (and maybe streamed part of an answer): estimate what that cost.
+        return _cancelled_stop(agent, received.cut_usage(estimate_tokens(messages, system_prompt, offered))
+                               if requested else None)
+    return stop
 
 
 async def _reduce_context(agent: Agent, overflow: ContextWindowOverflowException) -> None:
@@ -305,11 +439,14 @@ def _offered_specs(inv: Invocation, ctx: InvokeModelContext) -> list[Any]:
     A provider that ignores ``tool_choice`` (many OpenAI-compatible servers) would otherwise call the agent's other
     tools again and again instead of answering; middleware still sees every spec in ``ctx``.
     """
-    choice = ctx.tool_choice
+    return _offered(inv, ctx.tool_specs, ctx.tool_choice)
+
+
+def _offered(inv: Invocation, specs: list[Any], choice: dict[str, Any] | None) -> list[Any]:
     if inv.structured is None or not inv.structured.forced or not choice or "tool" not in choice:
-        return ctx.tool_specs
+        return specs
     forced = choice["tool"]["name"]
-    return [spec for spec in ctx.tool_specs if spec["name"] == forced]
+    return [spec for spec in specs if spec["name"] == forced]
 
 
 def _uncancel(inv: Invocation) -> None:

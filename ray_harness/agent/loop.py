@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from ray_harness.agent._model_call import _cancelled_stop, call_model
+from ray_harness.agent._model_call import _cancelled_stop, call_model, call_model_quiet, reads_directly
 from ray_harness.agent._prompt import prepare_prompt
 from ray_harness.agent._structured import StructuredOutput
 from ray_harness.agent._tool_phase import ToolsOutcome, run_tools
@@ -314,7 +314,7 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                 yield stop
                 return
             ended = False
-            cycle = _cycle(agent, inv)
+            cycle: AsyncGenerator[Any, None] | None = None
             # One clock read starts the cycle's timing, its trace note and its model call's trace.
             started = time.perf_counter()
             inv.cycle_note = note = metrics.start_cycle(started)
@@ -326,20 +326,22 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                                                     **agent.trace_attributes})
             error: BaseException | None = None
             try:
-                async for event in cycle:
-                    ended = ended or isinstance(event, AgentResult)
-                    yield event
+                begun = await _begin_cycle(agent, inv)
+                if isinstance(begun, AgentResult):
+                    ended = True
+                    yield begun
+                elif begun is not None:
+                    cycle = begun
+                    async for event in cycle:
+                        ended = ended or isinstance(event, AgentResult)
+                        yield event
             except BaseException as caught:
                 error = caught
                 raise
             finally:
-                await cycle.aclose()
-                stopped = time.perf_counter()  # the cycle's duration, its trace's end and its Recursive call's start
-                metrics.add_cycle_duration(stopped - started)
-                note_cycle_end(note, stopped, recursing=not ended and error is None)
-                if inv.cycle_span is not None:
-                    tracer.end_span(inv.cycle_span, error=error)
-                    inv.cycle_span = None
+                if cycle is not None:
+                    await cycle.aclose()
+                _end_cycle(inv, started, recursing=not ended and error is None, error=error)
             if ended:
                 return
             recursions.append(note)
@@ -350,9 +352,41 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
                 note_recursion_end(recursion, now)
 
 
-async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
-    """One model → tools cycle; yields events and, when the invocation ends here, an ``AgentResult``."""
-    message = _tool_use_to_resume(agent, inv)
+def _end_cycle(inv: Invocation, started: float, *, recursing: bool, error: BaseException | None) -> None:
+    """The cycle's duration, its trace note's end and its span's end."""
+    stopped = time.perf_counter()  # the cycle's duration, its trace's end and its Recursive call's start
+    inv.agent.event_loop_metrics.add_cycle_duration(stopped - started)
+    assert inv.cycle_note is not None  # _cycles opened it
+    note_cycle_end(inv.cycle_note, stopped, recursing=recursing)
+    if inv.cycle_span is not None:
+        inv.tracer.end_span(inv.cycle_span, error=error)
+        inv.cycle_span = None
+
+
+async def _begin_cycle(agent: Agent, inv: Invocation) -> AgentResult | AsyncGenerator[Any, None] | None:
+    """The cycle's events to read (:func:`_cycle`), after its model turn when that one runs quietly.
+
+    Nobody reads a quiet model turn's events (``reads_directly``): it runs here as plain coroutines, with no
+    generator layer. Its ``AgentResult`` when it ended the invocation; None when the cycle ends after it (the
+    next one asks for the structured output); else the tool half's events.
+    """
+    resumed = _tool_use_to_resume(agent, inv)
+    if resumed is not None or not reads_directly(agent, inv):
+        return _cycle(agent, inv, resumed)
+    turn = _ModelTurn()
+    final = await _model_turn_quiet(agent, inv, turn)
+    if final is not None or turn.message is None:
+        return final
+    return _cycle(agent, inv, turn.message, answered=True)
+
+
+async def _cycle(agent: Agent, inv: Invocation, message: Message | None,
+                 *, answered: bool = False) -> AsyncGenerator[Any, None]:
+    """One model → tools cycle; yields events and, when the invocation ends here, an ``AgentResult``.
+
+    ``message``: the tool uses to run without calling the model — a resumed batch or checkpoint, or (``answered``)
+    the answer of the quiet model turn :func:`_begin_cycle` took.
+    """
     if message is None:
         turn = _ModelTurn()
         model = _model_turn(agent, inv, turn)
@@ -364,7 +398,7 @@ async def _cycle(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
         if turn.message is None:
             return  # the invocation ended here (its result was yielded), or the next cycle goes on
         message = turn.message
-    else:
+    elif not answered:
         inv.resumed_cycles += 1
         assert inv.cycle_note is not None  # _cycles opened it
         note_no_model_call(inv.cycle_note)
@@ -419,8 +453,6 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
         MaxTokensReachedException: The model stopped at its ``max_tokens`` limit (the partial message is kept).
     """
     outcome: ModelStopReason | None = None
-    note = inv.cycle_note
-    assert note is not None  # _cycles opened it; the model call starts with the cycle
     model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
     try:
         async for event in model_call:
@@ -431,18 +463,52 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
     finally:
         await model_call.aclose()
     assert outcome is not None
+    message, final = await _keep_answer(agent, inv, outcome)
+    if final is None:
+        if not inv.quiet:
+            yield {"type": "message", "message": message}
+        final = await _end_turn(agent, inv, message, outcome.stop_reason, turn)
+        if final is not None and final.structured_output is not None and not inv.quiet:
+            yield {"type": "structured_output", "structured_output": final.structured_output}
+    if final is not None:
+        yield final
+
+
+async def _model_turn_quiet(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AgentResult | None:
+    """:func:`_model_turn` when nobody reads its events (``reads_directly``): the ``AgentResult`` or None.
+
+    Raises:
+        MaxTokensReachedException: As :func:`_model_turn`.
+    """
+    outcome = await call_model_quiet(agent, inv)
+    message, final = await _keep_answer(agent, inv, outcome)
+    if final is None:
+        final = await _end_turn(agent, inv, message, outcome.stop_reason, turn)
+    return final
+
+
+async def _keep_answer(agent: Agent, inv: Invocation, outcome: ModelStopReason) -> tuple[Message, AgentResult | None]:
+    """Count the model cycle and add its message to the history; the ``AgentResult`` when it was cancelled."""
     agent.event_loop_metrics.add_cycle()
     message, stop_reason = outcome.message, outcome.stop_reason
     if stop_reason == "cancelled":
         await agent._append_message(message, inv.state)
-        yield inv.result("cancelled", message)
-        return
+        return message, inv.result("cancelled", message)
     if stop_reason == "max_tokens":
         message = _without_unfinished_tool_uses(message)
-    note_model_end(note, message)
+    assert inv.cycle_note is not None  # _cycles opened it; the model call starts with the cycle
+    note_model_end(inv.cycle_note, message)
     await agent._append_message(message, inv.state)
-    if not inv.quiet:
-        yield {"type": "message", "message": message}
+    return message, None
+
+
+async def _end_turn(agent: Agent, inv: Invocation, message: Message, stop_reason: str,
+                    turn: _ModelTurn) -> AgentResult | None:
+    """What follows the kept answer: the invocation's result, or None (``turn.message`` set when tools run next).
+
+    Raises:
+        MaxTokensReachedException: The model stopped at its ``max_tokens`` limit (the partial message is kept).
+    """
     if stop_reason == "max_tokens":
         raise MaxTokensReachedException(
             "the model stopped at its max_tokens limit; the partial message was kept in the history "
@@ -450,17 +516,12 @@ async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncG
             "again to continue.", partial_message=message,
         )
     if stop_reason != "tool_use" or not any("toolUse" in block for block in message["content"]):
-        final = await _finish_turn(agent, inv, message, stop_reason)
-        if final is not None:
-            if final.structured_output is not None and not inv.quiet:
-                yield {"type": "structured_output", "structured_output": final.structured_output}
-            yield final
-        return  # structured output was requested: the next cycle asks for it
+        return await _finish_turn(agent, inv, message, stop_reason)  # None: structured output is asked for next
     if agent.checkpointing and not (inv.cancelled or inv.deferred_cancel):
-        yield inv.result("checkpoint", message,
-                         checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
-        return
+        return inv.result("checkpoint", message,
+                          checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
     turn.message = message
+    return None
 
 
 async def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:

@@ -43,9 +43,13 @@ def _zero_usage() -> dict[str, int]:
 
 
 def _add(target: dict[str, int], usage: dict[str, Any]) -> None:
-    for key, value in usage.items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            target[key] = target.get(key, 0) + value
+    for key, value in _counts(usage):
+        target[key] = target.get(key, 0) + value
+
+
+def _counts(usage: dict[str, Any]) -> list[tuple[str, int]]:
+    """The integer token counts of ``usage`` (a provider may add other fields)."""
+    return [(key, value) for key, value in usage.items() if isinstance(value, int) and not isinstance(value, bool)]
 
 
 def _total_prompt_tokens(usage: dict[str, int]) -> int:
@@ -146,8 +150,10 @@ class EventLoopMetrics:
     def add_usage(self, usage: dict[str, int], latency_ms: int, cost_usd: float) -> None:
         """Add one model call: its token ``usage``, latency and cost, to the cumulative and invocation totals."""
         self.model_calls += 1
+        counts = _counts(usage)  # checked once for the three totals
         for target in (self.accumulated_usage, self.invocation_usage, self._cycle_usage):
-            _add(target, usage)
+            for key, value in counts:
+                target[key] = target.get(key, 0) + value
         for metrics in (self.accumulated_metrics, self.invocation_metrics):
             metrics["latencyMs"] = metrics.get("latencyMs", 0) + latency_ms
         self.accumulated_cost_usd += cost_usd

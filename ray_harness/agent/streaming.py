@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 from ray_harness.middleware.types import ModelStopReason
 from ray_harness.types.content import ContentBlock, Message
 from ray_harness.types.exceptions import EventLoopException
 
-__all__ = ("StreamState", "process_stream")
+__all__ = ("StreamState", "process_stream", "read_stream")
 
+_NO_EVENTS: tuple[dict[str, Any], ...] = ()  # what a chunk without delta events gives
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered", "guardrail_intervened"}
 
 
@@ -134,6 +135,28 @@ class StreamState:
             self.redact_user = redact.get("redactUserContentMessage", self.redact_user)
             self.redact_assistant = redact.get("redactAssistantContentMessage", self.redact_assistant)
 
+    def feed(self, chunk: Any) -> Sequence[dict[str, Any]]:
+        """Handle one Converse chunk; returns its delta events (empty for the other kinds).
+
+        Raises:
+            EventLoopException: ``chunk`` is not a dict, or is a tool-use delta with no block started.
+        """
+        if not isinstance(chunk, dict):
+            raise EventLoopException(TypeError(f"model stream event must be a dict, got {type(chunk).__name__}"))
+        if "contentBlockDelta" in chunk:
+            return self.on_delta(chunk["contentBlockDelta"])
+        if "contentBlockStart" in chunk:
+            self.on_start(chunk["contentBlockStart"])
+        elif "contentBlockStop" in chunk:
+            self.close_block()
+        elif "messageStart" in chunk:
+            self.role = chunk["messageStart"].get("role", "assistant")
+        elif "messageStop" in chunk:
+            self.on_stop(chunk["messageStop"])
+        else:
+            self.on_trailer(chunk)
+        return _NO_EVENTS
+
     def _mark_first_byte(self) -> None:
         if self.first_byte is None:
             self.first_byte = time.perf_counter()
@@ -183,22 +206,22 @@ async def process_stream(chunks: AsyncIterator[dict[str, Any]], *, raw_events: b
     """
     state = state if state is not None else StreamState()
     async for chunk in chunks:
-        if not isinstance(chunk, dict):
-            raise EventLoopException(TypeError(f"model stream event must be a dict, got {type(chunk).__name__}"))
-        if raw_events:
+        if raw_events and isinstance(chunk, dict):
             yield {"type": "model_event", "event": chunk}
-        if "contentBlockDelta" in chunk:
-            for event in state.on_delta(chunk["contentBlockDelta"]):
-                if deltas:
-                    yield event
-        elif "contentBlockStart" in chunk:
-            state.on_start(chunk["contentBlockStart"])
-        elif "contentBlockStop" in chunk:
-            state.close_block()
-        elif "messageStart" in chunk:
-            state.role = chunk["messageStart"].get("role", "assistant")
-        elif "messageStop" in chunk:
-            state.on_stop(chunk["messageStop"])
-        else:
-            state.on_trailer(chunk)
+        events = state.feed(chunk)
+        if deltas:
+            for event in events:
+                yield event
     yield state.finish()
+
+
+async def read_stream(chunks: AsyncIterator[Any], state: StreamState) -> ModelStopReason:
+    """:func:`process_stream` for a caller that wants only the stop: a plain coroutine, no generator layer.
+
+    Raises:
+        EventLoopException: As :func:`process_stream`.
+    """
+    feed = state.feed
+    async for chunk in chunks:
+        feed(chunk)
+    return state.finish()

@@ -57,7 +57,8 @@ def test_subclass_with_proactive_compression_reduces_before_the_model_call() -> 
     model = ScriptedModel(["done"], context_window=400)  # six 200-word messages are far above half of it
     agent = Agent(model=model, messages=history, conversation_manager=manager)
     agent("next")
-    assert [entry[0] for entry in manager.log] == ["before_model", "reduce", "apply"]
+    # As in Strands, where compression is the manager's first BeforeModelCallEvent callback: hooks run after it.
+    assert [entry[0] for entry in manager.log] == ["reduce", "before_model", "apply"]
     assert len(model.calls[0].messages) == 6  # the model saw the reduced history
 
 
@@ -70,7 +71,7 @@ def test_proactive_compression_is_best_effort() -> None:
     manager = Stuck(100, proactive_compression=True)
     agent = Agent(model=ScriptedModel(["done"], context_window=10), conversation_manager=manager)
     assert str(agent("a prompt long enough to pass seventy percent of ten tokens")) == "done\n"
-    assert [entry[0] for entry in manager.log] == ["before_model", "reduce", "apply"]
+    assert [entry[0] for entry in manager.log] == ["reduce", "before_model", "apply"]
 
 
 def test_without_proactive_compression_nothing_is_reduced_before_the_call() -> None:

@@ -1,0 +1,190 @@
+"""The model half of a cycle: its quiet form (plain coroutines) and the order around proactive compression."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from ray_harness import Agent, tool
+from ray_harness.agent.conversation_manager import ConversationManager
+from ray_harness.hooks import AfterModelCallEvent, BeforeModelCallEvent
+from ray_harness.middleware import InvokeModelStage
+from ray_harness.models.base import estimate_tokens
+from ray_harness.testing import RecordingHooks, ScriptedModel, text, tool_call
+
+MODEL_HALF = {"_model_turn", "call_model", "_attempt", "terminal", "process_stream"}
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def _generators_started(agent: Agent, prompt: str) -> list[str]:
+    """The names of the async generators one ``invoke_async`` starts."""
+    started: list[str] = []
+
+    async def main() -> None:
+        firstiter, finalizer = sys.get_asyncgen_hooks()
+
+        def record(generator: Any) -> None:
+            started.append(generator.ag_code.co_name)
+            if firstiter is not None:
+                firstiter(generator)
+
+        sys.set_asyncgen_hooks(firstiter=record, finalizer=finalizer)
+        await agent.invoke_async(prompt)
+
+    asyncio.run(main())
+    return started
+
+
+def test_a_quiet_invocation_runs_the_model_half_without_generator_layers() -> None:
+    agent = Agent(ScriptedModel(tool_call("add", {"a": 1, "b": 2}), text("3")), tools=[add])
+    started = _generators_started(agent, "add")
+    assert MODEL_HALF.isdisjoint(started), started
+    assert str(agent.messages[-1]["content"][0]["text"]) == "3"
+
+
+def test_middleware_keeps_the_generator_form_on_a_quiet_invocation() -> None:
+    seen: list[str] = []
+
+    async def passthrough(ctx: Any, next_fn: Any) -> Any:
+        async for event in next_fn(ctx):
+            seen.append(event.get("type", "stop") if isinstance(event, dict) else "stop")
+            yield event
+
+    agent = Agent(ScriptedModel(text("hi")))
+    agent.add_middleware(InvokeModelStage, passthrough)
+    started = _generators_started(agent, "q")
+    assert {"call_model", "terminal", "process_stream"} <= set(started)
+    assert "text_delta" in seen and seen[-1] == "stop"  # middleware sees the chunk events, as before
+
+
+def test_middleware_added_by_a_hook_during_a_quiet_turn_runs_for_that_call() -> None:
+    calls: list[int] = []
+
+    async def count(ctx: Any, next_fn: Any) -> Any:
+        calls.append(len(ctx.messages))
+        async for event in next_fn(ctx):
+            yield event
+
+    agent = Agent(ScriptedModel(text("hi")))
+
+    def add_middleware(event: BeforeModelCallEvent) -> None:
+        if not calls and not event.agent._middleware.has(InvokeModelStage):
+            event.agent.add_middleware(InvokeModelStage, count)
+
+    agent.add_hook(add_middleware, BeforeModelCallEvent)
+    assert str(agent("q")) == "hi\n"
+    assert calls == [1]
+
+
+def test_quiet_and_streamed_invocations_hear_the_same_hooks_and_keep_the_same_history() -> None:
+    def run(streamed: bool) -> tuple[list[str], list[Any], int, dict[str, int]]:
+        usage = {"inputTokens": 3, "outputTokens": 2, "totalTokens": 5}
+        model = ScriptedModel(text("discarded", usage=usage), tool_call("add", {"a": 1, "b": 2}, tool_use_id="t1", usage=usage),
+                              text("3", usage=usage))
+        recorder = RecordingHooks()
+        agent = Agent(model, tools=[add], hooks=[recorder])
+        retried: list[bool] = []
+
+        def retry_first(event: AfterModelCallEvent) -> None:
+            if not retried:
+                retried.append(True)
+                event.retry = True
+
+        agent.add_hook(retry_first, AfterModelCallEvent)
+        if streamed:
+            async def drain() -> None:
+                async for _ in agent.stream_async("add"):
+                    pass
+
+            asyncio.run(drain())
+        else:
+            agent("add")
+        metrics = agent.event_loop_metrics
+        return recorder.names(), agent.messages, metrics.cycle_count, dict(metrics.accumulated_usage)
+
+    quiet, streamed = run(False), run(True)
+    assert quiet == streamed
+    assert quiet[0].count("AfterModelCallEvent") == 3 and quiet[3]["totalTokens"] == 15  # the retried answer is billed
+
+
+class _Parked(ScriptedModel):
+    """Streams part of an answer, then waits forever (until cancelled)."""
+
+    def __init__(self) -> None:
+        super().__init__(text("unused"))
+        self.parked = asyncio.Event()
+        self.closed = False
+
+    async def stream(self, messages, tool_specs=None, system_prompt=None, **kwargs):  # type: ignore[no-untyped-def,override]
+        try:
+            yield {"messageStart": {"role": "assistant"}}
+            yield {"contentBlockDelta": {"delta": {"text": "a partial answer"}, "contentBlockIndex": 0}}
+            self.parked.set()
+            await asyncio.Event().wait()
+        finally:
+            self.closed = True
+
+
+def test_a_cancel_during_the_model_stream_of_a_quiet_invocation_stops_it() -> None:
+    model = _Parked()
+    agent = Agent(model)
+    recorder = RecordingHooks()
+    agent.add_hook(recorder)
+
+    async def main() -> Any:
+        task = asyncio.create_task(agent.invoke_async("q"))
+        await model.parked.wait()
+        agent.cancel()
+        return await task
+
+    result = asyncio.run(main())
+    assert result.stop_reason == "cancelled" and model.closed
+    assert agent.messages[-1] == {"role": "assistant", "content": [{"text": "Cancelled by user"}]}
+    assert agent.event_loop_metrics.accumulated_usage["totalTokens"] > 0  # the cut stream's estimate is billed
+    assert recorder.names().count("AfterModelCallEvent") == 1
+
+
+class _DropFirst(ConversationManager):
+    """Proactive compression that drops the two oldest messages."""
+
+    def apply_management(self, agent: Any, **kwargs: Any) -> None:
+        pass
+
+    def reduce_context(self, agent: Any, e: Exception | None = None, **kwargs: Any) -> None:
+        del agent.messages[:2]
+
+
+def _long_history() -> list[Any]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"text": "word " * 200}]} for i in range(4)]
+
+
+def test_a_before_model_call_hook_sees_the_history_after_proactive_compression() -> None:
+    # As in Strands, where compression is the conversation manager's own BeforeModelCallEvent callback, registered
+    # before any other: hooks see what the model gets; projected_input_tokens is the estimate from before it.
+    agent = Agent(ScriptedModel(text("done"), context_window=400), messages=_long_history(),
+                  conversation_manager=_DropFirst(proactive_compression={"compression_threshold": 0.5}))
+    seen: list[tuple[int, int | None]] = []
+    agent.add_hook(lambda event: seen.append((len(event.agent.messages), event.projected_input_tokens)),
+                   BeforeModelCallEvent)
+    before = [*_long_history(), {"role": "user", "content": [{"text": "next"}]}]
+    agent("next")
+    assert seen == [(3, estimate_tokens(before, None, []))]
+
+
+def test_proactive_compression_runs_before_a_hook_that_vetoes_the_call() -> None:
+    agent = Agent(ScriptedModel(text("unused"), context_window=400), messages=_long_history(),
+                  conversation_manager=_DropFirst(proactive_compression={"compression_threshold": 0.5}))
+
+    def veto(event: BeforeModelCallEvent) -> None:
+        event.cancel = "no call"
+
+    agent.add_hook(veto, BeforeModelCallEvent)
+    assert str(agent("next")) == "no call\n"
+    # Compressed (the two oldest dropped) before the hook ran, then the prompt and the veto's answer.
+    assert [m["content"][0]["text"][:4] for m in agent.messages] == ["word", "word", "next", "no c"]
