@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,9 @@ def test_page_blocks_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert blocks, f"{page} has no <!-- run --> block"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RAY_HARNESS_SESSION_DIR", str(tmp_path / "sessions"))
+    # A page runs as the script a reader saves, in a fresh process: ScriptedModel numbers its tool-use ids across
+    # the process, and a longer id changes the estimated input tokens a page prints.
+    monkeypatch.setattr("ray_harness.testing.model._ids", itertools.count(1))
     namespace: dict[str, object] = {"__name__": "__main__"}
     for block in blocks:
         out = io.StringIO()
