@@ -3,6 +3,10 @@
 Interrupts raised anywhere in the batch are collected; the batch then stops
 with the completed results stored in the interrupt state, so a resume runs only
 the tools that have no result yet and keeps the others in their place.
+
+Two forms: :func:`run_tools` (async generators: streamed invocations, tool middleware, extensions, custom
+executors, concurrent batches) and :func:`run_tools_quiet` (plain coroutines, when nothing reads the per-tool
+events), with the same hooks, results, metrics, traces and spans.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, M
 from ray_harness.telemetry.metrics import sinks as metric_sinks, tool_call as report_tool_call
 from ray_harness.telemetry.tracing import tool_attributes, tool_result_attributes
 from ray_harness.tools.base import ToolContext, error_result
-from ray_harness.tools.executors import ToolInterruptedMarker
+from ray_harness.tools.decorator import DecoratedFunctionTool
+from ray_harness.tools.executors import ConcurrentToolExecutor, SequentialToolExecutor, ToolInterruptedMarker
 from ray_harness.types.content import Message, ToolResult, ToolUse
 from ray_harness.types.validation import copy_json
 
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
     from ray_harness.agent.loop import Invocation
     from ray_harness.tools.base import AgentTool
 
-__all__ = ("ToolsOutcome", "execute_tool", "run_tools")
+__all__ = ("ToolsOutcome", "execute_tool", "run_tools", "run_tools_quiet", "runs_tools_quietly")
 
 CANCELLED_TOOL_TEXT = "Tool execution cancelled"
 
@@ -109,6 +114,73 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
     if not inv.quiet:
         yield {"type": "message", "message": result_message}
     yield ToolsOutcome(end_turn=end_turn)
+
+
+def runs_tools_quietly(agent: Agent, inv: Invocation, message: Message) -> bool:
+    """Whether the tool half may run as plain coroutines (:func:`run_tools_quiet`): nobody reads its events.
+
+    That is a quiet invocation with no ``ExecuteToolStage`` middleware and no extension, whose executor is one
+    of ours running the batch in order (sequential, or a concurrent one with one tool to run). A custom
+    executor, and a concurrent batch of several tools, keep the generator form.
+    """
+    if not inv.quiet or inv.extensions is not None or agent._middleware.has(ExecuteToolStage):
+        return False
+    executor = type(agent.tool_executor)
+    if executor is SequentialToolExecutor:
+        return True
+    return executor is ConcurrentToolExecutor and sum("toolUse" in block for block in message["content"]) <= 1
+
+
+async def run_tools_quiet(agent: Agent, inv: Invocation, message: Message) -> ToolsOutcome:
+    """:func:`run_tools` without its events, as plain coroutines (see :func:`runs_tools_quietly`)."""
+    state = agent._interrupt_state
+    tool_uses = [block["toolUse"] for block in message["content"] if "toolUse" in block]
+    results: dict[str, ToolResult] = {}
+    if state.activated:
+        results = {r["toolUseId"]: r for r in state.context.get("tool_results", [])}
+    cancel: bool | str = False
+    if agent.hooks.has_callbacks(BeforeToolsEvent):
+        before, interrupts = await agent.hooks.invoke_callbacks_async(
+            BeforeToolsEvent(agent=agent, message=message, invocation_state=inv.state)
+        )
+        if interrupts:
+            _suspend(agent, message, results, interrupts)
+            return ToolsOutcome(interrupts=interrupts)
+        cancel = before.cancel
+    cancel_text = _batch_cancel_text(cancel, inv)
+    pending = [use for use in tool_uses if use["toolUseId"] not in results]
+    interrupts = []
+    if cancel_text is not None:
+        for use in pending:
+            results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
+    else:
+        try:
+            # As SequentialToolExecutor: cancel is checked before each tool, an interrupt stops the batch.
+            for use in pending:
+                done = _ToolDone(use, error_result(use["toolUseId"], CANCELLED_TOOL_TEXT)) \
+                    if inv.cancel_signal.is_set() else await execute_tool_quiet(agent, inv, use)
+                if isinstance(done, _ToolInterrupted):
+                    interrupts.extend(done.interrupts)
+                    break
+                results[use["toolUseId"]] = done.result
+        except Exception:
+            await _after_unfinished_batch(agent, inv, tool_uses, results)
+            raise
+    if interrupts:
+        _suspend(agent, message, results, interrupts)  # first: a raising hook must not lose the interrupts
+        await _after_unfinished_batch(agent, inv, tool_uses, results)
+        return ToolsOutcome(interrupts=interrupts)
+    state.deactivate()
+    ordered = [results[use["toolUseId"]] for use in tool_uses]
+    result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
+    end_turn: Any = False
+    if agent.hooks.has_callbacks(AfterToolsEvent):
+        after, _ = await agent.hooks.invoke_callbacks_async(
+            AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
+        )
+        end_turn = after.end_turn
+    await agent._append_message(result_message, inv.state)
+    return ToolsOutcome(end_turn=end_turn)
 
 
 async def _after_unfinished_batch(agent: Agent, inv: Invocation, tool_uses: list[ToolUse],
@@ -217,6 +289,50 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         return
 
 
+async def execute_tool_quiet(agent: Agent, inv: Invocation, tool_use: ToolUse) -> _ToolDone | _ToolInterrupted:
+    """:func:`execute_tool` as a coroutine for :func:`run_tools_quiet`: the same hooks, without the events."""
+    while True:
+        name = tool_use.get("name", "")
+        registered = selected = agent.tool_registry.get(name)
+        call = shown = copy_json(tool_use)  # as in execute_tool: hooks and the tool see a copy
+        cancel_tool: bool | str = False
+        if agent.hooks.has_callbacks(BeforeToolCallEvent):
+            before, interrupts = await _before_tool_call(agent, inv, tool_use, registered, shown)
+            if interrupts:
+                return _ToolInterrupted(tool_use, interrupts)
+            selected, call, cancel_tool = before.selected_tool, before.tool_use, before.cancel_tool
+        exception: BaseException | None = None
+        cancel_message: str | None = None
+        started = time.perf_counter()
+        use_id = tool_use["toolUseId"]
+        if cancel_tool:
+            cancel_message = cancel_tool if isinstance(cancel_tool, str) else "tool cancelled by user"
+            result = error_result(use_id, cancel_message)
+        elif inv.structured is not None and name == inv.structured.name and registered is None:
+            result = inv.structured.handle(call)
+        elif selected is None:
+            result = error_result(use_id, f"Unknown tool: {name}")
+        else:
+            called = _Called()
+            await _call_selected_quiet(agent, inv, selected, call, tool_use, started, called)
+            if called.interrupts is not None:
+                return _ToolInterrupted(tool_use, called.interrupts)
+            assert called.result is not None
+            exception, result = called.exception, called.result
+        result = _normalize(use_id, result)
+        if agent.hooks.has_callbacks(AfterToolCallEvent):
+            after, _ = await agent.hooks.invoke_callbacks_async(
+                AfterToolCallEvent(agent=agent, selected_tool=selected, tool_use=call,
+                                   result=result, invocation_state=inv.state, exception=exception,
+                                   cancel_message=cancel_message, duration=time.perf_counter() - started)
+            )
+            if after.retry and not inv.cancelled:
+                continue
+            result = _normalize(use_id, after.result)
+        _count_tool_call(agent, tool_use, result, started)
+        return _ToolDone(tool_use, result)
+
+
 async def _before_tool_call(agent: Agent, inv: Invocation, tool_use: ToolUse, registered: AgentTool | None,
                             shown: ToolUse) -> tuple[BeforeToolCallEvent, list[Interrupt]]:
     """``BeforeToolCallEvent`` for the model's ``tool_use``, shown to the hooks as its copy ``shown``."""
@@ -247,12 +363,9 @@ async def _call_selected(agent: Agent, inv: Invocation, selected: AgentTool, cal
 
     ``tool_use`` is the model's call, ``call`` the one the hooks let through; fills ``called``.
     """
-    name, use_id = tool_use.get("name", ""), tool_use["toolUseId"]
     outcome: ToolResultEvent | None = None
     exception: BaseException | None = None
-    span = inv.tracer.start_span(f"execute_tool {name}", inv.cycle_span or inv.agent_span,
-                                 tool_attributes(agent, call, inv.tracer.capture_content)
-                                 ) if inv.tracer.enabled else None
+    span = _open_span(agent, inv, call, tool_use)
     token = inv.tracer.attach(span)  # spans a tool creates become children of execute_tool
     chain = _tool_chain(agent, inv, selected, call)
     try:
@@ -268,21 +381,85 @@ async def _call_selected(agent: Agent, inv: Invocation, selected: AgentTool, cal
         return
     except Exception as error:
         exception = error
-        outcome = ToolResultEvent(error_result(use_id, f"Error: {error}"), exception=error)
+        outcome = ToolResultEvent(error_result(tool_use["toolUseId"], f"Error: {error}"), exception=error)
     finally:
         close = getattr(chain, "aclose", None)  # a custom AgentTool's own stream may be any async iterator
         if close is not None:
             await close()
         inv.tracer.detach(token)
         if span is not None:
-            done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
-            raised = exception or (outcome.exception if outcome is not None else None)
-            inv.tracer.end_span(span, tool_result_attributes(done, started, inv.tracer.capture_content),
-                                error=raised, failed="tool returned an error result" if done.get("status") == "error"
-                                else None)
+            _close_span(inv, span, outcome, exception, started)
+    _settle(inv, tool_use, started, called, outcome, exception)
+
+
+async def _call_selected_quiet(agent: Agent, inv: Invocation, selected: AgentTool, call: ToolUse,
+                               tool_use: ToolUse, started: float, called: _Called) -> None:
+    """:func:`_call_selected` with nothing wrapping the tool and nobody reading its stream events.
+
+    The tool's own stream is still read to its end (a streaming tool runs as one); only its result is kept.
+    """
+    if agent._middleware.has(ExecuteToolStage):  # added by a hook during this batch: it wraps this call
+        async with contextlib.aclosing(_call_selected(agent, inv, selected, call, tool_use, started,
+                                                      called)) as events:
+            async for _ in events:
+                pass
+        return
+    outcome: ToolResultEvent | None = None
+    exception: BaseException | None = None
+    span = _open_span(agent, inv, call, tool_use)
+    token = inv.tracer.attach(span)
+    context = ToolContext(tool_use=call, agent=agent, invocation_state=inv.state, cancel_signal=inv.cancel_signal)
+    # A decorated plain function's one result needs no generator around it; any other tool's stream is read.
+    direct = selected._result_call(call, context) if type(selected) is DecoratedFunctionTool else None
+    stream = selected.stream(call, context) if direct is None else None
+    try:
+        if direct is not None:
+            outcome = await direct
+        else:
+            assert stream is not None
+            async for event in stream:
+                if isinstance(event, ToolResultEvent):
+                    outcome = event
+    except InterruptException as signal:
+        called.interrupts = list(getattr(signal, "interrupts", [signal.interrupt]))
+        _trace_tool(inv, tool_use, started, None)
+        return
+    except Exception as error:
+        exception = error
+        outcome = ToolResultEvent(error_result(tool_use["toolUseId"], f"Error: {error}"), exception=error)
+    finally:
+        close = getattr(stream, "aclose", None)  # a custom AgentTool's own stream may be any async iterator
+        if close is not None:
+            await close()
+        inv.tracer.detach(token)
+        if span is not None:
+            _close_span(inv, span, outcome, exception, started)
+    _settle(inv, tool_use, started, called, outcome, exception)
+
+
+def _open_span(agent: Agent, inv: Invocation, call: ToolUse, tool_use: ToolUse) -> Any:
+    """The call's ``execute_tool`` span, or None when tracing is off."""
+    if not inv.tracer.enabled:
+        return None
+    return inv.tracer.start_span(f"execute_tool {tool_use.get('name', '')}", inv.cycle_span or inv.agent_span,
+                                 tool_attributes(agent, call, inv.tracer.capture_content))
+
+
+def _close_span(inv: Invocation, span: Any, outcome: ToolResultEvent | None, exception: BaseException | None,
+                started: float) -> None:
+    done = outcome.tool_result if outcome is not None else {"status": "interrupted"}
+    raised = exception or (outcome.exception if outcome is not None else None)
+    inv.tracer.end_span(span, tool_result_attributes(done, started, inv.tracer.capture_content),
+                        error=raised, failed="tool returned an error result" if done.get("status") == "error"
+                        else None)
+
+
+def _settle(inv: Invocation, tool_use: ToolUse, started: float, called: _Called, outcome: ToolResultEvent | None,
+            exception: BaseException | None) -> None:
+    """Fill ``called`` from the chain's last ``ToolResultEvent`` (or the error of its missing one)."""
     if outcome is None:
         missing = MiddlewareError.no_result(ExecuteToolStage)  # an error result, the exception for hooks (Strands)
-        outcome = ToolResultEvent(error_result(use_id, f"Error: {missing}"), exception=missing)
+        outcome = ToolResultEvent(error_result(tool_use["toolUseId"], f"Error: {missing}"), exception=missing)
     called.exception = exception or outcome.exception
     called.result = outcome.tool_result
     _trace_tool(inv, tool_use, started, called.result)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ray_harness.agent._model_call import _cancelled_stop, call_model, call_model_quiet, reads_directly
 from ray_harness.agent._prompt import prepare_prompt
 from ray_harness.agent._structured import StructuredOutput
-from ray_harness.agent._tool_phase import ToolsOutcome, run_tools
+from ray_harness.agent._tool_phase import ToolsOutcome, run_tools, run_tools_quiet, runs_tools_quietly
 from ray_harness.agent.limits import Limits, check_limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.trace import CycleNote, note_cycle_end, note_model_end, note_no_model_call, note_recursion_end
@@ -368,7 +368,8 @@ async def _begin_cycle(agent: Agent, inv: Invocation) -> AgentResult | AsyncGene
 
     Nobody reads a quiet model turn's events (``reads_directly``): it runs here as plain coroutines, with no
     generator layer. Its ``AgentResult`` when it ended the invocation; None when the cycle ends after it (the
-    next one asks for the structured output); else the tool half's events.
+    next one asks for the structured output, or runs after this cycle's quiet tool half); else the tool half's
+    events. The tool half runs quietly too when nothing reads its events (``runs_tools_quietly``).
     """
     resumed = _tool_use_to_resume(agent, inv)
     if resumed is not None or not reads_directly(agent, inv):
@@ -377,7 +378,19 @@ async def _begin_cycle(agent: Agent, inv: Invocation) -> AgentResult | AsyncGene
     final = await _model_turn_quiet(agent, inv, turn)
     if final is not None or turn.message is None:
         return final
+    if runs_tools_quietly(agent, inv, turn.message):
+        return await _tools_quiet(agent, inv, turn.message)
     return _cycle(agent, inv, turn.message, answered=True)
+
+
+async def _tools_quiet(agent: Agent, inv: Invocation, message: Message) -> AgentResult | None:
+    """The tool half of :func:`_cycle` as plain coroutines (nobody reads its events); the result if it ended."""
+    inv.resumed_position = None
+    tools = await run_tools_quiet(agent, inv, message)
+    final_result = await _after_tools(agent, inv, message, tools)
+    if final_result is None:
+        inv.cycle_index += 1
+    return final_result
 
 
 async def _cycle(agent: Agent, inv: Invocation, message: Message | None,

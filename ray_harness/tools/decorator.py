@@ -10,7 +10,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -47,6 +47,7 @@ class DecoratedFunctionTool(HeldSpecTool):
         self._context_param = _context_param(context)
         summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
         self._input_model = _input_model(func, self._name, arg_docs, self._context_param)
+        self._input_fields = tuple(self._input_model.model_fields)  # read per call: the class property costs more
         # As in Strands, a parameter named ``agent`` is not an input: the calling agent is passed in it.
         self._takes_agent = "agent" in inspect.signature(func).parameters and self._context_param != "agent"
         schema = _given_schema(inputSchema) or _clean_schema(self._input_model.model_json_schema())
@@ -100,20 +101,15 @@ class DecoratedFunctionTool(HeldSpecTool):
             validated = self._input_model.model_validate(tool_input)
         except ValidationError as error:
             raise ValueError(describe_validation_error(error, "input")) from None
-        return {name: getattr(validated, name) for name in type(validated).model_fields}
+        return {name: getattr(validated, name) for name in self._input_fields}
 
     @override
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = tool_use["toolUseId"]
-        try:
-            kwargs = self.validate_input(tool_use.get("input") or {})
-        except ValueError as error:
-            yield ToolResultEvent(error_result(use_id, f"Error: invalid input for tool '{self._name}': {error}"))
+        kwargs = self._arguments(tool_use, context)
+        if isinstance(kwargs, ToolResultEvent):
+            yield kwargs
             return
-        if self._context_param:
-            kwargs[self._context_param] = context
-        if self._takes_agent:
-            kwargs["agent"] = context.agent
         # Streaming functions, and any function a TOOL_RAW extension observes, run as a raw call whose last
         # event is the function's own return value; a plain function is simply awaited.
         if context._raw_observer is not None or inspect.isasyncgenfunction(self._func):
@@ -125,6 +121,35 @@ class DecoratedFunctionTool(HeldSpecTool):
                         else event
             return
         yield ToolResultEvent(to_tool_result(use_id, await self._call(kwargs)))
+
+    def _result_call(self, tool_use: ToolUse, context: ToolContext) -> Coroutine[Any, Any, ToolResultEvent] | None:
+        """:meth:`stream`'s one event as a coroutine, when it has only that one; None when it streams.
+
+        For a caller that reads only the result (a quiet invocation): a plain function, with no TOOL_RAW
+        observer, needs no generator around its call.
+        """
+        if context._raw_observer is not None or inspect.isasyncgenfunction(self._func):
+            return None
+        return self._result(tool_use, context)
+
+    async def _result(self, tool_use: ToolUse, context: ToolContext) -> ToolResultEvent:
+        kwargs = self._arguments(tool_use, context)
+        if isinstance(kwargs, ToolResultEvent):
+            return kwargs
+        return ToolResultEvent(to_tool_result(tool_use["toolUseId"], await self._call(kwargs)))
+
+    def _arguments(self, tool_use: ToolUse, context: ToolContext) -> dict[str, Any] | ToolResultEvent:
+        """The function's keyword arguments, or the error result of an invalid input."""
+        try:
+            kwargs = self.validate_input(tool_use.get("input") or {})
+        except ValueError as error:
+            return ToolResultEvent(error_result(tool_use["toolUseId"],
+                                                f"Error: invalid input for tool '{self._name}': {error}"))
+        if self._context_param:
+            kwargs[self._context_param] = context
+        if self._takes_agent:
+            kwargs["agent"] = context.agent
+        return kwargs
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
         if inspect.iscoroutinefunction(self._func):
@@ -186,7 +211,9 @@ def to_tool_result(tool_use_id: str, value: Any) -> ToolResult:
         except ValueError:
             block = {"text": str(value)}
         return {"toolUseId": tool_use_id, "status": "success", "content": [block]}
-    if value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+    if type(value) is int:
+        text = int.__repr__(value)  # json.dumps' own text for a plain int, without the encoder's layers
+    elif value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
         text = json.dumps(value)
     else:
         text = str(value)
