@@ -146,7 +146,10 @@ async def resident_density(pool: Any, count: int) -> dict[str, Any]:
     resident = sum(h["resident"] for h in stats)
     for i in range(count):
         await pool.release(f"resident-{i}")
-    per_agent = max(after - before, 1) / resident
+    if after <= before:  # too few agents to move the hosts' RSS (--quick): no density to report
+        return {"agents": resident, "rss_growth_mb": (after - before) / 2**20, "kb_per_agent": None,
+                "agents_per_gb": None}
+    per_agent = (after - before) / resident
     return {"agents": resident, "rss_growth_mb": (after - before) / 2**20, "kb_per_agent": per_agent / 1024,
             "agents_per_gb": int(2**30 / per_agent)}
 
@@ -214,8 +217,10 @@ def print_table(results: dict[str, Any], args: argparse.Namespace) -> None:
     print(_row("R5 driver -> B -> driver (single hop)", handoffs["driver_b"]))
     resident = results["resident"]
     print(f"R3 dedicated actor start: {dedicated['actor_start_s']:.2f} s each (sequential)")
+    density = ("no measurable RSS growth" if resident["agents_per_gb"] is None else
+               f"{resident['kb_per_agent']:.1f} KB/agent, ~{resident['agents_per_gb']:,} agents/GB")
     print(f"R4 resident agents: {resident['agents']} on {args.hosts} hosts, RSS +{resident['rss_growth_mb']:.1f} MB, "
-          f"{resident['kb_per_agent']:.1f} KB/agent, ~{resident['agents_per_gb']:,} agents/GB")
+          f"{density}")
 
 
 def main() -> None:
