@@ -240,33 +240,19 @@ async def _skipped(tool_use: ToolUse) -> AsyncGenerator[Any, None]:
 async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> AsyncGenerator[Any, None]:
     """One tool call with its hooks; yields stream events then ``_ToolDone`` or ``_ToolInterrupted``."""
     while True:
-        name = tool_use.get("name", "")
-        registered = selected = agent.tool_registry.get(name)
-        # The call as hooks and the tool see it: a copy, so neither edits the history's block by accident.
-        call = shown = copy_json(tool_use)
-        cancel_tool: bool | str = False
-        if agent.hooks.has_callbacks(BeforeToolCallEvent):
-            before, interrupts = await _before_tool_call(agent, inv, tool_use, registered, shown)
-            if interrupts:
-                yield _ToolInterrupted(tool_use, interrupts)
-                return
-            selected, call, cancel_tool = before.selected_tool, before.tool_use, before.cancel_tool
-        yield {"type": "tool_start", "tool_use": call}
-        exception: BaseException | None = None
-        cancel_message: str | None = None
+        attempt = await _open_attempt(agent, inv, tool_use)
+        if isinstance(attempt, _ToolInterrupted):
+            yield attempt
+            return
+        yield {"type": "tool_start", "tool_use": attempt.call}
         started = time.perf_counter()
-        use_id = tool_use["toolUseId"]
-        if cancel_tool:
-            cancel_message = cancel_tool if isinstance(cancel_tool, str) else "tool cancelled by user"
-            result = error_result(use_id, cancel_message)
-        elif inv.structured is not None and name == inv.structured.name and registered is None:
-            result = inv.structured.handle(call)
-        elif selected is None:
-            result = error_result(use_id, f"Unknown tool: {name}")
-        else:
+        exception: BaseException | None = None
+        result = _settled_without_call(inv, attempt)
+        if result is None:
+            assert attempt.selected is not None
             called = _Called()
-            async with contextlib.aclosing(_call_selected(agent, inv, selected, call, tool_use, started,
-                                                          called)) as events:
+            async with contextlib.aclosing(_call_selected(agent, inv, attempt.selected, attempt.call, tool_use,
+                                                          started, called)) as events:
                 async for event in events:
                     yield event
             if called.interrupts is not None:
@@ -274,63 +260,92 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
                 return
             assert called.result is not None
             exception, result = called.exception, called.result
-        result = _normalize(use_id, result)
-        if agent.hooks.has_callbacks(AfterToolCallEvent):
-            after, _ = await agent.hooks.invoke_callbacks_async(
-                AfterToolCallEvent(agent=agent, selected_tool=selected, tool_use=call,
-                                   result=result, invocation_state=inv.state, exception=exception,
-                                   cancel_message=cancel_message, duration=time.perf_counter() - started)
-            )
-            if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it
-                continue
-            result = _normalize(use_id, after.result)
-        _count_tool_call(agent, tool_use, result, started)
-        yield _ToolDone(tool_use, result)
-        return
+        final = await _close_attempt(agent, inv, attempt, result, exception, started)
+        if final is not None:
+            yield _ToolDone(tool_use, final)
+            return
 
 
 async def execute_tool_quiet(agent: Agent, inv: Invocation, tool_use: ToolUse) -> _ToolDone | _ToolInterrupted:
     """:func:`execute_tool` as a coroutine for :func:`run_tools_quiet`: the same hooks, without the events."""
     while True:
-        name = tool_use.get("name", "")
-        registered = selected = agent.tool_registry.get(name)
-        call = shown = copy_json(tool_use)  # as in execute_tool: hooks and the tool see a copy
-        cancel_tool: bool | str = False
-        if agent.hooks.has_callbacks(BeforeToolCallEvent):
-            before, interrupts = await _before_tool_call(agent, inv, tool_use, registered, shown)
-            if interrupts:
-                return _ToolInterrupted(tool_use, interrupts)
-            selected, call, cancel_tool = before.selected_tool, before.tool_use, before.cancel_tool
-        exception: BaseException | None = None
-        cancel_message: str | None = None
+        attempt = await _open_attempt(agent, inv, tool_use)
+        if isinstance(attempt, _ToolInterrupted):
+            return attempt
         started = time.perf_counter()
-        use_id = tool_use["toolUseId"]
-        if cancel_tool:
-            cancel_message = cancel_tool if isinstance(cancel_tool, str) else "tool cancelled by user"
-            result = error_result(use_id, cancel_message)
-        elif inv.structured is not None and name == inv.structured.name and registered is None:
-            result = inv.structured.handle(call)
-        elif selected is None:
-            result = error_result(use_id, f"Unknown tool: {name}")
-        else:
+        exception: BaseException | None = None
+        result = _settled_without_call(inv, attempt)
+        if result is None:
+            assert attempt.selected is not None
             called = _Called()
-            await _call_selected_quiet(agent, inv, selected, call, tool_use, started, called)
+            await _call_selected_quiet(agent, inv, attempt.selected, attempt.call, tool_use, started, called)
             if called.interrupts is not None:
                 return _ToolInterrupted(tool_use, called.interrupts)
             assert called.result is not None
             exception, result = called.exception, called.result
-        result = _normalize(use_id, result)
-        if agent.hooks.has_callbacks(AfterToolCallEvent):
-            after, _ = await agent.hooks.invoke_callbacks_async(
-                AfterToolCallEvent(agent=agent, selected_tool=selected, tool_use=call,
-                                   result=result, invocation_state=inv.state, exception=exception,
-                                   cancel_message=cancel_message, duration=time.perf_counter() - started)
-            )
-            if after.retry and not inv.cancelled:
-                continue
-            result = _normalize(use_id, after.result)
-        _count_tool_call(agent, tool_use, result, started)
-        return _ToolDone(tool_use, result)
+        final = await _close_attempt(agent, inv, attempt, result, exception, started)
+        if final is not None:
+            return _ToolDone(tool_use, final)
+
+
+class _Attempt:
+    """One attempt at a tool call as the ``BeforeToolCallEvent`` hooks left it; both forms of a call share it."""
+
+    __slots__ = ("call", "cancel_message", "name", "registered", "selected", "tool_use")
+
+    def __init__(self, tool_use: ToolUse, name: str, registered: AgentTool | None, selected: AgentTool | None,
+                 call: ToolUse, cancel_message: str | None) -> None:
+        self.tool_use, self.name, self.registered, self.selected = tool_use, name, registered, selected
+        self.call, self.cancel_message = call, cancel_message
+
+
+async def _open_attempt(agent: Agent, inv: Invocation, tool_use: ToolUse) -> _Attempt | _ToolInterrupted:
+    """Look the tool up and run the ``BeforeToolCallEvent`` hooks (which may pick, edit, cancel or interrupt it)."""
+    name = tool_use.get("name", "")
+    registered = selected = agent.tool_registry.get(name)
+    # The call as hooks and the tool see it: a copy, so neither edits the history's block by accident.
+    call = shown = copy_json(tool_use)
+    cancel_tool: bool | str = False
+    if agent.hooks.has_callbacks(BeforeToolCallEvent):
+        before, interrupts = await _before_tool_call(agent, inv, tool_use, registered, shown)
+        if interrupts:
+            return _ToolInterrupted(tool_use, interrupts)
+        selected, call, cancel_tool = before.selected_tool, before.tool_use, before.cancel_tool
+    cancel_message = (cancel_tool if isinstance(cancel_tool, str) else "tool cancelled by user") if cancel_tool else None
+    return _Attempt(tool_use, name, registered, selected, call, cancel_message)
+
+
+def _settled_without_call(inv: Invocation, attempt: _Attempt) -> ToolResult | None:
+    """The result of a call no tool runs for (cancelled by a hook, the structured-output tool, an unknown name)."""
+    use_id = attempt.tool_use["toolUseId"]
+    if attempt.cancel_message is not None:
+        return error_result(use_id, attempt.cancel_message)
+    if inv.structured is not None and attempt.name == inv.structured.name and attempt.registered is None:
+        return inv.structured.handle(attempt.call)
+    if attempt.selected is None:
+        return error_result(use_id, f"Unknown tool: {attempt.name}")
+    return None
+
+
+async def _close_attempt(agent: Agent, inv: Invocation, attempt: _Attempt, result: Any,
+                         exception: BaseException | None, started: float) -> ToolResult | None:
+    """Normalise the result, let ``AfterToolCallEvent`` hooks see or replace it and count the call.
+
+    ``None``: a hook asked to run the call again.
+    """
+    use_id = attempt.tool_use["toolUseId"]
+    final = _normalize(use_id, result)
+    if agent.hooks.has_callbacks(AfterToolCallEvent):
+        after, _ = await agent.hooks.invoke_callbacks_async(
+            AfterToolCallEvent(agent=agent, selected_tool=attempt.selected, tool_use=attempt.call,
+                               result=final, invocation_state=inv.state, exception=exception,
+                               cancel_message=attempt.cancel_message, duration=time.perf_counter() - started)
+        )
+        if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it
+            return None
+        final = _normalize(use_id, after.result)
+    _count_tool_call(agent, attempt.tool_use, final, started)
+    return final
 
 
 async def _before_tool_call(agent: Agent, inv: Invocation, tool_use: ToolUse, registered: AgentTool | None,
