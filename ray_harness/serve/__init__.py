@@ -5,7 +5,9 @@ the Serve application; ``run(app, host=, port=)`` deploys it and returns a handl
 ``.shutdown()``. Tasks, interrupted agents and each ``contextId``'s conversation live in the task store, so
 an ``INPUT_REQUIRED`` task is answered, and a conversation continued, on any replica. See
 :mod:`ray_harness.serve._server` (protocol), :mod:`ray_harness.serve._store` (durability, leases),
-:mod:`ray_harness.serve._contexts` (conversations) and :mod:`ray_harness.serve.client` (``A2AAgent``).
+:mod:`ray_harness.serve._blobs` (store backends, compare-and-swap), :mod:`ray_harness.serve._updates`
+(subscriptions served from the store), :mod:`ray_harness.serve._contexts` (conversations) and
+:mod:`ray_harness.serve.client` (``A2AAgent``).
 
 Importing this package does not import Ray; :func:`app` and :func:`run` do.
 """

@@ -56,7 +56,8 @@ from ray_harness.serve._executor import (
     pending_interrupt_ids,
     refused_part,
 )
-from ray_harness.serve._store import TERMINAL, StorePoller, TaskRecords
+from ray_harness.serve._store import TERMINAL, TaskRecords
+from ray_harness.serve._updates import StorePoller
 
 __all__ = ("DEFAULT_MAX_REQUEST_BYTES", "AppSettings", "build_asgi_app", "build_card", "describe_target")
 

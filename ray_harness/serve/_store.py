@@ -31,22 +31,12 @@ import contextlib
 import json
 import logging
 import os
-import threading
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-from a2a.server.cluster import (
-    ConcurrentTaskModificationError,
-    StoredTask,
-    TaskEventStream,
-    TaskVersion,
-    VersionedEvent,
-    VersionedTaskStore,
-)
+from a2a.server.cluster import ConcurrentTaskModificationError, StoredTask, TaskVersion, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.types.a2a_pb2 import (
     ListTasksRequest,
@@ -55,22 +45,19 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     Task,
-    TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatusUpdateEvent,
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from ray_harness.serve._blobs import MemoryRepository, _Swap, open_repository, replace_file
 from ray_harness.session.file import FileSessionRepository
 from ray_harness.session.records import validate_id
 from ray_harness.session.repository import BlobSessionRepository
-from ray_harness.session.s3 import S3SessionRepository
 from ray_harness.types.exceptions import RayHarnessError, SessionException
 
 logger = logging.getLogger("ray_harness.serve")
 
-__all__ = ("DEAD_REPLICA_TEXT", "TERMINAL", "MemoryRepository", "StorePoller", "TaskRecords", "open_repository",
-           "replica_id", "task_updates")
+__all__ = ("DEAD_REPLICA_TEXT", "TERMINAL", "MemoryRepository", "TaskRecords", "open_repository", "replica_id")
 
 TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
                       TaskState.TASK_STATE_REJECTED})
@@ -78,87 +65,6 @@ _RUNNING = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKI
 DEAD_REPLICA_TEXT = ("The replica running this task stopped (its lease expired without a heartbeat), so the run "
                      "was lost; the task is marked FAILED. Send a new message to start again.")
 _DEFAULT_PAGE = 50
-
-
-class MemoryRepository(BlobSessionRepository):
-    """Blobs in this process only: ``task_store=None`` (one replica; nothing survives it)."""
-
-    def __init__(self) -> None:
-        self._blobs: dict[str, bytes] = {}
-        self._lock = threading.Lock()
-
-    def _read(self, key: str) -> bytes | None:
-        with self._lock:
-            return self._blobs.get(key)
-
-    def _write(self, key: str, data: bytes) -> None:
-        with self._lock:
-            self._blobs[key] = data
-
-    def _list_dir(self, key: str) -> list[str]:
-        prefix = key.rstrip("/") + "/"
-        with self._lock:
-            return sorted({name[len(prefix):].split("/", 1)[0] for name in self._blobs if name.startswith(prefix)})
-
-    def _delete(self, key: str) -> None:
-        with self._lock:
-            self._blobs.pop(key, None)
-
-    def _delete_tree(self, key: str) -> None:
-        prefix = key.rstrip("/") + "/"
-        with self._lock:
-            for name in [name for name in self._blobs if name.startswith(prefix)]:
-                del self._blobs[name]
-
-    def _location(self, key: str) -> str:
-        return f"memory://{key}"
-
-
-def open_repository(url: str | None, options: dict[str, Any] | None = None) -> BlobSessionRepository:
-    """The blob repository behind a task store URL.
-
-    Args:
-        url: ``file:///abs/dir``, ``s3://bucket/prefix`` or None (in memory).
-        options: For S3: ``endpoint_url``, ``region_name``, ``aws_access_key_id``, ``aws_secret_access_key``,
-            ``aws_session_token``, ``profile_name``.
-    """
-    options = dict(options or {})
-    if url is None:
-        if options:
-            raise ValueError(f"task_store_options {sorted(options)} given without a task_store URL")
-        return MemoryRepository()
-    if not isinstance(url, str):
-        raise TypeError(f"task_store must be a 'file://' or 's3://' URL string, got {url!r}")
-    parsed = urlparse(url)
-    if parsed.scheme == "file":
-        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
-            raise ValueError(f"task_store {url!r}: a file store must be an absolute path, e.g. file:///var/lib/tasks")
-        if options:
-            raise ValueError(f"task_store_options {sorted(options)} do not apply to a file:// store")
-        return FileSessionRepository(parsed.path)
-    if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise ValueError(f"task_store {url!r}: an S3 store needs a bucket, e.g. s3://bucket/prefix")
-        return _s3_repository(parsed.netloc, parsed.path.strip("/"), options)
-    raise ValueError(f"task_store {url!r} must start with file:// or s3://")
-
-
-_S3_SESSION_KEYS = {"aws_access_key_id", "aws_secret_access_key", "aws_session_token", "profile_name"}
-
-
-def _s3_repository(bucket: str, prefix: str, options: dict[str, Any]) -> S3SessionRepository:
-    unknown = sorted(set(options) - _S3_SESSION_KEYS - {"endpoint_url", "region_name"})
-    if unknown:
-        raise ValueError(f"task_store_options: unknown key(s) {unknown}; allowed: endpoint_url, region_name, "
-                         f"{', '.join(sorted(_S3_SESSION_KEYS))}")
-    session = None
-    credentials = {key: options[key] for key in _S3_SESSION_KEYS if options.get(key) is not None}
-    if credentials:
-        import boto3
-
-        session = boto3.Session(region_name=options.get("region_name"), **credentials)
-    return S3SessionRepository(bucket, prefix, endpoint_url=options.get("endpoint_url"), boto_session=session,
-                               region_name=options.get("region_name"))
 
 
 def _task_key(task_id: str) -> str:
@@ -195,66 +101,6 @@ def _decode(raw: bytes, where: str) -> tuple[int, Task]:
 
 class _LeaseHeld(RayHarnessError):
     """Raised inside a lease swap when a live lease is already there (internal; it never leaves this module)."""
-
-
-class _Swap:
-    """Compare-and-swap of one blob: ``update(key, fn)`` writes ``fn(current)`` unless another writer raced."""
-
-    def __init__(self, repo: BlobSessionRepository) -> None:
-        self.repo = repo
-        self._lock = threading.Lock()
-
-    def update(self, key: str, fn: Callable[[bytes | None], bytes], *, durable: bool = True) -> None:
-        """``durable=False`` (files only) skips the fsync: the write survives a killed process, not a power cut."""
-        repo = self.repo
-        if isinstance(repo, FileSessionRepository):
-            self._update_file(repo, key, fn, durable)
-        elif isinstance(repo, S3SessionRepository):
-            self._update_s3(repo, key, fn)
-        else:
-            with self._lock:
-                repo._write(key, fn(repo._read(key)))
-
-    def _update_file(self, repo: FileSessionRepository, key: str, fn: Callable[[bytes | None], bytes],
-                     durable: bool) -> None:
-        import fcntl
-
-        path = repo._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # One lock file per task: replicas on this machine (or a shared file system with POSIX locks).
-        with open(f"{path}.lock", "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                data = fn(repo._read(key))
-                if durable:
-                    repo._write(key, data)
-                else:
-                    replace_file(path, data)
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
-    def _update_s3(self, repo: S3SessionRepository, key: str, fn: Callable[[bytes | None], bytes]) -> None:
-        from botocore.exceptions import ClientError
-
-        client, bucket, object_key = repo.client, repo.bucket, repo._key(key)
-        for _ in range(8):
-            try:
-                response = client.get_object(Bucket=bucket, Key=object_key)
-                current, condition = response["Body"].read(), {"IfMatch": response["ETag"]}
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
-                    raise
-                current, condition = None, {"IfNoneMatch": "*"}
-            data = fn(current)
-            try:
-                client.put_object(Bucket=bucket, Key=object_key, Body=data, ContentType="application/json",
-                                  **condition)
-                return
-            except ClientError as error:
-                code = error.response.get("Error", {}).get("Code")
-                if code not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
-                    raise
-        raise ConcurrentTaskModificationError(key)
 
 
 class TaskRecords(VersionedTaskStore):
@@ -487,18 +333,6 @@ class TaskRecords(VersionedTaskStore):
         return new_version, ended
 
 
-def replace_file(path: Path, data: bytes) -> None:
-    """Atomic replace without fsync: readers see the old or the new bytes; a killed process leaves no half file."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(descriptor, data)
-    finally:
-        os.close(descriptor)
-    os.replace(temp, path)
-
-
 def _lease_expires(raw: bytes | None) -> float:
     if raw is None:
         return 0.0
@@ -535,68 +369,6 @@ def _page(tasks: list[Task], params: ListTasksRequest) -> ListTasksResponse:
     end = start + size
     token = base64.urlsafe_b64encode(f"offset:{end}".encode()).decode() if end < len(tasks) else None
     return ListTasksResponse(tasks=tasks[start:end], next_page_token=token, total_size=len(tasks), page_size=size)
-
-
-class StorePoller(TaskEventStream):
-    """Cross-replica subscriptions without extra writes: a remote subscriber polls the task record.
-
-    ``publish`` does nothing (every event is already in the task record); ``subscribe`` reads the task each
-    time its version moves on and yields what changed as the events the running replica streams: an artifact
-    update per new or changed artifact (``append`` when only parts were added; ``lastChunk`` once the task
-    ended), then a status update when the status moved. Polls may fold several events into one update, never
-    drop one; so SubscribeToTask has the same shape on a replica that does not run the task.
-    """
-
-    def __init__(self, records: TaskRecords, interval: float = 0.2) -> None:
-        self.records = records
-        self.interval = interval
-
-    async def publish(self, task_id: str, event: VersionedEvent) -> None:
-        return None
-
-    async def subscribe(self, task_id: str, *, after: TaskVersion) -> AsyncGenerator[VersionedEvent, None]:
-        seen = after
-        last: Task | None = None
-        context = ServerCallContext()
-        while True:
-            stored = await self.records.get(task_id, context)
-            if stored is None:
-                return
-            if stored.version == seen:
-                last = stored.task  # what the subscriber got as its snapshot: updates are relative to it
-            elif stored.version.is_after(seen):
-                seen = stored.version
-                for event in task_updates(last, stored.task):
-                    yield VersionedEvent(event=event, version=stored.version)
-                last = stored.task
-                if stored.task.status.state in TERMINAL:
-                    return
-            await asyncio.sleep(self.interval)
-
-    async def destroy(self, task_id: str) -> None:
-        return None
-
-
-def task_updates(before: Task | None, after: Task) -> list[TaskArtifactUpdateEvent | TaskStatusUpdateEvent]:
-    """The update events that turn ``before`` (None: unknown) into ``after``, artifacts first, status last."""
-    ended = after.status.state in TERMINAL
-    known = {artifact.artifact_id: artifact for artifact in (before.artifacts if before is not None else [])}
-    events: list[TaskArtifactUpdateEvent | TaskStatusUpdateEvent] = []
-    for artifact in after.artifacts:
-        previous = known.get(artifact.artifact_id)
-        if previous is not None and previous == artifact:
-            continue
-        update = TaskArtifactUpdateEvent(task_id=after.id, context_id=after.context_id, last_chunk=ended)
-        grown = previous is not None and len(artifact.parts) > len(previous.parts) \
-            and list(artifact.parts[:len(previous.parts)]) == list(previous.parts)
-        update.artifact.CopyFrom(artifact)
-        if grown and previous is not None:
-            del update.artifact.parts[:len(previous.parts)]  # only the new chunks, appended
-            update.append = True
-        events.append(update)
-    if before is None or before.status != after.status:
-        events.append(TaskStatusUpdateEvent(task_id=after.id, context_id=after.context_id, status=after.status))
-    return events
 
 
 def replica_id() -> str:
