@@ -7,10 +7,14 @@ concurrent writer's update: a lock file per blob for ``file://``, a conditional 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from random import random as _unit_random
 from typing import Any
 from urllib.parse import urlparse
 
@@ -20,7 +24,7 @@ from ray_harness.session.file import FileSessionRepository
 from ray_harness.session.repository import BlobSessionRepository
 from ray_harness.session.s3 import S3SessionRepository
 
-__all__ = ("MemoryRepository", "open_repository", "replace_file")
+__all__ = ("MemoryRepository", "StoreContentionError", "open_repository", "replace_file")
 
 
 class MemoryRepository(BlobSessionRepository):
@@ -104,12 +108,53 @@ def _s3_repository(bucket: str, prefix: str, options: dict[str, Any]) -> S3Sessi
                                region_name=options.get("region_name"))
 
 
-class _Swap:
-    """Compare-and-swap of one blob: ``update(key, fn)`` writes ``fn(current)`` unless another writer raced."""
+_ATTEMPTS = 8
+"""Conditional writes of one S3 blob before a compare-and-swap gives up (lost races, not failed requests)."""
+_FIRST_DELAY = 0.02
+_MAX_DELAY = 1.0
+_CONFLICT = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+_ABSENT = ("NoSuchKey", "404")
 
-    def __init__(self, repo: BlobSessionRepository) -> None:
+
+class StoreContentionError(ConcurrentTaskModificationError):
+    """A compare-and-swap of one blob lost the race to other writers on every attempt (S3 stores)."""
+
+    def __init__(self, key: str, location: str, attempts: int) -> None:
+        super().__init__(key)
+        self.location = location
+        self.attempts = attempts
+        self.args = (f"could not write {key} at {location}: another replica wrote it first on each of "
+                     f"{attempts} attempts (conditional PutObject, with backoff); too many replicas write it at "
+                     f"once",)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.task_id, self.location, self.attempts)
+
+
+def _error_code(error: Exception) -> str | None:
+    code = getattr(error, "response", {}).get("Error", {}).get("Code")
+    return code if isinstance(code, str) else None
+
+
+class _Swap:
+    """Atomic operations on one blob: compare-and-swap, conditional delete, reads naming the version read.
+
+    ``update(key, fn)`` writes ``fn(current)`` unless another writer raced: a lock file per blob for ``file://``,
+    a conditional ``PutObject`` for S3, retried after a lost race with jittered exponential backoff (so replicas
+    that collided come back apart) up to ``attempts`` times, then :class:`StoreContentionError`.
+    """
+
+    def __init__(self, repo: BlobSessionRepository, *, sleep: Callable[[float], Any] = time.sleep,
+                 random: Callable[[], float] = _unit_random, attempts: int = _ATTEMPTS) -> None:
         self.repo = repo
         self._lock = threading.Lock()
+        self._sleep = sleep
+        self._random = random
+        self.attempts = attempts
+
+    def backoff(self, attempt: int) -> None:
+        """Wait before retry ``attempt`` (0 first): half to all of ``min(1 s, 20 ms * 2**attempt)``."""
+        self._sleep(min(_MAX_DELAY, _FIRST_DELAY * 2 ** attempt) * (0.5 + self._random() / 2))
 
     def update(self, key: str, fn: Callable[[bytes | None], bytes], *, durable: bool = True) -> None:
         """``durable=False`` (files only) skips the fsync: the write survives a killed process, not a power cut."""
@@ -124,44 +169,142 @@ class _Swap:
 
     def _update_file(self, repo: FileSessionRepository, key: str, fn: Callable[[bytes | None], bytes],
                      durable: bool) -> None:
-        import fcntl
-
         path = repo._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # One lock file per task: replicas on this machine (or a shared file system with POSIX locks).
-        with open(f"{path}.lock", "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                data = fn(repo._read(key))
-                if durable:
-                    repo._write(key, data)
-                else:
-                    replace_file(path, data)
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        with _file_lock(path):
+            data = fn(repo._read(key))
+            if durable:
+                repo._write(key, data)
+            else:
+                replace_file(path, data)
 
     def _update_s3(self, repo: S3SessionRepository, key: str, fn: Callable[[bytes | None], bytes]) -> None:
         from botocore.exceptions import ClientError
 
         client, bucket, object_key = repo.client, repo.bucket, repo._key(key)
-        for _ in range(8):
-            try:
-                response = client.get_object(Bucket=bucket, Key=object_key)
-                current, condition = response["Body"].read(), {"IfMatch": response["ETag"]}
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
-                    raise
-                current, condition = None, {"IfNoneMatch": "*"}
+        for attempt in range(self.attempts):
+            if attempt:
+                self.backoff(attempt - 1)
+            current, etag = self._read_s3(repo, key)
+            condition = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
             data = fn(current)
             try:
                 client.put_object(Bucket=bucket, Key=object_key, Body=data, ContentType="application/json",
                                   **condition)
                 return
             except ClientError as error:
-                code = error.response.get("Error", {}).get("Code")
-                if code not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                if _error_code(error) not in _CONFLICT:
                     raise
-        raise ConcurrentTaskModificationError(key)
+        raise StoreContentionError(key, repo._location(key), self.attempts)
+
+    @staticmethod
+    def _read_s3(repo: S3SessionRepository, key: str) -> tuple[bytes | None, str | None]:
+        from botocore.exceptions import ClientError
+
+        try:
+            response = repo.client.get_object(Bucket=repo.bucket, Key=repo._key(key))
+        except ClientError as error:
+            if _error_code(error) not in _ABSENT:
+                raise
+            return None, None
+        return response["Body"].read(), str(response["ETag"])
+
+    def read(self, key: str) -> tuple[bytes | None, str | None]:
+        """The bytes at ``key`` and a token naming that version of them, for :meth:`delete_if` (None, None: absent)."""
+        if isinstance(self.repo, S3SessionRepository):
+            return self._read_s3(self.repo, key)
+        raw = self.repo._read(key)
+        return raw, None if raw is None else hashlib.sha256(raw).hexdigest()
+
+    def delete_if(self, key: str, token: str) -> bool:
+        """Delete ``key`` if it still holds the version ``token`` names; False (and kept) when it changed since.
+
+        S3: ``DeleteObject`` with ``If-Match``; files: under the blob's lock file, which goes with it.
+        """
+        repo = self.repo
+        if isinstance(repo, S3SessionRepository):
+            from botocore.exceptions import ClientError
+
+            try:
+                repo.client.delete_object(Bucket=repo.bucket, Key=repo._key(key), IfMatch=token)
+            except ClientError as error:
+                if _error_code(error) in _CONFLICT:
+                    return False
+                if _error_code(error) == "NotImplemented":  # a store without conditional deletes: as before them
+                    repo._delete(key)
+                elif _error_code(error) not in _ABSENT:
+                    raise
+            return True
+        if isinstance(repo, FileSessionRepository):
+            with _file_lock(repo._path(key), remove=True):
+                return self._delete_unchanged(key, token)
+        with self._lock:
+            return self._delete_unchanged(key, token)
+
+    def _delete_unchanged(self, key: str, token: str) -> bool:
+        raw = self.repo._read(key)
+        if raw is not None and hashlib.sha256(raw).hexdigest() != token:
+            return False
+        self.repo._delete(key)
+        return True
+
+    def drop_lock(self, key: str) -> None:
+        """Remove the lock file of ``key`` (file stores) once ``key`` has no writer.
+
+        Taken first, so a writer waiting on it sees it went and takes the new one: never two writers at once.
+        """
+        if isinstance(self.repo, FileSessionRepository) and os.path.exists(f"{self.repo._path(key)}.lock"):
+            with _file_lock(self.repo._path(key), remove=True):
+                pass
+
+    def modified(self, folder: str) -> dict[str, float]:
+        """The blobs directly in ``folder`` and when each was last written (Unix time; 0 for the memory store)."""
+        repo = self.repo
+        if isinstance(repo, FileSessionRepository):
+            found: dict[str, float] = {}
+            with contextlib.suppress(FileNotFoundError), os.scandir(repo._path(folder)) as entries:
+                for entry in entries:
+                    with contextlib.suppress(FileNotFoundError):  # deleted since the listing
+                        if entry.is_file() and not entry.name.startswith("."):
+                            found[entry.name] = entry.stat().st_mtime
+            return found
+        if isinstance(repo, S3SessionRepository):
+            base = repo._key(folder) + "/"
+            pages = repo.client.get_paginator("list_objects_v2").paginate(Bucket=repo.bucket, Prefix=base,
+                                                                           Delimiter="/")
+            return {item["Key"][len(base):]: item["LastModified"].timestamp()
+                    for page in pages for item in page.get("Contents", [])}
+        return dict.fromkeys(repo._list_dir(folder), 0.0)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path, *, remove: bool = False) -> Iterator[None]:
+    """Hold ``path``'s lock file (replicas on this machine, or a shared file system with POSIX locks).
+
+    ``remove=True`` unlinks the lock file before letting go. Whoever waited on it then holds a lock file that
+    is no longer there, sees so and takes the new one: two writers never hold two lock files of one blob.
+    """
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = f"{path}.lock"
+    while True:
+        descriptor = os.open(name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            try:
+                current = os.stat(name).st_ino == os.fstat(descriptor).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                try:
+                    yield
+                finally:
+                    if remove:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(name)
+                return
+        finally:
+            os.close(descriptor)  # and with it the lock
 
 
 def replace_file(path: Path, data: bytes) -> None:

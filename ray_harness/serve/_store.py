@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import os
@@ -175,9 +174,12 @@ class TaskRecords(VersionedTaskStore):
 
     def drop_lock(self, key: str) -> None:
         """Remove the lock file a compare-and-swap of ``key`` left (file stores), once ``key`` has no writer."""
-        if isinstance(self.repo, FileSessionRepository):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{self.repo._path(key)}.lock")
+        self._swap.drop_lock(key)
+
+    @property
+    def blobs(self) -> _Swap:
+        """Atomic operations on one blob (blocking): compare-and-swap, versioned read, conditional delete."""
+        return self._swap
 
     # -- VersionedTaskStore ---------------------------------------------------------------------------
 
