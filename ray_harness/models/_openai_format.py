@@ -322,7 +322,8 @@ def _usage(usage: Any) -> dict[str, int]:
     completion = int(getattr(usage, "completion_tokens", 0) or 0)
     converted = {"inputTokens": prompt, "outputTokens": completion, "totalTokens": prompt + completion}
     details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    if cached:
-        converted["cacheReadInputTokens"] = int(cached)
+    for field, key in (("cached_tokens", "cacheReadInputTokens"), ("cache_write_tokens", "cacheWriteInputTokens")):
+        value = getattr(details, field, None) if details is not None else None  # cache writes: billed from GPT-5.6
+        if isinstance(value, int) and value:
+            converted[key] = value
     return converted

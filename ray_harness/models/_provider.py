@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ray_harness.models._config import ProviderConfig, validated
+from ray_harness.models._context_windows import known_context_window
 from ray_harness.models.base import Model
 
 __all__ = ("ConfiguredModel", "context_window_of")
@@ -33,6 +34,19 @@ class ConfiguredModel(Model):
     provider: ClassVar[str] = "provider"
     config: ProviderConfig
 
+    @property
+    def context_window(self) -> int | None:
+        """The window set (``context_window=`` / ``context_window_limit=``), else the known one of ``model_id``.
+
+        Known windows follow the model id (``update_config(model_id=...)``), as Strands resolves them.
+        """
+        given: int | None = self.__dict__.get("_context_window")
+        return given if given is not None else known_context_window(self.config.model_id)
+
+    @context_window.setter
+    def context_window(self, value: int | None) -> None:
+        self.__dict__["_context_window"] = value
+
     def _set_config(self, values: dict[str, Any]) -> None:
         self.config = validated(self.config_type, values, self.provider)
 
@@ -51,10 +65,16 @@ class ConfiguredModel(Model):
                                                     windows.get("context_window_limit"))
 
     def get_config(self) -> dict[str, Any]:
-        return self.config.model_dump()
+        """The configuration keys, with ``context_window_limit`` when the window is known (as in Strands)."""
+        config = self.config.model_dump()
+        if self.context_window is not None:
+            config["context_window_limit"] = self.context_window
+        return config
 
     def _refresh_config(self) -> None:
         """Re-validate an unpickled config: one pickled by an older release lacks the settings added since."""
+        if "context_window" in self.__dict__:  # pickled when the window was a plain attribute
+            self.context_window = self.__dict__.pop("context_window")
         known = self.config_type.model_fields
         self.config = self.config_type.model_validate({key: value for key, value in vars(self.config).items()
                                                        if key in known})

@@ -52,14 +52,18 @@ class ModelPrices:
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """Prompt caching, as Strands' ``CacheConfig`` (``AnthropicModel(cache_config=...)``).
+    """Prompt caching, as Strands' ``CacheConfig`` (``cache_config=`` of every provider).
+
+    ``AnthropicModel`` and ``BedrockModel`` place cache points; ``OpenAIModel`` uses only ``cache_key`` (its
+    ``prompt_cache_key``) and a ``ttl`` of ``"in_memory"`` or ``"24h"`` (its ``prompt_cache_retention``).
 
     Attributes:
         strategy: ``"auto"`` or ``"anthropic"`` (the same for ``AnthropicModel``).
         ttl: The cache points' duration (``"5m"``, ``"1h"``); unset, the API's default.
         system_prompt_ttl: Cache the system prompt (a cache point at its end, unless it carries one): ``True``
             with ``ttl``, a string for its own duration, ``False`` not at all.
-        cache_key: Taken for Strands compatibility; Anthropic has no cache key, so it is not sent.
+        cache_key: OpenAI's prompt-cache routing key (``False``: none); Anthropic and Bedrock have no cache key, so
+            they do not send it.
         tools_ttl: Cache the tool definitions (a cache point on the last tool): ``True`` with ``ttl``, a string
             for its own duration, ``False`` not at all; ``None`` leaves it to the model's ``cache_tools``.
     """
@@ -192,6 +196,14 @@ class Model(ABC):
     def context_window_limit(self) -> int | None:
         """Strands' name for :attr:`context_window`."""
         return self.context_window
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the provider keeps the conversation server-side (Strands' property): ``False`` for every model here.
+
+        The agent sends its whole history on every call, so it is the one copy of the conversation.
+        """
+        return False
 
     @property
     def model_id(self) -> str:

@@ -18,9 +18,12 @@ from typing import Any
 
 from pydantic import StrictBool, field_validator
 
+from ray_harness.models._anthropic_cache import as_dict
 from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
+from ray_harness.models._openai_bedrock import BedrockMantle
+from ray_harness.models._openai_cache import apply_cache_config, warn_unused_fields
 from ray_harness.models._openai_format import (
     OpenAIStreamState,
     completion_as_chunk,
@@ -29,7 +32,7 @@ from ray_harness.models._openai_format import (
     format_tools,
 )
 from ray_harness.models._provider import ConfiguredModel, context_window_of
-from ray_harness.models.base import ModelPrices, estimate_tokens
+from ray_harness.models.base import CacheConfig, ModelPrices, estimate_tokens
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
 from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.exceptions import (
@@ -51,6 +54,12 @@ _STREAM_KEYS = ("stream", "stream_options")
 
 class OpenAIConfig(ProviderConfig):
     stream: StrictBool | None = None  # None: as params["stream"] says, else streamed
+    cache_config: CacheConfig | None = None
+
+    @field_validator("cache_config", mode="before")
+    @classmethod
+    def _check_instance(cls, value: Any) -> Any:
+        return as_dict(value)  # an instance given as is would skip validation of its fields
 
     @field_validator("params")
     @classmethod
@@ -81,6 +90,17 @@ class OpenAIModel(ConfiguredModel):
             into the same events a streamed answer gives; as in Strands, ``params={"stream": False}`` works too,
             and ``stream=`` wins when both are given. A key of ``get_config()`` / ``update_config()`` (left out of
             ``get_config()`` until set).
+        cache_config: Prompt caching, as Strands' setting: ``CacheConfig(cache_key="...")`` is sent as
+            ``prompt_cache_key`` and ``ttl="in_memory"`` / ``"24h"`` as ``prompt_cache_retention`` (a
+            ``prompt_cache_key`` / ``prompt_cache_retention`` in ``params`` wins). Left unset, the key is
+            ``strands-<session id>`` when ``stream()`` is given ``agent_metadata=`` with a ``session_id``, as in
+            Strands; ``cache_key=False`` sends none. The other fields, and another ``ttl``, have no effect on
+            OpenAI: a ``UserWarning`` says so when the model is configured.
+        bedrock_mantle_config: Send requests to Amazon Bedrock's OpenAI-compatible endpoints, as Strands' setting:
+            ``{"endpoint": "bedrock-mantle" | "bedrock-runtime", "region": ..., "boto_session": ...,
+            "credentials_provider": ..., "expiry": timedelta(...)}`` (every key optional). Each request carries a
+            fresh Bedrock API key minted from AWS credentials (needs ``aws-bedrock-token-generator``); not with
+            ``client=``, nor with ``base_url`` / ``api_key`` in ``client_args``.
     """
 
     config_type = OpenAIConfig
@@ -99,11 +119,20 @@ class OpenAIModel(ConfiguredModel):
         context_window_limit: int | None = None,
         client: Any = None,
         stream: bool | None = None,
+        cache_config: CacheConfig | None = None,
+        bedrock_mantle_config: dict[str, Any] | None = None,
     ) -> None:
         if client is not None and client_args:
             raise ValueError("OpenAIModel takes client= or client_args=, not both: client_args configure the client "
                              "the model builds, and client= is one already built")
-        self._set_config({"model_id": model_id, "params": params, "stream": stream})
+        if bedrock_mantle_config is not None:
+            clashing = sorted({"base_url", "api_key"} & set(client_args or {}))
+            if client is not None or clashing:
+                raise ValueError(f"bedrock_mantle_config sets the endpoint and the key itself: drop "
+                                 f"{'client=' if client is not None else ', '.join(clashing) + ' from client_args'}")
+        self.bedrock_mantle = BedrockMantle(bedrock_mantle_config) if bedrock_mantle_config is not None else None
+        self._set_config({"model_id": model_id, "params": params, "stream": stream, "cache_config": cache_config})
+        warn_unused_fields(self.config.cache_config)
         self.client_args: dict[str, Any] = dict(client_args or {})
         self.client = client
         self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
@@ -112,11 +141,20 @@ class OpenAIModel(ConfiguredModel):
         self.rate_limit = checked_rate_limit(rate_limit)
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
 
+    def update_config(self, **model_config: Any) -> None:
+        """Change configuration keys for later calls (see :meth:`ConfiguredModel.update_config`)."""
+        super().update_config(**model_config)
+        if "cache_config" in model_config:
+            warn_unused_fields(self.config.cache_config)
+
     def get_config(self) -> dict[str, Any]:
-        """``model_id``, ``params``, and ``stream`` once set."""
+        """``model_id``, ``params``, and ``stream`` / ``cache_config`` once set."""
         config = super().get_config()
-        if config["stream"] is None:
-            del config["stream"]
+        for key in ("stream", "cache_config"):
+            if getattr(self.config, key) is None:
+                del config[key]
+        if self.config.cache_config is not None:
+            config["cache_config"] = self.config.cache_config  # frozen: safe to hand out, and what was given
         return config
 
     # -- Model protocol ----------------------------------------------------------------------------------
@@ -128,18 +166,24 @@ class OpenAIModel(ConfiguredModel):
         system_prompt: SystemPrompt | None = None,
         *,
         tool_choice: ToolChoice | None = None,
+        agent_metadata: Any = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Stream the answer to ``messages`` from an OpenAI-compatible chat completions API as Converse events.
 
         With ``stream=False`` the one ``chat.completion`` is converted as a single chunk holding the whole message.
+        ``agent_metadata`` (Strands' keyword: an object with a ``session_id``) names the session whose prompt-cache
+        key ``cache_config`` derives when it sets none.
         """
-        request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
+        request = self.format_request(messages, tool_specs, system_prompt, tool_choice, agent_metadata=agent_metadata)
         started = time.perf_counter()
         state = OpenAIStreamState()
         output_chars = 0
         try:
             client = self._given_client() if self.client is not None else await self._clients.get()
+            if self.bedrock_mantle is not None:  # a fresh token per request, as in Strands: agents outlive tokens
+                client = client.with_options(**await asyncio.to_thread(self.bedrock_mantle.options,
+                                                                        self.config.model_id))
             response = await client.chat.completions.create(**request)
             async with contextlib.aclosing(_chunks(response, request["stream"])) as chunks:
                 yield {"messageStart": {"role": "assistant"}}
@@ -167,9 +211,12 @@ class OpenAIModel(ConfiguredModel):
         tool_specs: list[ToolSpec] | None,
         system_prompt: SystemPrompt | None,
         tool_choice: ToolChoice | None,
+        *,
+        agent_metadata: Any = None,
     ) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create``."""
         options, extra = split_params(self.config.params)
+        apply_cache_config(extra, self.config.cache_config, getattr(agent_metadata, "session_id", None))
         given = {key: extra.pop(key) for key in _STREAM_KEYS if key in extra}
         streamed = self.config.stream if self.config.stream is not None else given.get("stream", True)
         request: dict[str, Any] = {
@@ -211,8 +258,10 @@ class OpenAIModel(ConfiguredModel):
     def _new_client(self) -> Any:
         import openai
 
+        # With bedrock_mantle_config each request sets its endpoint and token (with_options): none are needed here.
+        mantle: dict[str, Any] = {"api_key": "minted-per-request"} if self.bedrock_mantle is not None else {}
         try:
-            return openai.AsyncOpenAI(**self.client_args)
+            return openai.AsyncOpenAI(**mantle, **self.client_args)
         except openai.OpenAIError as error:
             if "api_key" in str(error) or "credentials" in str(error).lower():
                 raise ModelConfigurationError(f"OpenAI API key is missing: {_AUTH_HELP}") from error
@@ -231,6 +280,7 @@ class OpenAIModel(ConfiguredModel):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("client", None)  # pickled before client= existed
+        state.setdefault("bedrock_mantle", None)
         state["_client_loop"] = None
         self.__dict__.update(state)
         self._refresh_config()

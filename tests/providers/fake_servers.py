@@ -285,8 +285,7 @@ class OpenAIServer(FakeServer):
         if self.honour_include_usage and (body.get("stream_options") or {}).get("include_usage"):
             usage: dict[str, Any] = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
                                      "total_tokens": reply.input_tokens + reply.output_tokens}
-            if reply.cache_read:
-                usage["prompt_tokens_details"] = {"cached_tokens": reply.cache_read}
+            usage.update(_openai_prompt_details(reply))
             events.append((None, {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
                                   "model": body.get("model"), "choices": [], "usage": usage}))
         events.append((None, "[DONE]"))
@@ -306,8 +305,7 @@ class OpenAIServer(FakeServer):
             message["tool_calls"] = calls
         usage: dict[str, Any] = {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
                                  "total_tokens": reply.input_tokens + reply.output_tokens}
-        if reply.cache_read:
-            usage["prompt_tokens_details"] = {"cached_tokens": reply.cache_read}
+        usage.update(_openai_prompt_details(reply))
         finish = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}[reply.stop_reason]
         return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": body.get("model"),
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
@@ -329,6 +327,12 @@ class OpenAIServer(FakeServer):
         if failure.kind == "auth":
             return error(401, "invalid_api_key", "Incorrect API key provided: sk-bad.")
         raise ValueError(failure.kind)
+
+
+def _openai_prompt_details(reply: Answer) -> dict[str, Any]:
+    details = {key: value for key, value in (("cached_tokens", reply.cache_read),
+                                             ("cache_write_tokens", reply.cache_write)) if value}
+    return {"prompt_tokens_details": details} if details else {}
 
 
 # -- Bedrock -------------------------------------------------------------------------------------------------

@@ -71,7 +71,8 @@ def test_agent_resolves_strings_and_the_environment(monkeypatch: pytest.MonkeyPa
     ("openai-compatible:http://localhost:8000/v1#m?max_tokens=64&temperature=0.2",
      {"model_id": "m", "params": {"max_tokens": 64, "temperature": 0.2}}),
     ("openai:gpt-4o?max_tokens=7&seed=3&top_p=1",
-     {"model_id": "gpt-4o", "params": {"max_completion_tokens": 7, "seed": 3, "top_p": 1}}),
+     {"model_id": "gpt-4o", "params": {"max_completion_tokens": 7, "seed": 3, "top_p": 1},
+      "context_window_limit": 128_000}),  # a known model's window, as Strands' get_config() has it
     ("anthropic:claude-x?max_tokens=512&top_k=5&stop=%0A%0A",
      {"model_id": "claude-x", "max_tokens": 512, "params": {"top_k": 5, "stop_sequences": ["\n\n"]}}),
     ("bedrock:amazon.nova-lite-v1:0?max_tokens=5&top_p=0.9&stop=END",
@@ -81,11 +82,12 @@ def test_agent_resolves_strings_and_the_environment(monkeypatch: pytest.MonkeyPa
       "guardrail_redact_input_message": "[User input redacted.]", "guardrail_redact_output": False,
       "guardrail_redact_output_message": "[Assistant output redacted.]", "guardrail_latest_message": False,
       "use_native_token_count": False, "cache_config": None, "strict_tools": False,
-      "include_tool_result_status": "auto"}),
+      "include_tool_result_status": "auto", "context_window_limit": 300_000}),
     ("openai-compatible:http://h/v1#m?", {"model_id": "m", "params": None}),
     ("anthropic:claude-x", {"model_id": "claude-x", "max_tokens": 4096, "params": None}),
-    ("openai:gpt-4o?stop=%22true%22", {"model_id": "gpt-4o", "params": {"stop": ["true"]}}),
-    ("openai:gpt-4o?stop=[1]", {"model_id": "gpt-4o", "params": {"stop": ["[1]"]}}),
+    ("openai:gpt-4o?stop=%22true%22", {"model_id": "gpt-4o", "params": {"stop": ["true"]},
+                                       "context_window_limit": 128_000}),
+    ("openai:gpt-4o?stop=[1]", {"model_id": "gpt-4o", "params": {"stop": ["[1]"]}, "context_window_limit": 128_000}),
 ])
 def test_query_parameters_fill_the_provider_fields(spec: str, config: dict) -> None:
     model = from_string(spec)
@@ -100,7 +102,7 @@ def test_context_window_goes_to_the_model_and_the_base_url_keeps_its_hash() -> N
     assert isinstance(model, OpenAIModel)
     assert model.context_window == 2048
     assert model.client_args["base_url"] == "http://localhost:8000/v1#a"
-    assert model.get_config() == {"model_id": "b", "params": {"max_tokens": 8}}
+    assert model.get_config() == {"model_id": "b", "params": {"max_tokens": 8}, "context_window_limit": 2048}
     assert from_string("anthropic:claude-x?context_window=100000").context_window == 100000  # type: ignore[attr-defined]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from ray_harness.models.anthropic import AnthropicModel
@@ -21,7 +23,38 @@ def test_context_window_limit_is_the_context_window(provider: type[Model]) -> No
     assert model.context_window == 16_000
     model.update_config(context_window=32_000)
     assert model.context_window_limit == 32_000
-    assert "context_window_limit" not in model.get_config()
+    assert model.get_config()["context_window_limit"] == 32_000  # a config key, as in Strands
+    model.update_config(**model.get_config())  # what get_config() gives, update_config() takes
+    assert model.context_window == 32_000
+
+
+@pytest.mark.parametrize(("provider", "model_id", "window"), [
+    (OpenAIModel, "gpt-4o", 128_000), (AnthropicModel, "claude-sonnet-4-5", 200_000),
+    (BedrockModel, "us.anthropic.claude-sonnet-4-5-20250929-v1:0", 200_000), (BedrockModel, "amazon.nova-pro-v1:0", 300_000),
+])
+def test_a_known_model_has_its_window_without_setting_one(provider: type[Model], model_id: str, window: int) -> None:
+    model = provider(model_id)  # type: ignore[call-arg]
+
+    assert (model.context_window, model.context_window_limit) == (window, window)
+    assert model.get_config()["context_window_limit"] == window
+    assert model.estimate_utilization(window // 2) == 0.5  # no warning: the window is known
+    model.update_config(context_window_limit=1_000)
+    assert model.context_window == 1_000  # a window set wins
+    model.update_config(context_window_limit=None, model_id="not-a-known-model")
+    assert model.context_window is None and "context_window_limit" not in model.get_config()
+    model.update_config(model_id=model_id)
+    assert model.context_window == window  # the known window follows the model id
+
+
+def test_a_model_pickled_when_the_window_was_an_attribute_keeps_it() -> None:
+    model = OpenAIModel("m", context_window=4_096)
+    state = model.__getstate__()
+    state["context_window"] = state.pop("_context_window")  # what a pickle from before holds
+    clone = OpenAIModel.__new__(OpenAIModel)
+
+    clone.__setstate__(state)
+
+    assert clone.context_window == 4_096 and pickle.loads(pickle.dumps(clone)).context_window == 4_096
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -36,7 +69,7 @@ def test_a_bad_context_window_is_refused_by_name(provider: type[Model]) -> None:
     assert model.context_window == 10
 
 
-@pytest.mark.parametrize(("provider", "key"), [(OpenAIModel, "cache_config"), (OpenAIModel, "bedrock_mantle_config")])
+@pytest.mark.parametrize(("provider", "key"), [(AnthropicModel, "bedrock_mantle_config"), (BedrockModel, "client_args")])
 def test_strands_keys_not_taken_are_refused_by_name(provider: type[Model], key: str) -> None:
     with pytest.raises(TypeError, match=key):
         provider("m", **{key: True})  # type: ignore[call-arg]
@@ -57,3 +90,8 @@ def test_a_model_pickled_before_a_setting_existed_unpickles_with_its_default(pro
     clone.__setstate__(state)  # type: ignore[attr-defined]
 
     assert clone.get_config() == model.get_config()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_no_provider_is_stateful(provider: type[Model]) -> None:
+    assert provider("m").stateful is False  # type: ignore[call-arg]
