@@ -21,11 +21,14 @@ _STOP_REASONS = {
     "max_tokens": "max_tokens",
     "stop_sequence": "stop_sequence",
     "refusal": "content_filtered",
-    # A server-tool turn the API paused; the answer so far is complete as far as the loop is concerned.
+    # A server-tool turn the API paused: AnthropicModel resumes it; if it is given up, the answer so far ends it.
     "pause_turn": "end_turn",
     # The output was cut off by the context window, which for the loop is the same as hitting max_tokens.
     "model_context_window_exceeded": "max_tokens",
 }
+
+# Blocks of tools Anthropic runs server-side that are not named ``*_tool_result``.
+_SERVER_TOOL_BLOCKS = {"server_tool_use", "mcp_tool_use", "container_upload"}
 
 # The block types Anthropic accepts ``cache_control`` on.
 _CACHEABLE_TYPES = {"text", "image", "document", "tool_use", "tool_result"}
@@ -180,8 +183,17 @@ def format_tool_choice(tool_choice: ToolChoice | None, *, thinking: bool) -> dic
     return choice
 
 
+def _is_server_tool_block(kind: Any) -> bool:
+    """A block of a tool Anthropic runs itself (web search, code execution, MCP connector, ...): call or result."""
+    return isinstance(kind, str) and (kind.endswith("_tool_result") or kind in _SERVER_TOOL_BLOCKS)
+
+
 class AnthropicStreamState:
-    """Turns raw Anthropic stream events into Converse stream events (one instance per response)."""
+    """Turns raw Anthropic stream events into Converse stream events (one instance per response).
+
+    The blocks of server tools (``anthropic_tools=``) are left out, as in Strands: the agent neither runs those
+    calls nor holds their results (a Converse message has no block for them); the answer's text around them stays.
+    """
 
     def __init__(self) -> None:
         self.stop_reason = "end_turn"
@@ -190,39 +202,67 @@ class AnthropicStreamState:
         self.cache_read = 0
         self.cache_write = 0
         self.stopped = False
+        self.paused = False  # the response ended with pause_turn: the caller resumes it (see ``resume``)
+        self._server_blocks: set[int] = set()
+        self._started = False
+        self._offset = 0  # a resumed turn's blocks follow the earlier responses' blocks
+        self._next_index = 0
+        self._earlier = [0, 0, 0, 0]  # usage (input, output, cache read, cache write) of a resumed turn's earlier responses
 
     def convert(self, event: Any) -> list[StreamEvent]:
         kind = getattr(event, "type", None)
         if kind == "message_start":
+            started, self._started = self._started, True
             self._take_usage(event.message.usage)
-            return [{"messageStart": {"role": "assistant"}}]
-        if kind == "content_block_start":
-            return self._block_start(event.index, event.content_block)
-        if kind == "content_block_delta":
-            return self._block_delta(event.index, event.delta)
-        if kind == "content_block_stop":
-            return [{"contentBlockStop": {"contentBlockIndex": event.index}}]
+            return [] if started else [{"messageStart": {"role": "assistant"}}]
+        if kind in ("content_block_start", "content_block_delta", "content_block_stop"):
+            return self._block_event(str(kind), event)
         if kind == "message_delta":
             reason = getattr(event.delta, "stop_reason", None)
-            if reason:
+            self.paused = reason == "pause_turn"
+            if reason and not self.paused:
                 self.stop_reason = _STOP_REASONS.get(reason, "end_turn")
             if event.usage is not None:
                 self._take_usage(event.usage)
             return []
-        if kind == "message_stop":
+        if kind == "message_stop" and not self.paused:
             self.stopped = True
             return [{"messageStop": {"stopReason": self.stop_reason}}]
         return []
 
+    def resume(self) -> None:
+        """The paused turn goes on in a new response: one message, its usage the sum of the responses'."""
+        self.paused = False
+        self._offset = self._next_index
+        now = (self.input_tokens, self.output_tokens, self.cache_read, self.cache_write)
+        self._earlier = [earlier + tokens for earlier, tokens in zip(self._earlier, now, strict=True)]
+        self.input_tokens = self.output_tokens = self.cache_read = self.cache_write = 0
+
+    def _block_event(self, kind: str, event: Any) -> list[StreamEvent]:
+        if kind == "content_block_start" and _is_server_tool_block(getattr(event.content_block, "type", None)):
+            self._server_blocks.add(event.index)
+        if event.index in self._server_blocks:
+            if kind == "content_block_stop":
+                self._server_blocks.discard(event.index)
+            return []
+        index = event.index + self._offset
+        if kind == "content_block_start":
+            self._next_index = max(self._next_index, index + 1)
+            return self._block_start(index, event.content_block)
+        if kind == "content_block_delta":
+            return self._block_delta(index, event.delta)
+        return [{"contentBlockStop": {"contentBlockIndex": index}}]
+
     def usage(self) -> dict[str, int]:
         """Usage with ``inputTokens`` counting every prompt token, cached or not (what ``ModelPrices`` expects)."""
-        input_tokens = self.input_tokens + self.cache_read + self.cache_write
-        usage = {"inputTokens": input_tokens, "outputTokens": self.output_tokens,
-                 "totalTokens": input_tokens + self.output_tokens}
-        if self.cache_read:
-            usage["cacheReadInputTokens"] = self.cache_read
-        if self.cache_write:
-            usage["cacheWriteInputTokens"] = self.cache_write
+        fresh, output, cache_read, cache_write = (earlier + now for earlier, now in zip(
+            self._earlier, (self.input_tokens, self.output_tokens, self.cache_read, self.cache_write), strict=True))
+        input_tokens = fresh + cache_read + cache_write
+        usage = {"inputTokens": input_tokens, "outputTokens": output, "totalTokens": input_tokens + output}
+        if cache_read:
+            usage["cacheReadInputTokens"] = cache_read
+        if cache_write:
+            usage["cacheWriteInputTokens"] = cache_write
         return usage
 
     def _take_usage(self, usage: Any) -> None:

@@ -23,6 +23,7 @@ from ray_harness.models._anthropic_format import (
     format_tool_choice,
     format_tools,
 )
+from ray_harness.models._anthropic_pause import MAX_CONTINUATIONS, RawContent
 from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
@@ -153,11 +154,23 @@ class AnthropicModel(ConfiguredModel):
         state = AnthropicStreamState()
         try:
             client = await self._clients.get()
-            response = await client.messages.create(**options, stream=True)
-            async with response:
-                async for event in response:
-                    for converted in state.convert(event):
-                        yield converted
+            for _ in range(MAX_CONTINUATIONS + 1):
+                raw = RawContent()
+                response = await client.messages.create(**options, stream=True)
+                async with response:
+                    async for event in response:
+                        raw.feed(event)
+                        for converted in state.convert(event):
+                            yield converted
+                if not state.paused:
+                    break
+                # A paused server-tool turn goes on when its content is sent back, as Strands does.
+                state.resume()
+                options = {**options, "messages": [*options["messages"],
+                                                   {"role": "assistant", "content": raw.blocks()}]}
+            else:
+                logger.warning("model_id=<%s> | a server-tool turn was still paused after %d continuations: it ends "
+                               "with the answer so far", self.config.model_id, MAX_CONTINUATIONS)
         except Exception as error:
             raise _map_error(error) from error
         if not state.stopped:  # a stream cut short without message_stop still ends the message

@@ -25,13 +25,17 @@ from aiohttp import web
 
 @dataclass
 class Answer:
-    """A scripted model answer: blocks are ("text", s) | ("tool", id, name, input) | ("thinking", text, signature)."""
+    """A scripted model answer: blocks are ("text", s) | ("tool", id, name, input) | ("thinking", text, signature).
+
+    Anthropic also takes ("web_search", id, query): a server tool call and its result, as two blocks.
+    """
 
     blocks: list[tuple[Any, ...]]
     stop: str | None = None
     input_tokens: int = 11
     output_tokens: int = 7
     cache_read: int = 0
+    cache_write: int = 0  # OpenAI: prompt_tokens_details.cache_write_tokens
     trace: dict[str, Any] | None = None  # Bedrock: the metadata's (or the converse response's) ``trace``
 
     @property
@@ -187,8 +191,10 @@ class AnthropicServer(FakeServer):
                 "stop_reason": None, "stop_sequence": None, "usage": usage}}),
             ("ping", {"type": "ping"}),
         ]
-        for index, block in enumerate(reply.blocks):
+        index = 0
+        for block in reply.blocks:
             events.extend(self._block(index, block))
+            index += 2 if block[0] == "web_search" else 1  # a server tool call and its result are two blocks
         events.append(("message_delta", {"type": "message_delta",
                                          "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
                                          "usage": {"output_tokens": reply.output_tokens}}))
@@ -218,6 +224,17 @@ class AnthropicServer(FakeServer):
                                                                      "signature": ""}}))
             events.extend(delta({"type": "thinking_delta", "thinking": piece}) for piece in halves(block[1]))
             events.append(delta({"type": "signature_delta", "signature": block[2]}))
+        elif block[0] == "web_search":  # ("web_search", use_id, query): a server tool call, then its result block
+            _, use_id, query = block
+            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+                "type": "server_tool_use", "id": use_id, "name": "web_search", "input": {}}}))
+            events.append(delta({"type": "input_json_delta", "partial_json": json.dumps({"query": query})}))
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+            index += 1
+            events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+                "type": "web_search_tool_result", "tool_use_id": use_id, "content": [{
+                    "type": "web_search_result", "url": "https://example.com/", "title": "Example",
+                    "encrypted_content": "opaque", "page_age": None}]}}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         return events
 
