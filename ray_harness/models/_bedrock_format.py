@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
+from ray_harness.models._bedrock_models import json_results_as_text, refuses_reasoning
 from ray_harness.models._tool_history import tool_use_input
 from ray_harness.types.content import ContentBlock, Messages
 from ray_harness.types.streaming import StreamEvent
@@ -25,8 +26,8 @@ _GUARD_IMAGE_FORMATS = {"png", "jpeg"}
 _STOP_REASONS = {"model_context_window_exceeded": "max_tokens"}
 
 
-def format_messages(messages: Messages, *, guard_latest: bool = False, include_status: bool = True
-                    ) -> list[dict[str, Any]]:
+def format_messages(messages: Messages, *, guard_latest: bool = False, include_status: bool = True,
+                    model_id: str = "") -> list[dict[str, Any]]:
     """Converse messages for ``converse_stream``; consecutive messages of one role are sent as one turn.
 
     Converse rejects a history whose roles do not alternate, and a valid one can still have two user turns in a
@@ -38,11 +39,17 @@ def format_messages(messages: Messages, *, guard_latest: bool = False, include_s
     ``guard_latest``: the text and images of the last user message that has any go in ``guardContent`` blocks, so
     a guardrail screens only them (Strands' ``guardrail_latest_message``). That is the prompt, also on the turns
     after it that carry tool results.
+
+    ``model_id``: reasoning blocks that model would refuse are left out, and it gets tool results' ``json`` blocks
+    as text when it misreads them (see :mod:`ray_harness.models._bedrock_models`).
     """
     guarded = _last_prompt_index(messages) if guard_latest else None
+    json_as_text = json_results_as_text(model_id)
     formatted: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
-        content = [converted for converted in (_format_block(block, include_status) for block in message["content"])
+        blocks = [block for block in message["content"] if "reasoningContent" not in block
+                  or not refuses_reasoning(model_id, cast(dict[str, Any], block["reasoningContent"]))]
+        content = [converted for converted in (_format_block(block, include_status, json_as_text) for block in blocks)
                    if converted is not None]
         if index == guarded:
             content = [_guarded(block) for block in content]
@@ -71,7 +78,8 @@ def _guarded(block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-def _format_block(block: ContentBlock, include_status: bool = True) -> dict[str, Any] | None:
+def _format_block(block: ContentBlock, include_status: bool = True, json_as_text: bool = False
+                  ) -> dict[str, Any] | None:
     if "text" in block:
         return {"text": block["text"]} if block["text"] else None
     if "json" in block:  # a harness-only block: Bedrock takes JSON inside tool results only
@@ -79,7 +87,8 @@ def _format_block(block: ContentBlock, include_status: bool = True) -> dict[str,
     if "toolResult" in block:
         result = block["toolResult"]
         formatted: dict[str, Any] = {"toolUseId": result["toolUseId"],
-                                     "content": [dict(part) for part in result["content"]] or [{"text": ""}]}
+                                     "content": [{"text": json.dumps(part["json"])} if json_as_text and "json" in part
+                                                 else dict(part) for part in result["content"]] or [{"text": ""}]}
         if include_status:
             formatted["status"] = result.get("status", "success")
         return {"toolResult": formatted}

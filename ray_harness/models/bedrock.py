@@ -323,7 +323,8 @@ class BedrockModel(ConfiguredModel):
         request: dict[str, Any] = {"modelId": self.config.model_id,
                                    "messages": format_messages(cache.messages(messages),
                                                                guard_latest=self.config.guardrail_latest_message,
-                                                               include_status=self._includes_status())}
+                                                               include_status=self._includes_status(),
+                                                               model_id=self.config.model_id)}
         system: list[Any] = [] if not system_prompt else [{"text": system_prompt}] if isinstance(system_prompt, str) \
             else list(system_prompt)  # Converse takes the blocks as they are (cache points included)
         if self.config.cache_prompt:
