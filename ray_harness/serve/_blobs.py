@@ -23,6 +23,7 @@ from a2a.server.cluster import ConcurrentTaskModificationError
 from ray_harness.session.file import FileSessionRepository
 from ray_harness.session.repository import BlobSessionRepository
 from ray_harness.session.s3 import S3SessionRepository
+from ray_harness.types.exceptions import RayHarnessError
 
 __all__ = ("MemoryRepository", "StoreContentionError", "open_repository", "replace_file")
 
@@ -116,7 +117,7 @@ _CONFLICT = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
 _ABSENT = ("NoSuchKey", "404")
 
 
-class StoreContentionError(ConcurrentTaskModificationError):
+class StoreContentionError(RayHarnessError, ConcurrentTaskModificationError):
     """A compare-and-swap of one blob lost the race to other writers on every attempt (S3 stores)."""
 
     def __init__(self, key: str, location: str, attempts: int) -> None:

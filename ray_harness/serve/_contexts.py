@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ray_harness.serve._store import TaskRecords
+from ray_harness.types.exceptions import RayHarnessError
 
 logger = logging.getLogger("ray_harness.serve")
 
@@ -104,7 +105,7 @@ def _encode(version: int, snapshot: dict[str, Any] | None, tasks: list[str] | No
     return json.dumps(data, separators=(",", ":")).encode()
 
 
-class _Absent(Exception):
+class _Absent(RayHarnessError):
     """Aborts a compare-and-swap of a conversation that is not in the store (internal)."""
 
 
