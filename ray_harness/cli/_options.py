@@ -9,8 +9,8 @@ from typing import Any, TypeAlias
 
 __all__ = ("CLUSTER_ADDRESS_HELP", "Commands", "Parser", "init_ray", "positive_int")
 
-CLUSTER_ADDRESS_HELP = ("the cluster's GCS address host:port, as `ray start --head` prints it (default RAY_ADDRESS, "
-                        "else auto: the cluster on this machine)")
+CLUSTER_ADDRESS_HELP = ("the cluster's GCS address host:port, as `ray start --head` prints it, or its Ray Client "
+                        "address ray://host:10001 (default RAY_ADDRESS, else auto: the cluster on this machine)")
 
 _SPACES = re.compile(r"\s+")
 

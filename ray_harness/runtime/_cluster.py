@@ -37,8 +37,10 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
     ``include_dashboard=True`` to get it). Returns a small description of the connection.
 
     Raises:
-        ConnectionError: ``address`` names a host:port that does not answer (checked with a
-            short TCP probe first, so an unreachable cluster fails in seconds, not minutes).
+        ConnectionError: ``address`` names a host:port that does not answer, or where something
+            other than a Ray GCS (or Ray Client server, for ``ray://``) answers, or is a dashboard URL
+            (checked with a short TCP connect and gRPC hello first, so such an address fails in
+            seconds, not minutes).
 
     """
     if ray.is_initialized():
@@ -46,9 +48,9 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
     address = address or os.environ.get("RAY_ADDRESS") or None
     ray_init_kwargs.setdefault("namespace", DEFAULT_NAMESPACE)
     ray_init_kwargs.setdefault("log_to_driver", True)
-    if address is None:
+    if address is None or address == "local":  # both may start an embedded Ray ("local" always does)
         ray_init_kwargs.setdefault("include_dashboard", False)
-    else:
+    if address is not None:
         check_reachable(address, "gcs")
     try:
         ray.init(address=address, **ray_init_kwargs)
@@ -67,8 +69,9 @@ def join_quietly(address: str) -> None:
     logs only errors.
 
     Raises:
-        ConnectionError: Nothing answers at ``address`` (checked with a short TCP connect first, so in seconds),
-            or Ray refused the connection (most often a missing token: the message says how to give it).
+        ConnectionError: Nothing answers at ``address``, or something other than Ray does (checked with a short
+            TCP connect and gRPC hello first, so in seconds), or Ray refused the connection (most often a missing
+            token: the message says how to give it).
     """
     if ray.is_initialized():
         return

@@ -84,6 +84,16 @@ def _connected(address: str) -> JobSubmissionClient:
     except ray.exceptions.AuthenticationError as error:
         raise ConnectionError(f"{address}: {str(error).splitlines()[0]}. Set RAY_AUTH_MODE=token and put the "
                               "cluster's token (`ray get-auth-token` on the head) into ~/.ray/auth_token") from None
+    except ConnectionError:
+        raise
+    except (RuntimeError, ValueError, KeyError, OSError) as error:  # its version check (requests' HTTPError: OSError)
+        raise ConnectionError(f"{address!r} answers, but not as the Ray dashboard's Jobs API ({_first_line(error)}); "
+                              "give the dashboard URL http://<head>:8265 or the head's GCS address <head>:6379") from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 def _job_info(client: JobSubmissionClient, submission_id: str) -> Any:

@@ -6,8 +6,9 @@ No Ray is started: the job client is replaced, or resolves its address as Ray's 
 from __future__ import annotations
 
 import os
-import socket
+from concurrent import futures
 
+import grpc
 import pytest
 
 from ray_harness.cli import main
@@ -65,11 +66,13 @@ def test_status_that_cannot_connect_says_how_to_give_the_token(monkeypatch: pyte
 
     monkeypatch.setattr(jobs.ray, "is_initialized", lambda: False)
     monkeypatch.setattr(jobs.ray, "init", refuse)
-    with socket.socket() as head:  # something answers there (the check before Ray passes); Ray then refuses
-        head.bind(("127.0.0.1", 0))
-        head.listen()
-        address = f"127.0.0.1:{head.getsockname()[1]}"
-        assert main(["status", "--address", address]) == 2
+    head = grpc.server(futures.ThreadPoolExecutor(max_workers=1))  # answers the check before Ray as a GCS does
+    address = f"127.0.0.1:{head.add_insecure_port('127.0.0.1:0')}"
+    head.start()
+    try:
+        assert main(["status", "--address", address]) == 2  # then Ray refuses
+    finally:
+        head.stop(grace=None)
     err = capsys.readouterr().err
     assert err.startswith(f"error: Failed to connect to Ray cluster at {address}. ")
     assert "RAY_AUTH_MODE=token" in err and "ray get-auth-token" in err
