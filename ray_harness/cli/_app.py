@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from ray_harness._version import __version__
 from ray_harness.cli._cancel import add_cancel
 from ray_harness.cli._dashboard import add_dashboard
 from ray_harness.cli._evaluate import add_demo, add_eval
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line; ``submit`` also checks the command it is given with it."""
     parser = Parser(prog="ray-harness", description="Agent harness on Ray.",
                     epilog="'ray-harness COMMAND --help' describes a command and its options.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for add in (add_demo, add_run, add_eval, add_submit, add_jobs, add_dashboard, add_status, add_cancel, add_serve):
         add(commands)

@@ -12,10 +12,15 @@ __all__ = ("add_dashboard",)
 
 
 def add_dashboard(commands: Commands) -> None:
-    dashboard = commands.add_parser("dashboard", help="the ray_harness Grafana dashboard")
+    dashboard = commands.add_parser("dashboard", help="the ray_harness Grafana dashboard",
+                                    description="The ray_harness Grafana dashboard (the harness metrics: runs, "
+                                                "tokens, cost, tool calls, latencies): 'ray-harness dashboard install' "
+                                                "puts it where the Grafana of the Ray head loads dashboards.")
     dashboard_commands = dashboard.add_subparsers(dest="dashboard_command", metavar="ACTION", required=True)
     install = dashboard_commands.add_parser("install", help="copy it where the Grafana of the Ray head loads dashboards",
-                                            description="Run on the head node (Grafana reads the head's session dir).")
+                                            description="Copies the dashboard where the Grafana of the Ray head "
+                                                        "loads dashboards. Run it on the head node (Grafana reads "
+                                                        "the head's session dir).")
     where = install.add_mutually_exclusive_group()
     where.add_argument("--session-dir", help="the Ray session dir (default <temp dir>/session_latest)")
     where.add_argument("--temp-dir", default="/tmp/ray", help="Ray's temp dir on this node (default /tmp/ray; "

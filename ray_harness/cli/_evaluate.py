@@ -119,6 +119,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"rows {summary['rows']}  errors {summary['errors']}  tokens {tokens['total']} "
           f"(in {tokens['input']}, out {tokens['output']})  cost ${summary['cost_usd']:.4f}  "
           f"{summary['rows_per_s']:.1f} rows/s  p50 latency {_seconds(summary['latency_s']['p50'])}")
+    resumed = summary["rows"] - summary.get("rows_this_run", summary["rows"])
+    if resumed:  # else a second run of the same command reads as a run of every row at "0.0 rows/s"
+        print(f"resumed: {resumed} of the {summary['rows']} rows were already in the output and did not run again "
+              "(rows/s counts this run's; --no-resume runs every row)")
     if summary.get("interrupted"):  # not errors, but not answers either: they wait for a human
         print(f"interrupted {summary['interrupted']} (stopped for a human; each record's \"output\" lists its "
               "pending interrupts)")

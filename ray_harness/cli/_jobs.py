@@ -21,7 +21,10 @@ _JOBS_ADDRESS_HELP = ("the cluster's dashboard URL http://host:8265, or its GCS 
 
 def add_submit(commands: Commands) -> None:
     submit = commands.add_parser("submit", help="run a ray-harness command as a Ray Job",
-                                 description="Example: ray-harness submit -- eval my_pkg:build data.jsonl")
+                                 description="Runs a ray-harness command as a Ray Job in a copy of --working-dir "
+                                             "on the cluster, prints its log until it ends and exits 0 when it "
+                                             "succeeded, else 1. Example: ray-harness submit -- eval my_pkg:build "
+                                             "data.jsonl")
     submit.add_argument("--address", default=None, help=_JOBS_ADDRESS_HELP)
     submit.add_argument("--working-dir", default=".",
                         help="shipped to the cluster as the job's working directory (default .)")
@@ -39,17 +42,23 @@ def add_submit(commands: Commands) -> None:
 
 
 def add_jobs(commands: Commands) -> None:
-    jobs = commands.add_parser("jobs", help="the files and the log of a job submitted with 'ray-harness submit'")
+    jobs = commands.add_parser("jobs", help="the files and the log of a job submitted with 'ray-harness submit'",
+                               description="The files and the log of a job submitted with 'ray-harness submit', "
+                                           "running or ended: 'ray-harness jobs ACTION --help' describes each.")
     jobs_commands = jobs.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
     fetch = jobs_commands.add_parser("download", help="copy files of a job's working dir here (running or ended)",
-                                     description="Example: ray-harness jobs download raysubmit_rh_... results.jsonl")
+                                     description="Copies files of the job's working dir on the cluster here, while "
+                                                 "it runs or after it ended. Example: ray-harness jobs download "
+                                                 "raysubmit_rh_... results.jsonl")
     fetch.add_argument("job_id", help="the submission id 'ray-harness submit' printed")
     fetch.add_argument("paths", nargs="+", metavar="PATH", help="relative to the job's working dir")
     fetch.add_argument("--address", default=None, help=_JOBS_ADDRESS_HELP)
     fetch.add_argument("--download-dir", default=".", help="where the files go (default .)")
     fetch.set_defaults(handler=_jobs_download)
     logs = jobs_commands.add_parser("logs", help="print a job's log (its command's output)",
-                                    description="Example: ray-harness jobs logs raysubmit_rh_... --follow")
+                                    description="Prints what the job's command printed so far (--follow: until "
+                                                "the job ends). Example: ray-harness jobs logs raysubmit_rh_... "
+                                                "--follow")
     logs.add_argument("job_id", help="the submission id 'ray-harness submit' printed")
     logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
     logs.add_argument("--address", default=None, help=_JOBS_ADDRESS_HELP)

@@ -27,6 +27,8 @@ def _run(args: argparse.Namespace) -> int:
     from ray_harness.evaluation._backends import resolve_factory
 
     target = resolve_factory(args.target)()
+    if not callable(getattr(target, "stream_async", None)):  # else an AttributeError traceback from the loop
+        raise TypeError(f"target {args.target!r} returned {type(target).__name__}, not an Agent, Graph or Swarm")
     return asyncio.run(_stream(target, args.prompt))
 
 

@@ -37,6 +37,31 @@ def test_eval_and_run_local(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "[tool] shout" in printed and "tool said HELLO" in printed
 
 
+def test_run_of_a_function_that_builds_no_agent_is_an_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``ray-harness run os:getcwd hi`` ended in an AttributeError traceback ('str' has no 'stream_async')."""
+    assert main(["run", "os:getcwd", "hi"]) == 2
+    assert capsys.readouterr().err == "error: target 'os:getcwd' returned str, not an Agent, Graph or Swarm\n"
+
+
+def test_eval_run_again_says_the_recorded_rows_were_skipped(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The second run of the same command printed "rows 2 ... 0.0 rows/s" and nothing about resuming."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
+    out = tmp_path / "r.jsonl"
+    command = ["eval", "tests.eval_targets:echo_agent", str(data), "--local", "--output", str(out)]
+    assert main(command) == 0
+    assert "resumed:" not in capsys.readouterr().out
+    data.write_text('{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "c"}\n')
+    assert main(command) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("rows 3  errors 0  ")
+    assert lines[1] == ("resumed: 2 of the 3 rows were already in the output and did not run again (rows/s counts "
+                        "this run's; --no-resume runs every row)")
+    assert main([*command, "--no-resume"]) == 0
+    assert "resumed:" not in capsys.readouterr().out
+
+
 _TARGETS = """
 from ray_harness import Agent, ToolContext, tool
 from ray_harness.testing import ScriptedModel, text, tool_call

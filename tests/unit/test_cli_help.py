@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import ray_harness
 from ray_harness.cli import main
 from ray_harness.cli._app import build_parser
 
@@ -40,6 +41,20 @@ def test_every_argument_says_what_it_is(path: tuple[str, ...], parser: argparse.
     silent = [action.option_strings or action.dest for action in parser._actions
               if not action.help and not isinstance(action, argparse._SubParsersAction)]
     assert silent == []
+
+
+@pytest.mark.parametrize(("path", "parser"), COMMANDS, ids=[" ".join(path) for path, _ in COMMANDS])
+def test_every_command_says_what_it_does(path: tuple[str, ...], parser: argparse.ArgumentParser) -> None:
+    """``jobs --help`` and ``dashboard --help`` said nothing, ``submit --help`` and ``jobs logs --help`` only
+    "Example: ...": the one line the command list shows is not in a command's own help."""
+    description = parser.description or ""
+    assert description and not description.startswith("Example"), path
+
+
+def test_version() -> None:
+    shown = subprocess.run([sys.executable, "-m", "ray_harness.cli", "--version"], capture_output=True, text=True,
+                           check=False)
+    assert (shown.returncode, shown.stdout.strip()) == (0, f"ray-harness {ray_harness.__version__}")
 
 
 @pytest.mark.parametrize(("path", "parser"), COMMANDS, ids=[" ".join(path) for path, _ in COMMANDS])
