@@ -1,6 +1,6 @@
 """Human in the loop: a Confirm intervention pauses a destructive tool until someone approves.
 
-    python examples/approval.py            # prompts on the terminal
+    python examples/approval.py            # prompts on the terminal (no terminal, e.g. < /dev/null: no)
     python examples/approval.py --yes      # approves without asking
     python examples/approval.py --model openai:gpt-4o   # a real model decides to call the tool
 """
@@ -40,6 +40,15 @@ class ApproveDeletes(InterventionHandler):
         return Proceed()
 
 
+def _ask(question: str) -> str:
+    """The terminal's answer; no terminal to ask (stdin closed or empty, e.g. `< /dev/null`) is the default: no."""
+    try:
+        return input(question)
+    except EOFError:
+        print("(no answer: no)")
+        return "no"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--yes", action="store_true", help="approve without asking")
@@ -61,7 +70,7 @@ def main() -> None:
             if args.yes:
                 answer = "yes"
             else:
-                answer = input(f"{pending.reason} [y/N] ")
+                answer = _ask(f"{pending.reason} [y/N] ")
             responses.append({"interruptResponse": {"interruptId": pending.id, "response": answer}})
         result = agent(responses)
 

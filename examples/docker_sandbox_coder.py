@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from typing import Any
 
 from ray_harness import Agent
-from ray_harness.sandbox import DockerSandbox
+from ray_harness.sandbox import DockerSandbox, SandboxError
 from ray_harness.testing import ScriptedModel, text, tool_call
 
 FIB_SH = """#!/bin/sh
@@ -50,7 +51,15 @@ def scripted_model() -> ScriptedModel:
 
 
 async def run(image: str, model: str | None) -> int:
-    async with DockerSandbox(image=image, mem_limit="256m", pids_limit=64) as box:
+    box = DockerSandbox(image=image, mem_limit="256m", pids_limit=64)
+    try:
+        await box.start()
+    except SandboxError as error:  # most often an image the engine cannot pull (no network, a typo)
+        await box.close()
+        print(f"error: no container from {image}: {error}\n(pull the image first, `docker pull {image}`, or pass "
+              "--image with a local image that has a POSIX shell: `docker images` lists them)", file=sys.stderr)
+        return 2
+    async with box:  # started above: entering it starts nothing more; leaving it removes the container
         agent = Agent(model or scripted_model(), sandbox=box, name="coder",
                       system_prompt="You write POSIX shell scripts under /tmp and run them with sandbox_shell.")
         result = await agent.invoke_async("Write /tmp/fib.sh printing the first ten Fibonacci numbers, "

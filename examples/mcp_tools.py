@@ -21,6 +21,7 @@ its own (``scripts/ci/mcp_time.sh``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shlex
 import sys
@@ -49,7 +50,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a provider model, e.g. openai:gpt-4o (default: offline ScriptedModel)")
     args = parser.parse_args()
-    command = shlex.split(os.environ.get("RAY_HARNESS_MCP_TIME_SERVER", "")) or [sys.executable, "-m", "mcp_server_time"]
+    command = shlex.split(os.environ.get("RAY_HARNESS_MCP_TIME_SERVER", ""))
+    if not command and importlib.util.find_spec("mcp_server_time") is None:  # else a trace of the failed start
+        raise SystemExit("error: the mcp-server-time server is not installed here: `pip install mcp-server-time`, or "
+                         "set RAY_HARNESS_MCP_TIME_SERVER to its command in another venv (docs/how-to/mcp-tools.md)")
+    command = command or [sys.executable, "-m", "mcp_server_time"]
     server = MCPClient(command=[*command, "--local-timezone", "UTC"], prefix="time")
     with server:
         agent = Agent(args.model or scripted_model(), tools=[server], name="clock",

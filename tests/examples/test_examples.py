@@ -7,6 +7,7 @@ Ray, so they join it instead of starting their own.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -21,15 +22,17 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def _run(script: str, *args: str, ray_address: str | None = None, timeout: float = 240) -> str:
+def _run(script: str, *args: str, ray_address: str | None = None, timeout: float = 240,
+         stdin: str | None = None, returncode: int = 0) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
     done = subprocess.run([sys.executable, str(EXAMPLES / script), *args], cwd=ROOT, env=env, timeout=timeout,
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"{script} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
+                          capture_output=True, text=True, check=False, input=stdin)
+    assert done.returncode == returncode, \
+        f"{script} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout if returncode == 0 else done.stderr
 
 
 @pytest.fixture
@@ -64,6 +67,17 @@ def test_approval_and_demo_still_run() -> None:
     assert "[stop_reason=end_turn" in _run("demo.py")
 
 
+@pytest.mark.parametrize(("typed", "outcome"), [
+    ("y\n", "old.log still exists: False"),
+    ("\n", "old.log still exists: True"),  # the default, N
+    ("", "old.log still exists: True"),  # no terminal (stdin closed): was an EOFError traceback
+])
+def test_approval_asks_on_the_terminal(typed: str, outcome: str) -> None:
+    out = _run("approval.py", stdin=typed)
+    assert "Delete old.log? [y/N] " in out
+    assert outcome in out
+
+
 def test_swarm_support_desk_locally() -> None:
     out = _run("swarm_support_desk.py")
     assert "[handoff] ['triage'] -> ['billing']" in out
@@ -90,8 +104,21 @@ def test_mcp_tools_with_the_real_time_server() -> None:
     assert '"timezone": "Asia/Tokyo"' in out and "17:30:00+09:00" in out  # 09:30 in Paris in winter
 
 
-def test_docker_sandbox_coder() -> None:
-    image = os.environ.get("RAY_HARNESS_TEST_IMAGE", "rh-busybox:test")
+def test_mcp_tools_without_the_server_says_how_to_get_it() -> None:
+    """Without mcp-server-time it printed "No module named mcp_server_time" and a long traceback."""
+    if importlib.util.find_spec("mcp_server_time") is not None:
+        pytest.skip("mcp-server-time is installed in this interpreter")
+    env = {key: value for key, value in os.environ.items() if key != "RAY_HARNESS_MCP_TIME_SERVER"}
+    done = subprocess.run([sys.executable, str(EXAMPLES / "mcp_tools.py")], cwd=ROOT,
+                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.startswith("error: the mcp-server-time server is not installed here: `pip install "
+                                  "mcp-server-time`, or set RAY_HARNESS_MCP_TIME_SERVER"), done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+
+
+def _docker_with(image: str) -> None:
     try:
         import docker
 
@@ -101,9 +128,23 @@ def test_docker_sandbox_coder() -> None:
         client.close()
     except Exception as error:
         missing_service(f"dockerd with image {image} (run scripts/ci/docker.sh): {error}")
+
+
+def test_docker_sandbox_coder() -> None:
+    image = os.environ.get("RAY_HARNESS_TEST_IMAGE", "rh-busybox:test")
+    _docker_with(image)
     out = _run("docker_sandbox_coder.py", "--image", image)
     assert "agent: fib.sh ran in the container and printed: 0 1 1 2 3 5 8 13 21 34" in out
     assert "run again with box.execute: exit 0, last number 34" in out
+
+
+def test_docker_sandbox_coder_with_an_image_it_cannot_get_says_what_to_do() -> None:
+    """Its default image, python:3.12-slim, on an engine that cannot pull: a traceback ending in a 500 error."""
+    _docker_with(os.environ.get("RAY_HARNESS_TEST_IMAGE", "rh-busybox:test"))
+    image = "ray-harness-test/no-such-image:missing"
+    err = _run("docker_sandbox_coder.py", "--image", image, returncode=2)
+    assert err.startswith(f"error: no container from {image}: "), err
+    assert f"`docker pull {image}`" in err and "Traceback" not in err
 
 
 # -- examples on the session's Ray -----------------------------------------------------------------------------
