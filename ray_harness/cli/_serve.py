@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ray_harness.cli._options import Commands, positive_int
+from ray_harness.cli._options import Commands, init_ray, positive_int
 
 __all__ = ("add_serve",)
 
@@ -13,8 +13,8 @@ __all__ = ("add_serve",)
 def add_serve(commands: Commands) -> None:
     serve = commands.add_parser("serve", help="serve an agent/graph/swarm over A2A 1.0 on Ray Serve",
                                 description="Serves the target over A2A 1.0 until Ctrl-C, and prints its URL and "
-                                            "its agent card's. Joins RAY_ADDRESS when set, else starts an embedded "
-                                            "local Ray. Example: ray-harness serve "
+                                            "its agent card's. Joins --address (else RAY_ADDRESS) when given, else "
+                                            "starts an embedded local Ray. Example: ray-harness serve "
                                             "my_pkg.agents:build_support --replicas 2 --task-store "
                                             "file:///var/lib/a2a")
     serve.add_argument("target", help="module:function building an Agent, Graph or Swarm per task")
@@ -32,6 +32,9 @@ def add_serve(commands: Commands) -> None:
     serve.add_argument("--max-contexts", type=positive_int, default=None, metavar="N",
                        help="conversations (contextId) kept; beyond N the least recently used idle one is "
                             "forgotten (default 1000)")
+    serve.add_argument("--address", default=None,
+                       help="the cluster to serve on: its GCS address host:port, as `ray start --head` prints it, "
+                            "or ray://host:10001 (default RAY_ADDRESS, else an embedded local Ray)")
     serve.add_argument("--auth-token-env", metavar="VAR", help="require the bearer token held in this variable")
     serve.set_defaults(handler=_serve)
 
@@ -79,6 +82,8 @@ def _serve(args: argparse.Namespace) -> int:
                                 auth_token=token, **options)
     except ValueError as error:
         raise ValueError(_in_flag_terms(str(error), name_given=args.name is not None)) from None
+    if args.address:
+        init_ray(args.address)  # checked in seconds (as status/cancel/jobs do); serve.run() then finds Ray joined
     handle = serve.run(application, host=args.host, port=args.port)
     print(f"serving {name} over A2A at {handle.url} (card: {handle.card_url}); Ctrl-C stops", flush=True)
     serve.serve_until_stopped(handle)

@@ -231,3 +231,16 @@ def test_the_real_command_fails_with_the_error_line(refused_port: int) -> None:
     assert shown.returncode == 2, shown.stderr[-3000:]
     assert shown.stderr.startswith(f"error: cannot reach the Ray cluster at '127.0.0.1:{refused_port}'"), \
         shown.stderr[-3000:]
+
+
+@pytest.mark.parametrize("there", ["nothing", "a web server"])
+def test_serve_given_an_address_where_no_ray_answers_is_an_error_line_naming_it(
+        there: str, refused_port: int, web_port: int, ray_never_reached: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``serve`` had no ``--address`` (only ``RAY_ADDRESS``); given one, it is checked as the other commands' are."""
+    address = f"127.0.0.1:{refused_port if there == 'nothing' else web_port}"
+    assert main(["serve", "tests.serve.targets:build_plain_agent", "--address", address]) == 2
+    err = capsys.readouterr().err
+    expected = "error: cannot reach the Ray cluster at" if there == "nothing" else f"error: {address!r} is not a Ray GCS"
+    assert err.startswith(expected) and address in err, err
+    assert ray_never_reached == []
