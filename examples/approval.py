@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from ray_harness import Agent, tool
 from ray_harness.interventions import Confirm, InterventionHandler, Proceed
 from ray_harness.testing import ScriptedModel, text, tool_call
 
-WORKDIR = Path(tempfile.mkdtemp(prefix="ray_harness_approval_"))
+WORKDIR = Path(tempfile.mkdtemp(prefix="ray_harness_approval_"))  # removed when main() ends
 (WORKDIR / "old.log").write_text("stale\n")
 
 
@@ -82,4 +83,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        shutil.rmtree(WORKDIR, ignore_errors=True)

@@ -47,8 +47,9 @@ async def _stream(target: Any, prompt: str) -> int:
             if inner.get("type") == "text_delta":
                 print(inner["data"], end="", flush=True)
         elif kind == "multiagent_handoff":
-            print(f"\n[handoff {event.get('from_node_ids')} → {event.get('to_node_ids')}] {event.get('message', '')}",
-                  flush=True)
+            message = event.get("message")
+            print(f"\n[handoff {event.get('from_node_ids')} → {event.get('to_node_ids')}]"
+                  + (f" {message}" if message else ""), flush=True)
         elif kind in ("result", "multiagent_result"):
             result = event.get("result")
     print()

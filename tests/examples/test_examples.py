@@ -23,8 +23,10 @@ EXAMPLES = ROOT / "examples"
 
 
 def _run(script: str, *args: str, ray_address: str | None = None, timeout: float = 240,
-         stdin: str | None = None, returncode: int = 0) -> str:
+         stdin: str | None = None, returncode: int = 0, tmpdir: Path | None = None) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     env.pop("RAY_ADDRESS", None)
     if ray_address:
         env["RAY_ADDRESS"] = ray_address
@@ -65,6 +67,11 @@ def test_quickstart() -> None:
 def test_approval_and_demo_still_run() -> None:
     assert "old.log still exists: False" in _run("approval.py", "--yes")
     assert "[stop_reason=end_turn" in _run("demo.py")
+
+
+def test_approval_leaves_no_temporary_directory(tmp_path: Path) -> None:
+    assert "old.log still exists: False" in _run("approval.py", "--yes", tmpdir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # its work directory was left behind at every run
 
 
 @pytest.mark.parametrize(("typed", "outcome"), [

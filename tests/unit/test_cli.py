@@ -37,6 +37,12 @@ def test_eval_and_run_local(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "[tool] shout" in printed and "tool said HELLO" in printed
 
 
+def test_run_prints_a_graphs_handoffs_without_a_trailing_space(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "tests.eval_targets:chain_graph", "go"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "[handoff ['research'] → ['analyze']]" in lines  # a Graph's handoff has no message: was "...] "
+
+
 def test_run_of_a_function_that_builds_no_agent_is_an_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     """``ray-harness run os:getcwd hi`` ended in an AttributeError traceback ('str' has no 'stream_async')."""
     assert main(["run", "os:getcwd", "hi"]) == 2
