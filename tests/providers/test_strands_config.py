@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 
 import pytest
 
@@ -95,3 +96,25 @@ def test_a_model_pickled_before_a_setting_existed_unpickles_with_its_default(pro
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_no_provider_is_stateful(provider: type[Model]) -> None:
     assert provider("m").stateful is False  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_config_reads_as_strands_config_dict(provider: type[Model]) -> None:
+    model = provider("m", params={"temperature": 0.5})  # type: ignore[call-arg]
+    config = model.config  # type: ignore[attr-defined]
+
+    assert config["model_id"] == "m" and config.model_id == "m"  # a key, and still an attribute
+    assert config.get("params") == {"temperature": 0.5} and "model_id" in config
+    assert "cache_config" not in config and config.get("cache_config", "unset") == "unset"  # unset: no key
+    with pytest.raises(KeyError, match="cache_config"):
+        config["cache_config"]
+    assert dict(config) == {**config} == dict(config.items()) == dict(zip(config.keys(), config.values(), strict=True))
+    assert list(config) == list(config.keys()) and len(config) == len(config.keys())
+    assert isinstance(config, Mapping) and "not_a_setting" not in config
+    with pytest.raises(TypeError):
+        config["model_id"] = "other"  # type: ignore[index]  # read-only: update_config() changes settings
+
+    model.update_config(params=None, model_id="n")
+    assert model.config.get("params", {}) == {} and model.config["model_id"] == "n"  # type: ignore[attr-defined]
+    clone = pickle.loads(pickle.dumps(model))
+    assert dict(clone.config) == dict(model.config) and clone.get_config() == model.get_config()  # type: ignore[attr-defined]
