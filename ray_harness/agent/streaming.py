@@ -3,7 +3,7 @@
 Events the caller of ``stream_async`` sees are dicts with a ``"type"`` key
 (plus the Strands-compatible keys): ``model_event`` (``event``: the raw
 chunk), ``text_delta`` (``data``, ``delta``), ``tool_use_stream``
-(``current_tool_use``, ``delta``), ``reasoning_delta`` (``reasoningText``,
+(``current_tool_use``, ``delta``), ``citation`` (``citation``, ``delta``), ``reasoning_delta`` (``reasoningText``,
 ``reasoning``), ``message`` (``message``), ``tool_start`` (``tool_use``),
 ``tool_stream`` (``tool_stream_event``), ``tool_result`` (``tool_result``),
 ``interrupt`` (``interrupts``), ``result`` (``result``).
@@ -34,6 +34,7 @@ class StreamState:
         self.first_byte: float | None = None
         self.content: list[ContentBlock] = []
         self.text: list[str] = []
+        self.citations: list[dict[str, Any]] = []  # of the text block; kept until a text block takes them (Strands)
         self.tool: dict[str, Any] | None = None
         self.tool_input: list[str] = []
         self.reasoning: list[str] = []
@@ -72,7 +73,12 @@ class StreamState:
             self.reasoning.clear()
             self.signature = None
         elif self.text:
-            self.content.append({"text": "".join(self.text)})
+            if self.citations:
+                self.content.append({"citationsContent": {"citations": list(self.citations),
+                                                          "content": [{"text": "".join(self.text)}]}})
+                self.citations.clear()
+            else:
+                self.content.append({"text": "".join(self.text)})
             self.text.clear()
 
     def on_delta(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -92,6 +98,9 @@ class StreamState:
             self.tool_input.append(delta["toolUse"].get("input", ""))
             return [{"type": "tool_use_stream", "current_tool_use": {**self.tool, "input": "".join(self.tool_input)},
                      "delta": delta}]
+        if "citation" in delta:
+            self.citations.append(delta["citation"])
+            return [{"type": "citation", "citation": delta["citation"], "delta": delta}]
         if "reasoningContent" in delta:
             part = delta["reasoningContent"]
             if "redactedContent" in part:

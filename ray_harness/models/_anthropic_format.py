@@ -8,6 +8,7 @@ import mimetypes
 from typing import Any, cast
 
 from ray_harness.models._anthropic_cache import cache_control
+from ray_harness.models._citations import anthropic_citation
 from ray_harness.models._tool_history import tool_use_input
 from ray_harness.types.content import ContentBlock, Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
@@ -305,4 +306,7 @@ class AnthropicStreamState:
         if kind == "signature_delta":
             return [{"contentBlockDelta": {"delta": {"reasoningContent": {"signature": delta.signature}},
                                            "contentBlockIndex": index}}]
-        return []  # citations and future delta kinds carry nothing the Converse message holds
+        if kind == "citations_delta":  # kept as Strands keeps it: the text block becomes a citationsContent block
+            return [{"contentBlockDelta": {"delta": {"citation": anthropic_citation(delta.citation.to_dict(mode="json"))},
+                                           "contentBlockIndex": index}}]
+        return []  # future delta kinds carry nothing the Converse message holds

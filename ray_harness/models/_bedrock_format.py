@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any, cast
 
 from ray_harness.models._bedrock_models import json_results_as_text, refuses_reasoning
+from ray_harness.models._bedrock_recovery import SEPARATOR_TURN, separates_turns
+from ray_harness.models._citations import bedrock_citations_block, citation_deltas
 from ray_harness.models._tool_history import tool_use_input
 from ray_harness.types.content import ContentBlock, Messages
 from ray_harness.types.streaming import StreamEvent
@@ -16,7 +19,7 @@ __all__ = ("convert_event", "converse_events", "format_messages", "format_tool_c
 
 # Keys Bedrock accepts in a message's content block; anything else would be rejected by boto3's validation.
 _BLOCK_KEYS = {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "cachePoint", "video",
-               "guardContent", "citationsContent"}
+               "guardContent"}
 
 # The image formats a guardrail screens (botocore's GuardrailConverseImageFormat); others stay plain images.
 _GUARD_IMAGE_FORMATS = {"png", "jpeg"}
@@ -27,7 +30,7 @@ _STOP_REASONS = {"model_context_window_exceeded": "max_tokens"}
 
 
 def format_messages(messages: Messages, *, guard_latest: bool = False, include_status: bool = True,
-                    model_id: str = "") -> list[dict[str, Any]]:
+                    model_id: str = "", separate_tool_results: bool = False) -> list[dict[str, Any]]:
     """Converse messages for ``converse_stream``; consecutive messages of one role are sent as one turn.
 
     Converse rejects a history whose roles do not alternate, and a valid one can still have two user turns in a
@@ -42,10 +45,14 @@ def format_messages(messages: Messages, *, guard_latest: bool = False, include_s
 
     ``model_id``: reasoning blocks that model would refuse are left out, and it gets tool results' ``json`` blocks
     as text when it misreads them (see :mod:`ray_harness.models._bedrock_models`).
+
+    ``separate_tool_results``: a user message of tool results only and a user message after it without any are two
+    turns, with a neutral assistant turn between them (for a model that refuses them as one, as Strands sends them).
     """
     guarded = _last_prompt_index(messages) if guard_latest else None
     json_as_text = json_results_as_text(model_id)
     formatted: list[dict[str, Any]] = []
+    previous: list[dict[str, Any]] = []  # the last message's blocks, as sent
     for index, message in enumerate(messages):
         blocks = [block for block in message["content"] if "reasoningContent" not in block
                   or not refuses_reasoning(model_id, cast(dict[str, Any], block["reasoningContent"]))]
@@ -55,6 +62,10 @@ def format_messages(messages: Messages, *, guard_latest: bool = False, include_s
             content = [_guarded(block) for block in content]
         if not content:
             continue
+        if separate_tool_results and formatted and formatted[-1]["role"] == message["role"] == "user" \
+                and separates_turns(previous, content):
+            formatted.append(copy.deepcopy(SEPARATOR_TURN))
+        previous = content
         if formatted and formatted[-1]["role"] == message["role"]:
             formatted[-1]["content"].extend(content)
         else:
@@ -95,6 +106,8 @@ def _format_block(block: ContentBlock, include_status: bool = True, json_as_text
     if "toolUse" in block:
         use = block["toolUse"]
         return {"toolUse": {"toolUseId": use["toolUseId"], "name": use["name"], "input": tool_use_input(use)}}
+    if "citationsContent" in block:
+        return bedrock_citations_block(block["citationsContent"])
     keys = set(block) & _BLOCK_KEYS
     if not keys:
         raise TypeError(f"content block with keys {sorted(block)} cannot be sent to Bedrock")
@@ -189,8 +202,8 @@ def _block_deltas(index: int, block: dict[str, Any]) -> Iterator[dict[str, Any]]
         yield delta({"toolUse": {"input": json.dumps(use.get("input", {}))}})
     elif "text" in block:
         yield delta({"text": block["text"]})
-    elif "citationsContent" in block:  # the cited text (the citations themselves are not kept in our messages)
-        yield delta({"text": "".join(part.get("text", "") for part in block["citationsContent"].get("content", []))})
+    elif "citationsContent" in block:  # its text, then its citations, as the stream sends them (and Strands)
+        yield from (delta(payload) for payload in citation_deltas(block["citationsContent"]))
     elif "reasoningContent" in block:
         reasoning = block["reasoningContent"]
         text = reasoning.get("reasoningText") or {}

@@ -28,6 +28,7 @@ from ray_harness.models._clients import LoopClientCache
 from ray_harness.models._config import ProviderConfig, split_params
 from ray_harness.models._errors import is_overflow_message, retry_after_seconds
 from ray_harness.models._provider import ConfiguredModel, context_window_of
+from ray_harness.models._thinking_binding import anthropic_options_with_drop_block, is_thinking_binding_error
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import CacheConfig, CacheToolsConfig, ModelPrices
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
@@ -123,6 +124,8 @@ class AnthropicModel(ConfiguredModel):
         self.prices = prices
         self.rate_limit = checked_rate_limit(rate_limit)
         self._clients: LoopClientCache[Any] = LoopClientCache(self._new_client, _close_client)
+        # Set once a request was refused for stale replayed thinking: later requests to it drop such blocks.
+        self._stale_thinking_model_id: str | None = None
 
     def get_config(self) -> dict[str, Any]:
         """``model_id``, ``max_tokens``, ``params``, and the caching / server-tool / token-count settings that are set."""
@@ -154,9 +157,9 @@ class AnthropicModel(ConfiguredModel):
         state = AnthropicStreamState()
         try:
             client = await self._clients.get()
-            for _ in range(MAX_CONTINUATIONS + 1):
+            for turn in range(MAX_CONTINUATIONS + 1):
                 raw = RawContent()
-                response = await client.messages.create(**options, stream=True)
+                response, options = await self._create(client, options, first=turn == 0)
                 async with response:
                     async for event in response:
                         raw.feed(event)
@@ -177,6 +180,27 @@ class AnthropicModel(ConfiguredModel):
             yield {"messageStop": {"stopReason": state.stop_reason}}
         yield {"metadata": {"usage": state.usage(),  # type: ignore[typeddict-item]
                             "metrics": {"latencyMs": int((time.perf_counter() - started) * 1000)}}}
+
+    async def _create(self, client: Any, options: dict[str, Any], *, first: bool) -> tuple[Any, dict[str, Any]]:
+        """Open the stream, retrying a turn's first request once when replayed thinking went stale (as Strands).
+
+        Returns the response and the options it was opened with (continuations reuse them).
+        """
+        import anthropic
+
+        if first and self.__dict__.get("_stale_thinking_model_id") == self.config.model_id:
+            options = anthropic_options_with_drop_block(options, client.default_headers) or options
+        try:
+            return await client.messages.create(**options, stream=True), options
+        except anthropic.BadRequestError as error:
+            retry = anthropic_options_with_drop_block(options, client.default_headers) \
+                if first and is_thinking_binding_error(error) else None
+            if retry is None:
+                raise
+        logger.warning("model_id=<%s> | history edit invalidated replayed thinking blocks, retrying with drop_block",
+                       self.config.model_id)
+        self._stale_thinking_model_id = self.config.model_id  # the stale blocks stay in the history
+        return await client.messages.create(**retry, stream=True), retry
 
     async def count_tokens(
         self,

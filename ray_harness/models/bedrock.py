@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, Literal
 
 from pydantic import StrictBool, field_validator
@@ -25,10 +26,12 @@ from ray_harness.models._anthropic_cache import as_dict
 from ray_harness.models._bedrock_cache import BedrockCache
 from ray_harness.models._bedrock_format import converse_events, convert_event, format_messages, format_tool_config
 from ray_harness.models._bedrock_guardrail import GuardrailRedactor
+from ray_harness.models._bedrock_recovery import converse
 from ray_harness.models._bedrock_settings import REQUEST_SETTINGS, with_settings
 from ray_harness.models._config import ProviderConfig
 from ray_harness.models._errors import is_overflow_message
 from ray_harness.models._provider import ConfiguredModel, context_window_of
+from ray_harness.models._thinking_binding import bedrock_fields_with_drop_block
 from ray_harness.models._tool_history import has_tool_blocks, tool_blocks_as_text
 from ray_harness.models.base import CacheConfig, CacheToolsConfig, ModelPrices
 from ray_harness.models.rate_limit import RateLimit, checked_rate_limit
@@ -220,6 +223,10 @@ class BedrockModel(ConfiguredModel):
         self.rate_limit = checked_rate_limit(rate_limit)
         self._client: Any = None
         self._client_lock = threading.Lock()
+        # The model ids a request was refused for and a retry fixed (see _bedrock_recovery): later requests to them
+        # are built as the retry was.
+        self._stale_thinking_model_id: str | None = None
+        self._separate_turns_model_id: str | None = None
 
     def update_config(self, **model_config: Any) -> None:
         """Change ``model_id`` / ``params`` / ``streaming`` / ``cache_*``, or a Strands setting (``temperature=``, ...)."""
@@ -250,12 +257,14 @@ class BedrockModel(ConfiguredModel):
     ) -> AsyncGenerator[StreamEvent, None]:
         """Stream the answer to ``messages`` from Bedrock's ConverseStream API (or Converse: ``streaming=False``)."""
         request = self.format_request(messages, tool_specs, system_prompt, tool_choice)
+        request_separated = functools.partial(self.format_request, messages, tool_specs, system_prompt, tool_choice,
+                                              separate_tool_results=True)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         stop = threading.Event()
         started = time.perf_counter()
         opened: list[Any] = []  # the worker puts the boto3 event stream here, so an early exit can close it
-        worker = threading.Thread(target=self._pump, args=(request, loop, queue, stop, opened),
+        worker = threading.Thread(target=self._pump, args=(request, request_separated, loop, queue, stop, opened),
                                   name="bedrock-converse-stream", daemon=True)
         worker.start()
         redactor = GuardrailRedactor(self.config)
@@ -315,8 +324,17 @@ class BedrockModel(ConfiguredModel):
         tool_specs: list[ToolSpec] | None,
         system_prompt: SystemPrompt | None,
         tool_choice: ToolChoice | None,
+        *,
+        separate_tool_results: bool | None = None,
     ) -> dict[str, Any]:
-        """The keyword arguments for ``converse_stream``."""
+        """The keyword arguments for ``converse_stream``.
+
+        ``separate_tool_results``: a user message of tool results only and the user message after it go as two
+        turns (see :mod:`ray_harness.models._bedrock_recovery`); unset, as this model was found to need.
+        """
+        model_id = self.config.model_id
+        if separate_tool_results is None:
+            separate_tool_results = self.__dict__.get("_separate_turns_model_id") == model_id
         if not tool_specs and has_tool_blocks(messages):
             messages = tool_blocks_as_text(messages)
         cache = BedrockCache(self.config.model_id, self.config.cache_config, self.config.cache_tools)
@@ -324,7 +342,8 @@ class BedrockModel(ConfiguredModel):
                                    "messages": format_messages(cache.messages(messages),
                                                                guard_latest=self.config.guardrail_latest_message,
                                                                include_status=self._includes_status(),
-                                                               model_id=self.config.model_id)}
+                                                               model_id=model_id,
+                                                               separate_tool_results=separate_tool_results)}
         system: list[Any] = [] if not system_prompt else [{"text": system_prompt}] if isinstance(system_prompt, str) \
             else list(system_prompt)  # Converse takes the blocks as they are (cache points included)
         if self.config.cache_prompt:
@@ -338,6 +357,10 @@ class BedrockModel(ConfiguredModel):
                 tool_config["tools"].append(point)
             request["toolConfig"] = tool_config
         request.update(self.config.params or {})
+        if self.__dict__.get("_stale_thinking_model_id") == model_id:
+            fields = bedrock_fields_with_drop_block(request.get("additionalModelRequestFields"))
+            if fields is not None:
+                request["additionalModelRequestFields"] = fields
         _relax_forced_choice_when_thinking(request)
         return request
 
@@ -347,18 +370,21 @@ class BedrockModel(ConfiguredModel):
 
     # -- the blocking side ---------------------------------------------------------------------------------
 
-    def _pump(self, request: dict[str, Any], loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any],
-              stop: threading.Event, opened: list[Any]) -> None:
+    def _pump(self, request: dict[str, Any], request_separated: Callable[[], dict[str, Any]],
+              loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], stop: threading.Event,
+              opened: list[Any]) -> None:
         def put(item: Any) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed under us: nobody is listening any more
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         stream = None
         try:
+            call = self.client.converse_stream if self.config.streaming else self.client.converse
+            response = converse(self, call, request, request_separated)
             if self.config.streaming:
-                stream = self.client.converse_stream(**request)["stream"]
+                stream = response["stream"]
                 opened.append(stream)
-            events = stream if stream is not None else converse_events(self.client.converse(**request))
+            events = stream if stream is not None else converse_events(response)
             for event in events:
                 if stop.is_set():
                     break

@@ -106,11 +106,12 @@ class ContentBlockDeltaReasoning(TypedDict, total=False):
 
 
 class ContentBlockDelta(TypedDict, total=False):
-    """A piece of a content block: ``text``, ``toolUse`` input or ``reasoningContent``."""
+    """A piece of a content block: ``text``, ``toolUse`` input, ``reasoningContent`` or a ``citation`` of the text."""
 
     text: str
     toolUse: ContentBlockDeltaToolUse
     reasoningContent: ContentBlockDeltaReasoning
+    citation: dict[str, Any]
 
 
 class ContentBlockDeltaEvent(TypedDict):

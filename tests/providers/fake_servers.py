@@ -28,6 +28,8 @@ class Answer:
     """A scripted model answer: blocks are ("text", s) | ("tool", id, name, input) | ("thinking", text, signature).
 
     Anthropic also takes ("web_search", id, query): a server tool call and its result, as two blocks.
+    Anthropic and Bedrock take ("cited", text, cited_text, title, start, end): a text citing characters
+    ``start``-``end`` of the first document.
     """
 
     blocks: list[tuple[Any, ...]]
@@ -47,7 +49,9 @@ class Answer:
 
 @dataclass
 class Failure:
-    """A scripted failure: throttle | overloaded | midstream_overloaded | overflow | auth | denied (Bedrock)."""
+    """A scripted failure: throttle | overloaded | midstream_overloaded | overflow | auth | thinking_binding (a
+    replayed thinking block refused as stale) | denied (Bedrock) | tool_result_turn (Bedrock: a turn mixing tool
+    results and other blocks refused)."""
 
     kind: str
     retry_after: float | None = None
@@ -61,6 +65,9 @@ class TokenCount:
 
 
 Reply = Answer | Failure | TokenCount
+
+THINKING_BINDING_MESSAGE = ("messages.1.content.0: the thinking block is bound to a different conversation prefix; "
+                            "set thinking.block_binding to drop stale blocks")
 
 
 def text(content: str, **kwargs: Any) -> Answer:
@@ -207,10 +214,15 @@ class AnthropicServer(FakeServer):
             return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": payload})
 
         events: list[tuple[str | None, Any]] = []
-        if block[0] == "text":
+        if block[0] in ("text", "cited"):
             events.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                    "content_block": {"type": "text", "text": ""}}))
             events.extend(delta({"type": "text_delta", "text": piece}) for piece in halves(block[1]))
+            if block[0] == "cited":
+                _, _, cited, title, start, end = block
+                events.append(delta({"type": "citations_delta", "citation": {
+                    "type": "char_location", "cited_text": cited, "document_index": 0, "document_title": title,
+                    "start_char_index": start, "end_char_index": end}}))
         elif block[0] == "tool":
             _, use_id, name, args = block
             events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
@@ -259,6 +271,8 @@ class AnthropicServer(FakeServer):
             return error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
         if failure.kind == "auth":
             return error(401, "authentication_error", "invalid x-api-key")
+        if failure.kind == "thinking_binding":
+            return error(400, "invalid_request_error", THINKING_BINDING_MESSAGE)
         raise ValueError(failure.kind)
 
 
@@ -354,6 +368,12 @@ def _openai_prompt_details(reply: Answer) -> dict[str, Any]:
 
 # -- Bedrock -------------------------------------------------------------------------------------------------
 
+def _bedrock_citation(block: tuple[Any, ...]) -> dict[str, Any]:
+    _, _, cited, title, start, end = block
+    return {"title": title, "sourceContent": [{"text": cited}],
+            "location": {"documentChar": {"documentIndex": 0, "start": start, "end": end}}}
+
+
 def _header(name: str, value: str) -> bytes:
     encoded_name, encoded_value = name.encode(), value.encode()
     return (struct.pack("B", len(encoded_name)) + encoded_name + b"\x07" + struct.pack(">H", len(encoded_value))
@@ -394,9 +414,12 @@ class BedrockServer(FakeServer):
             return web.json_response(self._response(reply))
         frames = [encode_frame("messageStart", {"role": "assistant"})]
         for index, block in enumerate(reply.blocks):
-            if block[0] == "text":
+            if block[0] in ("text", "cited"):
                 frames.extend(encode_frame("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": piece}})
                               for piece in halves(block[1]))
+            if block[0] == "cited":
+                frames.append(encode_frame("contentBlockDelta", {"contentBlockIndex": index,
+                                                                 "delta": {"citation": _bedrock_citation(block)}}))
             elif block[0] == "thinking":
                 frames.extend(encode_frame("contentBlockDelta", {
                     "contentBlockIndex": index, "delta": {"reasoningContent": {"text": piece}}})
@@ -429,6 +452,9 @@ class BedrockServer(FakeServer):
         for block in reply.blocks:
             if block[0] == "text":
                 content.append({"text": block[1]})
+            elif block[0] == "cited":
+                content.append({"citationsContent": {"content": [{"text": block[1]}],
+                                                     "citations": [_bedrock_citation(block)]}})
             elif block[0] == "thinking":
                 content.append({"reasoningContent": {"reasoningText": {"text": block[1], "signature": block[2]}}})
             elif block[0] == "tool":
@@ -471,6 +497,11 @@ class BedrockServer(FakeServer):
             return error(400, "ValidationException", "Input is too long for requested model.")
         if failure.kind == "auth":
             return error(403, "UnrecognizedClientException", "The security token included in the request is invalid.")
+        if failure.kind == "thinking_binding":
+            return error(400, "ValidationException", THINKING_BINDING_MESSAGE)
+        if failure.kind == "tool_result_turn":
+            return error(400, "ValidationException",
+                         "Conversation blocks and tool result blocks cannot be provided in the same turn.")
         if failure.kind == "denied":
             return error(403, "AccessDeniedException", "User is not authorized to perform: bedrock:CountTokens")
         raise ValueError(failure.kind)
