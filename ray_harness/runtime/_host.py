@@ -527,7 +527,7 @@ def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] 
         if exception is None:
             try:
                 result = task.result()
-                return run_id, True, _pickling.dumps(result if digest is None else digest(result)), None
+                return run_id, True, _pickling.dumps_plain(result if digest is None else digest(result)), None
             except Exception as pickling:  # as a single run: a result that cannot leave the host fails its run
                 error = TypeError(f"the result of run {run_id!r} could not be returned: {pickling}")
         else:

@@ -15,8 +15,6 @@ its tasks and nowhere else):
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Literal
 
@@ -31,13 +29,25 @@ def current_placement() -> Placement:
     return _PLACEMENT.get()
 
 
-@contextlib.contextmanager
-def placed(where: Placement) -> Iterator[None]:
+def placed(where: Placement) -> _Placed:
     """Within this block (and tasks started in it), orchestrations place their work as ``where`` says."""
-    token = _PLACEMENT.set(where)
-    try:
-        yield
-    finally:
+    return _Placed(where)
+
+
+class _Placed:
+    """:func:`placed`'s context manager: a class, not a generator (entered at every invocation on a host)."""
+
+    __slots__ = ("_token", "_where")
+
+    def __init__(self, where: Placement) -> None:
+        self._where = where
+
+    def __enter__(self) -> None:
+        self._token = _PLACEMENT.set(self._where)
+
+    def __exit__(self, *exc_info: object) -> None:
         # An async generator may be finalized in another context; there the variable is not ours to reset.
-        with contextlib.suppress(ValueError):
-            _PLACEMENT.reset(token)
+        try:
+            _PLACEMENT.reset(self._token)
+        except ValueError:
+            pass

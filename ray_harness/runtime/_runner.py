@@ -28,6 +28,7 @@ It adds to the core agent what an actor needs and the agent does not do itself:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
@@ -59,7 +60,7 @@ from ray_harness.runtime._wire import (
     wanted,
 )
 from ray_harness.telemetry.propagation import attached
-from ray_harness.telemetry.runs import scoped
+from ray_harness.telemetry.runs import current_tags, scoped
 from ray_harness.types.content import ToolResult
 from ray_harness.types.exceptions import ConcurrencyException, RayHarnessError
 
@@ -73,6 +74,17 @@ RESTORE_INTERRUPT_ID = "v1:ray_harness_restore:actor_restart"
 _JOURNAL_VERSION = 2  # 2: the agent's state is an AgentSnapshot
 _KEPT_RESULTS = 16  # finished invocations remembered for idempotent retries
 _KEPT_CANCELS = 4096
+
+
+_UNSCOPED = contextlib.nullcontext()
+
+
+def _run_scope(invocation_id: str) -> contextlib.AbstractContextManager[None]:
+    """``scoped({"run": invocation_id})``: the invocation is its own run unless its call brought one.
+
+    A brought run tag wins over it (an evaluation row's: the evaluation), so then the scope would change nothing.
+    """
+    return _UNSCOPED if current_tags().get("run") else scoped({"run": invocation_id})
 
 
 class SlotMiss(RayHarnessError):
@@ -142,7 +154,7 @@ class AgentRunner:
         try:
             # The caller's span is the parent of this invocation's spans; its metrics carry the caller's run tags;
             # a Graph/Swarm the agent runs (a pooled row, a tool) runs in this process.
-            with attached(request.trace_context), scoped({"run": request.invocation_id}), placed("in_process"):
+            with attached(request.trace_context), _run_scope(request.invocation_id), placed("in_process"):
                 run = self._stream(request, events or request.events, prepare)
                 try:
                     async for event in run:

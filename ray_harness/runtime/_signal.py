@@ -17,7 +17,11 @@ __all__ = ("CancelSignal",)
 
 class CancelSignal(threading.Event):
     def __init__(self) -> None:
-        super().__init__()
+        # threading.Event.__init__ with a reentrant lock under its condition: Condition(Lock()) looks for three
+        # RLock methods on the plain lock and catches an AttributeError for each, at every run a host starts.
+        # Waiting, setting and clearing behave the same (Condition uses the RLock's own release/restore).
+        self._cond = threading.Condition(threading.RLock())
+        self._flag = False
         self._callbacks: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
         self._callbacks_guard = threading.Lock()
 

@@ -10,6 +10,7 @@ callable but no factory, and no Agent to run in an actor: it is refused.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -120,9 +121,15 @@ def load_factory(path: str) -> Any:
     return target
 
 
+@functools.lru_cache(maxsize=256)
+def _loaded_factory(path: str) -> Any:
+    """:func:`load_factory`, once per path and process: a host builds every evaluation row from the same path."""
+    return load_factory(path)
+
+
 def build_agent(spec: AgentSpec) -> Agent:
     if spec.kind == "factory_path":
-        agent = load_factory(str(spec.payload))()
+        agent = _loaded_factory(str(spec.payload))()
     elif spec.kind == "factory":
         agent = _pickling.loads(spec.payload)()
     else:

@@ -63,3 +63,22 @@ def test_a_picklable_agent_still_becomes_a_spec() -> None:
     spec = agent_spec(Agent(ScriptedModel(text("ok")), name="fine"))
 
     assert spec.kind == "pickled" and spec.label == "fine" and spec.build().name == "fine"
+
+
+def made_here() -> Agent:
+    return Agent(ScriptedModel(text("row")), name="row", retry_strategy=None)
+
+
+def test_a_factory_path_is_imported_once_per_process_and_builds_a_new_agent_each_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray_harness.runtime import _spec
+
+    looked_up: list[str] = []
+    load = _spec.load_factory
+    monkeypatch.setattr(_spec, "load_factory", lambda path: (looked_up.append(path), load(path))[1])
+    _spec._loaded_factory.cache_clear()
+    spec = agent_spec(f"{__name__}:made_here")
+    first, second = spec.build(), spec.build()
+    assert first is not second and first.name == second.name == "row"
+    assert looked_up == [f"{__name__}:made_here"]
+    _spec._loaded_factory.cache_clear()

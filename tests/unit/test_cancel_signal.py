@@ -57,3 +57,16 @@ def test_a_graph_row_is_cancelled_by_its_signal_without_polling() -> None:
         return Status(result.status)
 
     assert asyncio.run(main()) == Status.CANCELLED
+
+
+def test_it_waits_clears_and_wakes_a_waiter_as_a_threading_event_does() -> None:
+    signal = CancelSignal()
+    assert isinstance(signal, threading.Event) and not signal.is_set() and signal.wait(0) is False
+    woken: list[bool] = []
+    waiter = threading.Thread(target=lambda: woken.append(signal.wait(60)))
+    waiter.start()
+    threading.Thread(target=signal.set).start()
+    waiter.join()
+    assert woken == [True] and signal.is_set()
+    signal.clear()
+    assert not signal.is_set() and signal.wait(0.01) is False

@@ -44,3 +44,26 @@ def test_a_reducer_registered_later_with_copyreg_applies() -> None:
         assert pickle.loads(dumps(_Registered(4))).value == 40
     finally:
         del copyreg.dispatch_table[_Registered]
+
+
+def test_plain_data_pickles_to_cloudpickles_bytes_without_a_cloudpickler(monkeypatch: Any) -> None:
+    from ray_harness.runtime import _pickling
+
+    fields = {"output": "final ok", "structured_output": None, "status": "completed", "stop_reason": None,
+              "usage": {"inputTokens": 60, "outputTokens": 15}, "cost_usd": 0.5, "more": [(1, b"x", True)]}
+    expected = cloudpickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
+    monkeypatch.setattr(_pickling, "FastPickler", None)  # plain data must not need it
+    assert _pickling.dumps_plain(fields) == expected
+
+
+class _Tagged(dict[str, int]):  # a dict subclass is not plain data: its class travels too
+    pass
+
+
+def test_values_that_are_not_plain_data_go_through_cloudpickle() -> None:
+    from ray_harness.runtime._pickling import dumps_plain
+
+    values: list[Any] = [{"x": _Registered(2)}, [_Tagged(a=1)], {(1, 2): "a tuple key"}, {"deep": [[[[[[[[[[1]]]]]]]]]]}]
+    for value in values:
+        assert dumps_plain(value) == dumps(value)
+    assert type(pickle.loads(dumps_plain(values[1]))[0]) is _Tagged
