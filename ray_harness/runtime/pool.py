@@ -61,6 +61,7 @@ from ray_harness.runtime._wire import (
     invoke_request,
     pack_snapshot,
 )
+from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.exceptions import ActorStoppedError, RemoteActorError
 
 __all__ = ("AgentHost", "AgentPool", "host_actor_name")
@@ -240,8 +241,10 @@ class AgentPool:
         results and exceptions must pickle with cloudpickle. With ``digest`` (a picklable function, best a
         module-level one), the host returns ``digest(result)`` instead of the result, which stays there.
         """
+        # Built with its trace context (what the batcher's ActorClient.traced would add): one request per run, not two.
         request = invoke_request(run_id or uuid.uuid4().hex, prompt, invocation_state=invocation_state,
-                                 limits=limits, structured_output_model=structured_output_model, events="result")
+                                 limits=limits, structured_output_model=structured_output_model, events="result",
+                                 trace_context=current_carrier())
         spec = self._spec(agent_or_factory)
         index = self._start(request.invocation_id, None, spec)
         future: asyncio.Future[Any] | None = None
