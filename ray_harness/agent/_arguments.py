@@ -1,4 +1,4 @@
-"""``Agent(...)``'s arguments checked at construction, each error naming its argument.
+"""``Agent(...)``'s arguments checked at construction, each error naming its argument; the defaults it fills in.
 
 A wrong object given to an agent otherwise fails far from the mistake: a string as
 ``conversation_manager`` raised ``AttributeError`` at the first invocation, a session manager *class*
@@ -9,15 +9,19 @@ protocol attributes only (agents are built per dataset row; this stays in the mi
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 from ray_harness.agent.conversation_manager.base import ConversationManager
 from ray_harness.hooks.registry import is_hook_provider
+from ray_harness.models.base import Model
 from ray_harness.session.manager import SessionManager
 from ray_harness.tools.executors import ToolExecutor
 from ray_harness.types.content import SystemContentBlock
+from ray_harness.types.exceptions import ModelConfigurationError
 
-__all__ = ("check_arguments", "check_identity", "check_system_prompt")
+__all__ = ("check_arguments", "check_identity", "check_system_prompt", "checked_sandbox",
+           "default_conversation_manager", "default_sandbox", "resolve_model")
 
 
 def check_arguments(*, description: Any, conversation_manager: Any, session_manager: Any, tool_executor: Any,
@@ -113,4 +117,56 @@ def _from_strands(value: Any) -> bool:
 def _kind(value: Any) -> str:
     return f"{type(value).__module__}.{type(value).__qualname__}" if not isinstance(value, str | int | float) \
         else f"{type(value).__name__} {value!r}"
+
+
+_NO_MODEL_HELP = (
+    "Agent needs a model and none is configured (ray_harness never calls a cloud API by default). "
+    "Pass model= one of: a Model instance (ray_harness.models.AnthropicModel, OpenAIModel, BedrockModel), "
+    "a string 'anthropic:<model id>', 'openai:<model id>', 'bedrock:<model id>' or "
+    "'openai-compatible:<base_url>#<model id>', or set the RAY_HARNESS_MODEL environment variable to such a "
+    "string. For tests and offline runs use ray_harness.testing.ScriptedModel."
+)
+
+
+def resolve_model(model: Model | str | None) -> Model:
+    if model is None:
+        configured = os.environ.get("RAY_HARNESS_MODEL")
+        if not configured:
+            raise ModelConfigurationError(_NO_MODEL_HELP)
+        model = configured
+    if isinstance(model, str):
+        from ray_harness.models import from_string
+
+        return from_string(model)  # type: ignore[no-any-return]
+    if not isinstance(model, Model):
+        raise ModelConfigurationError(f"model must be a ray_harness Model or a model string, got {model!r}. "
+                                      + _NO_MODEL_HELP)
+    return model
+
+
+def checked_sandbox(sandbox: Any) -> Any:
+    if sandbox is None:
+        return None
+    from ray_harness.sandbox.base import Sandbox
+
+    if not isinstance(sandbox, Sandbox):
+        raise TypeError(f"sandbox must be a Sandbox instance (LocalEnvironment, DockerSandbox, SshSandbox, ...) or "
+                        f"None, got {type(sandbox).__name__}")
+    return sandbox
+
+
+def default_sandbox() -> Any:
+    from ray_harness.sandbox.local import LocalEnvironment
+
+    return LocalEnvironment()
+
+
+def default_conversation_manager() -> ConversationManager:
+    try:
+        from ray_harness.agent.conversation_manager import SlidingWindowConversationManager
+    except ImportError:
+        from ray_harness.agent.conversation_manager import NullConversationManager
+
+        return NullConversationManager()
+    return SlidingWindowConversationManager()
 

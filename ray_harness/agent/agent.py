@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import os
 import threading
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.agent._arguments import check_arguments, check_identity, check_system_prompt
+from ray_harness.agent._arguments import (
+    check_arguments,
+    check_identity,
+    check_system_prompt,
+    checked_sandbox,
+    default_conversation_manager,
+    default_sandbox,
+    resolve_model,
+)
+from ray_harness.agent._sync import run_sync
 from ray_harness.agent.conversation_manager.base import ConversationManager
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
@@ -32,26 +39,17 @@ from ray_harness.models.base import Model
 from ray_harness.tools.executors import ConcurrentToolExecutor, ToolExecutor
 from ray_harness.tools.registry import ToolRegistry
 from ray_harness.types.content import Message, SystemContentBlock
-from ray_harness.types.exceptions import ConcurrencyException, ModelConfigurationError
+from ray_harness.types.exceptions import ConcurrencyException
 from ray_harness.types.validation import validate_messages
 
 if TYPE_CHECKING:
     from ray_harness.agent.field_snapshot import Snapshot
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
 
-__all__ = ("Agent",)
+__all__ = ("Agent", "run_sync")  # run_sync: imported from here by the packages that drive agents
 
 _DEFAULT_RETRY = object()
 _CHECKED_FIELDS = ("model", "system_prompt", "state")  # properties whose setters check the value
-_NO_MODEL_HELP = (
-    "Agent needs a model and none is configured (ray_harness never calls a cloud API by default). "
-    "Pass model= one of: a Model instance (ray_harness.models.AnthropicModel, OpenAIModel, BedrockModel), "
-    "a string 'anthropic:<model id>', 'openai:<model id>', 'bedrock:<model id>' or "
-    "'openai-compatible:<base_url>#<model id>', or set the RAY_HARNESS_MODEL environment variable to such a "
-    "string. For tests and offline runs use ray_harness.testing.ScriptedModel."
-)
-
-
 class Agent:
     """A model-driven agent loop with tools, hooks, middleware, interventions and interrupts."""
 
@@ -136,11 +134,11 @@ class Agent:
         self.event_loop_metrics = EventLoopMetrics()
         self.tool_registry = ToolRegistry()
         self.tool_registry.process_tools(tools)
-        self.conversation_manager = conversation_manager or _default_conversation_manager()
+        self.conversation_manager = conversation_manager or default_conversation_manager()
         self.session_manager = session_manager
         # The default environment is reachable as agent.sandbox, but only an explicit sandbox vends
         # shell/file tools below: an agent must never silently get a shell on this machine.
-        self._sandbox = _checked_sandbox(sandbox)  # the default one is made on first access (agents per dataset row)
+        self._sandbox = checked_sandbox(sandbox)  # the default one is made on first access (agents per dataset row)
         self._checkpoint_resume: Any = None
         self._init_runtime_fields()
         # Only with handlers: the registry points back at the agent, and that cycle would leave every agent
@@ -176,7 +174,7 @@ class Agent:
 
     @model.setter
     def model(self, value: Model | str | None) -> None:
-        self._model = _resolve_model(value)
+        self._model = resolve_model(value)
 
     @property
     def system_prompt(self) -> str | list[SystemContentBlock] | None:
@@ -206,14 +204,14 @@ class Agent:
     def sandbox(self) -> Any:
         """Where this agent's shell and file tools run (a ``LocalEnvironment`` unless one was given)."""
         if self._sandbox is None:
-            self._sandbox = _default_sandbox()
+            self._sandbox = default_sandbox()
         return self._sandbox
 
     @sandbox.setter
     def sandbox(self, value: Any) -> None:
         # The tools the old sandbox vended go with it (a user's tool of the same name stays): a shell tool
         # must never keep running commands in a sandbox the agent no longer has.
-        value, old = _checked_sandbox(value), self._sandbox
+        value, old = checked_sandbox(value), self._sandbox
         if old is not None:
             for name, vended in list(self.tool_registry.registry.items()):
                 if getattr(vended, "sandbox", None) is old:
@@ -584,68 +582,3 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, agent_id={self.agent_id!r}, tools={self.tool_names})"
-
-
-def _resolve_model(model: Model | str | None) -> Model:
-    if model is None:
-        configured = os.environ.get("RAY_HARNESS_MODEL")
-        if not configured:
-            raise ModelConfigurationError(_NO_MODEL_HELP)
-        model = configured
-    if isinstance(model, str):
-        from ray_harness.models import from_string
-
-        return from_string(model)  # type: ignore[no-any-return]
-    if not isinstance(model, Model):
-        raise ModelConfigurationError(f"model must be a ray_harness Model or a model string, got {model!r}. "
-                                      + _NO_MODEL_HELP)
-    return model
-
-
-def _checked_sandbox(sandbox: Any) -> Any:
-    if sandbox is None:
-        return None
-    from ray_harness.sandbox.base import Sandbox
-
-    if not isinstance(sandbox, Sandbox):
-        raise TypeError(f"sandbox must be a Sandbox instance (LocalEnvironment, DockerSandbox, SshSandbox, ...) or "
-                        f"None, got {type(sandbox).__name__}")
-    return sandbox
-
-
-def _default_sandbox() -> Any:
-    from ray_harness.sandbox.local import LocalEnvironment
-
-    return LocalEnvironment()
-
-
-def _default_conversation_manager() -> ConversationManager:
-    try:
-        from ray_harness.agent.conversation_manager import SlidingWindowConversationManager
-    except ImportError:
-        from ray_harness.agent.conversation_manager import NullConversationManager
-
-        return NullConversationManager()
-    return SlidingWindowConversationManager()
-
-
-def run_sync(coroutine: Any) -> Any:
-    """Run ``coroutine`` to completion from sync code, even when this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = asyncio.run(coroutine)
-        except BaseException as error:  # re-raised in the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name="ray_harness-sync-call")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]

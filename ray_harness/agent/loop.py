@@ -4,8 +4,8 @@ One invocation: normalize the prompt (or resume interrupts / a checkpoint),
 ``BeforeInvocationEvent``, the cycles, conversation management,
 ``AfterInvocationEvent`` (which may ``resume`` with a new prompt), then the
 final ``{"type": "result"}`` event. Each cycle checks cancel and limits at its
-top, calls the model (:mod:`ray_harness.agent._model_call`) unless an
-interrupted tool batch is being resumed, then runs the tools
+top, runs the model half (:mod:`ray_harness.agent._model_turn`) unless an
+interrupted tool batch is being resumed, then the tool half
 (:mod:`ray_harness.agent._tool_phase`).
 """
 
@@ -15,20 +15,19 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from ray_harness.agent._model_call import _cancelled_stop, call_model, call_model_quiet, reads_directly
+from ray_harness.agent._model_call import _cancelled_stop, reads_directly
+from ray_harness.agent._model_turn import ModelTurn, model_turn, model_turn_quiet
 from ray_harness.agent._prompt import prepare_prompt
 from ray_harness.agent._structured import StructuredOutput
 from ray_harness.agent._tool_phase import ToolsOutcome, run_tools, run_tools_quiet, runs_tools_quietly
 from ray_harness.agent.limits import Limits, check_limits
 from ray_harness.agent.result import AgentResult
-from ray_harness.agent.trace import CycleNote, note_cycle_end, note_model_end, note_no_model_call, note_recursion_end
+from ray_harness.agent.trace import CycleNote, note_cycle_end, note_no_model_call, note_recursion_end
 from ray_harness.checkpoint import Checkpoint
 from ray_harness.extensions._chain import ExtensionChain, assemble as assemble_extensions
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
-from ray_harness.middleware.types import ModelStopReason
 from ray_harness.telemetry import metrics
 from ray_harness.telemetry.metrics import sinks as metric_sinks
 from ray_harness.telemetry.tracing import agent_attributes, get_tracer
@@ -374,8 +373,8 @@ async def _begin_cycle(agent: Agent, inv: Invocation) -> AgentResult | AsyncGene
     resumed = _tool_use_to_resume(agent, inv)
     if resumed is not None or not reads_directly(agent, inv):
         return _cycle(agent, inv, resumed)
-    turn = _ModelTurn()
-    final = await _model_turn_quiet(agent, inv, turn)
+    turn = ModelTurn()
+    final = await model_turn_quiet(agent, inv, turn)
     if final is not None or turn.message is None:
         return final
     if runs_tools_quietly(agent, inv, turn.message):
@@ -401,8 +400,8 @@ async def _cycle(agent: Agent, inv: Invocation, message: Message | None,
     the answer of the quiet model turn :func:`_begin_cycle` took.
     """
     if message is None:
-        turn = _ModelTurn()
-        model = _model_turn(agent, inv, turn)
+        turn = ModelTurn()
+        model = model_turn(agent, inv, turn)
         try:
             async for event in model:
                 yield event
@@ -449,94 +448,6 @@ def _tool_use_to_resume(agent: Agent, inv: Invocation) -> Message | None:
     return None
 
 
-@dataclass
-class _ModelTurn:
-    """What the model half of a cycle leaves for the tool half."""
-
-    message: Message | None = None
-    """The assistant message whose tool uses run next; None when the cycle ends after the model."""
-
-
-async def _model_turn(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AsyncGenerator[Any, None]:
-    """Call the model and keep its message; yields events and the ``AgentResult`` if the turn ends the invocation.
-
-    Sets ``turn.message`` when the message's tool uses are to run in this cycle.
-
-    Raises:
-        MaxTokensReachedException: The model stopped at its ``max_tokens`` limit (the partial message is kept).
-    """
-    outcome: ModelStopReason | None = None
-    model_call = call_model(agent, inv) if inv.extensions is None else inv.extensions.model_call(call_model)
-    try:
-        async for event in model_call:
-            if isinstance(event, ModelStopReason):
-                outcome = event
-            else:
-                yield event
-    finally:
-        await model_call.aclose()
-    assert outcome is not None
-    message, final = await _keep_answer(agent, inv, outcome)
-    if final is None:
-        if not inv.quiet:
-            yield {"type": "message", "message": message}
-        final = await _end_turn(agent, inv, message, outcome.stop_reason, turn)
-        if final is not None and final.structured_output is not None and not inv.quiet:
-            yield {"type": "structured_output", "structured_output": final.structured_output}
-    if final is not None:
-        yield final
-
-
-async def _model_turn_quiet(agent: Agent, inv: Invocation, turn: _ModelTurn) -> AgentResult | None:
-    """:func:`_model_turn` when nobody reads its events (``reads_directly``): the ``AgentResult`` or None.
-
-    Raises:
-        MaxTokensReachedException: As :func:`_model_turn`.
-    """
-    outcome = await call_model_quiet(agent, inv)
-    message, final = await _keep_answer(agent, inv, outcome)
-    if final is None:
-        final = await _end_turn(agent, inv, message, outcome.stop_reason, turn)
-    return final
-
-
-async def _keep_answer(agent: Agent, inv: Invocation, outcome: ModelStopReason) -> tuple[Message, AgentResult | None]:
-    """Count the model cycle and add its message to the history; the ``AgentResult`` when it was cancelled."""
-    agent.event_loop_metrics.add_cycle()
-    message, stop_reason = outcome.message, outcome.stop_reason
-    if stop_reason == "cancelled":
-        await agent._append_message(message, inv.state)
-        return message, inv.result("cancelled", message)
-    if stop_reason == "max_tokens":
-        message = _without_unfinished_tool_uses(message)
-    assert inv.cycle_note is not None  # _cycles opened it; the model call starts with the cycle
-    note_model_end(inv.cycle_note, message)
-    await agent._append_message(message, inv.state)
-    return message, None
-
-
-async def _end_turn(agent: Agent, inv: Invocation, message: Message, stop_reason: str,
-                    turn: _ModelTurn) -> AgentResult | None:
-    """What follows the kept answer: the invocation's result, or None (``turn.message`` set when tools run next).
-
-    Raises:
-        MaxTokensReachedException: The model stopped at its ``max_tokens`` limit (the partial message is kept).
-    """
-    if stop_reason == "max_tokens":
-        raise MaxTokensReachedException(
-            "the model stopped at its max_tokens limit; the partial message was kept in the history "
-            "(and is this exception's partial_message). Raise the model's max_tokens or call the agent "
-            "again to continue.", partial_message=message,
-        )
-    if stop_reason != "tool_use" or not any("toolUse" in block for block in message["content"]):
-        return await _finish_turn(agent, inv, message, stop_reason)  # None: structured output is asked for next
-    if agent.checkpointing and not (inv.cancelled or inv.deferred_cancel):
-        return inv.result("checkpoint", message,
-                          checkpoint=Checkpoint(position="after_model", cycle_index=inv.cycle_index))
-    turn.message = message
-    return None
-
-
 async def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
     if agent._interrupt_state.activated:
         return None  # resuming an interrupted batch: its tools run before anything else is checked
@@ -553,19 +464,6 @@ async def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | Non
                           agent.event_loop_metrics.invocation_usage, agent.event_loop_metrics.invocation_cost_usd)
     if reason is not None:
         return inv.result(reason, _last_assistant(agent))  # the model's last word, not the tool results after it
-    return None
-
-
-async def _finish_turn(agent: Agent, inv: Invocation, message: Message, stop_reason: str) -> AgentResult | None:
-    """The model ended its turn. With structured output pending, ask for it (once, forced) instead."""
-    if inv.structured is None or inv.structured.value is not None:
-        extra = {"structured_output": inv.structured.value} if inv.structured else {}
-        return inv.result(stop_reason, message, **extra)
-    if inv.structured.forced:
-        # A provider that cannot force a tool may answer with the JSON as text (Strands reads it too).
-        return inv.result(stop_reason, message, structured_output=inv.structured.from_text(message))
-    inv.structured.forced = True
-    await agent._append_message({"role": "user", "content": [{"text": inv.structured.prompt}]}, inv.state)
     return None
 
 
@@ -592,20 +490,6 @@ async def _after_tools(agent: Agent, inv: Invocation, message: Message, tools: T
         return inv.result("checkpoint", message,
                           checkpoint=Checkpoint(position="after_tools", cycle_index=inv.cycle_index))
     return None
-
-
-def _without_unfinished_tool_uses(message: Message) -> Message:
-    """Replace a truncated answer's tool uses, which may be cut mid-input, by text notes.
-
-    So none runs half-formed and the kept history has no tool use without a result (Strands does the same,
-    with the same text).
-    """
-    content: list[Any] = [
-        {"text": f"The selected tool {block['toolUse'].get('name') or '<unknown>'}'s tool use was incomplete "
-                 "due to maximum token limits being reached."} if "toolUse" in block else block
-        for block in message["content"]
-    ]
-    return {"role": message["role"], "content": content}
 
 
 def _has_unanswered_tool_use(messages: list[Message]) -> bool:
