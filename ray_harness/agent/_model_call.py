@@ -42,6 +42,10 @@ class _Attempt:
     error: Exception | None = None
     overflowed: bool = False
     """The context overflowed and the conversation manager reduced it: the call is made again."""
+    # Not a field: set on the rare vetoed attempt only, so every other attempt is made as cheaply as before the
+    # veto moved in here (a quiet turn makes one per model call). A BeforeModelCallEvent hook cancelled the call:
+    # ``stop`` is its text, and nothing is accounted.
+    vetoed = False
 
 
 def reads_directly(agent: Agent, inv: Invocation) -> bool:
@@ -57,19 +61,15 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
     """Yield stream events; the last event is the ``ModelStopReason``."""
     attempt = 0
     while True:
-        attempt += 1
-        outcome = _Attempt()
-        veto = await _prepare_call(agent, inv)
-        if veto:
-            outcome.stop = _vetoed(veto)
-        else:
+        outcome = await _prepare_call(agent, inv)
+        if outcome.stop is None:  # not vetoed
             async with contextlib.aclosing(_attempt(agent, inv, outcome)) as events:
                 async for event in events:
                     yield event
             if outcome.overflowed:
-                attempt -= 1  # a reduced conversation is not a retry
-                continue
-        stop = await _settle(agent, inv, outcome, veto, attempt)
+                continue  # a reduced conversation is not a retry
+        attempt += 1
+        stop = await _settle(agent, inv, outcome, attempt)
         if stop is not None:
             yield stop
             return
@@ -83,17 +83,13 @@ async def call_model_quiet(agent: Agent, inv: Invocation) -> ModelStopReason:
     """
     attempt = 0
     while True:
-        attempt += 1
-        outcome = _Attempt()
-        veto = await _prepare_call(agent, inv)
-        if veto:
-            outcome.stop = _vetoed(veto)
-        else:
+        outcome = await _prepare_call(agent, inv)
+        if outcome.stop is None:  # not vetoed
             await _attempt_quiet(agent, inv, outcome)
             if outcome.overflowed:
-                attempt -= 1  # a reduced conversation is not a retry
-                continue
-        stop = await _settle(agent, inv, outcome, veto, attempt)
+                continue  # a reduced conversation is not a retry
+        attempt += 1
+        stop = await _settle(agent, inv, outcome, attempt)
         if stop is not None:
             return stop
 
@@ -103,7 +99,7 @@ def _vetoed(veto: Any) -> ModelStopReason:
     return ModelStopReason(stop_reason="end_turn", message={"role": "assistant", "content": [{"text": text}]})
 
 
-async def _settle(agent: Agent, inv: Invocation, outcome: _Attempt, veto: Any, attempt: int) -> ModelStopReason | None:
+async def _settle(agent: Agent, inv: Invocation, outcome: _Attempt, attempt: int) -> ModelStopReason | None:
     """After one attempt: ``AfterModelCallEvent`` and the retry strategy; the stop to end with, None to call again.
 
     Raises:
@@ -118,7 +114,7 @@ async def _settle(agent: Agent, inv: Invocation, outcome: _Attempt, veto: Any, a
         await _after_model_call_retries(agent, inv, stop, None)
         return stop
     if await _after_model_call_retries(agent, inv, stop, error):
-        if stop is not None and not veto:
+        if stop is not None and not outcome.vetoed:
             _account(agent, stop)  # the answer a hook discards was still processed and billed (as Strands)
         return None
     if error is not None:
@@ -130,8 +126,10 @@ async def _settle(agent: Agent, inv: Invocation, outcome: _Attempt, veto: Any, a
     return stop
 
 
-async def _prepare_call(agent: Agent, inv: Invocation) -> Any:
-    """Before each attempt: proactive compression, then ``BeforeModelCallEvent``; returns the hooks' veto, if any.
+async def _prepare_call(agent: Agent, inv: Invocation) -> _Attempt:
+    """Before each attempt: proactive compression, then ``BeforeModelCallEvent``; the attempt to make.
+
+    A hook's veto settles the attempt there (its ``stop`` set): no call is made.
 
     In this order, as in Strands (where compression is a ``BeforeModelCallEvent`` callback the conversation
     manager registers before any other): hooks see the history the model will get, also when one vetoes the
@@ -139,12 +137,15 @@ async def _prepare_call(agent: Agent, inv: Invocation) -> Any:
     """
     if not agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
         await agent.conversation_manager.before_model_call_async(agent)
-        return None
+        return _Attempt()
     projected = _projected_input_tokens(agent)
     await agent.conversation_manager.before_model_call_async(agent)
     before, _ = await agent.hooks.invoke_callbacks_async(BeforeModelCallEvent(
         agent=agent, invocation_state=inv.state, projected_input_tokens=projected))
-    return before.cancel
+    outcome = _Attempt()
+    if before.cancel:
+        outcome.stop, outcome.vetoed = _vetoed(before.cancel), True
+    return outcome
 
 
 def _projected_input_tokens(agent: Agent) -> int:
@@ -178,19 +179,12 @@ async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGen
         if outcome.stop is None:
             # As a failed call (Strands): AfterModelCallEvent sees it and may retry; otherwise it is raised.
             raise MiddlewareError.no_result(InvokeModelStage)
-    except ContextWindowOverflowException as overflow:
-        await _reduce_context(agent, overflow)
-        outcome.overflowed = True
-    except EventLoopException:
-        raise
-    except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
-        outcome.error = caught
+    except Exception as caught:
+        await _failed(agent, outcome, caught)
     finally:
         await events.aclose()
         if span is not None:
-            stop = outcome.stop
-            result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None
-            inv.tracer.end_span(span, result_attributes, error=outcome.error)
+            _end_chat_span(inv, span, outcome)
 
 
 async def _attempt_quiet(agent: Agent, inv: Invocation, outcome: _Attempt) -> None:
@@ -205,18 +199,35 @@ async def _attempt_quiet(agent: Agent, inv: Invocation, outcome: _Attempt) -> No
                 raise MiddlewareError.no_result(InvokeModelStage)  # as _attempt
         else:
             outcome.stop = await _read_quietly(agent, inv)
-    except ContextWindowOverflowException as overflow:
-        await _reduce_context(agent, overflow)
-        outcome.overflowed = True
-    except EventLoopException:
-        raise
-    except Exception as caught:  # handed to AfterModelCallEvent and the retry strategy
-        outcome.error = caught
+    except Exception as caught:
+        await _failed(agent, outcome, caught)
     finally:
         if span is not None:
-            stop = outcome.stop
-            result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None
-            inv.tracer.end_span(span, result_attributes, error=outcome.error)
+            _end_chat_span(inv, span, outcome)
+
+
+async def _failed(agent: Agent, outcome: _Attempt, error: Exception) -> None:
+    """An attempt raised ``error``: keep it for ``AfterModelCallEvent`` and the retry strategy.
+
+    A context overflow is not kept: the conversation manager reduces the history and the call is made again.
+
+    Raises:
+        EventLoopException: ``error`` itself (the loop's own errors are not retried).
+        ContextWindowOverflowException: ``error``, when the manager could not reduce the history.
+    """
+    if isinstance(error, ContextWindowOverflowException):
+        await _reduce_context(agent, error)
+        outcome.overflowed = True
+    elif isinstance(error, EventLoopException):
+        raise error
+    else:
+        outcome.error = error
+
+
+def _end_chat_span(inv: Invocation, span: Any, outcome: _Attempt) -> None:
+    stop = outcome.stop
+    result_attributes = chat_result_attributes(stop, inv.tracer.capture_content) if stop is not None else None
+    inv.tracer.end_span(span, result_attributes, error=outcome.error)
 
 
 async def _last_stop(events: AsyncGenerator[Any, None]) -> ModelStopReason | None:

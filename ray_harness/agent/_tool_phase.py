@@ -59,25 +59,15 @@ class _ToolInterrupted(ToolInterruptedMarker):
 
 async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGenerator[Any, None]:
     """Yield tool events; the last event is a ``ToolsOutcome``."""
-    state = agent._interrupt_state
-    tool_uses = [block["toolUse"] for block in message["content"] if "toolUse" in block]
-    results: dict[str, ToolResult] = {}
-    if state.activated:
-        results = {r["toolUseId"]: r for r in state.context.get("tool_results", [])}
+    tool_uses, results, pending, cancel_text = _start_batch(agent, inv, message)
     # Events are built only for registered callbacks, as for the model call: most tool calls have none to hear them.
-    cancel: bool | str = False
     if agent.hooks.has_callbacks(BeforeToolsEvent):
-        before, interrupts = await agent.hooks.invoke_callbacks_async(
-            BeforeToolsEvent(agent=agent, message=message, invocation_state=inv.state)
-        )
-        if interrupts:
-            _suspend(agent, message, results, interrupts)
-            yield ToolsOutcome(interrupts=interrupts)
+        before = await _before_tools_event(agent, inv, message, results)
+        if isinstance(before, ToolsOutcome):
+            yield before
             return
-        cancel = before.cancel
-    cancel_text = _batch_cancel_text(cancel, inv)
-    pending = [use for use in tool_uses if use["toolUseId"] not in results]
-    interrupts = []
+        cancel_text = before
+    interrupts: list[Interrupt] = []
     if cancel_text is not None:
         for use in pending:
             results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
@@ -95,21 +85,14 @@ async def run_tools(agent: Agent, inv: Invocation, message: Message) -> AsyncGen
         finally:
             await executed.aclose()  # closed mid-batch: the running tools end before the agent is released
     if interrupts:
-        _suspend(agent, message, results, interrupts)  # first: a raising hook must not lose the interrupts
-        await _after_unfinished_batch(agent, inv, tool_uses, results)
+        await _interrupt_batch(agent, inv, message, tool_uses, results, interrupts)
         yield {"type": "interrupt", "interrupts": interrupts}
         yield ToolsOutcome(interrupts=interrupts)
         return
-    state.deactivate()
-    ordered = [results[use["toolUseId"]] for use in tool_uses]
-    result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
-    # As in Strands: AfterToolsEvent sees the results before they are added (and MessageAddedEvent fires).
+    result_message = _results_message(agent, tool_uses, results)
     end_turn: Any = False
     if agent.hooks.has_callbacks(AfterToolsEvent):
-        after, _ = await agent.hooks.invoke_callbacks_async(
-            AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
-        )
-        end_turn = after.end_turn
+        end_turn = await _after_tools_event(agent, inv, result_message)
     await agent._append_message(result_message, inv.state)
     if not inv.quiet:
         yield {"type": "message", "message": result_message}
@@ -133,23 +116,13 @@ def runs_tools_quietly(agent: Agent, inv: Invocation, message: Message) -> bool:
 
 async def run_tools_quiet(agent: Agent, inv: Invocation, message: Message) -> ToolsOutcome:
     """:func:`run_tools` without its events, as plain coroutines (see :func:`runs_tools_quietly`)."""
-    state = agent._interrupt_state
-    tool_uses = [block["toolUse"] for block in message["content"] if "toolUse" in block]
-    results: dict[str, ToolResult] = {}
-    if state.activated:
-        results = {r["toolUseId"]: r for r in state.context.get("tool_results", [])}
-    cancel: bool | str = False
+    tool_uses, results, pending, cancel_text = _start_batch(agent, inv, message)
     if agent.hooks.has_callbacks(BeforeToolsEvent):
-        before, interrupts = await agent.hooks.invoke_callbacks_async(
-            BeforeToolsEvent(agent=agent, message=message, invocation_state=inv.state)
-        )
-        if interrupts:
-            _suspend(agent, message, results, interrupts)
-            return ToolsOutcome(interrupts=interrupts)
-        cancel = before.cancel
-    cancel_text = _batch_cancel_text(cancel, inv)
-    pending = [use for use in tool_uses if use["toolUseId"] not in results]
-    interrupts = []
+        before = await _before_tools_event(agent, inv, message, results)
+        if isinstance(before, ToolsOutcome):
+            return before
+        cancel_text = before
+    interrupts: list[Interrupt] = []
     if cancel_text is not None:
         for use in pending:
             results[use["toolUseId"]] = error_result(use["toolUseId"], cancel_text)
@@ -167,20 +140,63 @@ async def run_tools_quiet(agent: Agent, inv: Invocation, message: Message) -> To
             await _after_unfinished_batch(agent, inv, tool_uses, results)
             raise
     if interrupts:
-        _suspend(agent, message, results, interrupts)  # first: a raising hook must not lose the interrupts
-        await _after_unfinished_batch(agent, inv, tool_uses, results)
+        await _interrupt_batch(agent, inv, message, tool_uses, results, interrupts)
         return ToolsOutcome(interrupts=interrupts)
-    state.deactivate()
-    ordered = [results[use["toolUseId"]] for use in tool_uses]
-    result_message: Message = {"role": "user", "content": [{"toolResult": result} for result in ordered]}
+    result_message = _results_message(agent, tool_uses, results)
     end_turn: Any = False
     if agent.hooks.has_callbacks(AfterToolsEvent):
-        after, _ = await agent.hooks.invoke_callbacks_async(
-            AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
-        )
-        end_turn = after.end_turn
+        end_turn = await _after_tools_event(agent, inv, result_message)
     await agent._append_message(result_message, inv.state)
     return ToolsOutcome(end_turn=end_turn)
+
+
+def _start_batch(agent: Agent, inv: Invocation, message: Message
+                 ) -> tuple[list[ToolUse], dict[str, ToolResult], list[ToolUse], str | None]:
+    """``message``'s tool uses, the results the batch has, the tool uses still to run, and their cancel text.
+
+    A resumed batch has the results of the tools that ran before its interrupt. The cancel text is what the pending
+    tools get instead of running when the invocation was cancelled (None: they run).
+    """
+    tool_uses = [block["toolUse"] for block in message["content"] if "toolUse" in block]
+    state = agent._interrupt_state
+    results: dict[str, ToolResult] = {}
+    if state.activated:
+        results = {r["toolUseId"]: r for r in state.context.get("tool_results", [])}
+    pending = [use for use in tool_uses if use["toolUseId"] not in results]
+    return tool_uses, results, pending, _batch_cancel_text(False, inv)
+
+
+async def _before_tools_event(agent: Agent, inv: Invocation, message: Message,
+                        results: dict[str, ToolResult]) -> ToolsOutcome | str | None:
+    """``BeforeToolsEvent``: the batch's cancel text as the hooks leave it, or its outcome when they interrupted it."""
+    before, interrupts = await agent.hooks.invoke_callbacks_async(
+        BeforeToolsEvent(agent=agent, message=message, invocation_state=inv.state)
+    )
+    if interrupts:
+        _suspend(agent, message, results, interrupts)
+        return ToolsOutcome(interrupts=interrupts)
+    return _batch_cancel_text(before.cancel, inv)  # after the hooks: one of them may have cancelled the invocation
+
+
+async def _interrupt_batch(agent: Agent, inv: Invocation, message: Message, tool_uses: list[ToolUse],
+                       results: dict[str, ToolResult], interrupts: list[Interrupt]) -> None:
+    """Keep an interrupted batch's results for its resume, then pair its ``BeforeToolsEvent``."""
+    _suspend(agent, message, results, interrupts)  # first: a raising hook must not lose the interrupts
+    await _after_unfinished_batch(agent, inv, tool_uses, results)
+
+
+def _results_message(agent: Agent, tool_uses: list[ToolUse], results: dict[str, ToolResult]) -> Message:
+    """The finished batch's results, in its tool uses' order, as the user message that answers them."""
+    agent._interrupt_state.deactivate()
+    return {"role": "user", "content": [{"toolResult": results[use["toolUseId"]]} for use in tool_uses]}
+
+
+async def _after_tools_event(agent: Agent, inv: Invocation, result_message: Message) -> Any:
+    """``AfterToolsEvent``, before the results are added (as in Strands, then ``MessageAddedEvent``): its end_turn."""
+    after, _ = await agent.hooks.invoke_callbacks_async(
+        AfterToolsEvent(agent=agent, message=result_message, invocation_state=inv.state)
+    )
+    return after.end_turn
 
 
 async def _after_unfinished_batch(agent: Agent, inv: Invocation, tool_uses: list[ToolUse],
@@ -246,21 +262,15 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
             return
         yield {"type": "tool_start", "tool_use": attempt.call}
         started = time.perf_counter()
-        exception: BaseException | None = None
-        result = _settled_without_call(inv, attempt)
-        if result is None:
-            assert attempt.selected is not None
-            called = _Called()
-            async with contextlib.aclosing(_call_selected(agent, inv, attempt.selected, attempt.call, tool_use,
-                                                          started, called)) as events:
+        attempt.result = _settled_without_call(inv, attempt)
+        if attempt.result is None:
+            async with contextlib.aclosing(_call_selected(agent, inv, attempt, started)) as events:
                 async for event in events:
                     yield event
-            if called.interrupts is not None:
-                yield _ToolInterrupted(tool_use, called.interrupts)
+            if attempt.interrupts is not None:
+                yield _ToolInterrupted(tool_use, attempt.interrupts)
                 return
-            assert called.result is not None
-            exception, result = called.exception, called.result
-        final = await _close_attempt(agent, inv, attempt, result, exception, started)
+        final = await _close_attempt(agent, inv, attempt, started)
         if final is not None:
             yield _ToolDone(tool_use, final)
             return
@@ -273,30 +283,33 @@ async def execute_tool_quiet(agent: Agent, inv: Invocation, tool_use: ToolUse) -
         if isinstance(attempt, _ToolInterrupted):
             return attempt
         started = time.perf_counter()
-        exception: BaseException | None = None
-        result = _settled_without_call(inv, attempt)
-        if result is None:
-            assert attempt.selected is not None
-            called = _Called()
-            await _call_selected_quiet(agent, inv, attempt.selected, attempt.call, tool_use, started, called)
-            if called.interrupts is not None:
-                return _ToolInterrupted(tool_use, called.interrupts)
-            assert called.result is not None
-            exception, result = called.exception, called.result
-        final = await _close_attempt(agent, inv, attempt, result, exception, started)
+        attempt.result = _settled_without_call(inv, attempt)
+        if attempt.result is None:
+            await _call_selected_quiet(agent, inv, attempt, started)
+            if attempt.interrupts is not None:
+                return _ToolInterrupted(tool_use, attempt.interrupts)
+        final = await _close_attempt(agent, inv, attempt, started)
         if final is not None:
             return _ToolDone(tool_use, final)
 
 
 class _Attempt:
-    """One attempt at a tool call as the ``BeforeToolCallEvent`` hooks left it; both forms of a call share it."""
+    """One attempt at a tool call: as the ``BeforeToolCallEvent`` hooks left it, then what running it left.
 
-    __slots__ = ("call", "cancel_message", "name", "registered", "selected", "tool_use")
+    Both forms of a call share it: ``result`` (and ``exception``) once the tool ran or was settled without a call,
+    ``interrupts`` when the tool paused on them instead.
+    """
+
+    __slots__ = ("call", "cancel_message", "exception", "interrupts", "name", "registered", "result", "selected",
+                 "tool_use")
 
     def __init__(self, tool_use: ToolUse, name: str, registered: AgentTool | None, selected: AgentTool | None,
                  call: ToolUse, cancel_message: str | None) -> None:
         self.tool_use, self.name, self.registered, self.selected = tool_use, name, registered, selected
         self.call, self.cancel_message = call, cancel_message
+        self.result: Any = None
+        self.exception: BaseException | None = None
+        self.interrupts: list[Interrupt] | None = None
 
 
 async def _open_attempt(agent: Agent, inv: Invocation, tool_use: ToolUse) -> _Attempt | _ToolInterrupted:
@@ -327,18 +340,17 @@ def _settled_without_call(inv: Invocation, attempt: _Attempt) -> ToolResult | No
     return None
 
 
-async def _close_attempt(agent: Agent, inv: Invocation, attempt: _Attempt, result: Any,
-                         exception: BaseException | None, started: float) -> ToolResult | None:
-    """Normalise the result, let ``AfterToolCallEvent`` hooks see or replace it and count the call.
+async def _close_attempt(agent: Agent, inv: Invocation, attempt: _Attempt, started: float) -> ToolResult | None:
+    """Normalise the attempt's result, let ``AfterToolCallEvent`` hooks see or replace it and count the call.
 
     ``None``: a hook asked to run the call again.
     """
     use_id = attempt.tool_use["toolUseId"]
-    final = _normalize(use_id, result)
+    final = _normalize(use_id, attempt.result)
     if agent.hooks.has_callbacks(AfterToolCallEvent):
         after, _ = await agent.hooks.invoke_callbacks_async(
             AfterToolCallEvent(agent=agent, selected_tool=attempt.selected, tool_use=attempt.call,
-                               result=final, invocation_state=inv.state, exception=exception,
+                               result=final, invocation_state=inv.state, exception=attempt.exception,
                                cancel_message=attempt.cancel_message, duration=time.perf_counter() - started)
         )
         if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it
@@ -363,21 +375,14 @@ async def _before_tool_call(agent: Agent, inv: Invocation, tool_use: ToolUse, re
     return before, interrupts
 
 
-@dataclass
-class _Called:
-    """What running a selected tool left: its result and exception, or the interrupts it paused on."""
+async def _call_selected(agent: Agent, inv: Invocation, attempt: _Attempt, started: float
+                         ) -> AsyncGenerator[Any, None]:
+    """Run the hooks' selected tool through the ``ExecuteToolStage`` chain in an ``execute_tool`` span.
 
-    result: ToolResult | None = None
-    exception: BaseException | None = None
-    interrupts: list[Interrupt] | None = None
-
-
-async def _call_selected(agent: Agent, inv: Invocation, selected: AgentTool, call: ToolUse, tool_use: ToolUse,
-                         started: float, called: _Called) -> AsyncGenerator[Any, None]:
-    """Run the hooks' ``selected`` tool through the ``ExecuteToolStage`` chain in an ``execute_tool`` span.
-
-    ``tool_use`` is the model's call, ``call`` the one the hooks let through; fills ``called``.
+    The model's call is ``attempt.tool_use``, the one the hooks let through ``attempt.call``; fills ``attempt``.
     """
+    tool_use, call, selected = attempt.tool_use, attempt.call, attempt.selected
+    assert selected is not None  # a call settled without a tool has its result already
     outcome: ToolResultEvent | None = None
     exception: BaseException | None = None
     span = _open_span(agent, inv, call, tool_use)
@@ -390,13 +395,10 @@ async def _call_selected(agent: Agent, inv: Invocation, selected: AgentTool, cal
             else:
                 yield event
     except InterruptException as signal:
-        # A sub-agent tool may pause on several interrupts at once (``interrupts``).
-        called.interrupts = list(getattr(signal, "interrupts", [signal.interrupt]))
-        _trace_tool(inv, tool_use, started, None)
+        _pause(inv, attempt, signal, started)
         return
     except Exception as error:
-        exception = error
-        outcome = ToolResultEvent(error_result(tool_use["toolUseId"], f"Error: {error}"), exception=error)
+        exception, outcome = error, _error_outcome(tool_use, error)
     finally:
         close = getattr(chain, "aclose", None)  # a custom AgentTool's own stream may be any async iterator
         if close is not None:
@@ -404,21 +406,21 @@ async def _call_selected(agent: Agent, inv: Invocation, selected: AgentTool, cal
         inv.tracer.detach(token)
         if span is not None:
             _close_span(inv, span, outcome, exception, started)
-    _settle(inv, tool_use, started, called, outcome, exception)
+    _settle(inv, attempt, started, outcome, exception)
 
 
-async def _call_selected_quiet(agent: Agent, inv: Invocation, selected: AgentTool, call: ToolUse,
-                               tool_use: ToolUse, started: float, called: _Called) -> None:
+async def _call_selected_quiet(agent: Agent, inv: Invocation, attempt: _Attempt, started: float) -> None:
     """:func:`_call_selected` with nothing wrapping the tool and nobody reading its stream events.
 
     The tool's own stream is still read to its end (a streaming tool runs as one); only its result is kept.
     """
     if agent._middleware.has(ExecuteToolStage):  # added by a hook during this batch: it wraps this call
-        async with contextlib.aclosing(_call_selected(agent, inv, selected, call, tool_use, started,
-                                                      called)) as events:
+        async with contextlib.aclosing(_call_selected(agent, inv, attempt, started)) as events:
             async for _ in events:
                 pass
         return
+    tool_use, call, selected = attempt.tool_use, attempt.call, attempt.selected
+    assert selected is not None  # as in _call_selected
     outcome: ToolResultEvent | None = None
     exception: BaseException | None = None
     span = _open_span(agent, inv, call, tool_use)
@@ -436,12 +438,10 @@ async def _call_selected_quiet(agent: Agent, inv: Invocation, selected: AgentToo
                 if isinstance(event, ToolResultEvent):
                     outcome = event
     except InterruptException as signal:
-        called.interrupts = list(getattr(signal, "interrupts", [signal.interrupt]))
-        _trace_tool(inv, tool_use, started, None)
+        _pause(inv, attempt, signal, started)
         return
     except Exception as error:
-        exception = error
-        outcome = ToolResultEvent(error_result(tool_use["toolUseId"], f"Error: {error}"), exception=error)
+        exception, outcome = error, _error_outcome(tool_use, error)
     finally:
         close = getattr(stream, "aclose", None)  # a custom AgentTool's own stream may be any async iterator
         if close is not None:
@@ -449,7 +449,7 @@ async def _call_selected_quiet(agent: Agent, inv: Invocation, selected: AgentToo
         inv.tracer.detach(token)
         if span is not None:
             _close_span(inv, span, outcome, exception, started)
-    _settle(inv, tool_use, started, called, outcome, exception)
+    _settle(inv, attempt, started, outcome, exception)
 
 
 def _open_span(agent: Agent, inv: Invocation, call: ToolUse, tool_use: ToolUse) -> Any:
@@ -469,15 +469,26 @@ def _close_span(inv: Invocation, span: Any, outcome: ToolResultEvent | None, exc
                         else None)
 
 
-def _settle(inv: Invocation, tool_use: ToolUse, started: float, called: _Called, outcome: ToolResultEvent | None,
+def _settle(inv: Invocation, attempt: _Attempt, started: float, outcome: ToolResultEvent | None,
             exception: BaseException | None) -> None:
-    """Fill ``called`` from the chain's last ``ToolResultEvent`` (or the error of its missing one)."""
+    """Fill ``attempt`` from the chain's last ``ToolResultEvent`` (or the error of its missing one)."""
     if outcome is None:
-        missing = MiddlewareError.no_result(ExecuteToolStage)  # an error result, the exception for hooks (Strands)
-        outcome = ToolResultEvent(error_result(tool_use["toolUseId"], f"Error: {missing}"), exception=missing)
-    called.exception = exception or outcome.exception
-    called.result = outcome.tool_result
-    _trace_tool(inv, tool_use, started, called.result)
+        # An error result, and the exception for hooks (Strands).
+        outcome = _error_outcome(attempt.tool_use, MiddlewareError.no_result(ExecuteToolStage))
+    attempt.exception = exception or outcome.exception
+    attempt.result = outcome.tool_result
+    _trace_tool(inv, attempt.tool_use, started, attempt.result)
+
+
+def _pause(inv: Invocation, attempt: _Attempt, signal: InterruptException, started: float) -> None:
+    """The tool paused on ``signal``'s interrupts (a sub-agent tool may pause on several at once: ``interrupts``)."""
+    attempt.interrupts = list(getattr(signal, "interrupts", [signal.interrupt]))
+    _trace_tool(inv, attempt.tool_use, started, None)
+
+
+def _error_outcome(tool_use: ToolUse, error: BaseException) -> ToolResultEvent:
+    """A raising tool's (or chain's) outcome: an error result naming the error, the error for the hooks."""
+    return ToolResultEvent(error_result(tool_use["toolUseId"], f"Error: {error}"), exception=error)
 
 
 def _trace_tool(inv: Invocation, tool_use: ToolUse, started: float, result: ToolResult | None) -> None:
@@ -512,7 +523,7 @@ def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: To
         except (InterruptException, GeneratorExit):
             raise
         except Exception as error:
-            yield ToolResultEvent(error_result(ctx.tool_use["toolUseId"], f"Error: {error}"), exception=error)
+            yield _error_outcome(ctx.tool_use, error)
         finally:
             close = getattr(stream, "aclose", None)  # a custom AgentTool's stream may be any async iterator
             if close is not None:

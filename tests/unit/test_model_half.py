@@ -6,14 +6,17 @@ import asyncio
 import sys
 from typing import Any
 
+import pytest
+
 from ray_harness import Agent, tool
 from ray_harness.agent.conversation_manager import ConversationManager
 from ray_harness.hooks import AfterModelCallEvent, BeforeModelCallEvent
 from ray_harness.middleware import InvokeModelStage
 from ray_harness.models.base import estimate_tokens
-from ray_harness.testing import RecordingHooks, ScriptedModel, text, tool_call
+from ray_harness.testing import FakeClock, RecordingHooks, ScriptedModel, text, tool_call
+from ray_harness.types.exceptions import ContextWindowOverflowException, EventLoopException, ModelThrottledException
 
-MODEL_HALF = {"_model_turn", "call_model", "_attempt", "terminal", "process_stream"}
+MODEL_HALF = {"model_turn", "call_model", "_attempt", "terminal", "process_stream"}
 
 
 @tool
@@ -59,7 +62,7 @@ def test_middleware_keeps_the_generator_form_on_a_quiet_invocation() -> None:
     agent = Agent(ScriptedModel(text("hi")))
     agent.add_middleware(InvokeModelStage, passthrough)
     started = _generators_started(agent, "q")
-    assert {"call_model", "terminal", "process_stream"} <= set(started)
+    assert {"model_turn", "call_model", "terminal", "process_stream"} <= set(started)
     assert "text_delta" in seen and seen[-1] == "stop"  # middleware sees the chunk events, as before
 
 
@@ -188,3 +191,71 @@ def test_proactive_compression_runs_before_a_hook_that_vetoes_the_call() -> None
     assert str(agent("next")) == "no call\n"
     # Compressed (the two oldest dropped) before the hook ran, then the prompt and the veto's answer.
     assert [m["content"][0]["text"][:4] for m in agent.messages] == ["word", "word", "next", "no c"]
+
+
+class _RecordedDelays:
+    """A duck-typed retry strategy that retries every ``ModelThrottledException`` at once and records the attempt."""
+
+    def __init__(self) -> None:
+        self.attempts: list[int] = []
+        self.clock = FakeClock()
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        self.attempts.append(attempt)
+        return 0.0
+
+
+def _invoke(agent: Agent, prompt: str, streamed: bool) -> Any:
+    if not streamed:
+        return agent(prompt)
+
+    async def drain() -> Any:
+        final = None
+        async for event in agent.stream_async(prompt):
+            final = event.get("result", final)
+        return final
+
+    return asyncio.run(drain())
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_both_forms_share_the_attempt_a_veto_an_overflow_and_a_throttle_take(streamed: bool) -> None:
+    # The model half's two forms run one attempt the same way: a vetoed call makes no request and is not accounted
+    # (a hook retried it), a context overflow reduces the history and calls again without counting as an attempt,
+    # a throttle waits with the attempt's number.
+    usage = {"inputTokens": 3, "outputTokens": 2, "totalTokens": 5}
+    model = ScriptedModel(ContextWindowOverflowException("too long"), ModelThrottledException("slow down"),
+                          text("ok", usage=usage))
+    strategy = _RecordedDelays()
+    agent = Agent(model, messages=_long_history(), conversation_manager=_DropFirst(), retry_strategy=strategy)
+    vetoed: list[bool] = []
+
+    def veto_first(event: BeforeModelCallEvent) -> None:
+        if not vetoed:
+            vetoed.append(True)
+            event.cancel = "vetoed"
+
+    def retry_the_veto(event: AfterModelCallEvent) -> None:
+        if event.stop_response is not None and event.stop_response.message["content"] == [{"text": "vetoed"}]:
+            event.retry = True
+
+    agent.add_hook(veto_first, BeforeModelCallEvent)
+    agent.add_hook(retry_the_veto, AfterModelCallEvent)
+    result = _invoke(agent, "next", streamed)
+    assert str(result) == "ok\n"
+    assert len(model.calls) == 3 and len(model.calls[0].messages) == 5 and len(model.calls[1].messages) == 3
+    assert strategy.attempts == [2]  # the vetoed attempt was the first; the overflowed one does not count
+    metrics = agent.event_loop_metrics
+    assert metrics.model_calls == 1 and metrics.accumulated_usage["totalTokens"] == 5  # the veto is not accounted
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_both_forms_raise_a_loop_error_of_the_model_call_without_retrying_it(streamed: bool) -> None:
+    error = EventLoopException(RuntimeError("broken loop"))
+    model = ScriptedModel(error, text("never reached"))
+    heard: list[Any] = []
+    agent = Agent(model, retry_strategy=_RecordedDelays())
+    agent.add_hook(lambda event: heard.append(event.exception), AfterModelCallEvent)
+    with pytest.raises(EventLoopException) as raised:
+        _invoke(agent, "x", streamed)
+    assert raised.value is error and len(model.calls) == 1 and heard == []
