@@ -138,7 +138,7 @@ async def _prepare_call(agent: Agent, inv: Invocation) -> _Attempt:
     if not agent.hooks.has_callbacks(BeforeModelCallEvent):  # no event built for nobody
         await agent.conversation_manager.before_model_call_async(agent)
         return _Attempt()
-    projected = _projected_input_tokens(agent)
+    projected = await _projected_input_tokens(agent)
     await agent.conversation_manager.before_model_call_async(agent)
     before, _ = await agent.hooks.invoke_callbacks_async(BeforeModelCallEvent(
         agent=agent, invocation_state=inv.state, projected_input_tokens=projected))
@@ -148,21 +148,37 @@ async def _prepare_call(agent: Agent, inv: Invocation) -> _Attempt:
     return outcome
 
 
-def _projected_input_tokens(agent: Agent) -> int:
-    """About how many input tokens the next call sends (Strands' estimate, with ray_harness's heuristic).
+async def _projected_input_tokens(agent: Agent) -> int | None:
+    """About how many input tokens the next call sends, as Strands estimates it (``None``: the count failed).
 
-    The latest call's prompt and answer as the provider counted them, plus an estimate of the messages added since
-    the last assistant message; before any call (or after a restore), an estimate of the whole request.
+    The latest call's prompt and answer as the provider counted them, plus the model's ``count_tokens`` of the
+    messages added since the last assistant message; before any call (or after a restore), ``count_tokens`` of the
+    whole request. ``count_tokens`` is the estimate unless the model counts natively (``use_native_token_count``);
+    a model without one is estimated. A failed count leaves the projection out, as Strands does.
     """
-    from ray_harness.models.base import estimate_tokens
-
     baseline = agent.event_loop_metrics.projected_context_size
     messages = agent.messages
     if baseline is None:
-        return estimate_tokens(messages, agent.system_prompt, agent.tool_registry.get_all_specs())
+        return await _count_tokens(agent, messages, list(agent.tool_registry.get_all_specs()), agent.system_prompt)
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), -1)
     added = messages[last + 1:]
-    return baseline + (estimate_tokens(added) if added else 0)
+    if not added:
+        return baseline
+    counted = await _count_tokens(agent, added, None, None)
+    return None if counted is None else baseline + counted
+
+
+async def _count_tokens(agent: Agent, messages: Any, specs: Any, system_prompt: Any) -> int | None:
+    from ray_harness.models.base import estimate_tokens
+
+    count = getattr(agent.model, "count_tokens", None)
+    if count is None:  # a duck-typed model: the estimate
+        return estimate_tokens(messages, system_prompt, specs)
+    try:
+        return int(await count(messages, tool_specs=specs, system_prompt=system_prompt))
+    except Exception as error:  # the call goes ahead without a projection (Strands)
+        logger.debug("error=<%s> | token count failed; the model call goes ahead without a projection", error)
+        return None
 
 
 async def _attempt(agent: Agent, inv: Invocation, outcome: _Attempt) -> AsyncGenerator[Any, None]:

@@ -125,8 +125,9 @@ class BeforeModelCallEvent(HookEvent):
         invocation_state: The per-call ``invocation_state`` dict.
         cancel: Writable. ``True`` or a text vetoes the call ("model call denied by hook").
         projected_input_tokens: About how many input tokens the call sends: the latest call's prompt and answer
-            as the provider counted them plus an estimate (4 characters a token) of what was added since; an
-            estimate of the whole request before the first call. As Strands' field.
+            as the provider counted them plus the model's ``count_tokens`` of what was added since (an estimate,
+            4 characters a token, unless the model counts natively); ``count_tokens`` of the whole request before
+            the first call; ``None`` when the count failed. As Strands' field.
     """
 
     agent: Agent

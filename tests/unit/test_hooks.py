@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ray_harness import Agent, HookOrder, HookRegistry
@@ -334,3 +336,50 @@ def test_after_tool_call_has_the_calls_duration_and_before_model_call_a_token_pr
     assert cold is not None and cold >= 100  # the whole request, estimated: the system prompt alone is 100 tokens
     # The first call's prompt and answer as counted, plus the tool result added since.
     assert warm is not None and warm > 1050 and warm < 1050 + 100
+
+
+class _CountingModel(ScriptedModel):
+    """A scripted model whose ``count_tokens`` answers as a provider's counting API would (or fails)."""
+
+    def __init__(self, *answers: Any, counted: int | None) -> None:
+        super().__init__(*answers)
+        self.counted = counted
+        self.counts: list[int] = []  # how many messages each count was asked for
+
+    async def count_tokens(self, messages: Any, tool_specs: Any = None, system_prompt: Any = None,
+                           system_prompt_content: Any = None) -> int:
+        self.counts.append(len(messages))
+        if self.counted is None:
+            raise RuntimeError("the counting API is down")
+        return self.counted
+
+
+def test_before_model_call_projects_with_the_models_count_tokens() -> None:
+    """As Strands' loop: the projection asks the model (native counting when it has it), not the loop's estimate."""
+    @tool
+    def nap() -> str:
+        """Rest."""
+        return "rested"
+
+    projections: list[int | None] = []
+
+    def before_model(event: BeforeModelCallEvent) -> None:
+        projections.append(event.projected_input_tokens)
+
+    first = {"inputTokens": 1000, "outputTokens": 50, "totalTokens": 1050}
+    model = _CountingModel(tool_call("nap", {}, usage=first), text("done"), counted=7)
+    agent = Agent(model, tools=[nap], hooks=[before_model])
+    agent("go")
+    assert projections == [7, 1050 + 7]  # the whole request counted, then the first call's usage + what was added
+    assert model.counts == [1, 1]  # the prompt; then the tool result message added since the answer
+
+
+def test_a_failed_token_count_leaves_the_projection_out_and_the_call_goes_ahead() -> None:
+    projections: list[int | None] = []
+
+    def before_model(event: BeforeModelCallEvent) -> None:
+        projections.append(event.projected_input_tokens)
+
+    agent = Agent(_CountingModel(text("done"), counted=None), hooks=[before_model])
+    assert str(agent("go")) == "done\n"
+    assert projections == [None]
