@@ -58,6 +58,23 @@ class _NodeDone:
     started: float = field(default_factory=time.monotonic)
 
 
+class _Running:
+    """What an invocation runs now: its node tasks, the node it runs inline, the queue the tasks report on."""
+
+    __slots__ = ("_queue", "inline", "tasks")
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, asyncio.Task[_NodeDone]] = {}
+        self.inline: list[tuple[str, Any]] = []  # the one node of a quiet batch, run in this task (see _launch_ready)
+        self._queue: asyncio.Queue[Any] | None = None
+
+    @property
+    def queue(self) -> asyncio.Queue[Any]:
+        """Made on first use: a quiet chain runs every node inline and queues nothing (no ``Queue`` per row)."""
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        return self._queue
+
 
 # -- the main loop ------------------------------------------------------------------------------------
 
@@ -70,19 +87,17 @@ async def run_nodes(graph: Graph, relaunch: dict[str, Any], invocation_state: di
     The steps are plain coroutines and functions: this is the loop's one async generator (a quiet invocation's
     node costs no generator of the loop's own), and it yields their events itself, at the points they always came.
     """
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    tasks: dict[str, asyncio.Task[_NodeDone]] = {}
-    inline: list[tuple[str, Any]] = []  # the one node of a quiet batch, run in this task (see _launch_ready)
+    running = _Running()
     try:
-        handoff = await _first_batch(graph, relaunch, queue, tasks, invocation_state, inline)
+        handoff = await _first_batch(graph, relaunch, running, invocation_state)
         if handoff is not None:
             yield handoff
-        while tasks or inline:
-            done = await _next_done(graph, queue, tasks, invocation_state, inline)
+        while running.tasks or running.inline:
+            done = await _next_done(graph, running, invocation_state)
             if isinstance(done, dict):  # a node task's event
                 yield done
                 continue
-            tasks.pop(done.node_id, None)
+            running.tasks.pop(done.node_id, None)
             if graph._quiet:
                 interrupt = await _record_quiet(graph, done, invocation_state)
                 if interrupt is not None:
@@ -91,51 +106,48 @@ async def run_nodes(graph: Graph, relaunch: dict[str, Any], invocation_state: di
             else:
                 async for event in _record(graph, done, invocation_state):
                     yield event
-            handoff = await _next_batch(graph, queue, tasks, invocation_state, inline)
+            handoff = await _next_batch(graph, running, invocation_state)
             if handoff is not None:
                 yield handoff
         if graph._fatal is not None:
             raise graph._fatal
     finally:
-        await _wind_down(graph, tasks, invocation_state)
+        await _wind_down(graph, running.tasks, invocation_state)
 
 
-async def _first_batch(graph: Graph, relaunch: dict[str, Any], queue: asyncio.Queue[Any],
-                       tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any],
-                       inline: list[tuple[str, Any]]) -> dict[str, Any] | None:
+async def _first_batch(graph: Graph, relaunch: dict[str, Any], running: _Running,
+                       invocation_state: dict[str, Any]) -> dict[str, Any] | None:
     """Start the nodes to re-run (``relaunch``), then the ready ones unless those must finish first."""
     for node_id, node_input in relaunch.items():
         graph._scheduler.launch(node_id, keep_inbox=True)
-        _start_task(graph, node_id, node_input, queue, tasks, invocation_state)
-    if not tasks or graph.scheduling == "eager":
-        return await _launch_ready(graph, queue, tasks, invocation_state, inline)
+        _start_task(graph, node_id, node_input, running, invocation_state)
+    if not running.tasks or graph.scheduling == "eager":
+        return await _launch_ready(graph, running, invocation_state)
     return None
 
 
-async def _next_done(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
-                     invocation_state: dict[str, Any], inline: list[tuple[str, Any]]) -> _NodeDone | dict[str, Any]:
+async def _next_done(graph: Graph, running: _Running, invocation_state: dict[str, Any]) -> _NodeDone | dict[str, Any]:
     """The next node end (the inline node's, else a task's), or the next event a node task queued."""
-    if inline:
-        return await _inline_node(graph, *inline.pop(), queue, tasks, invocation_state)
+    if running.inline:
+        return await _inline_node(graph, *running.inline.pop(), running, invocation_state)
     while True:
-        item = await _next_item(graph, queue)
+        item = await _next_item(graph, running.queue)
         if item is None:  # execution_timeout: the stopped tasks' ends come next
-            _time_out(graph, tasks)
+            _time_out(graph, running.tasks)
             continue
         if isinstance(item, dict):
             return item
         return _done_of(*item)
 
 
-async def _next_batch(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
-                      invocation_state: dict[str, Any], inline: list[tuple[str, Any]]) -> dict[str, Any] | None:
+async def _next_batch(graph: Graph, running: _Running, invocation_state: dict[str, Any]) -> dict[str, Any] | None:
     """After a node's end: stop the rest (a fatal failure) or launch what became ready (its handoff event)."""
     if graph._fatal is not None:
-        _stop_tasks(graph, tasks)
+        _stop_tasks(graph, running.tasks)
         return None
-    if _halted(graph) or (graph.scheduling != "eager" and tasks):
+    if _halted(graph) or (graph.scheduling != "eager" and running.tasks):
         return None
-    return await _launch_ready(graph, queue, tasks, invocation_state, inline)
+    return await _launch_ready(graph, running, invocation_state)
 
 
 async def _wind_down(graph: Graph, tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]
@@ -148,7 +160,8 @@ async def _wind_down(graph: Graph, tasks: dict[str, asyncio.Task[_NodeDone]], in
             await asyncio.gather(*tasks.values(), return_exceptions=True)
     finally:
         _abandon_unrecorded(graph)
-        await _close_owed(graph, invocation_state)
+        if graph._owed:  # a run that recorded every node owes no hook (no coroutine then)
+            await _close_owed(graph, invocation_state)
 
 
 async def _close_owed(graph: Graph, invocation_state: dict[str, Any]) -> None:
@@ -176,8 +189,8 @@ def _abandon_unrecorded(graph: Graph) -> None:
             graph.state.cancelled_nodes.add(node)
 
 
-async def _inline_node(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
-                       tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> _NodeDone:
+async def _inline_node(graph: Graph, node_id: str, node_input: Any, running: _Running,
+                       invocation_state: dict[str, Any]) -> _NodeDone:
     """Run a node in the invocation's own task, the way its task would, deadline included.
 
     ``_node_task`` reports a cancel as the node being stopped, right for a task of its own; here the
@@ -186,14 +199,14 @@ async def _inline_node(graph: Graph, node_id: str, node_input: Any, queue: async
     """
     remaining = _remaining(graph)
     if remaining is None:  # no deadline: no timeout context (one per node of a chain otherwise)
-        done = await _node_task(graph, node_id, node_input, queue, invocation_state)
+        done = await _node_task(graph, node_id, node_input, running, invocation_state)
         expired = False
     else:
         async with asyncio.timeout(remaining) as deadline:
-            done = await _node_task(graph, node_id, node_input, queue, invocation_state)
+            done = await _node_task(graph, node_id, node_input, running, invocation_state)
         expired = deadline.expired()
     if expired:  # the deadline's cancel stopped the node already
-        _time_out(graph, tasks)
+        _time_out(graph, running.tasks)
     else:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
@@ -250,28 +263,30 @@ def _done_of(node_id: str, task: asyncio.Task[_NodeDone]) -> _NodeDone:
     return task.result()
 
 
-def _start_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
-                tasks: dict[str, asyncio.Task[_NodeDone]], invocation_state: dict[str, Any]) -> None:
+def _start_task(graph: Graph, node_id: str, node_input: Any, running: _Running,
+                invocation_state: dict[str, Any]) -> None:
     node = graph.nodes[node_id]
     node.execution_status = Status.EXECUTING
-    task = asyncio.create_task(_node_task(graph, node_id, node_input, queue, invocation_state),
+    queue = running.queue
+    task = asyncio.create_task(_node_task(graph, node_id, node_input, running, invocation_state),
                                name=f"ray_harness-graph-{graph.id}-{node_id}")
     # The done callback runs after every event the task queued, so a node's events precede its completion.
     task.add_done_callback(lambda finished: queue.put_nowait((node_id, finished)))
-    tasks[node_id] = task
+    running.tasks[node_id] = task
 
 
-async def _launch_ready(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str, asyncio.Task[_NodeDone]],
-                        invocation_state: dict[str, Any], inline: list[tuple[str, Any]]) -> dict[str, Any] | None:
+async def _launch_ready(graph: Graph, running: _Running, invocation_state: dict[str, Any]) -> dict[str, Any] | None:
     """Launch the ready nodes, one task each; returns the handoff event for ``run_nodes`` to yield (or None).
 
     A quiet batch of one node with nothing else running goes to ``inline`` instead, and ``run_nodes`` awaits
     it itself: no task, queue item or callback (a chain's nodes cost less), and no node events to relay.
     """
-    from_ids = await _propagate(graph, invocation_state)
+    # Without edge conditions nothing is awaited to fire an edge (most graphs, every chain of a P2 row).
+    from_ids = _propagate(graph, await _fire_conditions(graph, invocation_state) if graph._conditional else None)
     launches: dict[str, Any] = {}
-    ready = [node_id for node_id in graph._scheduler.ready if node_id not in tasks]
-    if ready and not graph._cancel_requested:
+    ready = [node_id for node_id in graph._scheduler.ready if node_id not in running.tasks]
+    limited = graph.max_node_executions is not None or graph.execution_timeout is not None
+    if ready and not graph._cancel_requested and limited:
         # Checked once per batch, as in Strands: a batch that starts under the limit runs whole.
         go, reason = should_continue_graph(
             launched=graph.state.launched, max_node_executions=graph.max_node_executions,
@@ -289,30 +304,43 @@ async def _launch_ready(graph: Graph, queue: asyncio.Queue[Any], tasks: dict[str
         if graph.reset_on_revisit and node in graph.state.completed_nodes:
             graph._node_runner.reset_node(node_id)
             graph.state.completed_nodes.discard(node)
-        graph._inputs[node_id] = await graph._input_sources(node_id, invocation_state)
+        graph._inputs[node_id] = (await graph._input_sources(node_id, invocation_state) if graph._conditional
+                                  else graph._completed_sources(node_id))
         graph.state.launched += 1
         launches[node_id] = graph._node_input(node_id)
-    if len(launches) == 1 and graph._quiet and not tasks:
+    if len(launches) == 1 and graph._quiet and not running.tasks:
         ((node_id, node_input),) = launches.items()
         graph.nodes[node_id].execution_status = Status.EXECUTING
-        inline.append((node_id, node_input))
+        running.inline.append((node_id, node_input))
     else:
         for node_id, node_input in launches.items():
-            _start_task(graph, node_id, node_input, queue, tasks, invocation_state)
+            _start_task(graph, node_id, node_input, running, invocation_state)
     if launches and from_ids and not graph._quiet:
         return handoff_event(from_ids, list(launches))
     return None
 
 
-async def _propagate(graph: Graph, invocation_state: dict[str, Any]) -> list[str]:
-    """Fire the edges of every finished node (conditions see the state after the whole batch)."""
+async def _fire_conditions(graph: Graph, invocation_state: dict[str, Any]) -> dict[str, list[str]]:
+    """The targets each finished, completed node fires into: its edges whose condition holds (asked here, in order).
+
+    Conditions see the state after the whole batch. An edge without a condition fires without awaiting anything.
+    """
+    return {node_id: [edge.to_node.node_id for edge in graph._outgoing[node_id]
+                      if edge.condition is None or await edge.should_traverse_async(graph.state, invocation_state)]
+            for node_id in graph._scheduler.finished if graph.nodes[node_id].execution_status == Status.COMPLETED}
+
+
+def _propagate(graph: Graph, fired: dict[str, list[str]] | None) -> list[str]:
+    """Fire the edges of every finished node; returns those nodes.
+
+    ``fired``: what :func:`_fire_conditions` found, or None for a graph without edge conditions (every edge fires).
+    """
     finished = list(graph._scheduler.finished)
     for node_id in finished:
         if graph.nodes[node_id].execution_status == Status.COMPLETED:
-            # An edge without a condition fires without awaiting anything (most edges of a chain).
-            fired = [edge.to_node.node_id for edge in graph._outgoing[node_id]
-                     if edge.condition is None or await edge.should_traverse_async(graph.state, invocation_state)]
-            graph._scheduler.propagate(node_id, fired, failed=False)
+            targets = fired[node_id] if fired is not None else [edge.to_node.node_id
+                                                                for edge in graph._outgoing[node_id]]
+            graph._scheduler.propagate(node_id, targets, failed=False)
         else:
             graph._scheduler.propagate(node_id, [], failed=True)
     graph._scheduler.collect_ready()
@@ -322,13 +350,13 @@ async def _propagate(graph: Graph, invocation_state: dict[str, Any]) -> list[str
 # -- one node -----------------------------------------------------------------------------------------
 
 
-async def _node_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio.Queue[Any],
+async def _node_task(graph: Graph, node_id: str, node_input: Any, running: _Running,
                      invocation_state: dict[str, Any]) -> _NodeDone:
     done = _NodeDone(node_id)
     quiet = graph._quiet
     try:
         if not quiet:
-            queue.put_nowait(node_start_event(node_id, node_type(graph.nodes[node_id].executor)))
+            running.queue.put_nowait(node_start_event(node_id, node_type(graph.nodes[node_id].executor)))
         if graph.hooks.has_callbacks(BeforeNodeCallEvent):
             before, interrupts = await graph.hooks.invoke_callbacks_async(
                 BeforeNodeCallEvent(source=graph, node_id=node_id, invocation_state=invocation_state))
@@ -343,10 +371,10 @@ async def _node_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio
         done.started = time.monotonic()
         try:
             if graph.node_timeout is None:  # no timeout context then (one per node otherwise)
-                await _run_node(graph, done, node_input, queue, invocation_state)
+                await _run_node(graph, done, node_input, running, invocation_state)
             else:
                 async with asyncio.timeout(graph.node_timeout):
-                    await _run_node(graph, done, node_input, queue, invocation_state)
+                    await _run_node(graph, done, node_input, running, invocation_state)
         except TimeoutError:
             graph._node_runner.cancel_node(node_id)
             done.error = Exception(f"Node '{node_id}' execution timed out after {graph.node_timeout}s")
@@ -361,7 +389,7 @@ async def _node_task(graph: Graph, node_id: str, node_input: Any, queue: asyncio
     return done
 
 
-async def _run_node(graph: Graph, done: _NodeDone, node_input: Any, queue: asyncio.Queue[Any],
+async def _run_node(graph: Graph, done: _NodeDone, node_input: Any, running: _Running,
                     invocation_state: dict[str, Any]) -> None:
     """The node runner's run of the node, in its telemetry scopes; ``done.result`` is its ``NodeResult``."""
     node_id, quiet = done.node_id, graph._quiet
@@ -369,14 +397,19 @@ async def _run_node(graph: Graph, done: _NodeDone, node_input: Any, queue: async
     def outcome() -> Any:
         return done.result and done.result.status
 
+    # A node runner's optional ``node_result`` coroutine is its ``run_node(events="result")`` without a generator.
+    result_of = getattr(graph._node_runner, "node_result", None) if quiet else None
     with span_scope(f"execute_node {node_id}", {"ray_harness.node.id": node_id}, outcome=outcome), \
             node_scope(node_id, outcome=outcome):
+        if result_of is not None:
+            done.result = await result_of(node_id, node_input, invocation_state)
+            return
         async for item in graph._node_runner.run_node(node_id, node_input, invocation_state,
                                                       events="result" if quiet else "all"):
             if isinstance(item, NodeResult):
                 done.result = item
             elif not quiet:
-                queue.put_nowait(node_stream_event(node_id, item))
+                running.queue.put_nowait(node_stream_event(node_id, item))
 
 
 async def _record(graph: Graph, done: _NodeDone, invocation_state: dict[str, Any]

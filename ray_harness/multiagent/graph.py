@@ -76,10 +76,21 @@ class Graph(MultiAgentBase):
         self._interrupt_state = InterruptState()
         self._outgoing: dict[str, list[GraphEdge]] = {node_id: [] for node_id in nodes}
         self._incoming: dict[str, list[GraphEdge]] = {node_id: [] for node_id in nodes}
+        # What every scheduler of this graph is made of (one per invocation; only read by it).
+        self._node_ids = list(nodes)
+        self._edge_pairs: list[tuple[str, str]] = []
+        # Whether any edge has a condition: without one, firing edges and choosing inputs await nothing.
+        self._conditional = False
         for edge in edges:
-            self._outgoing[edge.from_node.node_id].append(edge)
-            self._incoming[edge.to_node.node_id].append(edge)
+            source, target = edge.from_node.node_id, edge.to_node.node_id
+            self._outgoing[source].append(edge)
+            self._incoming[target].append(edge)
+            self._edge_pairs.append((source, target))
+            self._conditional = self._conditional or edge.condition is not None
         self._scheduler = self._new_scheduler()
+        # The scheduler made here, until a run starts: the first fresh run takes it over (``start`` resets all of
+        # it) instead of making another one (a graph built per row runs once).
+        self._unstarted: GraphScheduler | None = self._scheduler
         self._inputs: dict[str, list[str]] = {}
         self._resume_pending = False
         self._lock = threading.Lock()
@@ -100,8 +111,7 @@ class Graph(MultiAgentBase):
             load_state(self, session_manager)
 
     def _new_scheduler(self) -> GraphScheduler:
-        pairs = [(edge.from_node.node_id, edge.to_node.node_id) for edge in self.edges]
-        return GraphScheduler(nodes=list(self.nodes), edges=pairs, join=self.join)
+        return GraphScheduler(nodes=self._node_ids, edges=self._edge_pairs, join=self.join)
 
     # -- control ------------------------------------------------------------------------------------------
 
@@ -222,7 +232,9 @@ class Graph(MultiAgentBase):
                                 entry_points=list(self.entry_points))
         for node in self.nodes.values():
             node.execution_status, node.result = Status.PENDING, None
-        self._scheduler = self._new_scheduler()
+        if self._scheduler is not self._unstarted:  # one a run has used (or a restored one): a new one
+            self._scheduler = self._new_scheduler()
+        self._unstarted = None
         self._scheduler.start(node.node_id for node in self.entry_points)
         self._inputs = {}
         return {}
@@ -246,6 +258,12 @@ class Graph(MultiAgentBase):
         return [edge.from_node.node_id for edge in self._incoming[node_id]
                 if edge.from_node in completed and edge.from_node.node_id in results
                 and (edge.condition is None or await edge.should_traverse_async(self.state, invocation_state))]
+
+    def _completed_sources(self, node_id: str) -> list[str]:
+        """:meth:`_input_sources` of a graph without edge conditions: nothing to await, so no coroutine per node."""
+        completed, results = self.state.completed_nodes, self.state.results
+        return [edge.from_node.node_id for edge in self._incoming[node_id]
+                if edge.from_node in completed and edge.from_node.node_id in results]
 
     def _node_input(self, node_id: str) -> Any:
         sources = self._inputs.get(node_id, [])

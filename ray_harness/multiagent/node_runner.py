@@ -28,6 +28,9 @@ actor. ``shutdown()``, when present, releases what the node runner holds
 (``MultiAgentBase.shutdown``). ``run_state()`` / ``apply_run_state(state)``,
 when present, carry the node runner's own bookkeeping of a run from the copy
 that ran it back to the original (inside ``MultiAgentBase.run_state()``).
+``node_result(node_id, node_input, invocation_state)``, when present, is a
+coroutine returning what ``run_node(..., events="result")`` yields: a Graph's
+quiet invocation awaits it instead of iterating a generator per node.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ray_harness._runtimes import node_runner, register
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
+from ray_harness.interrupts import InterruptState
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status, add_usage, zero_usage
 from ray_harness.types.validation import copy_json
 
@@ -144,7 +148,13 @@ class _AgentConversation:
 
     @classmethod
     def of(cls, agent: Agent) -> _AgentConversation:
-        return cls(copy_json(agent.messages), agent.state.to_dict(), agent.interrupt_state.to_dict())
+        interrupts = agent.interrupt_state
+        if (not agent.messages and agent.state == {} and not interrupts.interrupts and not interrupts.context
+                and not interrupts.activated):
+            # A new agent (every node of a graph built per row): the one shared empty conversation, not three
+            # copies of nothing. Sharing it is safe: nothing changes it (``restore`` copies what it is given).
+            return _EMPTY_CONVERSATION
+        return cls(copy_json(agent.messages), agent.state.to_dict(), interrupts.to_dict())
 
     def over(self, snapshot: AgentSnapshot) -> AgentSnapshot:
         """``snapshot`` with this conversation (``restore`` copies it again: this one stays as it is)."""
@@ -152,10 +162,36 @@ class _AgentConversation:
                                            "interrupt_state": self.interrupt_state})
 
 
+_EMPTY_CONVERSATION = _AgentConversation([], {}, InterruptState().to_dict())
+
+
 def _initial_conversation(target: Any) -> _AgentConversation | AgentSnapshot:
     if isinstance(target, Agent) and type(target).snapshot is Agent.snapshot:
         return _AgentConversation.of(target)
     return conversation(target.snapshot())  # e.g. a RemoteAgent, which asks its actor
+
+
+_CONDITION_GUARD = threading.Lock()
+
+
+class _NodeSignal(threading.Event):
+    """A ``threading.Event`` that makes its ``Condition`` only when something sets, clears or waits on it.
+
+    One is made per agent node run (three per row of a 3-node chain) and most are only ever asked ``is_set()``,
+    which reads the flag alone. ``threading.Event()`` costs ≈22k instructions, nearly all of it the ``Condition``
+    (its constructor catches an ``AttributeError`` three times for a plain lock); this one ≈2k until it is used.
+    """
+
+    def __init__(self) -> None:  # Event.__init__ without the condition
+        self._flag = False
+
+    @property
+    def _cond(self) -> threading.Condition:  # what Event's set/clear/wait use
+        condition: threading.Condition | None = self.__dict__.get("_condition")
+        if condition is None:
+            with _CONDITION_GUARD:  # two threads at once (a cancel and a wait) must get the same condition
+                condition = self.__dict__.setdefault("_condition", threading.Condition(threading.Lock()))
+        return condition
 
 
 class LocalNodeRunner:
@@ -200,6 +236,9 @@ class LocalNodeRunner:
         """
         target = self._nodes[node_id]
         quiet = events == "result"
+        if quiet and not isinstance(target, MultiAgentBase):
+            yield await self.node_result(node_id, node_input, invocation_state)
+            return
         self._running.add(node_id)
         started = time.monotonic()
         try:
@@ -222,28 +261,63 @@ class LocalNodeRunner:
                 yield node_result_from_multiagent(final)
                 return
             agent_result: AgentResult | None = None
-            # One signal per node run (agent.cancel() sets it, so it must not be shared); a node that
-            # starts after cancel() gets it already set and stops at its first cycle.
-            signal = threading.Event()
-            if self._cancelled:
-                signal.set()
-            self._signals[node_id] = signal
-            run = getattr(target, "_quiet_stream", None) if quiet else None
-            stream = (run or target.stream_async)(node_input, invocation_state=invocation_state, cancel_signal=signal)
+            stream = target.stream_async(node_input, invocation_state=invocation_state,
+                                         cancel_signal=self._new_signal(node_id))
             try:
                 async for event in stream:
-                    if not quiet:  # the caller asked for the result only: nothing else goes up
-                        yield event
+                    yield event
                     if event.get("type") == "result":
                         agent_result = event["result"]
             finally:
                 await stream.aclose()
-            if agent_result is None:
-                raise RuntimeError(f"Node '{node_id}' did not produce a result event")
-            yield node_result_from_agent(agent_result, started)
+            yield node_result_from_agent(_produced(node_id, agent_result), started)
         finally:
             self._running.discard(node_id)
             self._signals.pop(node_id, None)
+
+    async def node_result(self, node_id: str, node_input: Any, invocation_state: dict[str, Any]) -> NodeResult:
+        """``run_node(..., events="result")`` as a coroutine: the node's ``NodeResult`` and nothing else.
+
+        A Graph's quiet invocation awaits this for each node when its node runner has it: no generator around the
+        agent's run (for a chain built per row, one async generator and its first-iteration hook less per node).
+        """
+        target = self._nodes[node_id]
+        if isinstance(target, MultiAgentBase):  # a nested Graph/Swarm: the generator's path, whose one item it is
+            items = self.run_node(node_id, node_input, invocation_state, events="result")
+            try:
+                item = await anext(items)
+            finally:
+                await items.aclose()
+            if not isinstance(item, NodeResult):  # pragma: no cover - a quiet run yields its result alone
+                raise RuntimeError(f"Node '{node_id}' did not produce a result")
+            return item
+        self._running.add(node_id)
+        started = time.monotonic()
+        try:
+            agent_result: AgentResult | None = None
+            run = getattr(target, "_quiet_stream", None) or target.stream_async
+            stream = run(node_input, invocation_state=invocation_state, cancel_signal=self._new_signal(node_id))
+            try:
+                async for event in stream:
+                    if event.get("type") == "result":
+                        agent_result = event["result"]
+            finally:
+                await stream.aclose()
+            return node_result_from_agent(_produced(node_id, agent_result), started)
+        finally:
+            self._running.discard(node_id)
+            self._signals.pop(node_id, None)
+
+    def _new_signal(self, node_id: str) -> threading.Event:
+        """The cancel signal of one agent node run (``agent.cancel()`` sets it, so it must not be shared).
+
+        A node that starts after ``cancel()`` gets it already set and stops at its first cycle.
+        """
+        signal = _NodeSignal()
+        if self._cancelled:
+            signal.set()
+        self._signals[node_id] = signal
+        return signal
 
     def cancel_node(self, node_id: str) -> None:
         """Cancel node ``node_id`` if it is running now; otherwise do nothing."""
@@ -293,6 +367,13 @@ class LocalNodeRunner:
             return
         if data and callable(getattr(target, "restore", None)):
             import_conversation(target, data)
+
+
+def _produced(node_id: str, agent_result: AgentResult | None) -> AgentResult:
+    """The result an agent node's stream ended with. Raises RuntimeError when it ended without one."""
+    if agent_result is None:
+        raise RuntimeError(f"Node '{node_id}' did not produce a result event")
+    return agent_result
 
 
 def _is_result_event(event: dict[str, Any]) -> bool:

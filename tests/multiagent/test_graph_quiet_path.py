@@ -1,7 +1,7 @@
 """The quiet path of a Graph (``invoke_async``): what a node costs in loop structure, and that it keeps the order.
 
-A quiet invocation of a chain runs each node in the invocation's own task; the graph loop's steps are coroutines,
-so its async generators do not grow with the number of nodes. The streamed path keeps its events where they were:
+A quiet invocation of a chain runs each node in the invocation's own task; the graph loop's steps and the node
+runner's quiet run are coroutines, so its async generators do not grow with the number of nodes. The streamed path keeps its events where they were:
 between the state change they report and the hooks that follow it.
 """
 
@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 from collections import Counter
 from typing import Any
 
 from ray_harness import GraphBuilder, Status
 from ray_harness.hooks import AfterNodeCallEvent, BeforeNodeCallEvent
 from ray_harness.multiagent import NodeResult
-from ray_harness.multiagent.node_runner import LocalNodeRunner
+from ray_harness.multiagent.node_runner import LocalNodeRunner, _NodeSignal
 from ray_harness.testing import text
 from tests.multiagent.conftest import make_agent
 
-_LOOP_FILES = ("multiagent/graph.py", "multiagent/_graph_loop.py")
+_LOOP_FILES = ("multiagent/graph.py", "multiagent/_graph_loop.py", "multiagent/node_runner.py")
 
 
 def _chain(length: int, runtime: str) -> Any:
@@ -33,7 +34,7 @@ def _chain(length: int, runtime: str) -> Any:
 
 
 async def _loop_generators(graph: Any) -> tuple[Any, Counter[str]]:
-    """Invoke ``graph`` quietly, counting the async generators of the graph's own modules it starts."""
+    """Invoke ``graph`` quietly, counting the async generators of the graph's own modules (and its runner's) it starts."""
     started: Counter[str] = Counter()
     hooks = sys.get_asyncgen_hooks()
 
@@ -57,8 +58,29 @@ async def test_a_quiet_chain_costs_the_loop_no_generator_per_node() -> None:
     long_result, long = await _loop_generators(_chain(5, "local"))
     assert short_result.status == long_result.status == Status.COMPLETED
     assert [node.node_id for node in long_result.execution_order] == ["n0", "n1", "n2", "n3", "n4"]
-    # One generator for the invocation and one for its loop, whatever the chain's length.
+    # One generator for the invocation and one for its loop, whatever the chain's length; none of the node runner.
     assert short == long == Counter({"_stream": 1, "run_nodes": 1})
+
+
+async def test_a_quiet_node_result_is_what_the_quiet_node_run_yields() -> None:
+    runner = LocalNodeRunner()
+    runner.bind({"a": make_agent("a", text("answer"))})
+    result = await runner.node_result("a", "task", {})
+    assert isinstance(result, NodeResult) and result.status == Status.COMPLETED and str(result) == "answer\n"
+    assert result.execution_count == 1 and not runner._running and not runner._signals
+
+
+def test_a_node_signal_is_an_event_that_wakes_its_waiters() -> None:
+    signal = _NodeSignal()
+    assert isinstance(signal, threading.Event) and not signal.is_set() and not signal.wait(0)
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(signal.wait(30)))
+    waiter.start()
+    signal.set()
+    waiter.join()
+    assert woke == [True] and signal.is_set()
+    signal.clear()
+    assert not signal.is_set() and not signal.wait(0)
 
 
 async def test_a_quiet_node_run_yields_only_its_result() -> None:

@@ -50,6 +50,8 @@ def test_agent_initialized_callbacks_still_run() -> None:
     ([("a", "b"), ("b", "c"), ("c", "a")], True),
     ([("a", "a")], True),
     ([("a", "b"), ("b", "c"), ("c", "b"), ("a", "d")], True),
+    ([("c", "b"), ("b", "a")], False),  # against the nodes' order, without a cycle
+    ([("a", "b"), ("d", "c"), ("c", "d")], True),
 ])
 def test_has_cycle(edges: list[tuple[str, str]], cyclic: bool) -> None:
     assert has_cycle(["a", "b", "c", "d"], edges) is cyclic

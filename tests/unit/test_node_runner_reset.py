@@ -72,3 +72,22 @@ def test_a_node_that_snapshots_itself_is_remembered_through_its_snapshot() -> No
     node.agent.messages.append({"role": "assistant", "content": [{"text": "later"}]})
     runner.reset_node("writer")
     assert node.agent.messages == [{"role": "user", "content": [{"text": "first"}]}]
+
+
+def test_new_agents_reset_to_an_empty_conversation_that_no_run_changes() -> None:
+    first = Agent(ScriptedModel(text("a"), text("b")), name="first")
+    second = Agent(ScriptedModel(text("c")), name="second")
+    runner = LocalNodeRunner()
+    runner.bind({"first": first, "second": second})
+    first("go")
+    first.state.set("k", 1)
+    runner.reset_node("first")
+    assert first.messages == [] and first.state.get() == {}
+    # Edits of the restored (empty) conversation reach neither the next reset nor another agent's.
+    first.messages.append({"role": "user", "content": [{"text": "later"}]})
+    first.state.set("k", 2)
+    second("go")
+    runner.reset_node("second")
+    runner.reset_node("first")
+    assert first.messages == [] == second.messages and first.state.get() == {} == second.state.get()
+    assert not first.interrupt_state.interrupts and not second.interrupt_state.activated
