@@ -294,6 +294,21 @@ class RayNodeRunner:
             return self._run_remote(node_id, target, request)
         return self._run_pooled(node_id, target, request)
 
+    async def node_result(self, node_id: str, node_input: Any, invocation_state: dict[str, Any]
+                          ) -> NodeResult | None:
+        """``run_node(..., events="result")`` awaited: an in-process agent node has no generator around its run."""
+        target = self._nodes[node_id]
+        if (not isinstance(target, MultiAgentBase | A2AAgent | RemoteAgent)
+                and current_placement() == "in_process"):
+            return await self._local.node_result(node_id, node_input, invocation_state)
+        result, items = None, self.run_node(node_id, node_input, invocation_state, events="result")
+        try:
+            async for item in items:
+                result = item if isinstance(item, NodeResult) else result
+        finally:
+            await items.aclose()
+        return result
+
     def name_runs(self, invocation_id: str) -> None:
         """Name this orchestration request's node runs ``<invocation id>:<uid>:<node id>:<visit>``.
 
