@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
+from ray_harness._signal import Signal
 from ray_harness.agent._arguments import (
     check_arguments,
     check_identity,
@@ -313,7 +314,7 @@ class Agent:
         Read-only: call :meth:`cancel` to cancel. Hooks may check ``event.agent.cancel_signal.is_set()``.
         """
         invocation = self._invocation
-        return invocation.cancel_signal if invocation is not None else threading.Event()
+        return invocation.cancel_signal if invocation is not None else Signal()
 
     @property
     def sandbox_id(self) -> str | None:
@@ -453,7 +454,7 @@ class Agent:
             state = invocation_state if invocation_state is not None else {}
             if kwargs:  # a new dict, as in Strands: the caller's invocation_state is not ours to change
                 state = {**state, **kwargs}
-            invocation = Invocation(self, cancel_signal or threading.Event(), state, checked_limits, output_model,
+            invocation = Invocation(self, cancel_signal or Signal(), state, checked_limits, output_model,
                                     quiet=quiet, structured_output_prompt=output_prompt)
             self._cancel_message = None
             self._cancel_after_tools = False

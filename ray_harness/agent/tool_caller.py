@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ray_harness._signal import Signal
 from ray_harness.tools._spec import normalize_tool_spec
 from ray_harness.tools.decorator import plain_json
 from ray_harness.types.content import Message, ToolResult, ToolUse
@@ -102,7 +102,7 @@ async def _run(agent: Agent, tool_use: ToolUse) -> ToolResult:
     from ray_harness.agent.loop import Invocation
     from ray_harness.extensions._chain import assemble as assemble_extensions
 
-    inv = Invocation(agent, threading.Event(), {}, None, None)
+    inv = Invocation(agent, Signal(), {}, None, None)
     # A direct call is a tool call like any other: contributed TOOL_VISIBLE / TOOL_RAW middleware observe it
     # exactly once (extensions see "every call"), in a chain of its own (a lead chain, with its own task store).
     inv.extensions = chain = assemble_extensions(agent, inv)

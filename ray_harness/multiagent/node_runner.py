@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ray_harness._runtimes import node_runner, register
+from ray_harness._signal import Signal
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, conversation, replace_conversation
@@ -171,29 +172,6 @@ def _initial_conversation(target: Any) -> _AgentConversation | AgentSnapshot:
     return conversation(target.snapshot())  # e.g. a RemoteAgent, which asks its actor
 
 
-_CONDITION_GUARD = threading.Lock()
-
-
-class _NodeSignal(threading.Event):
-    """A ``threading.Event`` that makes its ``Condition`` only when something sets, clears or waits on it.
-
-    One is made per agent node run (three per row of a 3-node chain) and most are only ever asked ``is_set()``,
-    which reads the flag alone. ``threading.Event()`` costs ≈22k instructions, nearly all of it the ``Condition``
-    (its constructor catches an ``AttributeError`` three times for a plain lock); this one ≈2k until it is used.
-    """
-
-    def __init__(self) -> None:  # Event.__init__ without the condition
-        self._flag = False
-
-    @property
-    def _cond(self) -> threading.Condition:  # what Event's set/clear/wait use
-        condition: threading.Condition | None = self.__dict__.get("_condition")
-        if condition is None:
-            with _CONDITION_GUARD:  # two threads at once (a cancel and a wait) must get the same condition
-                condition = self.__dict__.setdefault("_condition", threading.Condition(threading.Lock()))
-        return condition
-
-
 class LocalNodeRunner:
     """Runs nodes in this process and event loop (``runtime="local"``)."""
 
@@ -313,7 +291,7 @@ class LocalNodeRunner:
 
         A node that starts after ``cancel()`` gets it already set and stops at its first cycle.
         """
-        signal = _NodeSignal()
+        signal = Signal()
         if self._cancelled:
             signal.set()
         self._signals[node_id] = signal

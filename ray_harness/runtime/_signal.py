@@ -12,16 +12,14 @@ import asyncio
 import threading
 from collections.abc import Callable
 
+from ray_harness._signal import Signal
+
 __all__ = ("CancelSignal",)
 
 
-class CancelSignal(threading.Event):
+class CancelSignal(Signal):
     def __init__(self) -> None:
-        # threading.Event.__init__ with a reentrant lock under its condition: Condition(Lock()) looks for three
-        # RLock methods on the plain lock and catches an AttributeError for each, at every run a host starts.
-        # Waiting, setting and clearing behave the same (Condition uses the RLock's own release/restore).
-        self._cond = threading.Condition(threading.RLock())
-        self._flag = False
+        super().__init__()  # no Condition until something sets, clears or waits on it (see ray_harness._signal)
         self._callbacks: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
         self._callbacks_guard = threading.Lock()
 

@@ -14,9 +14,10 @@ from collections import Counter
 from typing import Any
 
 from ray_harness import GraphBuilder, Status
+from ray_harness._signal import Signal
 from ray_harness.hooks import AfterNodeCallEvent, BeforeNodeCallEvent
 from ray_harness.multiagent import NodeResult
-from ray_harness.multiagent.node_runner import LocalNodeRunner, _NodeSignal
+from ray_harness.multiagent.node_runner import LocalNodeRunner
 from ray_harness.testing import text
 from tests.multiagent.conftest import make_agent
 
@@ -71,7 +72,7 @@ async def test_a_quiet_node_result_is_what_the_quiet_node_run_yields() -> None:
 
 
 def test_a_node_signal_is_an_event_that_wakes_its_waiters() -> None:
-    signal = _NodeSignal()
+    signal = Signal()
     assert isinstance(signal, threading.Event) and not signal.is_set() and not signal.wait(0)
     woke: list[bool] = []
     waiter = threading.Thread(target=lambda: woke.append(signal.wait(30)))
