@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,10 @@ _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SDK_TRACING = "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED"
 _MAX_ONGOING = 256
 """Requests one replica takes at once: agent calls wait on models and humans, not on its CPU."""
+_SERVE_STOP_SECONDS = 60.0
+"""How long the Serve controller gets to stop its proxies and itself before ``serve.shutdown()`` takes over."""
+
+logger = logging.getLogger(__name__)
 
 
 def app(target: Any, *, name: str, num_replicas: int | None = None, autoscaling_config: dict[str, Any] | None = None,
@@ -175,8 +181,45 @@ class ServeHandle:
             return True
         if _started.serve is not None and _started.serve == _serve_controller_id():
             _started.serve = None
-            serve.shutdown()  # type: ignore[no-untyped-call]
+            _stop_serve()
         return True
+
+
+def _stop_serve() -> None:
+    """``serve.shutdown()`` without the "Task ServeController.graceful_shutdown failed" line it prints.
+
+    ``serve.shutdown()`` waits in a ``graceful_shutdown`` call that ends only when the controller kills itself;
+    the controller retries its tasks forever, so Ray reports that call on this driver's terminal as failed and
+    to be retried. Asking with ``wait=False`` and then waiting for the controller's name to go stops the same
+    things in the same order (apps, proxies, controller) with no call of ours in flight when it dies.
+    """
+    import ray
+    from ray import serve
+    from ray.exceptions import RayActorError
+    from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
+    from ray.serve.context import _disconnect, _get_global_client
+
+    client: Any = _get_global_client(raise_if_no_controller_running=False)
+    if client is None:
+        return
+    client.shutdown_cached_handles()
+    try:
+        ray.get(client._controller.graceful_shutdown.remote(wait=False))
+    except RayActorError:  # the controller is already gone
+        _disconnect()  # type: ignore[no-untyped-call]
+        return
+    deadline = time.monotonic() + _SERVE_STOP_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+        except ValueError:  # no such actor: the controller stopped everything and then itself
+            client._shutdown = True
+            _disconnect()  # type: ignore[no-untyped-call]
+            return
+        time.sleep(0.1)
+    logger.warning("Ray Serve's controller did not stop within %.0f s; calling serve.shutdown()",
+                   _SERVE_STOP_SECONDS)
+    serve.shutdown()  # type: ignore[no-untyped-call]
 
 
 def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking: bool = False,
