@@ -5,8 +5,11 @@
     python examples/serve_support_agent.py ask http://127.0.0.1:8000 "refund order 42"
     python examples/serve_support_agent.py approve http://127.0.0.1:8000 <task id> yes
 
-``ask`` and ``approve`` use only the official a2a-sdk client. The approval may reach either replica (or a
-replica started after the one that asked was killed): the interrupted agent waits in the task store.
+``demo`` prints only its own lines: the server's output goes to a file in its work directory (shown if the
+server fails; removed with the directory otherwise), and Ray Serve logs to Ray's log files only
+(``RAY_SERVE_LOG_TO_STDERR=0``: ``logs/serve/`` of the Ray session). ``ask`` and ``approve`` use only the
+official a2a-sdk client. The approval may reach either replica (or a replica started after the one that asked
+was killed): the interrupted agent waits in the task store.
 The model is scripted unless RAY_HARNESS_MODEL names a real one.
 """
 
@@ -15,10 +18,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 from ray_harness import Agent, tool
@@ -69,14 +74,20 @@ def serve_forever(port: int, store: str) -> None:
     serve.serve_until_stopped(handle)
 
 
+async def _client(http: Any, url: str) -> Any:
+    """An a2a-sdk client for the agent at ``url``, built from its card."""
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+
+    card = await A2ACardResolver(http, url).get_agent_card()
+    return ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+
+
 async def _send(url: str, parts: list[Any], task_id: str = "") -> Any:
     import httpx
-    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
     from a2a.types.a2a_pb2 import Message, Role, SendMessageRequest
 
     async with httpx.AsyncClient(timeout=120) as http:
-        card = await A2ACardResolver(http, url).get_agent_card()
-        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        client = await _client(http, url)
         message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, task_id=task_id, parts=parts)
         async for event in client.send_message(SendMessageRequest(message=message)):
             return event.task
@@ -99,13 +110,10 @@ def approve(url: str, task_id: str, answer: str) -> None:
 
     async def run() -> Any:
         import httpx
-        from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
         from a2a.types.a2a_pb2 import GetTaskRequest
 
         async with httpx.AsyncClient(timeout=60) as http:
-            card = await A2ACardResolver(http, url).get_agent_card()
-            client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
-            task = await client.get_task(GetTaskRequest(id=task_id))
+            task = await (await _client(http, url)).get_task(GetTaskRequest(id=task_id))
         pending = [item["interruptId"] for part in task.status.message.parts if part.HasField("data")
                    for item in MessageToDict(part.data).get("interrupts", [])]
         data = {"interruptResponses": [{"interruptId": key, "response": answer} for key in pending]}
@@ -115,35 +123,49 @@ def approve(url: str, task_id: str, answer: str) -> None:
     print(f"task {task.id}: {TaskState.Name(task.status.state)}: {task.status.message.parts[0].text}")
 
 
-def demo() -> None:
+def _wait_for_server(server: subprocess.Popen[bytes], log: Path) -> str:
+    """The URL the server prints once its app is running (both replicas), read from its log file."""
     import time
 
-    import httpx
+    while True:
+        lines = log.read_text(errors="replace").splitlines()
+        url = next((line.split()[-1] for line in lines if line.startswith("serving at ")), None)
+        if url:
+            return url
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode}; its log:\n" + "\n".join(lines[-40:]))
+        time.sleep(0.2)
 
+
+def demo() -> None:
     port = 18000 + os.getpid() % 1000
-    store = f"file://{tempfile.mkdtemp(prefix='rh_tasks_')}"
-    # A loaded machine can take long to start Ray's raylet; allow it more than the default 30 s.
-    env = {"RAY_raylet_start_wait_time_s": "180", **os.environ}
-    server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port), "--store", store], env=env)
-    url = f"http://127.0.0.1:{port}"
+    work = Path(tempfile.mkdtemp(prefix="rh_support_"))
+    log = work / "server.log"
+    # The server's own output (Ray's start-up lines) goes to a file; Ray Serve's components log to Ray's log
+    # files only (logs/serve/ of the Ray session), not to the terminal. A loaded machine can take long to start
+    # Ray's raylet: allow it more than the default 30 s.
+    env = {**os.environ, "RAY_raylet_start_wait_time_s": "180", "RAY_SERVE_LOG_TO_STDERR": "0"}
+    with log.open("wb") as sink:
+        server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port),
+                                   "--store", f"file://{work / 'tasks'}"], env=env, stdout=sink, stderr=sink)
+    ok = False
     try:
-        for _ in range(900):
-            if server.poll() is not None:
-                raise SystemExit(f"the server exited with {server.returncode}")
-            try:
-                if httpx.get(url + "/.well-known/agent-card.json", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        url = _wait_for_server(server, log)
+        print(f"serving at {url} (2 replicas, tasks in {work / 'tasks'})", flush=True)
         out = subprocess.run([sys.executable, __file__, "ask", url, "please refund order 42"], check=True,
                              capture_output=True, text=True).stdout
-        print(out, end="")
+        print(out, end="", flush=True)
         task_id = out.split()[1].rstrip(":")
         subprocess.run([sys.executable, __file__, "approve", url, task_id, "yes"], check=True)  # a second process
+        ok = True
     finally:
-        server.terminate()
-        server.wait(120)
+        server.terminate()  # SIGTERM: the server deletes its app, stops Ray Serve and its Ray
+        ok = server.wait(120) == 0 and ok
+        if ok:
+            shutil.rmtree(work, ignore_errors=True)
+            print("server stopped", flush=True)
+        else:
+            print(f"the server's log: {log}", file=sys.stderr)
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,26 @@ def test_graph_eval_on_cluster(ray_address: str, tmp_path: Path) -> None:
     assert "rows 6  errors 0  tokens 2400" in out
     assert "score names_the_product: mean 1.00 over 6 rows" in out
     assert len(output.read_text().splitlines()) == 6
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_serve_support_agent_demo_prints_only_its_own_lines_in_order() -> None:
+    # As a newcomer runs it: its own local Ray (no RAY_ADDRESS). Ray Serve's logs stay out of the terminal,
+    # "serving at" comes before the requests, and stopping the server prints no "graceful_shutdown failed".
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, str(EXAMPLES / "serve_support_agent.py"), "demo"], cwd=ROOT, env=env,
+                          timeout=540, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    serving = re.fullmatch(r"serving at http://127\.0\.0\.1:\d+/ \(2 replicas, tasks in (\S+)\)", lines[0])
+    asked = re.fullmatch(r"task (\S+): TASK_STATE_INPUT_REQUIRED", lines[1])
+    assert serving and asked, lines
+    assert lines[2] == "  Input required: approve_refund"
+    [interrupt] = ast.literal_eval(lines[3].strip())["interrupts"]
+    assert (interrupt["name"], interrupt["reason"]) == ("approve_refund", "Refund order 42?")
+    assert lines[4:] == [f"task {asked[1]}: TASK_STATE_COMPLETED: Done: refunded order 42.", "server stopped"]
+    assert not Path(serving[1]).parent.exists()  # its work directory (task store, server log) is removed
+
