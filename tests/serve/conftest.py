@@ -4,7 +4,6 @@ runs the same app on Ray Serve (it takes the session-wide ``ray_session`` fixtur
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import time
@@ -17,7 +16,7 @@ import pytest
 
 from ray_harness.serve._server import AppSettings, build_asgi_app
 from ray_harness.serve._store import TaskRecords, open_repository
-from tests.serve.targets import REFUND_LOG_ENV
+from tests.serve.targets import REFUND_LOG_ENV, build_support_agent
 from tests.session.conftest import moto_endpoint  # noqa: F401  (a real moto_server for the S3 store)
 
 TOKEN = "s3cret-token"
@@ -77,6 +76,16 @@ def refund_log(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return log
 
 
+def s3_bucket(endpoint: str, bucket: str) -> dict[str, Any]:
+    """Create ``bucket`` on the moto server at ``endpoint``; the task store options that reach it."""
+    import boto3
+
+    options = {"endpoint_url": endpoint, "region_name": "us-east-1", "aws_access_key_id": "test",
+               "aws_secret_access_key": "test"}
+    boto3.client("s3", **options).create_bucket(Bucket=bucket)
+    return options
+
+
 @pytest.fixture
 def replicas(tmp_path: Any) -> Iterator[Callable[..., Replica]]:
     started: list[Replica] = []
@@ -92,22 +101,15 @@ def replicas(tmp_path: Any) -> Iterator[Callable[..., Replica]]:
         replica.stop()
 
 
-async def wait_for_state(client: Any, task_id: str, states: set[str], timeout: float = 60.0) -> Any:
-    """Poll GetTask until the task is in one of ``states`` (bounded; not a timing assertion)."""
-    from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
-
-    deadline = time.monotonic() + timeout
-    while True:
-        task = await client.get_task(GetTaskRequest(id=task_id))
-        if TaskState.Name(task.status.state) in states:
-            return task
-        if time.monotonic() > deadline:
-            raise AssertionError(f"task {task_id} stayed {TaskState.Name(task.status.state)}; wanted {states}")
-        await asyncio.sleep(0.1)
-
-
 def rpc(url: str, method: str, params: Any, *, token: str | None = None,
         headers: dict[str, str] | None = None) -> httpx.Response:
     sent = {"A2A-Version": "1.0", **({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     return httpx.post(url + "/", json=body, headers=sent, timeout=60)
+
+
+@pytest.fixture
+def support_url(replicas: Any) -> str:
+    """One replica of the support agent (a refund tool a human approves), behind ``TOKEN``."""
+    return str(replicas(build_support_agent, token=TOKEN).url)
+

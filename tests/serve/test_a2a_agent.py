@@ -35,19 +35,11 @@ from ray_harness import Agent
 from ray_harness.multiagent import GraphBuilder, Status
 from ray_harness.serve import A2AAgent, A2AError
 from ray_harness.testing import ScriptedModel, text, tool_call
+from tests.serve.a2a_client import answers
 from tests.serve.conftest import TOKEN, free_port, serve_asgi
 from tests.serve.targets import build_failing_agent, build_support_agent
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def answers(result: Any, response: Any = "yes") -> list[dict[str, Any]]:
-    return [{"interruptResponse": {"interruptId": item.id, "response": response}} for item in result.interrupts]
-
-
-@pytest.fixture
-def support_url(replicas: Any) -> str:
-    return str(replicas(build_support_agent, token=TOKEN).url)
 
 
 def test_invoke_stream_and_the_agent_surface(support_url: str) -> None:

@@ -15,19 +15,11 @@ from ray_harness.multiagent import GraphBuilder, Status, Swarm
 from ray_harness.runtime import RemoteAgent
 from ray_harness.serve import A2AAgent
 from ray_harness.testing import ScriptedModel, text, tool_call
+from tests.serve.a2a_client import answers
 from tests.serve.conftest import TOKEN
-from tests.serve.targets import build_plain_agent, build_support_agent
+from tests.serve.targets import build_plain_agent
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(600)]
-
-
-def answers(result: Any, response: Any = "yes") -> list[dict[str, Any]]:
-    return [{"interruptResponse": {"interruptId": item.id, "response": response}} for item in result.interrupts]
-
-
-@pytest.fixture
-def support_url(replicas: Any) -> str:
-    return str(replicas(build_support_agent, token=TOKEN).url)
 
 
 def test_graph_node_on_ray_answers_and_resumes_a_remote_interrupt(support_url: str) -> None:

@@ -13,34 +13,23 @@ from typing import Any
 import pytest
 from a2a.types.a2a_pb2 import TaskState
 
+from tests.serve.a2a_client import answer, ask, in_context, official_client, result_text, send, user
 from tests.serve.targets import build_chat_agent
-from tests.serve.test_a2a_server import answer, official_client, send, user
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def in_context(text: str, context_id: str, **kwargs: Any) -> Any:
-    request = user(text, **kwargs)
-    request.message.context_id = context_id
-    return request
-
-
-def result_text(task: Any) -> str:
-    assert task.status.state == TaskState.TASK_STATE_COMPLETED, task.status
-    return str(task.artifacts[0].parts[0].text)
 
 
 async def test_follow_ups_in_a_context_continue_its_conversation_on_any_replica(replicas: Any) -> None:
     first, second = replicas(build_chat_agent), replicas(build_chat_agent)
     async with official_client(first.url, streaming=False) as one, official_client(second.url) as two:
-        opened = (await send(one, user("hello")))[0].task
+        opened = await ask(one, user("hello"))
         assert result_text(opened) == "turn 1: hello"
         context = opened.context_id
         streamed = await send(two, in_context("and again", context))  # the other replica, streaming
         assert streamed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-        third = (await send(one, in_context("third", context)))[0].task
+        third = await ask(one, in_context("third", context))
         assert result_text(third) == "turn 3: third"
-        other = (await send(one, user("elsewhere")))[0].task  # a new context starts afresh
+        other = await ask(one, user("elsewhere"))  # a new context starts afresh
         assert result_text(other) == "turn 1: elsewhere"
 
 
@@ -48,10 +37,10 @@ async def test_concurrent_turns_in_one_context_are_all_kept(replicas: Any) -> No
     first, second = replicas(build_chat_agent), replicas(build_chat_agent)
     async with official_client(first.url, streaming=False) as one, \
             official_client(second.url, streaming=False) as two:
-        context = (await send(one, user("start")))[0].task.context_id
+        context = (await ask(one, user("start"))).context_id
         await asyncio.gather(*[send(client, in_context(f"side {index}", context))
                                for index, client in enumerate([one, two, one, two])])
-        last = (await send(two, in_context("last", context)))[0].task
+        last = await ask(two, in_context("last", context))
         assert result_text(last) == "turn 6: last"
 
 
@@ -59,12 +48,12 @@ async def test_an_answered_interrupt_joins_its_contexts_conversation(replicas: A
     first, second = replicas(build_chat_agent), replicas(build_chat_agent)
     async with official_client(first.url, streaming=False) as one, \
             official_client(second.url, streaming=False) as two:
-        context = (await send(one, user("hello")))[0].task.context_id
-        paused = (await send(two, in_context("refund order C7", context)))[0].task
+        context = (await ask(one, user("hello"))).context_id
+        paused = await ask(two, in_context("refund order C7", context))
         assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        done = (await send(one, user(task_id=paused.id, data=answer(paused))))[0].task
+        done = await ask(one, user(task_id=paused.id, data=answer(paused)))
         assert result_text(done) == "turn 2: Done: refunded C7."
-        follow = (await send(two, in_context("bye", context)))[0].task
+        follow = await ask(two, in_context("bye", context))
         assert result_text(follow) == "turn 3: bye"
     assert await asyncio.to_thread(refund_log.read_text) == "C7\n"
 
@@ -75,7 +64,7 @@ async def test_data_parts_reach_the_agent_and_file_parts_are_refused_by_name(rep
 
     replica = replicas(build_chat_agent)
     async with official_client(replica.url, streaming=False) as client:
-        task = (await send(client, user("look at", data={"order": "A1", "items": [1, 2]})))[0].task
+        task = await ask(client, user("look at", data={"order": "A1", "items": [1, 2]}))
         # The card accepts application/json: a data part reaches the agent as JSON text, as in Strands.
         said, _, data = result_text(task).partition("\n[Structured Data]\n")
         assert (said, json.loads(data)) == ("turn 1: look at", {"order": "A1", "items": [1, 2]})

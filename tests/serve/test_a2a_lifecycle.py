@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from a2a.types.a2a_pb2 import CancelTaskRequest, ListTasksRequest, SubscribeToTaskRequest, TaskState
+from a2a.types.a2a_pb2 import CancelTaskRequest, SubscribeToTaskRequest, TaskState
 
 from ray_harness.serve._contexts import _context_key
 from ray_harness.serve._server import AppSettings
+from tests.serve.a2a_client import answer, ask, in_context, official_client, result_text, send, user, working_task_id
+from tests.serve.conftest import s3_bucket
 from tests.serve.targets import build_chat_agent, build_support_agent
-from tests.serve.test_a2a_context import in_context, result_text
-from tests.serve.test_a2a_server import answer, official_client, send, user
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -31,8 +31,8 @@ async def test_a_cancelled_interrupted_task_leaves_only_its_record(replicas: Any
             official_client(second.url, streaming=False) as two:
         # Cancelled on the replica that parked it, then through the other one (the SDK's remote cancel path).
         for canceller in (one, two):
-            context = (await send(one, user("hello")))[0].task.context_id
-            paused = (await send(one, in_context("refund order X1", context)))[0].task
+            context = (await ask(one, user("hello"))).context_id
+            paused = await ask(one, in_context("refund order X1", context))
             assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             assert any(paused.id in name for name in stored_files(root) if not name.startswith("tasks/"))
             cancelled = await canceller.cancel_task(CancelTaskRequest(id=paused.id))
@@ -40,7 +40,7 @@ async def test_a_cancelled_interrupted_task_leaves_only_its_record(replicas: Any
             left = {name for name in stored_files(root) if paused.id in name}
             assert left <= {f"tasks/task_{paused.id}.json", f"tasks/task_{paused.id}.json.lock"}, left
             # The context goes on from its conversation before the cancelled turn, which it never sees.
-            follow = (await send(two, in_context("still there?", context)))[0].task
+            follow = await ask(two, in_context("still there?", context))
             assert result_text(follow) == "turn 2: still there?"
     assert not await asyncio.to_thread(refund_log.exists)
 
@@ -50,8 +50,8 @@ async def test_a_completed_answer_leaves_no_interrupted_agent_behind(replicas: A
     first, second = replicas(build_chat_agent), replicas(build_chat_agent)
     async with official_client(first.url, streaming=False) as one, \
             official_client(second.url, streaming=False) as two:
-        paused = (await send(one, user("refund order Y2")))[0].task
-        done = (await send(two, user(task_id=paused.id, data=answer(paused))))[0].task
+        paused = await ask(one, user("refund order Y2"))
+        done = await ask(two, user(task_id=paused.id, data=answer(paused)))
         assert result_text(done) == "turn 1: Done: refunded Y2."
     left = {name for name in stored_files(tmp_path / "tasks") if paused.id in name}
     assert left <= {f"tasks/task_{paused.id}.json", f"tasks/task_{paused.id}.json.lock"}, left
@@ -66,13 +66,13 @@ async def test_least_recently_used_contexts_are_evicted_beyond_max_contexts(repl
     root = tmp_path / "tasks"
     async with official_client(first.url, streaming=False) as one, \
             official_client(second.url, streaming=False) as two:
-        a = (await send(one, user("a")))[0].task.context_id
-        b = (await send(two, user("b")))[0].task.context_id
-        assert result_text((await send(one, in_context("a again", a)))[0].task) == "turn 2: a again"  # a is newer
-        c = (await send(two, user("c")))[0].task.context_id  # a third context: b, the least recently used, goes
+        a = (await ask(one, user("a"))).context_id
+        b = (await ask(two, user("b"))).context_id
+        assert result_text(await ask(one, in_context("a again", a))) == "turn 2: a again"  # a is newer
+        c = (await ask(two, user("c"))).context_id  # a third context: b, the least recently used, goes
         assert len(context_files(root)) == 2
-        assert result_text((await send(one, in_context("b again", b)))[0].task) == "turn 1: b again"  # afresh
-        assert result_text((await send(two, in_context("c again", c)))[0].task) == "turn 2: c again"
+        assert result_text(await ask(one, in_context("b again", b))) == "turn 1: b again"  # afresh
+        assert result_text(await ask(two, in_context("c again", c))) == "turn 2: c again"
         assert len(context_files(root)) == 2
 
 
@@ -81,13 +81,13 @@ async def test_a_context_with_a_task_in_flight_is_never_evicted(replicas: Any, t
     first, second = replicas(build_chat_agent, max_contexts=1), replicas(build_chat_agent, max_contexts=1)
     async with official_client(first.url, streaming=False) as one, \
             official_client(second.url, streaming=False) as two:
-        kept = (await send(one, user("hello")))[0].task.context_id
-        paused = (await send(one, in_context("refund order Z3", kept)))[0].task  # waits for a human
+        kept = (await ask(one, user("hello"))).context_id
+        paused = await ask(one, in_context("refund order Z3", kept))  # waits for a human
         assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         for index in range(3):  # newer contexts come and go; the one waiting for input stays
             await send(two, user(f"other {index}"))
         assert context_files(tmp_path / "tasks") == {_context_key(kept)}
-        done = (await send(two, user(task_id=paused.id, data=answer(paused))))[0].task
+        done = await ask(two, user(task_id=paused.id, data=answer(paused)))
         assert result_text(done) == "turn 2: Done: refunded Z3."
 
 
@@ -101,12 +101,9 @@ async def subscribe_while_running(replicas: Any, via_other: bool) -> list[Any]:
     first, second = replicas(build_support_agent), replicas(build_support_agent)
     async with official_client(first.url) as client_a, official_client(second.url) as client_b:
         stream = asyncio.create_task(send(client_a, user("slow 1")))
-        listed: Any = None
-        while not listed or not listed.tasks:
-            await asyncio.sleep(0.05)
-            listed = await client_b.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+        task_id = await working_task_id(client_b)
         subscriber = client_b if via_other else client_a
-        seen = [event async for event in subscriber.subscribe(SubscribeToTaskRequest(id=listed.tasks[0].id))]
+        seen = [event async for event in subscriber.subscribe(SubscribeToTaskRequest(id=task_id))]
         await stream
     return seen
 
@@ -143,16 +140,13 @@ async def test_a_cancelled_interrupted_task_in_an_s3_store_leaves_only_its_recor
         replicas: Any, moto_endpoint: str, refund_log: Path) -> None:
     import boto3
 
-    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1", aws_access_key_id="test",
-                      aws_secret_access_key="test")
-    await asyncio.to_thread(s3.create_bucket, Bucket="a2a-cancel")
-    options = {"endpoint_url": moto_endpoint, "region_name": "us-east-1", "aws_access_key_id": "test",
-               "aws_secret_access_key": "test"}
+    options = await asyncio.to_thread(s3_bucket, moto_endpoint, "a2a-cancel")
+    s3 = boto3.client("s3", **options)
     first = replicas(build_chat_agent, store="s3://a2a-cancel/served", store_options=options)
     second = replicas(build_chat_agent, store="s3://a2a-cancel/served", store_options=options)
     async with official_client(first.url, streaming=False) as one, \
             official_client(second.url, streaming=False) as two:
-        paused = (await send(one, user("refund order S9")))[0].task
+        paused = await ask(one, user("refund order S9"))
         assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         cancelled = await two.cancel_task(CancelTaskRequest(id=paused.id))
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED

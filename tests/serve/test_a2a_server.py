@@ -13,68 +13,38 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
     Role,
-    SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, UnsupportedOperationError
-from google.protobuf.json_format import MessageToDict, ParseDict
-from google.protobuf.struct_pb2 import Value
+from google.protobuf.json_format import MessageToDict
 
-from ray_harness.serve._executor import pending_interrupt_ids
 from ray_harness.serve._store import DEAD_REPLICA_TEXT
-from tests.serve.conftest import TOKEN, free_port, rpc, wait_for_state
+from tests.serve.a2a_client import (
+    answer,
+    ask,
+    fetch_card,
+    official_client,
+    send,
+    task_id_of,
+    user,
+    wait_for_state,
+    working_task_id,
+)
+from tests.serve.conftest import TOKEN, free_port, rpc, s3_bucket
 from tests.serve.targets import build_graph, build_plain_agent, build_support_agent
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@contextlib.asynccontextmanager
-async def official_client(url: str, *, token: str | None = None, streaming: bool = True) -> AsyncIterator[Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
-        card = await A2ACardResolver(http, url).get_agent_card()
-        yield ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
-
-
-def user(text: str = "", *, task_id: str = "", data: Any = None) -> SendMessageRequest:
-    parts = [Part(text=text)] if text else []
-    if data is not None:
-        parts.append(Part(data=ParseDict(data, Value())))
-    return SendMessageRequest(message=Message(message_id=os.urandom(8).hex(), role=Role.ROLE_USER,
-                                              task_id=task_id, parts=parts))
-
-
-async def send(client: Any, request: SendMessageRequest) -> list[Any]:
-    return [event async for event in client.send_message(request)]
-
-
-def task_id_of(events: list[Any]) -> str:
-    for event in events:
-        kind = event.WhichOneof("payload")
-        if kind == "task":
-            return str(event.task.id)
-        if kind in ("status_update", "artifact_update"):
-            return str(getattr(event, kind).task_id)
-    raise AssertionError(f"no task in {events}")
-
-
-def answer(task: Any, response: Any = "yes") -> dict[str, Any]:
-    return {"interruptResponses": [{"interruptId": key, "response": response} for key in pending_interrupt_ids(task)]}
 
 
 def read_log(path: Path) -> str:
@@ -83,8 +53,7 @@ def read_log(path: Path) -> str:
 
 async def test_card_through_the_official_resolver(replicas: Any) -> None:
     replica = replicas(build_support_agent, token=TOKEN)
-    async with httpx.AsyncClient() as http:  # no token: the card is public
-        card = await A2ACardResolver(http, replica.url).get_agent_card()
+    card = await fetch_card(replica.url)  # no token: the card is public
     assert card.name == "support"
     assert card.description == "Customer support for the test shop."
     assert card.version == "9.9"
@@ -102,8 +71,7 @@ async def test_card_through_the_official_resolver(replicas: Any) -> None:
 async def test_agent_without_tools_and_graph_have_one_agent_skill(replicas: Any) -> None:
     for factory in (build_plain_agent, build_graph):
         replica = replicas(factory, store=None, name="helper")
-        async with httpx.AsyncClient() as http:
-            card = await A2ACardResolver(http, replica.url).get_agent_card()
+        card = await fetch_card(replica.url)
         assert [(s.id, list(s.tags)) for s in card.skills] == [("helper", ["agent"])]
         assert not card.security_requirements
 
@@ -121,7 +89,7 @@ async def test_send_get_list_and_wire_forms(replicas: Any) -> None:
         assert task.status.message.role == Role.ROLE_AGENT
         fetched = await client.get_task(GetTaskRequest(id=task.id))
         assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
-        second = (await send(client, user("again")))[0].task
+        second = await ask(client, user("again"))
         listed = await client.list_tasks(ListTasksRequest())
         assert {t.id for t in listed.tasks} == {task.id, second.id}
         only = await client.list_tasks(ListTasksRequest(context_id=second.context_id))
@@ -165,7 +133,7 @@ async def test_interrupt_answered_on_another_replica(replicas: Any, refund_log: 
         with pytest.raises(InvalidParamsError, match="unknown interruptId"):
             await send(client_b, user(task_id=task_id, data={"interruptResponses": [
                 {"interruptId": "nope", "response": "yes"}]}))
-        done = (await send(client_b, user(task_id=task_id, data=answer(task))))[0].task
+        done = await ask(client_b, user(task_id=task_id, data=answer(task)))
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
         assert done.artifacts[0].parts[0].text == "Done: refunded A17."
         assert read_log(refund_log) == "A17\n"
@@ -178,7 +146,7 @@ async def test_racing_answers_on_two_replicas_run_the_approved_tool_once(replica
     second = replicas(build_support_agent)
     async with official_client(first.url, streaming=False) as client_a, \
             official_client(second.url, streaming=False) as client_b:
-        task = (await send(client_a, user("refund order R9")))[0].task
+        task = await ask(client_a, user("refund order R9"))
         wrong_context = user(task_id=task.id, data=answer(task))
         wrong_context.message.context_id = "another-context"
         with pytest.raises(InvalidParamsError, match="does not match"):  # refused before it claims the task
@@ -194,19 +162,14 @@ async def test_racing_answers_on_two_replicas_run_the_approved_tool_once(replica
 
 
 async def test_interrupt_in_an_s3_task_store(replicas: Any, moto_endpoint: str, refund_log: Path) -> None:
-    import boto3
-
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1", aws_access_key_id="test",
-                 aws_secret_access_key="test").create_bucket(Bucket="a2a-tasks")
-    options = {"endpoint_url": moto_endpoint, "region_name": "us-east-1", "aws_access_key_id": "test",
-               "aws_secret_access_key": "test"}
+    options = s3_bucket(moto_endpoint, "a2a-tasks")
     first = replicas(build_support_agent, store="s3://a2a-tasks/served", store_options=options)
     second = replicas(build_support_agent, store="s3://a2a-tasks/served", store_options=options)
     async with official_client(first.url, streaming=False) as client_a, \
             official_client(second.url, streaming=False) as client_b:
-        task = (await send(client_a, user("refund order S3")))[0].task
+        task = await ask(client_a, user("refund order S3"))
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        done = (await send(client_b, user(task_id=task.id, data=answer(task))))[0].task
+        done = await ask(client_b, user(task_id=task.id, data=answer(task)))
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert read_log(refund_log) == "S3\n"
 
@@ -217,11 +180,7 @@ async def test_cancel_locally_and_from_another_replica(replicas: Any) -> None:
     async with official_client(first.url) as client_a, official_client(second.url, streaming=False) as client_b:
         for canceller in (client_a, client_b):  # on the running replica, then through the other one
             stream = asyncio.create_task(send(client_a, user("slow 60")))
-            listed: Any = None
-            while not listed or not listed.tasks:
-                await asyncio.sleep(0.05)
-                listed = await client_b.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
-            task_id = listed.tasks[0].id
+            task_id = await working_task_id(client_b)
             current = await canceller.cancel_task(CancelTaskRequest(id=task_id))
             assert current.status.state == TaskState.TASK_STATE_CANCELED  # either replica answers once it is
             final = await wait_for_state(client_b, task_id, {"TASK_STATE_CANCELED"})
@@ -237,18 +196,15 @@ async def test_subscribe_to_a_task_running_on_another_replica(replicas: Any) -> 
     second = replicas(build_support_agent)
     async with official_client(first.url) as client_a, official_client(second.url) as client_b:
         stream = asyncio.create_task(send(client_a, user("slow 1")))
-        listed: Any = None
-        while not listed or not listed.tasks:
-            await asyncio.sleep(0.05)
-            listed = await client_b.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
-        seen = [event async for event in client_b.subscribe(SubscribeToTaskRequest(id=listed.tasks[0].id))]
+        task_id = await working_task_id(client_b)
+        seen = [event async for event in client_b.subscribe(SubscribeToTaskRequest(id=task_id))]
         await stream
     # The shape of the stream (the same on either replica): tests/serve/test_a2a_lifecycle.py.
     assert seen[0].task.status.state == TaskState.TASK_STATE_WORKING
     assert seen[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     with pytest.raises(UnsupportedOperationError):
         async with official_client(second.url) as client:
-            _ = [event async for event in client.subscribe(SubscribeToTaskRequest(id=listed.tasks[0].id))]
+            _ = [event async for event in client.subscribe(SubscribeToTaskRequest(id=task_id))]
 
 
 _REPLICA_SCRIPT = textwrap.dedent("""
@@ -279,15 +235,12 @@ async def test_a_dead_replica_leaves_no_task_working(replicas: Any, tmp_path: Pa
             await asyncio.sleep(0.1)
         async with official_client(url) as client_doomed, official_client(survivor.url) as client:
             stream = asyncio.create_task(send(client_doomed, user("slow 120")))
-            listed: Any = None
-            while not listed or not listed.tasks:
-                await asyncio.sleep(0.05)
-                listed = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+            task_id = await working_task_id(client)
             os.kill(doomed.pid, signal.SIGKILL)
             doomed.wait(30)
             with contextlib.suppress(Exception):
                 await stream
-            task = await wait_for_state(client, listed.tasks[0].id, {"TASK_STATE_FAILED"})
+            task = await wait_for_state(client, task_id, {"TASK_STATE_FAILED"})
     finally:
         if doomed.poll() is None:
             doomed.kill()
@@ -354,6 +307,6 @@ def test_bearer_auth_on_every_call_but_the_card(replicas: Any) -> None:
 async def test_graph_target(replicas: Any) -> None:
     replica = replicas(build_graph, store=None, name="pipeline")
     async with official_client(replica.url, streaming=False) as client:
-        task = (await send(client, user("write it")))[0].task
+        task = await ask(client, user("write it"))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert task.artifacts[0].parts[0].text == "reviewed: ok"

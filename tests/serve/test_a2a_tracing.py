@@ -4,25 +4,14 @@ receiver through the official a2a-sdk client; ``test_serve_tracing.py`` checks t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import TaskState
 
 from tests.integration._otlp import Receiver, receiving, span_id, trace_id, wait
+from tests.serve.a2a_client import official_client, send, task_id_of, user
 from tests.serve.targets import build_graph
-from tests.serve.test_a2a_server import send, task_id_of, user
-
-
-@asynccontextmanager
-async def _client(url: str, headers: dict[str, str], streaming: bool) -> AsyncIterator[Any]:
-    async with httpx.AsyncClient(headers=headers, timeout=120) as http:
-        card = await A2ACardResolver(http, url).get_agent_card()
-        yield ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
 
 
 def _task_spans(receiver: Receiver, task: str) -> list[Any]:
@@ -36,7 +25,7 @@ def assert_task_traces(receiver: Receiver, url: str) -> None:
     from opentelemetry.propagate import inject
 
     async def ask(prompt: str, headers: dict[str, str], streaming: bool) -> str:
-        async with _client(url, headers, streaming) as client:
+        async with official_client(url, headers=headers, streaming=streaming, timeout=120) as client:
             events = await send(client, user(prompt))
         final = events[-1]
         state = final.task.status.state if final.WhichOneof("payload") == "task" else \

@@ -18,6 +18,7 @@ from ray_harness.serve import _blobs
 from ray_harness.serve._blobs import open_repository
 from ray_harness.serve._contexts import _INDEX_KEY, Conversations, _context_hash, _context_key, _enter
 from ray_harness.serve._store import TaskRecords
+from tests.serve.conftest import s3_bucket
 from tests.serve.targets import build_chat_agent
 
 _bucket_numbers = itertools.count()
@@ -28,14 +29,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str
     """A task store URL and its options: a directory, or a fresh bucket of the session's moto server."""
     if request.param == "file":
         return f"file://{tmp_path / 'tasks'}", {}
-    import boto3
-
-    endpoint = request.getfixturevalue("moto_endpoint")
-    options = {"endpoint_url": endpoint, "region_name": "us-east-1", "aws_access_key_id": "test",
-               "aws_secret_access_key": "test"}
     bucket = f"context-index-{os.getpid()}-{next(_bucket_numbers)}"
-    boto3.client("s3", **options).create_bucket(Bucket=bucket)
-    return f"s3://{bucket}/served", options
+    return f"s3://{bucket}/served", s3_bucket(request.getfixturevalue("moto_endpoint"), bucket)
 
 
 def replica(store: tuple[str, dict[str, Any]], max_contexts: int, name: str) -> Conversations:

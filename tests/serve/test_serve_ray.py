@@ -17,13 +17,22 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
 
 from ray_harness import serve as rh_serve
-from tests.serve.conftest import TOKEN, free_port, rpc, wait_for_state
+from tests.serve.a2a_client import (
+    answer,
+    ask,
+    fetch_card,
+    official_client,
+    send,
+    task_id_of,
+    user,
+    wait_for_state,
+    working_task_id,
+)
+from tests.serve.conftest import TOKEN, free_port, rpc
 from tests.serve.targets import REFUND_LOG_ENV
-from tests.serve.test_a2a_server import answer, official_client, send, task_id_of, user
 from tests.signals import default_sigint
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session"), pytest.mark.timeout(600)]
@@ -80,13 +89,12 @@ def test_card_send_stream_get_list_cancel(served: dict[str, Any]) -> None:
     url = served["url"]
 
     async def scenario() -> None:
-        async with httpx.AsyncClient() as http:
-            card = await A2ACardResolver(http, url).get_agent_card()
+        card = await fetch_card(url)
         assert card.name == APP
         assert card.supported_interfaces[0].url == url + "/"  # Serve's route prefix is in the card
         async with official_client(url, token=TOKEN, streaming=False) as client, \
                 official_client(url, token=TOKEN) as streaming:
-            task = (await send(client, user("over serve")))[0].task
+            task = await ask(client, user("over serve"))
             assert (task.status.state, task.artifacts[0].parts[0].text) == \
                 (TaskState.TASK_STATE_COMPLETED, "echo: over serve")
             events = await send(streaming, user("streamed over serve"))
@@ -96,11 +104,7 @@ def test_card_send_stream_get_list_cancel(served: dict[str, Any]) -> None:
             listed = await client.list_tasks(ListTasksRequest(context_id=task.context_id))
             assert [t.id for t in listed.tasks] == [task.id]
             slow = asyncio.create_task(send(streaming, user("slow 120")))
-            working: Any = None
-            while not working or not working.tasks:
-                await asyncio.sleep(0.1)
-                working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
-            task_id = working.tasks[0].id
+            task_id = await working_task_id(client)
             cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))  # whichever replica gets it
             assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
             final = await wait_for_state(client, task_id, {"TASK_STATE_CANCELED"}, timeout=120)
@@ -116,11 +120,11 @@ def test_interrupt_answered_after_the_replicas_are_killed(served: dict[str, Any]
 
     url, log = served["url"], served["log"]
 
-    async def ask() -> Any:
+    async def ask_for_a_refund() -> Any:
         async with official_client(url, token=TOKEN, streaming=False) as client:
-            return (await send(client, user("refund order K1")))[0].task
+            return await ask(client, user("refund order K1"))
 
-    paused = asyncio.run(ask())
+    paused = asyncio.run(ask_for_a_refund())
     assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     killed = _replica_handles()
     assert len(killed) == 2
@@ -132,7 +136,7 @@ def test_interrupt_answered_after_the_replicas_are_killed(served: dict[str, Any]
         async with official_client(url, token=TOKEN, streaming=False) as client:
             stored = await client.get_task(GetTaskRequest(id=paused.id))
             assert stored.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-            return (await send(client, user(task_id=paused.id, data=answer(stored))))[0].task
+            return await ask(client, user(task_id=paused.id, data=answer(stored)))
 
     done = asyncio.run(resume())
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
@@ -173,12 +177,12 @@ def test_a_context_is_one_conversation_on_two_replicas(served: dict[str, Any], t
 
     async def talk() -> list[str]:
         async with official_client(handle.url.rstrip("/"), streaming=False) as client:
-            context = (await send(client, user("one")))[0].task.context_id
+            context = (await ask(client, user("one"))).context_id
             said = []
             for word in ("two", "three", "four", "five"):
                 request = user(word)
                 request.message.context_id = context
-                said.append((await send(client, request))[0].task.artifacts[0].parts[0].text)
+                said.append((await ask(client, request)).artifacts[0].parts[0].text)
             return said
 
     try:
@@ -201,7 +205,7 @@ def test_cancel_eviction_and_resubscription_on_two_replicas(served: dict[str, An
     async def scenario() -> None:
         url = handle.url.rstrip("/")
         async with official_client(url, streaming=False) as client, official_client(url) as streaming:
-            paused = (await send(client, user("refund order L1")))[0].task
+            paused = await ask(client, user("refund order L1"))
             assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             cancelled = await client.cancel_task(CancelTaskRequest(id=paused.id))  # whichever replica gets it
             assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
@@ -212,11 +216,8 @@ def test_cancel_eviction_and_resubscription_on_two_replicas(served: dict[str, An
             assert len([name for name in files() if name.startswith("contexts/context_")
                         and name.endswith(".json")]) == 1
             running = asyncio.create_task(send(streaming, user("slow 2")))
-            working: Any = None
-            while not working or not working.tasks:
-                await asyncio.sleep(0.1)
-                working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
-            seen = [event async for event in streaming.subscribe(SubscribeToTaskRequest(id=working.tasks[0].id))]
+            task_id = await working_task_id(client)
+            seen = [event async for event in streaming.subscribe(SubscribeToTaskRequest(id=task_id))]
             await running
         kinds = [event.WhichOneof("payload") for event in seen]
         assert kinds[0] == "task" and set(kinds[1:]) <= {"status_update", "artifact_update"}, kinds
