@@ -221,5 +221,5 @@ class GraphBuilder:
             max_node_executions=self._max_node_executions, execution_timeout=self._execution_timeout,
             node_timeout=self._node_timeout, reset_on_revisit=self._reset_on_revisit, join=self._join,
             failure_policy=self._failure_policy, scheduling=self._scheduling, hooks=self._hooks,
-            session_manager=self._session_manager, graph_id=self._graph_id, runtime=runtime,
+            session_manager=self._session_manager, id=self._graph_id, runtime=runtime,
         )

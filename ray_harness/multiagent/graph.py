@@ -12,6 +12,7 @@ end, and its state in a session.
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from collections.abc import AsyncGenerator
@@ -49,14 +50,13 @@ class Graph(MultiAgentBase):
                  max_node_executions: int | None = None, execution_timeout: float | None = None,
                  node_timeout: float | None = None, reset_on_revisit: bool = False, join: str = "any",
                  failure_policy: str = "fail_fast", scheduling: str = "batch", hooks: list[Any] | None = None,
-                 session_manager: Any = None, graph_id: str = "default_graph",
+                 session_manager: Any = None, id: str = "default_graph", graph_id: str | None = None,
                  runtime: str = DEFAULT_RUNTIME, trace_attributes: dict[str, Any] | None = None) -> None:
-        seen: set[int] = set()
-        for node in nodes.values():
-            if id(node.executor) in seen:
-                raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
-            seen.add(id(node.executor))
-        self.id = graph_id
+        # ``id`` as Strands names it; ``graph_id``, this constructor's earlier name for it, still wins when given.
+        executors = [node.executor for node in nodes.values()]
+        if len({builtins.id(executor) for executor in executors}) != len(executors):
+            raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
+        self.id = graph_id if graph_id is not None else id
         self.nodes = nodes
         self.edges = edges
         self.entry_points = entry_points

@@ -581,3 +581,18 @@ async def test_invoke_async_skips_unread_events_but_results_hooks_and_histories_
     assert quiet == ["multiagent_result"]
     for node_id in ("a", "b"):
         assert invoked.nodes[node_id].executor.messages == streamed.nodes[node_id].executor.messages
+
+
+def test_a_graph_built_directly_takes_strands_id_keyword_and_refuses_a_node_twice() -> None:
+    """Strands' ``Graph(nodes, edges, entry_points, id=...)``; ours took ``graph_id=`` only (a TypeError for ``id=``)."""
+    from ray_harness.multiagent.graph import Graph, GraphEdge, GraphNode
+
+    a, b = GraphNode("a", make_agent("a", text("a done"))), GraphNode("b", make_agent("b", text("b done")))
+    graph = Graph({"a": a, "b": b}, [GraphEdge(a, b)], [a], id="review_pipeline", runtime="local")
+    assert graph.id == "review_pipeline"
+    assert str(graph("go").results["b"]) == "b done\n"
+    assert Graph({"a": a}, [], [a], graph_id="older_name", runtime="local").id == "older_name"
+    assert Graph({"a": a}, [], [a], runtime="local").id == "default_graph"
+    twice = GraphNode("again", a.executor)
+    with pytest.raises(ValueError, match="Duplicate node instance"):
+        Graph({"a": a, "again": twice}, [], [a], runtime="local")
