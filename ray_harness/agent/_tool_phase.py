@@ -341,12 +341,16 @@ def _settled_without_call(inv: Invocation, attempt: _Attempt) -> ToolResult | No
 
 
 async def _close_attempt(agent: Agent, inv: Invocation, attempt: _Attempt, started: float) -> ToolResult | None:
-    """Normalise the attempt's result, let ``AfterToolCallEvent`` hooks see or replace it and count the call.
+    """Normalise the attempt's result, count the call and let ``AfterToolCallEvent`` hooks see or replace it.
 
     ``None``: a hook asked to run the call again.
     """
     use_id = attempt.tool_use["toolUseId"]
     final = _normalize(use_id, attempt.result)
+    if attempt.cancel_message is None:
+        # As Strands: every attempt that went to the tool's chain is counted, with its outcome before
+        # AfterToolCallEvent may replace it; a call a BeforeToolCallEvent hook cancelled never ran and is not.
+        _count_tool_call(agent, attempt.tool_use, final, started)
     if agent.hooks.has_callbacks(AfterToolCallEvent):
         after, _ = await agent.hooks.invoke_callbacks_async(
             AfterToolCallEvent(agent=agent, selected_tool=attempt.selected, tool_use=attempt.call,
@@ -356,7 +360,6 @@ async def _close_attempt(agent: Agent, inv: Invocation, attempt: _Attempt, start
         if after.retry and not inv.cancelled:  # a cancel is terminal: a retrying hook must not outlast it
             return None
         final = _normalize(use_id, after.result)
-    _count_tool_call(agent, attempt.tool_use, final, started)
     return final
 
 

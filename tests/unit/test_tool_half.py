@@ -166,7 +166,9 @@ def test_quiet_and_streamed_tool_halves_hear_the_same_hooks_and_keep_the_same_re
     assert [results[key]["status"] for key in ("t1", "t2", "t3", "t4", "t5")] == \
         ["success", "success", "error", "error", "error"]
     assert results["t5"]["content"] == [{"text": "not this one"}]
-    assert quiet[3]["add"] == (2, 1, 1)  # the retried call counts once; the cancelled one is an error
+    # As Strands: each attempt that ran counts (t1 ran twice, both successes); the hook-cancelled t5 never ran.
+    assert quiet[3]["add"] == (2, 2, 0)
+    assert quiet[3]["nope"] == (1, 0, 1) and quiet[3]["boom"] == (1, 0, 1)  # an unknown tool counts as an error
 
 
 def test_a_concurrent_batch_of_several_tools_still_runs_them_at_once_when_quiet() -> None:
@@ -246,3 +248,16 @@ def test_an_int_result_is_the_text_json_gives_it() -> None:
 
     for value in (7, -3, 10**30, True, Level.HIGH):
         assert to_tool_result("t", value)["content"] == [{"text": json.dumps(value)}]
+
+
+def test_tool_metrics_count_the_tools_own_outcome_before_after_tool_call_replaces_it() -> None:
+    """As Strands' tool telemetry: a hook turning a failure into a success does not make the tool's count a success."""
+    def forgive(event: AfterToolCallEvent) -> None:
+        event.result = {"toolUseId": event.tool_use["toolUseId"], "status": "success", "content": [{"text": "ok"}]}
+
+    agent = Agent(ScriptedModel(tool_call("boom", {}, tool_use_id="t1"), text("done")), tools=[boom])
+    agent.add_hook(forgive, AfterToolCallEvent)
+    agent("go")
+    metrics = agent.event_loop_metrics.tool_metrics["boom"]
+    assert (metrics.call_count, metrics.success_count, metrics.error_count) == (1, 0, 1)
+    assert agent.messages[2]["content"][0]["toolResult"]["status"] == "success"  # what the model got: the hook's
