@@ -265,8 +265,12 @@ class Swarm(MultiAgentBase):
                 yield self._suspend(node, result.interrupts, from_hook=False, handoff=tracker.handoff)
                 return
             self._store(node, result, ran=result.status == Status.COMPLETED)
-            yield node_stop_event(node.node_id, result)
-            await self._after_node(node, invocation_state)
+            self.state.handoff_node = self._next_member(tracker, result)  # for AfterNodeCallEvent hooks
+            try:
+                yield node_stop_event(node.node_id, result)
+                await self._after_node(node, invocation_state)
+            finally:
+                self.state.handoff_node = None  # applied below (or dropped with the run's end)
             if result.status != Status.COMPLETED:
                 self.state.completion_status = (Status.CANCELLED if result.status == Status.CANCELLED
                                                 else Status.FAILED)
@@ -281,6 +285,13 @@ class Swarm(MultiAgentBase):
             save_state(self, self.session_manager)
             yield handoff_event([node.node_id], [tracker.handoff.target],
                                 tracker.handoff.message or "Agent handoff occurred")
+
+    def _next_member(self, tracker: HandoffTracker, result: NodeResult) -> SwarmNode | None:
+        """The member a completed member's handoff names (``None``: no handoff, or the member did not complete)."""
+        if tracker.handoff is None or result.status != Status.COMPLETED:
+            return None
+        member: SwarmNode = self.nodes[tracker.handoff.target]
+        return member
 
     async def _run_member(self, node: SwarmNode, resume_input: Any, tracker: HandoffTracker,
                           invocation_state: dict[str, Any]) -> AsyncGenerator[dict[str, Any] | NodeResult, None]:

@@ -71,6 +71,9 @@ class SwarmState:
     accumulated_cost_usd: float = 0.0
     execution_time: int = 0
     handoff_message: str | None = None
+    handoff_node: SwarmNode | None = None
+    """The member a handoff names next, from the end of the member's run until it becomes ``current_node``
+    (``AfterNodeCallEvent`` hooks see it), else ``None``; as Strands' field."""
     stop_reason: str | None = None
 
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from ray_harness import Status, Swarm, ToolContext, tool
-from ray_harness.hooks import BeforeNodeCallEvent
+from ray_harness.hooks import AfterNodeCallEvent, BeforeNodeCallEvent
 from ray_harness.testing import text, tool_call, tool_calls
 from tests.multiagent.conftest import JsonFileStore, make_agent
 
@@ -260,3 +260,20 @@ async def test_a_handoff_made_before_an_interrupt_stands_after_the_resume(tmp_pa
     assert [e["message"] for e in events if e["type"] == "multiagent_handoff"] == ["receipt please"]
     assert restored.shared_context.context == {"cashier": {"paid": True}}
     assert clerk.messages[0]["content"][0]["text"].startswith("Context:\nHandoff Message: receipt please\n\n")
+
+
+def test_after_node_call_hooks_see_the_handoff_node_until_it_runs() -> None:
+    """Strands' ``SwarmState.handoff_node``: the next member from the end of a member's run until it starts."""
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    def after(event: AfterNodeCallEvent) -> None:
+        state = event.source.state
+        seen.append((event.node_id, state.handoff_node and state.handoff_node.node_id,
+                     state.current_node and state.current_node.node_id))
+
+    researcher = make_agent("researcher", handoff("coder", "write it"), text("handed over"))
+    coder = make_agent("coder", text("code written"))
+    swarm = Swarm([researcher, coder], hooks=[after], runtime="local")
+    assert swarm("build").status == Status.COMPLETED
+    assert seen == [("researcher", "coder", "researcher"), ("coder", None, "coder")]
+    assert swarm.state.handoff_node is None
