@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from ray_harness.middleware import InvokeModelStage
 from ray_harness.models.base import estimate_tokens
 from ray_harness.testing import FakeClock, RecordingHooks, ScriptedModel, text, tool_call
 from ray_harness.types.exceptions import ContextWindowOverflowException, EventLoopException, ModelThrottledException
+from tests.asyncgens import generators_started
 
 MODEL_HALF = {"model_turn", "call_model", "_attempt", "terminal", "process_stream"}
 
@@ -25,28 +25,9 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def _generators_started(agent: Agent, prompt: str) -> list[str]:
-    """The names of the async generators one ``invoke_async`` starts."""
-    started: list[str] = []
-
-    async def main() -> None:
-        firstiter, finalizer = sys.get_asyncgen_hooks()
-
-        def record(generator: Any) -> None:
-            started.append(generator.ag_code.co_name)
-            if firstiter is not None:
-                firstiter(generator)
-
-        sys.set_asyncgen_hooks(firstiter=record, finalizer=finalizer)
-        await agent.invoke_async(prompt)
-
-    asyncio.run(main())
-    return started
-
-
 def test_a_quiet_invocation_runs_the_model_half_without_generator_layers() -> None:
     agent = Agent(ScriptedModel(tool_call("add", {"a": 1, "b": 2}), text("3")), tools=[add])
-    started = _generators_started(agent, "add")
+    started = generators_started(agent, "add")
     assert MODEL_HALF.isdisjoint(started), started
     assert str(agent.messages[-1]["content"][0]["text"]) == "3"
 
@@ -61,7 +42,7 @@ def test_middleware_keeps_the_generator_form_on_a_quiet_invocation() -> None:
 
     agent = Agent(ScriptedModel(text("hi")))
     agent.add_middleware(InvokeModelStage, passthrough)
-    started = _generators_started(agent, "q")
+    started = generators_started(agent, "q")
     assert {"model_turn", "call_model", "terminal", "process_stream"} <= set(started)
     assert "text_delta" in seen and seen[-1] == "stop"  # middleware sees the chunk events, as before
 

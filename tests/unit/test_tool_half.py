@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -14,6 +13,7 @@ from ray_harness.hooks import AfterToolCallEvent, BeforeToolCallEvent
 from ray_harness.middleware import ExecuteToolStage
 from ray_harness.testing import RecordingHooks, ScriptedModel, text, tool_call, tool_calls
 from ray_harness.tools import ConcurrentToolExecutor, SequentialToolExecutor, ToolExecutor
+from tests.asyncgens import generators_started
 
 TOOL_HALF = {"_cycle", "run_tools", "execute", "execute_tool", "_call_selected"}
 
@@ -36,28 +36,9 @@ def boom() -> str:
     raise RuntimeError("boom")
 
 
-def _generators_started(agent: Agent, prompt: str) -> list[str]:
-    """The names of the async generators one ``invoke_async`` starts."""
-    started: list[str] = []
-
-    async def main() -> None:
-        firstiter, finalizer = sys.get_asyncgen_hooks()
-
-        def record(generator: Any) -> None:
-            started.append(generator.ag_code.co_name)
-            if firstiter is not None:
-                firstiter(generator)
-
-        sys.set_asyncgen_hooks(firstiter=record, finalizer=finalizer)
-        await agent.invoke_async(prompt)
-
-    asyncio.run(main())
-    return started
-
-
 def test_a_quiet_sync_tool_round_trip_runs_the_tool_half_without_generator_layers() -> None:
     agent = Agent(ScriptedModel(tool_call("add", {"a": 1, "b": 2}), text("3")), tools=[add])
-    started = _generators_started(agent, "add")
+    started = generators_started(agent, "add")
     assert TOOL_HALF.isdisjoint(started), started
     assert started.count("stream") == 2, started  # the scripted model's two calls; the tool has none
     assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "3"}]
@@ -77,7 +58,7 @@ def test_a_streaming_tool_on_a_quiet_invocation_still_runs_as_a_generator() -> N
             closed.append(True)
 
     agent = Agent(ScriptedModel(tool_call("count", {"n": 3}), text("ok")), tools=[count])
-    started = _generators_started(agent, "count")
+    started = generators_started(agent, "count")
     assert "count" in started and "_raw_call" in started
     assert closed == [True]
     assert agent.messages[2]["content"][0]["toolResult"]["content"] == [{"text": "at 2"}]  # the last yield
@@ -93,7 +74,7 @@ def test_tool_middleware_keeps_the_generator_form_on_a_quiet_invocation() -> Non
 
     agent = Agent(ScriptedModel(tool_call("add", {"a": 1, "b": 2}), text("3")), tools=[add])
     agent.add_middleware(ExecuteToolStage, passthrough)
-    started = _generators_started(agent, "add")
+    started = generators_started(agent, "add")
     assert {"run_tools", "execute_tool", "_call_selected"} <= set(started)
     assert seen == ["ToolResultEvent"]
 
