@@ -1,0 +1,8 @@
+"""Strands' import path ``strands.session.repository_session_manager``.
+
+The same objects as :mod:`ray_harness.session` holds: a program written for Strands runs with its imports switched.
+"""
+
+from ray_harness.session import RepositorySessionManager
+
+__all__ = ("RepositorySessionManager",)
