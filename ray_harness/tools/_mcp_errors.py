@@ -1,21 +1,14 @@
 """The MCP client's errors.
 
-``ray_harness.tools.mcp`` re-exports the public ones (and gives them its name: see there).
+``ray_harness.tools.mcp`` re-exports the public ones (and gives them its name: see there);
+``MCPClientInitializationError`` is defined with the other exceptions (Strands' ``strands.types.exceptions`` has it).
 """
 
 from __future__ import annotations
 
-from ray_harness.types.exceptions import RayHarnessError, ToolProviderException
+from ray_harness.types.exceptions import MCPClientInitializationError, RayHarnessError
 
 __all__ = ("CallTimedOut", "MCPCallCancelled", "MCPClientInitializationError")
-
-
-class MCPClientInitializationError(ToolProviderException, RuntimeError):
-    """The MCP server could not be started or reached; the message names the command or URL.
-
-    A ``ToolProviderException``: an agent whose MCP server fails to start raises it from its first run, and
-    Strands code catches it there as ``ToolProviderException``.
-    """
 
 
 class MCPCallCancelled(RayHarnessError):

@@ -37,6 +37,7 @@ __all__ = (
     "ConcurrencyException",
     "ContextWindowOverflowException",
     "EventLoopException",
+    "MCPClientInitializationError",
     "MaxTokensReachedException",
     "ModelConfigurationError",
     "ModelThrottledException",
@@ -121,6 +122,14 @@ class EventLoopException(RayHarnessError):
 
 class ToolProviderException(RayHarnessError):
     """A tool provider could not load its tools (Strands' name): ``MCPClientInitializationError`` is one."""
+
+
+class MCPClientInitializationError(ToolProviderException, RuntimeError):
+    """The MCP server could not be started or reached; the message names the command or URL.
+
+    A ``ToolProviderException``: an agent whose MCP server fails to start raises it from its first run, and
+    Strands code catches it there as ``ToolProviderException``.
+    """
 
 
 class ModelConfigurationError(RayHarnessError, ValueError):

@@ -45,6 +45,7 @@ PATHS = [
     ("strands.tools.mcp.mcp_agent_tool", ["MCPAgentTool"], mcp),
     ("strands.tools.tool_provider", ["ToolProvider"], tools),
     ("strands.tools.tools", ["PythonAgentTool", "normalize_schema", "normalize_tool_spec"], tools),
+    ("strands.types.exceptions", ["MCPClientInitializationError"], mcp),
     ("strands.types.interrupt", ["InterruptResponse", "InterruptResponseContent"], content),
     ("strands.types.tools", ["ToolUse", "ToolResult", "ToolResultContent", "ToolResultStatus", "ImageContent",
                              "DocumentContent"], content),
