@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
     from ray_harness.agent.loop import Invocation
 
-__all__ = ("INTERRUPTED_TOOL_TEXT", "prepare_prompt")
+__all__ = ("INTERRUPTED_TOOL_TEXT", "prepare_prompt", "prompt_messages")
 
 INTERRUPTED_TOOL_TEXT = "Tool was interrupted."  # Strands' text for a tool use answered this way
 
@@ -34,24 +34,33 @@ def prepare_prompt(agent: Agent, prompt: Any, inv: Invocation) -> list[Message]:
                              "pass checkpointing=True to Agent to resume from a checkpoint")
         _resume_checkpoint(agent, inv, checkpoint)
         return []
+    messages = prompt_messages(prompt, _FORMS)
+    return _answering_open_tool_uses(agent, messages) if messages else messages
+
+
+def prompt_messages(prompt: Any, forms: str) -> list[Message]:
+    """The messages a prompt (``None``, a string, content blocks or messages) stands for, validated.
+
+    Raises:
+        ValueError: Any other prompt; the message ends with "expected ``forms``".
+    """
     if prompt is None:
         return []
     if isinstance(prompt, str):
-        return _answering_open_tool_uses(agent, [{"role": "user", "content": [{"text": prompt}]}])
+        return [{"role": "user", "content": [{"text": prompt}]}]
     if isinstance(prompt, list):
         if not prompt:
             return []
         if all(isinstance(item, dict) and "role" in item for item in prompt):
-            return _answering_open_tool_uses(agent, validate_messages(prompt, "prompt"))
+            return validate_messages(prompt, "prompt")
         if all(isinstance(item, dict) and "role" not in item for item in prompt):
-            blocks = validate_blocks(prompt, "prompt")
-            return _answering_open_tool_uses(agent, [{"role": "user", "content": blocks}])
+            return [{"role": "user", "content": validate_blocks(prompt, "prompt")}]
         for index, item in enumerate(prompt):
             if not isinstance(item, dict):
                 raise ValueError(f"prompt[{index}] is a {type(item).__name__}, not a message or content block dict; "
-                                 f"expected {_FORMS}")
-        raise ValueError(f"prompt list mixes messages and content blocks; expected {_FORMS}")
-    raise ValueError(f"unsupported prompt of type {type(prompt).__name__}; expected {_FORMS}")
+                                 f"expected {forms}")
+        raise ValueError(f"prompt list mixes messages and content blocks; expected {forms}")
+    raise ValueError(f"unsupported prompt of type {type(prompt).__name__}; expected {forms}")
 
 
 def _answering_open_tool_uses(agent: Agent, messages: list[Message]) -> list[Message]:

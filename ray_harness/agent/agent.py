@@ -474,28 +474,29 @@ class Agent:
             self._lock.release()
 
     def structured_output(self, output_model: type, prompt: Any = None) -> Any:
-        """Run the agent and return an instance of ``output_model`` (a pydantic model).
+        """The model's answer to the history plus ``prompt`` as an ``output_model`` instance (deprecated, as in Strands).
 
-        Without a prompt the model answers from the history as it is.
+        One model call offered only the output model; nothing is added to the history. Prefer
+        ``agent(prompt, structured_output_model=output_model).structured_output``: a full invocation, with tools.
 
         Raises:
-            ValueError: No prompt and no history (Strands' check; nothing is added to the history).
+            ValueError: No prompt and no history (nothing is asked).
+            RuntimeError: The agent waits for interrupt responses.
+            StructuredOutputException: The model's answer does not fill ``output_model``.
         """
-        self._require_something_to_answer(prompt)
-        return self(prompt, structured_output_model=output_model).structured_output
+        from ray_harness.agent._structured_call import prepare, structured_output, warn_deprecated
+
+        messages = prepare(self, prompt)
+        warn_deprecated()
+        return run_sync(structured_output(self, output_model, messages))
 
     async def structured_output_async(self, output_model: type, prompt: Any = None) -> Any:
-        """Run an invocation whose answer fills ``output_model`` and return that pydantic instance.
+        """:meth:`structured_output` for async code (deprecated, as in Strands)."""
+        from ray_harness.agent._structured_call import prepare, structured_output, warn_deprecated
 
-        Raises:
-            ValueError: No prompt and no history, as :meth:`structured_output`.
-        """
-        self._require_something_to_answer(prompt)
-        return (await self.invoke_async(prompt, structured_output_model=output_model)).structured_output
-
-    def _require_something_to_answer(self, prompt: Any) -> None:
-        if prompt is None and not self.messages:
-            raise ValueError("No conversation history or prompt provided")
+        messages = prepare(self, prompt)
+        warn_deprecated()
+        return await structured_output(self, output_model, messages)
 
     # -- state ------------------------------------------------------------------------------------------
 

@@ -225,7 +225,7 @@ def test_structured_output_forced_then_succeeds_after_validation_error() -> None
     model = ScriptedModel(text("plain"), tool_call("Weather", {"city": "Oslo"}),
                           tool_call("Weather", {"city": "Oslo", "temperature": 5}))
     agent = Agent(model)
-    result = agent.structured_output(Weather, "q")
+    result = agent("q", structured_output_model=Weather).structured_output
     assert result == Weather(city="Oslo", temperature=5)
     # The texts the model reads are Strands': what to fix, then the success note.
     failed, succeeded = [block["toolResult"] for message in agent.messages for block in message["content"]
@@ -280,7 +280,7 @@ def test_structured_output_refuses_what_no_provider_could_answer() -> None:
         clash("q", structured_output_model=globals()["Weather"])
     empty = Agent(ScriptedModel())
     with pytest.raises(ValueError, match="No conversation history or prompt provided"):
-        empty.structured_output(globals()["Weather"])
+        empty.structured_output(globals()["Weather"])  # raised before the deprecation warning
     assert clash.messages == [] and empty.messages == []
 
 
