@@ -10,6 +10,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ray_harness.agent.agent_metadata import agent_metadata_kwargs
 from ray_harness.agent.streaming import StreamState, process_stream, read_stream
 from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, ModelStopResponse
 from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, MiddlewareError, ModelStopReason
@@ -272,8 +273,8 @@ async def _read_quietly(agent: Agent, inv: Invocation) -> ModelStopReason:
         specs.append(inv.structured.spec)
         tool_choice = inv.structured.tool_choice()
     offered = _offered(inv, specs, tool_choice)
-    stream = agent.model.stream(messages, offered or None, system_prompt,
-                                tool_choice=tool_choice)  # type: ignore[arg-type]
+    stream = agent.model.stream(messages, offered or None, system_prompt, tool_choice=tool_choice,  # type: ignore[arg-type]
+                                **agent_metadata_kwargs(agent.model, agent.session_manager))
     stream = rate_limited(agent.model, stream, lambda: estimate_tokens(messages, system_prompt, offered or None))
     received = StreamState()
     stop: ModelStopReason | None = None
@@ -407,7 +408,8 @@ def _terminal(agent: Agent, inv: Invocation, *, chunk_events: bool) -> Any:
             return
         specs = _offered_specs(inv, ctx)
         stream = agent.model.stream(ctx.messages, specs or None, ctx.system_prompt,
-                                    tool_choice=ctx.tool_choice)  # type: ignore[arg-type]
+                                    tool_choice=ctx.tool_choice,  # type: ignore[arg-type]
+                                    **agent_metadata_kwargs(agent.model, agent.session_manager))
         # A rate-limited model waits for its (cluster-wide) permit here, inside the cancellable wait below.
         stream = rate_limited(agent.model, stream, lambda: estimate_tokens(ctx.messages, ctx.system_prompt,
                                                                           specs or None))

@@ -106,7 +106,11 @@ class Model(ABC):
         tool_choice: ToolChoice | None = None,
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """Stream the model's answer to ``messages`` as Converse events."""
+        """Stream the model's answer to ``messages`` as Converse events.
+
+        An agent also passes ``agent_metadata=`` (a ``ray_harness.agent.AgentMetadata``: its session id), as
+        Strands' loop does, when this method takes that keyword or ``**kwargs``.
+        """
 
     @abstractmethod
     def update_config(self, **model_config: Any) -> None:

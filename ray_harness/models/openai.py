@@ -93,9 +93,9 @@ class OpenAIModel(ConfiguredModel):
         cache_config: Prompt caching, as Strands' setting: ``CacheConfig(cache_key="...")`` is sent as
             ``prompt_cache_key`` and ``ttl="in_memory"`` / ``"24h"`` as ``prompt_cache_retention`` (a
             ``prompt_cache_key`` / ``prompt_cache_retention`` in ``params`` wins). Left unset, the key is
-            ``strands-<session id>`` when ``stream()`` is given ``agent_metadata=`` with a ``session_id``, as in
-            Strands; ``cache_key=False`` sends none. The other fields, and another ``ttl``, have no effect on
-            OpenAI: a ``UserWarning`` says so when the model is configured.
+            ``strands-<session id>`` when ``stream()`` is given ``agent_metadata=`` with a ``session_id`` (an agent
+            with a session manager gives it), as in Strands; ``cache_key=False`` sends none. The other fields, and
+            another ``ttl``, have no effect on OpenAI: a ``UserWarning`` says so when the model is configured.
         bedrock_mantle_config: Send requests to Amazon Bedrock's OpenAI-compatible endpoints, as Strands' setting:
             ``{"endpoint": "bedrock-mantle" | "bedrock-runtime", "region": ..., "boto_session": ...,
             "credentials_provider": ..., "expiry": timedelta(...)}`` (every key optional). Each request carries a

@@ -64,6 +64,19 @@ def test_an_agent_sends_the_configured_key(openai_server: OpenAIServer) -> None:
     assert openai_server.bodies[0]["prompt_cache_key"] == "k"
 
 
+def test_an_agent_with_a_session_derives_the_key_from_it(openai_server: OpenAIServer, tmp_path: Any) -> None:
+    from ray_harness.session import FileSessionManager
+
+    openai_server.script(text("hello"), text("again"))
+    model = openai_model(openai_server, cache_config=CacheConfig())
+    Agent(model=model, session_manager=FileSessionManager("tenant-7", storage_dir=str(tmp_path)))("hi")
+    Agent(model=model)("hi")  # the same model in an agent without a session: no key
+
+    with_session, without = openai_server.bodies
+    assert with_session["prompt_cache_key"] == "strands-tenant-7"
+    assert "prompt_cache_key" not in without
+
+
 def test_fields_openai_cannot_use_are_warned_about_when_configured(openai_server: OpenAIServer) -> None:
     with pytest.warns(UserWarning, match=r"\['strategy', 'tools_ttl'\] have no effect on OpenAI"):
         OpenAIModel("gpt-test", cache_config=CacheConfig(strategy="anthropic", tools_ttl=True))

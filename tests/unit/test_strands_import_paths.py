@@ -19,6 +19,7 @@ from ray_harness.types import content
 
 # (Strands' module, the names a Strands program imports from it, the ray_harness package that holds them)
 PATHS = [
+    ("strands.agent.agent_metadata", ["AgentMetadata"], agent),
     ("strands.agent.agent_result", ["AgentResult"], agent),
     ("strands.agent.conversation_manager.conversation_manager", ["ConversationManager"], conversation_manager),
     ("strands.agent.conversation_manager.null_conversation_manager", ["NullConversationManager"],
