@@ -300,8 +300,8 @@ class _Attempt:
     ``interrupts`` when the tool paused on them instead.
     """
 
-    __slots__ = ("call", "cancel_message", "exception", "interrupts", "name", "registered", "result", "selected",
-                 "tool_use")
+    __slots__ = ("call", "cancel_message", "exception", "interrupts", "name", "paused_in_tool", "registered", "result",
+                 "selected", "tool_use")
 
     def __init__(self, tool_use: ToolUse, name: str, registered: AgentTool | None, selected: AgentTool | None,
                  call: ToolUse, cancel_message: str | None) -> None:
@@ -310,6 +310,7 @@ class _Attempt:
         self.result: Any = None
         self.exception: BaseException | None = None
         self.interrupts: list[Interrupt] | None = None
+        self.paused_in_tool = False  # the interrupt came from the tool itself, not from a middleware around it
 
 
 async def _open_attempt(agent: Agent, inv: Invocation, tool_use: ToolUse) -> _Attempt | _ToolInterrupted:
@@ -350,7 +351,7 @@ async def _close_attempt(agent: Agent, inv: Invocation, attempt: _Attempt, start
     if attempt.cancel_message is None:
         # As Strands: every attempt that went to the tool's chain is counted, with its outcome before
         # AfterToolCallEvent may replace it; a call a BeforeToolCallEvent hook cancelled never ran and is not.
-        _count_tool_call(agent, attempt.tool_use, final, started)
+        _count_tool_call(agent, attempt.tool_use, final["status"], started)
     if agent.hooks.has_callbacks(AfterToolCallEvent):
         after, _ = await agent.hooks.invoke_callbacks_async(
             AfterToolCallEvent(agent=agent, selected_tool=attempt.selected, tool_use=attempt.call,
@@ -390,7 +391,7 @@ async def _call_selected(agent: Agent, inv: Invocation, attempt: _Attempt, start
     exception: BaseException | None = None
     span = _open_span(agent, inv, call, tool_use)
     token = inv.tracer.attach(span)  # spans a tool creates become children of execute_tool
-    chain = _tool_chain(agent, inv, selected, call)
+    chain = _tool_chain(agent, inv, attempt)
     try:
         async for event in chain:
             if isinstance(event, ToolResultEvent):
@@ -398,7 +399,7 @@ async def _call_selected(agent: Agent, inv: Invocation, attempt: _Attempt, start
             else:
                 yield event
     except InterruptException as signal:
-        _pause(inv, attempt, signal, started)
+        _pause(agent, inv, attempt, signal, started)
         return
     except Exception as error:
         exception, outcome = error, _error_outcome(tool_use, error)
@@ -441,7 +442,8 @@ async def _call_selected_quiet(agent: Agent, inv: Invocation, attempt: _Attempt,
                 if isinstance(event, ToolResultEvent):
                     outcome = event
     except InterruptException as signal:
-        _pause(inv, attempt, signal, started)
+        attempt.paused_in_tool = True  # nothing wraps the tool here
+        _pause(agent, inv, attempt, signal, started)
         return
     except Exception as error:
         exception, outcome = error, _error_outcome(tool_use, error)
@@ -483,9 +485,15 @@ def _settle(inv: Invocation, attempt: _Attempt, started: float, outcome: ToolRes
     _trace_tool(inv, attempt.tool_use, started, attempt.result)
 
 
-def _pause(inv: Invocation, attempt: _Attempt, signal: InterruptException, started: float) -> None:
-    """The tool paused on ``signal``'s interrupts (a sub-agent tool may pause on several at once: ``interrupts``)."""
+def _pause(agent: Agent, inv: Invocation, attempt: _Attempt, signal: InterruptException, started: float) -> None:
+    """The call paused on ``signal``'s interrupts (a sub-agent tool may pause on several at once: ``interrupts``).
+
+    A pause of the tool itself is a call that ended without a result: counted as failed, as Strands' tool telemetry
+    counts it (the resumed run is one more call); a middleware's pause is counted only if the tool ran.
+    """
     attempt.interrupts = list(getattr(signal, "interrupts", [signal.interrupt]))
+    if attempt.paused_in_tool:
+        _count_tool_call(agent, attempt.tool_use, "error", started)
     _trace_tool(inv, attempt.tool_use, started, None)
 
 
@@ -501,16 +509,20 @@ def _trace_tool(inv: Invocation, tool_use: ToolUse, started: float, result: Tool
         note_tool(inv.cycle_note, tool_use.get("name", ""), tool_use["toolUseId"], started, message)
 
 
-def _count_tool_call(agent: Agent, tool_use: ToolUse, final: ToolResult, started: float) -> None:
+def _count_tool_call(agent: Agent, tool_use: ToolUse, status: str, started: float) -> None:
     """Add the finished call (``tool_use``: the call as the history holds it) to the agent's metrics and sinks."""
     elapsed = time.perf_counter() - started
     name = tool_use.get("name", "")
-    agent.event_loop_metrics.add_tool(name, final["status"] == "success", elapsed, tool_use)
+    agent.event_loop_metrics.add_tool(name, status == "success", elapsed, tool_use)
     if metric_sinks():
-        report_tool_call(agent.name, name, final["status"], elapsed)
+        report_tool_call(agent.name, name, status, elapsed)
 
 
-def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: ToolUse) -> AsyncGenerator[Any, None]:
+def _tool_chain(agent: Agent, inv: Invocation, attempt: _Attempt) -> AsyncGenerator[Any, None]:
+    """The hooks' selected tool called with ``attempt.call`` through the middleware and extensions around it."""
+    selected, tool_use = attempt.selected, attempt.call
+    assert selected is not None  # a call settled without a tool has its result already
+
     async def terminal(ctx: ExecuteToolContext) -> AsyncGenerator[Any, None]:
         tool = ctx.tool
         if tool is None:
@@ -523,7 +535,10 @@ def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: To
         try:
             async for event in stream:
                 yield event
-        except (InterruptException, GeneratorExit):
+        except InterruptException:
+            attempt.paused_in_tool = True
+            raise
+        except GeneratorExit:
             raise
         except Exception as error:
             yield _error_outcome(ctx.tool_use, error)
@@ -536,6 +551,7 @@ def _tool_chain(agent: Agent, inv: Invocation, selected: AgentTool, tool_use: To
     if not middleware and inv.extensions is None:
         # Nothing wraps the tool: its own stream, without the terminal's layer (whose error result for a raising
         # tool is the one _call_selected makes of the exception).
+        attempt.paused_in_tool = True  # read only if the call pauses: nothing but the tool can pause it here
         return selected.stream(tool_use, ToolContext(tool_use=tool_use, agent=agent, invocation_state=inv.state,
                                                      cancel_signal=inv.cancel_signal))
     ctx = ExecuteToolContext(agent=agent, tool=selected, tool_use=tool_use, invocation_state=inv.state,
