@@ -65,8 +65,13 @@ class ConfiguredModel(Model):
                                                     windows.get("context_window_limit"))
 
     def get_config(self) -> dict[str, Any]:
-        """The configuration keys, with ``context_window_limit`` when the window is known (as in Strands)."""
-        config = self.config.model_dump()
+        """The settings that are set, with ``context_window_limit`` when the window is known (as in Strands).
+
+        A setting left unset (``None``) has no key, as a key never given is absent from Strands' config dict, so
+        ``get_config().get("params", {})`` is a dict; a setting with a default (``max_tokens``, ``streaming``) is
+        there with its value, the one requests use.
+        """
+        config = {key: value for key, value in self.config.model_dump().items() if value is not None}
         if self.context_window is not None:
             config["context_window_limit"] = self.context_window
         return config

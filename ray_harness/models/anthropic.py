@@ -128,15 +128,13 @@ class AnthropicModel(ConfiguredModel):
         self._stale_thinking_model_id: str | None = None
 
     def get_config(self) -> dict[str, Any]:
-        """``model_id``, ``max_tokens``, ``params``, and the caching / server-tool / token-count settings that are set."""
+        """``model_id``, ``max_tokens``, and the ``params`` / caching / server-tool / token-count settings that are set."""
         config = super().get_config()
         if not config["use_native_token_count"]:
             del config["use_native_token_count"]
-        for key in ("cache_config", "cache_tools", "anthropic_tools"):
+        for key in ("cache_config", "cache_tools"):
             value = getattr(self.config, key)
-            if value is None:
-                del config[key]
-            elif isinstance(value, CacheConfig | CacheToolsConfig):
+            if isinstance(value, CacheConfig | CacheToolsConfig):
                 config[key] = value  # frozen: safe to hand out, and what was given
         return config
 

@@ -236,7 +236,7 @@ class BedrockModel(ConfiguredModel):
         super().update_config(**model_config)
 
     def get_config(self) -> dict[str, Any]:
-        """The configuration: ``model_id``, ``params`` (the request fields) and every other setting, with its value."""
+        """The configuration: ``model_id``, ``params`` (the request fields) and every other setting that is set."""
         config = super().get_config()
         for key in ("cache_config", "cache_tools"):
             value = getattr(self.config, key)

@@ -148,11 +148,8 @@ class OpenAIModel(ConfiguredModel):
             warn_unused_fields(self.config.cache_config)
 
     def get_config(self) -> dict[str, Any]:
-        """``model_id``, ``params``, and ``stream`` / ``cache_config`` once set."""
+        """``model_id``, and ``params`` / ``stream`` / ``cache_config`` once set."""
         config = super().get_config()
-        for key in ("stream", "cache_config"):
-            if getattr(self.config, key) is None:
-                del config[key]
         if self.config.cache_config is not None:
             config["cache_config"] = self.config.cache_config  # frozen: safe to hand out, and what was given
         return config

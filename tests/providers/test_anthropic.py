@@ -157,7 +157,7 @@ def test_invalid_config_names_the_field() -> None:
     model = AnthropicModel("claude-test")
     with pytest.raises(ValueError, match="unknown_option"):
         model.update_config(unknown_option=1)
-    assert model.get_config() == {"model_id": "claude-test", "params": None, "max_tokens": 4096}
+    assert model.get_config() == {"model_id": "claude-test", "max_tokens": 4096}  # no key for unset params
 
 
 def test_a_max_tokens_below_one_is_refused_before_any_call() -> None:

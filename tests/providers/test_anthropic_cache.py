@@ -124,5 +124,4 @@ def test_settings_are_config_validated_by_name() -> None:
         AnthropicModel("claude-test", cache_config=CacheConfig(strategy="sometimes"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="anthropic_tools are Anthropic's server tools"):
         AnthropicModel("claude-test", anthropic_tools=[{"name": "f", "input_schema": {"type": "object"}}])
-    assert AnthropicModel("claude-test").get_config() == {"model_id": "claude-test", "params": None,
-                                                          "max_tokens": 4096}
+    assert AnthropicModel("claude-test").get_config() == {"model_id": "claude-test", "max_tokens": 4096}

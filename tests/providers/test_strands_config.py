@@ -47,6 +47,20 @@ def test_a_known_model_has_its_window_without_setting_one(provider: type[Model],
     assert model.context_window == window  # the known window follows the model id
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_get_config_has_no_key_for_a_setting_left_unset(provider: type[Model]) -> None:
+    # Strands' get_config() is the dict of the keys given: `config.get("params", {})` is a dict, never None.
+    model = provider("not-a-known-model")  # type: ignore[call-arg]
+    config = model.get_config()
+
+    assert "params" not in config and None not in config.values()
+    model.update_config(params={"temperature": 0.5} if provider is not BedrockModel
+                        else {"inferenceConfig": {"temperature": 0.5}})
+    assert model.get_config().get("params", {}) != {}
+    model.update_config(params=None)
+    assert "params" not in model.get_config()
+
+
 def test_a_model_pickled_when_the_window_was_an_attribute_keeps_it() -> None:
     model = OpenAIModel("m", context_window=4_096)
     state = model.__getstate__()
