@@ -21,13 +21,14 @@ from ray_harness.types.content import Messages, SystemPrompt
 from ray_harness.types.streaming import StreamEvent
 from ray_harness.types.tools import ToolChoice, ToolSpec
 
-__all__ = ("CacheConfig", "CacheToolsConfig", "Model", "ModelPrices", "estimate_tokens", "system_prompt_text")
+__all__ = ("DEFAULT_CONTEXT_WINDOW_LIMIT", "CacheConfig", "CacheToolsConfig", "Model", "ModelPrices", "estimate_tokens",
+           "system_prompt_text", "warn_default_context_window")
 
 T = TypeVar("T", bound=BaseModel)
 
-# The window ``estimate_utilization`` assumes for a model that has none set: Strands' default, so a switched
-# program computes the same ratio (with the same warning).
-_DEFAULT_CONTEXT_WINDOW = 200_000
+# The window ``estimate_utilization`` and proactive compression assume for a model that has none set: Strands'
+# default (its name too), so a switched program computes the same ratio and compresses at the same size.
+DEFAULT_CONTEXT_WINDOW_LIMIT = 200_000
 
 
 @dataclass(frozen=True)
@@ -190,16 +191,23 @@ class Model(ABC):
             raise ValueError(f"input_tokens must not be negative, got {input_tokens}")
         window = self.context_window_limit
         if not window:
-            window = _DEFAULT_CONTEXT_WINDOW
-            warnings.warn(f"context_window_limit is not set on {type(self).__name__}, so the utilization estimate "
-                          f"assumes {_DEFAULT_CONTEXT_WINDOW} tokens: set context_window_limit (or context_window) "
-                          "on the model", UserWarning, stacklevel=2)
+            window = DEFAULT_CONTEXT_WINDOW_LIMIT
+            warn_default_context_window(self, "the utilization estimate", stacklevel=2)
         return input_tokens / window
 
     @property
     def context_window_limit(self) -> int | None:
-        """Strands' name for :attr:`context_window`."""
-        return self.context_window
+        """Strands' name for :attr:`context_window`; unset, the ``context_window_limit`` of ``get_config()``.
+
+        The second is where a model written for Strands keeps its window.
+        """
+        if self.context_window is not None:
+            return self.context_window
+        try:
+            limit = self.get_config().get("context_window_limit")
+        except Exception:  # a custom model's get_config is not ours to fail an agent with
+            return None
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
     @property
     def stateful(self) -> bool:
@@ -213,6 +221,13 @@ class Model(ABC):
     def model_id(self) -> str:
         """The configured ``model_id`` (the class name when none is set)."""
         return str(self.get_config().get("model_id", type(self).__name__))
+
+
+def warn_default_context_window(model: Any, purpose: str, stacklevel: int = 2) -> None:
+    """The ``UserWarning`` that ``purpose`` assumes :data:`DEFAULT_CONTEXT_WINDOW_LIMIT` for ``model`` (as Strands')."""
+    warnings.warn(f"context_window_limit is not set on {type(model).__name__}, so {purpose} assumes "
+                  f"{DEFAULT_CONTEXT_WINDOW_LIMIT} tokens: set context_window_limit (or context_window) on the model",
+                  UserWarning, stacklevel=stacklevel + 1)
 
 
 def system_prompt_text(system_prompt: SystemPrompt | None) -> str:

@@ -6,7 +6,7 @@ import logging
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from ray_harness.models.base import estimate_tokens
+from ray_harness.models.base import DEFAULT_CONTEXT_WINDOW_LIMIT, estimate_tokens, warn_default_context_window
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -38,10 +38,17 @@ def parse_proactive_compression(value: Any) -> float | None:
 
 
 def threshold_tokens(agent: Agent, threshold: float | None) -> int | None:
-    """The context size (tokens) at which proactive compression starts, or None (off, or no known window)."""
-    window = getattr(agent.model, "context_window", None)
-    if threshold is None or not isinstance(window, int) or window <= 0:
+    """The context size (tokens) at which proactive compression starts, or None (off).
+
+    The share ``threshold`` of the model's ``context_window_limit``; a model without one is taken to have
+    Strands' default of 200,000 tokens, with a ``UserWarning`` saying so, as Strands' ``estimate_utilization`` does.
+    """
+    if threshold is None:
         return None
+    window = getattr(agent.model, "context_window_limit", None)
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        window = DEFAULT_CONTEXT_WINDOW_LIMIT
+        warn_default_context_window(agent.model, "proactive compression", stacklevel=1)
     return int(window * threshold)
 
 
@@ -58,7 +65,8 @@ class ConversationManager(ABC):
 
         Args:
             proactive_compression: ``True`` (threshold 0.7) or ``{"compression_threshold": x}``: before a
-                model call, once the context is that fraction of ``agent.model.context_window``, call
+                model call, once the context is that fraction of ``agent.model.context_window_limit`` (200,000
+                tokens when the model has none, with a ``UserWarning``, as in Strands), call
                 :meth:`reduce_context` (best effort: an error there is logged and the call goes ahead), as
                 Strands' base class does. Subclasses with their own compression override :meth:`before_model_call`.
 

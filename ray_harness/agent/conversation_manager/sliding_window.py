@@ -15,7 +15,8 @@ uses to map live messages to stored ones (``pinned_message_count``, ``synthetic_
 
 Proactive compression (``proactive_compression=True`` or ``{"compression_threshold": 0.85}``)
 runs before a model call once the context is at least that fraction (default 0.7) of
-``agent.model.context_window``. The size is the input tokens the provider reported for the
+``agent.model.context_window_limit`` (Strands' 200,000 tokens, with a ``UserWarning``, for a model without
+one). The size is the input tokens the provider reported for the
 previous call plus an estimate of what was added since, or
 :func:`ray_harness.models.base.estimate_tokens` when no report applies.
 """
