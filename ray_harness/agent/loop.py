@@ -32,7 +32,7 @@ from ray_harness.telemetry import metrics
 from ray_harness.telemetry.metrics import sinks as metric_sinks
 from ray_harness.telemetry.tracing import agent_attributes, get_tracer
 from ray_harness.types.content import Message
-from ray_harness.types.exceptions import MaxTokensReachedException
+from ray_harness.types.exceptions import MaxTokensReachedException, StructuredOutputException
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
@@ -204,7 +204,7 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
             else:
                 for message in messages:
                     await agent._append_message(message, inv.state)
-                cycles = _cycles(agent, inv)
+                cycles = _cycles(agent, inv) if inv.quiet else _lifecycle(inv, _cycles(agent, inv))
                 try:
                     async for event in cycles:
                         if isinstance(event, AgentResult):
@@ -230,6 +230,26 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
         assert result is not None
         yield {"type": "result", "result": result}
         return
+
+
+async def _lifecycle(inv: Invocation, cycles: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
+    """The cycles' events between Strands' lifecycle events, for a reader of events (not for a quiet caller).
+
+    ``init_event_loop`` first (the prompt is in the history by then), ``force_stop`` (with ``force_stop_reason``)
+    right before an error that stops the loop is raised — not for the errors Strands raises without one, which say
+    themselves why the invocation ended. Each cycle starts with ``start`` and ``start_event_loop`` (:func:`_cycle`).
+    """
+    try:
+        yield {"type": "init_event_loop", "init_event_loop": True}
+        async for event in cycles:
+            yield event
+    except (MaxTokensReachedException, StructuredOutputException):
+        raise
+    except Exception as error:
+        yield {"type": "force_stop", "force_stop": True, "force_stop_reason": str(error)}
+        raise
+    finally:
+        await cycles.aclose()
 
 
 async def _load_providers(inv: Invocation) -> bool:
@@ -399,6 +419,9 @@ async def _cycle(agent: Agent, inv: Invocation, message: Message | None,
     ``message``: the tool uses to run without calling the model — a resumed batch or checkpoint, or (``answered``)
     the answer of the quiet model turn :func:`_begin_cycle` took.
     """
+    if not inv.quiet:  # Strands' lifecycle events of a cycle ("start" is its deprecated form)
+        yield {"type": "start", "start": True}
+        yield {"type": "start_event_loop", "start_event_loop": True}
     if message is None:
         turn = ModelTurn()
         model = model_turn(agent, inv, turn)

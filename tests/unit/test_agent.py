@@ -88,8 +88,9 @@ async def test_stream_async_event_order() -> None:
     agent.model.update_config(chunk_size=1)  # type: ignore[attr-defined]
     events = [e async for e in agent.stream_async("1+1")]
     kinds = [e["type"] for e in events if e["type"] != "model_event"]
-    assert kinds == ["tool_use_stream", "message", "tool_start", "tool_result", "message",
-                     "text_delta", "text_delta", "text_delta", "message", "result"]
+    assert kinds == ["init_event_loop", "start", "start_event_loop", "tool_use_stream", "message", "tool_start",
+                     "tool_result", "message", "start", "start_event_loop", "text_delta", "text_delta", "text_delta",
+                     "message", "result"]
     assert "".join(e["data"] for e in events if e["type"] == "text_delta") == "two"
     assert events[-1]["result"].stop_reason == "end_turn"
 
