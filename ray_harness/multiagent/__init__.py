@@ -13,12 +13,21 @@ stream events nobody reads; ``stream_async`` yields them all.
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status
 from ray_harness.multiagent.builder import GraphBuilder
 from ray_harness.multiagent.graph import Graph
-from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState
+from ray_harness.multiagent.graph_model import (
+    EdgeCondition,
+    EdgeConditionWithContext,
+    GraphEdge,
+    GraphNode,
+    GraphResult,
+    GraphState,
+)
 from ray_harness.multiagent.node_runner import LocalNodeRunner, NodeRunner
 from ray_harness.multiagent.swarm import Swarm
 from ray_harness.multiagent.swarm_model import SharedContext, SwarmNode, SwarmResult
 
 __all__ = [
+    "EdgeCondition",
+    "EdgeConditionWithContext",
     "Graph",
     "GraphBuilder",
     "GraphEdge",

@@ -31,13 +31,22 @@ from ray_harness.multiagent._scheduling import GraphScheduler, skipped_nodes
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult, Status
 from ray_harness.multiagent.builder import GraphBuilder
 from ray_harness.multiagent.events import result_event
-from ray_harness.multiagent.graph_model import GraphEdge, GraphNode, GraphResult, GraphState, build_node_input
+from ray_harness.multiagent.graph_model import (
+    EdgeCondition,
+    EdgeConditionWithContext,
+    GraphEdge,
+    GraphNode,
+    GraphResult,
+    GraphState,
+    build_node_input,
+)
 from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, make_node_runner
 from ray_harness.telemetry.runs import run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
 
-__all__ = ("Graph", "GraphBuilder", "GraphEdge", "GraphNode", "GraphResult", "GraphState")
+__all__ = ("EdgeCondition", "EdgeConditionWithContext", "Graph", "GraphBuilder", "GraphEdge", "GraphNode",
+           "GraphResult", "GraphState")
 
 class Graph(MultiAgentBase):
     """A directed graph of agents and orchestrators. Build it with :class:`GraphBuilder`."""

@@ -6,14 +6,27 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ray_harness.multiagent.base import MultiAgentResult, NodeResult, Status, zero_usage
 
-__all__ = ("EdgeCondition", "GraphEdge", "GraphNode", "GraphResult", "GraphState", "build_node_input")
+__all__ = ("EdgeCondition", "EdgeConditionWithContext", "GraphEdge", "GraphNode", "GraphResult", "GraphState",
+           "build_node_input")
 
 EdgeCondition = Callable[..., bool | Awaitable[bool]]
 """``f(state) -> bool`` or ``f(state, *, invocation_state) -> bool``; an ``async def`` condition is awaited."""
+
+
+class EdgeConditionWithContext(Protocol):
+    """An edge condition that also reads the invocation's ``invocation_state`` (Strands' protocol, for annotations).
+
+    A condition is called this way when it has a parameter named ``invocation_state``; ``**kwargs`` keeps room for
+    more context later, as in Strands.
+    """
+
+    def __call__(self, state: GraphState, *, invocation_state: dict[str, Any], **kwargs: Any) -> bool:
+        """Whether the edge is traversed, given the graph ``state`` and the invocation's ``invocation_state``."""
+        ...
 
 
 def _takes_invocation_state(condition: EdgeCondition) -> bool:

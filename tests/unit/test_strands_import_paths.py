@@ -14,6 +14,7 @@ import pytest
 import ray_harness
 from ray_harness import agent, handlers, middleware, models, sandbox, session, telemetry, tools
 from ray_harness.agent import conversation_manager
+from ray_harness.multiagent import graph_model as multiagent_graph
 from ray_harness.tools import executors, mcp
 from ray_harness.types import content
 
@@ -32,6 +33,8 @@ PATHS = [
                                            "null_callback_handler"], handlers),
     ("strands.middleware.stages", ["InvokeModelContext", "InvokeModelResult", "ExecuteToolContext",
                                    "ExecuteToolResult", "MiddlewareInterruptResult"], middleware),
+    ("strands.multiagent", ["EdgeCondition", "EdgeConditionWithContext"], multiagent_graph),
+    ("strands.multiagent.graph", ["EdgeCondition", "EdgeConditionWithContext"], multiagent_graph),
     ("strands.models.model", ["Model", "CacheConfig", "CacheToolsConfig"], models),
     ("strands.sandbox.not_a_sandbox_local_environment", ["NotASandboxLocalEnvironment"], sandbox),
     ("strands.session.file_session_manager", ["FileSessionManager"], session),
