@@ -27,12 +27,13 @@ import contextvars
 import os
 import threading
 import time
+from typing import Any
 
 import ray
 
 from ray_harness.runtime._cluster import current_namespace, ensure_initialized
 from ray_harness.runtime._host import ORCHESTRATION_HOST_PREFIX
-from ray_harness.runtime.pool import AgentPool
+from ray_harness.runtime.pool import AgentPool, start_pools
 
 __all__ = ("ORCHESTRATION_HOSTS_ENV", "POOL_SIZE_ENV", "default_pool", "default_pool_size", "orchestration_pool",
            "pool_for_call", "pool_is_alive", "reset_pool_for_call", "shipped_pool_ready")
@@ -123,11 +124,19 @@ def default_pool(*, check: bool = True) -> AgentPool:
         else:
             started = pool is None or (check and not pool_is_alive(pool))
         if started:
-            pool = _pools[key] = AgentPool(size=size, max_restarts=-1)  # hosts come back after a crash
+            in_driver = ray.get_runtime_context().get_actor_id() is None
+            node_config: dict[str, Any] = {"size": size, "max_restarts": -1}  # hosts come back after a crash
+            orchestration = _orchestration_pools.get(namespace) if in_driver else None
+            if in_driver and (orchestration is None or not pool_is_alive(orchestration)):
+                # A driver's pool comes with its orchestration hosts (a new Graph/Swarm starts none), started
+                # with the node hosts so that their processes start together; theirs first: a run goes there first.
+                orchestration, pool = start_pools(_orchestration_config(), node_config)
+                _orchestration_pools[namespace] = orchestration
+            else:
+                pool = AgentPool(**node_config)
+            _pools[key] = pool
             if expected is not None:
                 _shipped[key] = expected  # attached by name: not built again for the same driver pool
-    if started and ray.get_runtime_context().get_actor_id() is None:
-        orchestration_pool()  # a driver's pool comes with its orchestration hosts: a new Graph/Swarm starts none
     assert pool is not None
     return pool
 
@@ -160,6 +169,9 @@ def orchestration_pool(*, check: bool = True) -> AgentPool:
     with _guard:
         pool = _orchestration_pools.get(namespace)
         if pool is None or (check and not pool_is_alive(pool)):
-            pool = _orchestration_pools[namespace] = AgentPool(size=orchestration_hosts(), max_restarts=-1,
-                                                               name_prefix=ORCHESTRATION_HOST_PREFIX)
+            pool = _orchestration_pools[namespace] = AgentPool(**_orchestration_config())
         return pool
+
+
+def _orchestration_config() -> dict[str, Any]:
+    return {"size": orchestration_hosts(), "max_restarts": -1, "name_prefix": ORCHESTRATION_HOST_PREFIX}

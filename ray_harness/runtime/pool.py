@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import uuid
 import zlib
 from collections.abc import AsyncGenerator, Callable, Iterable
@@ -64,11 +65,12 @@ from ray_harness.runtime._wire import (
 from ray_harness.telemetry.propagation import current_carrier
 from ray_harness.types.exceptions import ActorStoppedError, RemoteActorError
 
-__all__ = ("AgentHost", "AgentPool", "host_actor_name")
+__all__ = ("AgentHost", "AgentPool", "host_actor_name", "start_pools", "wait_ready")
 
 HOST_LOSS_RESENDS = 8
 """Re-sends of a node slot's request whose host process died (Ray restarts hosts; ≈1 s each when warm)."""
 _HOST_LOSS_PAUSE = 0.25  # seconds before the first re-send, doubling up to 4 s: a restart takes ≈1.25 s
+_DEFER_READY: contextvars.ContextVar[bool] = contextvars.ContextVar("ray_harness_defer_ready", default=False)
 
 
 class AgentPool:
@@ -106,17 +108,9 @@ class AgentPool:
                                    "max_concurrency": max_concurrency, "max_restarts": max_restarts, **placement}
         self.host_names = [host_actor_name(i, name_prefix) for i in range(size)]
         options = self._options = with_actor_env(options)
+        # Asked for here, not waited for: each host's process starts while the next is asked for (and, with
+        # start_pools, while other pools' hosts are).
         self._hosts = [acquire_host(self.namespace, name, i, options) for i, name in enumerate(self.host_names)]
-        if ray.get_runtime_context().get_actor_id() is None:
-            # Pre-start: the first run does not pay for the process. Not inside an actor (an orchestrator
-            # attaching to the driver's pool): a blocking get there would stall an async actor's loop.
-            for i, name in enumerate(self.host_names):
-                try:
-                    ActorClient(self._hosts[i], name).call_sync("ready")
-                except RemoteActorError:  # a reused host that died for good (restarts used up): a new one
-                    forget_host(self.namespace, name, self._hosts[i], retired=True)
-                    self._hosts[i] = acquire_host(self.namespace, name, i, options)
-                    ActorClient(self._hosts[i], name).call_sync("ready")
         self._clients = [ActorClient(host, name) for host, name in zip(self._hosts, self.host_names, strict=True)]
         # The hosts' actor ids: an orchestration host tells the driver's pool by them (no GCS look-up).
         self.host_ids = tuple(host._actor_id.hex() for host in self._hosts)
@@ -125,6 +119,14 @@ class AgentPool:
         self._placed: dict[str, int] = {}  # resident agents placed by sandbox affinity
         self._batcher = Batcher(self._clients)
         self._slot_streams = StreamBatcher(self._clients)
+        if not _DEFER_READY.get():
+            wait_ready([self])
+
+    def _set_host(self, index: int, host: Any) -> None:
+        """Put ``host`` in place ``index`` (its client, which the batchers hold, follows)."""
+        self._hosts[index] = host
+        self._clients[index].actor = host
+        self.host_ids = tuple(handle._actor_id.hex() for handle in self._hosts)
 
     @property
     def size(self) -> int:
@@ -203,9 +205,7 @@ class AgentPool:
             return
         host = acquire_host(self.namespace, self.host_names[index], index, self._options)
         if host._actor_id != self._hosts[index]._actor_id:
-            self._hosts[index] = host
-            self._clients[index].actor = host  # the batchers hold these clients: they follow
-            self.host_ids = tuple(handle._actor_id.hex() for handle in self._hosts)
+            self._set_host(index, host)
 
     async def run(self, agent_or_factory: Any, prompt: Any = None, *, run_id: str | None = None,
                   agent_key: str | None = None, invocation_state: dict[str, Any] | None = None,
@@ -493,3 +493,38 @@ class AgentPool:
     def __repr__(self) -> str:
         return f"AgentPool(size={self.size}, namespace={self.namespace!r})"
 
+
+def wait_ready(pools: Iterable[AgentPool]) -> None:
+    """Return once every host of ``pools`` answers; all are asked first, so their processes start in parallel.
+
+    Pre-start: the first run does not pay for the process. A reused host that died for good (its restarts used
+    up) is replaced by a new one under its name. Only in a driver: a blocking get inside an actor (an orchestrator
+    attaching to the driver's pool) would stall an async actor's loop, and there the first run waits for its host.
+    """
+    if ray.get_runtime_context().get_actor_id() is not None:
+        return
+    asked = [(pool, i, pool._clients[i].submit("ready")) for pool in pools for i in range(pool.size)]
+    for pool, i, ref in asked:
+        name = pool.host_names[i]
+        try:
+            call_sync(ref, name)
+        except RemoteActorError:  # a reused host that died for good (restarts used up): a new one
+            forget_host(pool.namespace, name, pool._hosts[i], retired=True)
+            pool._set_host(i, acquire_host(pool.namespace, name, i, pool._options))
+            pool._clients[i].call_sync("ready")
+
+
+def start_pools(*configs: dict[str, Any]) -> list[AgentPool]:
+    """``AgentPool(**config)`` for each config, their hosts asked for in this order and then waited for together.
+
+    On a small machine a host's process takes about a second to start, and Ray starts several at once: pools
+    started together are ready in about the time of one, where one after the other each adds its own. Ray hands
+    its pre-started worker processes to the first hosts asked for, so the pool needed first comes first.
+    """
+    token = _DEFER_READY.set(True)
+    try:
+        pools = [AgentPool(**config) for config in configs]
+    finally:
+        _DEFER_READY.reset(token)
+    wait_ready(pools)
+    return pools
