@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import ray
@@ -34,7 +35,9 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
 
     Defaults: namespace ``"ray_harness"`` (shared by every driver that uses it) and, for the
     embedded Ray, no dashboard (it costs ≈4 s of start-up and ≈1 GB; pass
-    ``include_dashboard=True`` to get it). Returns a small description of the connection.
+    ``include_dashboard=True`` to get it). Ray's token authentication stays as Ray sets it (on for a new local
+    Ray since Ray 2.60); Ray's warning that it is on is left out (see :class:`_DropTokenNotice`). Returns a
+    small description of the connection.
 
     Raises:
         ConnectionError: ``address`` names a host:port that does not answer, or where something
@@ -53,13 +56,42 @@ def init(address: str | None = None, **ray_init_kwargs: Any) -> dict[str, Any]:
     if address is not None:
         check_reachable(address, "gcs")
     try:
-        ray.init(address=address, **ray_init_kwargs)
+        with _token_notice_dropped():
+            ray.init(address=address, **ray_init_kwargs)
     except ConnectionError as error:
         raise ConnectionError(f"could not connect to Ray at {address!r}: {error}. {TOKEN_HELP}") from error
     from ray_harness.runtime._telemetry import prepare_driver_process
 
     prepare_driver_process()  # the driver's own metrics (evaluation rows) reach Ray's Prometheus endpoint too
     return _describe()
+
+
+_TOKEN_SETUP_LOGGER = "ray._private.authentication.authentication_token_setup"
+_TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+class _DropTokenNotice(logging.Filter):
+    """Drops Ray's notice that token authentication is on (Ray >= 2.60, ``RAY_AUTH_MODE`` unset).
+
+    Ray logs it as a warning whenever ``ray.init()`` starts a local Ray, or joins one found on this machine while
+    a token is there, without ``RAY_AUTH_MODE``: it is Ray's default, nothing is wrong and nothing needs doing. It
+    cannot be avoided by setting ``RAY_AUTH_MODE=token`` here, since Ray reads its configuration when it is
+    imported. Ray's other notices (token authentication *disabled*, a token missing) are kept.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_TOKEN_NOTICE)
+
+
+@contextlib.contextmanager
+def _token_notice_dropped() -> Iterator[None]:
+    logger = logging.getLogger(_TOKEN_SETUP_LOGGER)
+    notice_filter = _DropTokenNotice()
+    logger.addFilter(notice_filter)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice_filter)
 
 
 def join_quietly(address: str) -> None:
