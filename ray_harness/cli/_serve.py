@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 
 from ray_harness.cli._options import Commands, init_ray, positive_int
@@ -84,6 +85,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValueError(_in_flag_terms(str(error), name_given=args.name is not None)) from None
     if args.address:
         init_ray(args.address)  # checked in seconds (as status/cancel/jobs do); serve.run() then finds Ray joined
+    # This command's output is its banner: Ray Serve's INFO lines in this process ("Started Serve", "Application
+    # ... is ready", a confusing "New http_options ... will not be applied") repeat it or are noise.
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
     handle = serve.run(application, host=args.host, port=args.port)
     print(f"serving {name} over A2A at {handle.url} (card: {handle.card_url}); Ctrl-C stops", flush=True)
     serve.serve_until_stopped(handle)

@@ -227,7 +227,8 @@ def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking
     """Deploy ``application`` (from :func:`app`) on Ray Serve and return its handle.
 
     Joins the connected Ray, else ``RAY_ADDRESS`` when set, else starts an embedded local Ray. Starts Ray
-    Serve's HTTP proxy on ``host:port`` unless Serve already runs (then that port must match).
+    Serve's HTTP proxy on ``host:port`` unless Serve already runs (then that port must match); a Serve started
+    here logs its controller's and proxy's INFO lines to Ray's log files only (``logs/serve/``), not to stderr.
 
     Args:
         application: The bound application.
@@ -256,7 +257,10 @@ def run(application: Any, *, host: str = "127.0.0.1", port: int = 8000, blocking
         raise ValueError(f"Ray Serve already serves HTTP on port {running.http_config.port}; pass port="
                          f"{running.http_config.port} (one HTTP proxy per Ray cluster)")
     if running is None:
-        serve.start(http_options={"host": host, "port": int(port)})
+        # Serve's own components (controller, HTTP proxy) log at WARNING: their INFO lines (deploying, replicas
+        # added, endpoints updated) stay in Ray's log files (logs/serve/ of the session) instead of burying the
+        # app's own output. The app's replicas keep Serve's default (INFO, with access logs).
+        serve.start(http_options={"host": host, "port": int(port)}, logging_config={"log_level": "WARNING"})
         _started.serve = _serve_controller_id()
     app_name = name or application._bound_deployment.name
     prefix = "/" + route_prefix.strip("/") if route_prefix.strip("/") else "/"

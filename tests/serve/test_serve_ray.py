@@ -241,10 +241,14 @@ def test_cli_serves_in_a_subprocess(served: dict[str, Any], ray_session: dict[st
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint)
     try:
         assert process.stdout is not None
+        before: list[str] = []
         banner = process.stdout.readline()
         while banner and not banner.startswith("serving"):
+            before.append(banner)
             banner = process.stdout.readline()
         assert banner.startswith(f"serving cli_plain over A2A at http://127.0.0.1:{port}/"), banner
+        # Ray Serve's INFO lines in the command's process ("Application 'cli_plain' is ready at ...") stay out.
+        assert not [line for line in before if " serve " in line and "INFO" in line], before
         remote = rh_serve.A2AAgent(f"http://127.0.0.1:{port}", auth_token="cli-token")
         assert remote.name == "cli_plain"
         assert remote("from the cli").text == "echo: from the cli"
