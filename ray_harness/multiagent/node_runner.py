@@ -39,9 +39,9 @@ import threading
 import time
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from ray_harness._runtimes import node_runner, register
+from ray_harness._runtimes import EventFilter, node_runner, register
 from ray_harness._signal import Signal
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
@@ -55,16 +55,6 @@ __all__ = ("DEFAULT_RUNTIME", "EventFilter", "LocalNodeRunner", "NodeRunner", "m
 
 DEFAULT_RUNTIME = "ray"
 """The default ``runtime=`` of Graph and Swarm: an embedded local Ray starts on first use when none is running."""
-
-EventFilter = Literal["all", "agent", "result"]
-"""Which events a caller wants from a node or an invocation, stated once by the caller:
-
-* ``"all"``: every event (for an agent also the raw ``model_event`` provider chunks);
-* ``"agent"``: every event but the raw provider chunks (``text_delta`` events carry the text);
-* ``"result"``: only what the outcome needs (the result; an orchestrator also reports node interrupts): the
-  callee runs quiet and does not even produce the other events.
-"""
-
 
 @runtime_checkable
 class NodeRunner(Protocol):

@@ -12,7 +12,6 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ray_harness.evaluation._records import SPENT_ATTRIBUTE
 from ray_harness.runtime import _pickling
 from ray_harness.runtime._client import ActorClient
 from ray_harness.runtime._multiplex import fresh_error as _fresh
@@ -101,6 +100,9 @@ def _settle(future: asyncio.Future[Any], ok: bool, payload: bytes, spent: Any) -
         future.set_result(value)
     else:
         if spent is not None:
+            # Imported here: ray_harness.evaluation is ≈30 ms of imports every process importing the pool would pay.
+            from ray_harness.evaluation._records import SPENT_ATTRIBUTE
+
             with contextlib.suppress(Exception):
                 setattr(value, SPENT_ATTRIBUTE, spent)
         future.set_exception(value)

@@ -47,7 +47,6 @@ from ray.experimental import internal_kv
 
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot
-from ray_harness.evaluation._records import SPENT_ATTRIBUTE, mark_spent
 from ray_harness.models.rate_limit import (
     forwarded_rate_limits,
     parse_forwarded,
@@ -219,6 +218,9 @@ class AgentHost:
             await _binding.settled(self._holder(request))  # a sandbox still closing from a released holder
             return await runner.invoke(request)
         except Exception as error:
+            # Imported on failure only: importing ray_harness.evaluation costs every host process ≈30 ms at start.
+            from ray_harness.evaluation._records import mark_spent
+
             mark_spent(error, runner.agent)  # a failed run's tokens were billed: its caller accounts for them
             raise
         finally:
@@ -532,6 +534,8 @@ def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] 
                 error = TypeError(f"the result of run {run_id!r} could not be returned: {pickling}")
         else:
             error = exception
+    from ray_harness.evaluation._records import SPENT_ATTRIBUTE  # failures only: see AgentHost.run
+
     spent = getattr(error, SPENT_ATTRIBUTE, None)
     try:
         return run_id, False, _pickling.dumps(error), spent

@@ -35,13 +35,13 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Literal
 
+from ray_harness._runtimes import EventFilter
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta, take_delta, take_snapshot
 from ray_harness.hooks.events import MessageAddedEvent
 from ray_harness.hooks.registry import HookOrder
 from ray_harness.interrupts import Interrupt
-from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.runtime import _asyncgens as asyncgens
 from ray_harness.runtime._early import EarlyCancels
 from ray_harness.runtime._idle_gc import idle_collector

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ray.experimental import internal_kv
@@ -72,7 +73,6 @@ def claim(actor_id: str | None, *, reconstructed: bool) -> None:
     if reconstructed:
         reap(actor_id, forget=False)
     _binding.set_owner_labels({OWNER_LABEL: actor_id})
-    from ray_harness.sandbox.docker import set_engine_listener
 
     def record(engines: list[str]) -> None:
         try:
@@ -81,7 +81,11 @@ def claim(actor_id: str | None, *, reconstructed: bool) -> None:
         except Exception:  # recording is for cleanup after a crash; the sandbox itself must work
             logger.warning("could not record the Docker engines of host %s", actor_id, exc_info=True)
 
-    set_engine_listener(record)
+    docker = sys.modules.get("ray_harness.sandbox.docker")
+    if docker is not None:  # it may have created containers already: it reports their engines to the listener
+        docker.set_engine_listener(record)
+    else:  # not imported at start (most hosts never run a DockerSandbox): no container yet, it finds the listener
+        _binding.set_engine_listener(record)
 
 
 def recorded_engines(actor_id: str) -> list[str] | None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ray_harness.agent.agent import Agent
 from ray_harness.runtime import _pickling
 from ray_harness.sandbox._binding import pickled_identities
-from ray_harness.serve.client import A2AAgent
 
 __all__ = ("AgentSpec", "agent_spec", "build_agent", "load_factory")
 
@@ -55,7 +55,7 @@ def agent_spec(source: Any) -> AgentSpec:
         if not sep or not module or not function:
             raise ValueError(f"agent factory string must look like 'package.module:function', got {source!r}")
         return AgentSpec("factory_path", source, function)
-    if isinstance(source, A2AAgent):  # callable, but an agent rather than a factory: refused before it is called
+    if _is_a2a_agent(source):  # callable, but an agent rather than a factory: refused before it is called
         raise TypeError(
             f"an A2AAgent ({source.url}) cannot be the agent of a RemoteAgent, an AgentPool or a runtime='ray' "
             "evaluation: it is a client of its server, not an Agent to build in an actor. Call it from this "
@@ -69,6 +69,16 @@ def agent_spec(source: Any) -> AgentSpec:
         f"expected an Agent, pickled agent bytes, a 'module:function' factory string or a factory callable, "
         f"got {type(source).__name__}"
     )
+
+
+def _is_a2a_agent(source: Any) -> bool:
+    """Whether ``source`` is an ``A2AAgent``, without importing :mod:`ray_harness.serve.client`.
+
+    Every host process imports this module, and the A2A client (≈30 ms of imports) is needed by none of them: an
+    A2AAgent exists only in a process that imported its module, so where it is not imported nothing is one.
+    """
+    client = sys.modules.get("ray_harness.serve.client")
+    return client is not None and isinstance(source, client.A2AAgent)
 
 
 def _dumps(source: Agent | Any, what: str) -> bytes:

@@ -35,10 +35,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ray_harness._runtimes import EventFilter
 from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.agent.result import AgentResult
 from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
-from ray_harness.multiagent.node_runner import EventFilter
 from ray_harness.runtime._order import Ticket
 
 __all__ = (

@@ -12,21 +12,27 @@ container, one SSH connection); on a Ray host it is closed when the last agent
 slot holding it is released (:mod:`ray_harness.sandbox._binding`).
 """
 
-from ray_harness.sandbox._validation import LANGUAGE_PATTERN
-from ray_harness.sandbox.base import Sandbox
-from ray_harness.sandbox.docker import DockerSandbox
-from ray_harness.sandbox.errors import (
-    HostKeyMismatchError,
-    SandboxError,
-    SandboxPathNotFoundError,
-    SandboxTimeoutError,
-    UnknownHostKeyError,
-)
-from ray_harness.sandbox.local import LocalEnvironment, NotASandboxLocalEnvironment
-from ray_harness.sandbox.posix_shell import PosixShellSandbox
-from ray_harness.sandbox.ssh import SshSandbox
-from ray_harness.sandbox.tools import SandboxFileEditorTool, SandboxShellTool
-from ray_harness.sandbox.types import ExecutionResult, FileInfo, OutputFile, StreamChunk, StreamType
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ray_harness.sandbox._validation import LANGUAGE_PATTERN
+    from ray_harness.sandbox.base import Sandbox
+    from ray_harness.sandbox.docker import DockerSandbox
+    from ray_harness.sandbox.errors import (
+        HostKeyMismatchError,
+        SandboxError,
+        SandboxPathNotFoundError,
+        SandboxTimeoutError,
+        UnknownHostKeyError,
+    )
+    from ray_harness.sandbox.local import LocalEnvironment, NotASandboxLocalEnvironment
+    from ray_harness.sandbox.posix_shell import PosixShellSandbox
+    from ray_harness.sandbox.ssh import SshSandbox
+    from ray_harness.sandbox.tools import SandboxFileEditorTool, SandboxShellTool
+    from ray_harness.sandbox.types import ExecutionResult, FileInfo, OutputFile, StreamChunk, StreamType
 
 __all__ = [
     "DockerSandbox",
@@ -49,3 +55,41 @@ __all__ = [
     "StreamType",
     "UnknownHostKeyError",
 ]
+
+
+# The names load their module on first use: every Ray host process imports ray_harness.sandbox._binding (and with
+# it this package), and most never build a sandbox; importing all of them cost each host start ≈40 ms.
+_MODULES = {
+    "LANGUAGE_PATTERN": "_validation",
+    "Sandbox": "base",
+    "DockerSandbox": "docker",
+    "HostKeyMismatchError": "errors",
+    "SandboxError": "errors",
+    "SandboxPathNotFoundError": "errors",
+    "SandboxTimeoutError": "errors",
+    "UnknownHostKeyError": "errors",
+    "LocalEnvironment": "local",
+    "NotASandboxLocalEnvironment": "local",
+    "PosixShellSandbox": "posix_shell",
+    "SshSandbox": "ssh",
+    "SandboxFileEditorTool": "tools",
+    "SandboxShellTool": "tools",
+    "ExecutionResult": "types",
+    "FileInfo": "types",
+    "OutputFile": "types",
+    "StreamChunk": "types",
+    "StreamType": "types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

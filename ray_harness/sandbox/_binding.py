@@ -26,7 +26,7 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,6 +37,7 @@ __all__ = (
     "acquire",
     "bind",
     "collecting",
+    "engine_listeners",
     "held",
     "holders",
     "live_sandbox",
@@ -47,6 +48,7 @@ __all__ = (
     "release",
     "release_all",
     "restore",
+    "set_engine_listener",
     "set_owner_labels",
     "settled",
 )
@@ -62,6 +64,7 @@ _holders: dict[str, set[str]] = {}
 _by_holder: dict[str, set[str]] = {}
 _closing: dict[str, asyncio.Task[None]] = {}
 _owner_labels: dict[str, str] = {}
+_engine_listener: list[Callable[[list[str]], None]] = []
 
 T = TypeVar("T")
 
@@ -269,3 +272,20 @@ def owner_labels() -> dict[str, str]:
     """The labels :func:`set_owner_labels` set (empty in a driver)."""
     with _lock:
         return dict(_owner_labels)
+
+
+def set_engine_listener(listener: Callable[[list[str]], None] | None) -> None:
+    """Call ``listener(engines)`` whenever this process creates a container on an engine it had not used.
+
+    Held here, not in :mod:`ray_harness.sandbox.docker`, so a host sets it at start without importing that module
+    (which no host needs until an agent brings a ``DockerSandbox``). This one does not report engines used before
+    it was set: :func:`ray_harness.sandbox.docker.set_engine_listener` does.
+    """
+    with _lock:
+        _engine_listener[:] = [listener] if listener is not None else []
+
+
+def engine_listeners() -> list[Callable[[list[str]], None]]:
+    """The listener :func:`set_engine_listener` set (none, or one)."""
+    with _lock:
+        return list(_engine_listener)

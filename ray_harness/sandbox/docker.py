@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 from typing_extensions import override
 
-from ray_harness.sandbox._binding import owner_labels
+from ray_harness.sandbox._binding import engine_listeners, owner_labels, set_engine_listener as set_listener
 from ray_harness.sandbox._config import NAME_PATTERN, Settings, validated
 from ray_harness.sandbox._engine import RawExecution, ThreadedExecution, start_in_thread
 from ray_harness.sandbox._output import DEFAULT_MAX_OUTPUT_CHARS
@@ -330,7 +330,6 @@ class DockerSandbox(PosixShellSandbox):
 
 _engines_lock = threading.Lock()
 _engines: set[str] = set()
-_engine_listener: list[Any] = []
 
 
 def _gone(error: BaseException) -> bool:
@@ -379,15 +378,18 @@ def _note_engine(docker_host: str | None) -> None:
         if engine in _engines:
             return
         _engines.add(engine)
-        listeners = list(_engine_listener)
+        listeners = engine_listeners()
     for listener in listeners:
         listener(sorted(_engines))
 
 
 def set_engine_listener(listener: Any) -> None:
-    """Call ``listener(engines)`` whenever this process creates a container on an engine it had not used."""
+    """Call ``listener(engines)`` whenever this process creates a container on an engine it had not used.
+
+    Also now, with the engines used so far (if any); the listener is held by :mod:`ray_harness.sandbox._binding`.
+    """
     with _engines_lock:
-        _engine_listener[:] = [listener] if listener is not None else []
+        set_listener(listener)
         engines = sorted(_engines)
     if listener is not None and engines:
         listener(engines)
