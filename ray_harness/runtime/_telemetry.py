@@ -127,9 +127,12 @@ class RayMetricsSink:
     """``ray.util.metrics`` counters, gauges and histograms for the harness metrics.
 
     Each Ray metric call costs ≈2 µs plus tag handling, and an agent invocation makes about eight; a host
-    runs thousands of invocations per second. Counters and gauges are therefore summed (last value kept)
-    in plain dicts and handed to Ray by a background thread every :data:`FLUSH_INTERVAL_S` — Ray exports
-    metrics every few seconds anyway. Histogram observations are queued and observed at the same time.
+    runs thousands of invocations per second. Counters are therefore summed in plain dicts (a model call's four
+    under one entry per tag set) and handed to Ray by a background thread every :data:`FLUSH_INTERVAL_S` — Ray
+    exports metrics every few seconds anyway; a gauge is set at a flush when it was moved since the last one (a
+    pending-interrupt count reported again unchanged is not). Histogram observations are queued per series, in
+    order, and recorded at the same time: one ``record`` each (Ray takes one value per call; ≈25 k instructions
+    with six tags, most of it Ray encoding the tags).
 
     Tags: ``agent`` and the scope of :mod:`ray_harness.telemetry.runs` (``run``, ``graph``, ``swarm``,
     ``eval``, ``node``), plus ``job``: the job the work is for (the driver whose call caused it, carried with
@@ -165,14 +168,22 @@ class RayMetricsSink:
         self._rate_wait = self._metric(ray_metrics.Histogram, "ray_harness_rate_limit_wait_s",
                                        "Time spent waiting for a rate limiter (s)", ("limiter", "job"))
         self._job = job_id()  # the default tag: this process's own work
+        self._lock = threading.Lock()
+        # Pending updates, handed to Ray at the next flush. Model calls: scope tags -> [calls, input tokens, output
+        # tokens, cost, latencies] (one entry updated per call, made into four counters and the latencies'
+        # observations at the flush); other counters: (metric, tags) -> amount; other histograms: (histogram, tags)
+        # -> the values observed, in order. A series' observations keep their order (its sum adds them in it).
+        self._model: dict[_Tags, list[Any]] = {}
+        self._increments: dict[tuple[Any, _Tags], float] = {}
+        self._observations: dict[tuple[Any, _Tags], list[float]] = {}
+        # Gauges: their counts, and the keys whose value changed since the last flush (the flush sets only those).
         self._active_counts: dict[tuple[str, ...], int] = {}  # (agent, job) -> invocations running
         self._run_counts: dict[tuple[str, ...], int] = {}  # (kind, name, job) -> runs in progress
+        self._pending_counts: dict[tuple[str, ...], int] = {}  # (agent, job) -> interrupts pending
         self._pending_jobs: dict[str, str] = {}  # agent -> the job of its latest pending-interrupt count
-        self._lock = threading.Lock()
-        # Pending updates: (metric, tags) -> amount / last value; histogram observations in order.
-        self._increments: dict[tuple[Any, _Tags], float] = {}
-        self._gauge_values: dict[tuple[Any, _Tags], float] = {}
-        self._observations: list[tuple[Any, float, _Tags]] = []
+        self._active_changed: set[tuple[str, ...]] = set()
+        self._runs_changed: set[tuple[str, ...]] = set()
+        self._pending_changed: set[tuple[str, ...]] = set()
         self._recorders: dict[tuple[Any, _Tags], Callable[[float], None]] = {}  # used by the flushing thread
         self._interval = self.FLUSH_INTERVAL_S if flush_interval_s is None else flush_interval_s
         self._stop = threading.Event()
@@ -189,52 +200,67 @@ class RayMetricsSink:
         return metric
 
     def _add(self, metric: Any, tags: dict[str, str], amount: float) -> None:
-        self._add_tagged(metric, tuple(tags.items()), amount)
-
-    def _add_tagged(self, metric: Any, tags: _Tags, amount: float) -> None:
-        key = (metric, tags)
+        key = (metric, tuple(tags.items()))
         self._increments[key] = self._increments.get(key, 0) + amount
 
     # -- MetricsSink ----------------------------------------------------------------------------------------
 
     def model_call(self, agent: str, usage: dict[str, int], latency_s: float, cost_usd: float) -> None:
         inputs, outputs = int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))
-        tags = metric_tags(agent)
-        # The scope's tags as one tuple, extended for the token directions (no tag key is "direction"): the same
-        # keys as one dict per series, built once per call (three per evaluation row on a host).
-        scoped = tuple(tags.items())
-        tags.pop("run", None)
-        bucketed = tuple(tags.items())
+        scope = current_tags()
+        # ``agent`` and the scope's tags, in metric_tags' order, as one tuple: the key of the call's four counters
+        # (three calls per evaluation row on a host). The latency's tags (without ``run``) are made at the flush.
+        tags: _Tags = (("agent", agent), *scope.items())
+        if "run" in scope and not run_tags_enabled():
+            tags = tuple(item for item in tags if item[0] != "run")
         with self._lock:
-            self._add_tagged(self._calls, scoped, 1)
-            if inputs > 0:  # Ray counters reject increments of 0
-                self._add_tagged(self._tokens, (*scoped, ("direction", "input")), inputs)
+            totals = self._model.get(tags)
+            if totals is None:
+                totals = self._model[tags] = [0, 0, 0, 0.0, []]
+            totals[0] += 1
+            if inputs > 0:  # Ray counters reject increments of 0 (and none is negative)
+                totals[1] += inputs
             if outputs > 0:
-                self._add_tagged(self._tokens, (*scoped, ("direction", "output")), outputs)
+                totals[2] += outputs
             if cost_usd > 0:
-                self._add_tagged(self._cost, scoped, cost_usd)
-            self._observations.append((self._latency, latency_s, bucketed))
+                totals[3] += cost_usd
+            totals[4].append(latency_s)
 
     def tool_call(self, agent: str, tool: str, status: str, latency_s: float) -> None:
         tags = metric_tags(agent)
         with self._lock:
             self._add(self._tools, {**tags, "tool": tool, "status": status}, 1)
             tags.pop("run", None)
-            self._observations.append((self._tool_latency, latency_s, (*tags.items(), ("tool", tool))))
+            self._observe(self._tool_latency, (*tags.items(), ("tool", tool)), latency_s)
 
     def active_agents(self, agent: str, delta: int) -> None:
+        self._count(self._active_counts, self._active_changed, (agent, current_tags().get("job") or self._job), delta)
+
+    def _count(self, counts: dict[tuple[str, ...], int], changed: set[tuple[str, ...]], key: tuple[str, ...],
+               delta: int) -> None:
+        """Add ``delta`` to the gauge count of ``key`` (its job last) and mark the key moved since the last flush."""
         with self._lock:
-            job = self._move(self._active_counts, (agent,), delta)
-            self._gauge_values[(self._active, (("agent", agent), ("job", job)))] = self._active_counts[(agent, job)]
+            current = counts.get(key, 0)
+            if current or delta >= 0:
+                count = current + delta
+                counts[key] = count if count > 0 else 0
+            else:  # an end with nothing running under its job: see _lost_job
+                key = _lost_job(counts, key, delta)
+            changed.add(key)
 
     def interrupts_pending(self, agent: str, count: int) -> None:
         job = current_tags().get("job") or self._job
         with self._lock:
             previous = self._pending_jobs.get(agent)
+            if previous == job and self._pending_counts.get((agent, job)) == count:
+                return  # unchanged (reported at the end of every invocation): nothing to set
+            changed = self._pending_changed
             if previous is not None and previous != job:  # the agent's count moved to another job's series
-                self._gauge_values[(self._pending, (("agent", agent), ("job", previous)))] = 0
+                self._pending_counts[(agent, previous)] = 0
+                changed.add((agent, previous))
             self._pending_jobs[agent] = job
-            self._gauge_values[(self._pending, (("agent", agent), ("job", job)))] = count
+            self._pending_counts[(agent, job)] = count
+            changed.add((agent, job))
 
     def run_started(self, run: str, kind: str, name: str, nodes: int) -> None:
         self._count_run(kind, name, 1)
@@ -247,29 +273,14 @@ class RayMetricsSink:
     nested_run_finished = run_finished
 
     def _count_run(self, kind: str, name: str, delta: int) -> None:
-        with self._lock:
-            job = self._move(self._run_counts, (kind, name), delta)
-            self._gauge_values[(self._runs, (("kind", kind), ("name", name), ("job", job)))] = \
-                self._run_counts[(kind, name, job)]
-
-    def _move(self, counts: dict[tuple[str, ...], int], key: tuple[str, ...], delta: int) -> str:
-        """Add ``delta`` to the count of ``key`` for the current job (the caller holds the lock); return the job.
-
-        An end reported outside its start's context (a generator closed elsewhere) has lost the job: it ends a
-        running one of the same key instead, so the counts stay right per key.
-        """
-        job = current_tags().get("job") or self._job
-        if delta < 0 and not counts.get((*key, job)):
-            job = next((counted[-1] for counted, count in counts.items() if count and counted[:-1] == key), job)
-        counts[(*key, job)] = max(0, counts.get((*key, job), 0) + delta)
-        return job
+        self._count(self._run_counts, self._runs_changed, (kind, name, current_tags().get("job") or self._job), delta)
 
     def node_finished(self, run: str, node: str, status: str, duration_s: float) -> None:
         scope = current_tags()
         tags = (("graph", scope.get("graph", "")), ("swarm", scope.get("swarm", "")), ("node", node),
                 ("status", status), ("job", scope.get("job") or self._job))
         with self._lock:
-            self._observations.append((self._node_duration, duration_s, tags))
+            self._observe(self._node_duration, tags, duration_s)
 
     def eval_row(self, run: str, name: str, status: str, total: int) -> None:
         with self._lock:
@@ -278,23 +289,50 @@ class RayMetricsSink:
 
     def rate_limit_wait(self, limiter: str, wait_s: float) -> None:
         with self._lock:
-            self._observations.append((self._rate_wait, wait_s, (("limiter", limiter),
-                                                                 ("job", current_tags().get("job") or self._job))))
+            self._observe(self._rate_wait, (("limiter", limiter), ("job", current_tags().get("job") or self._job)),
+                          wait_s)
+
+    def _observe(self, histogram: Any, tags: _Tags, value: float) -> None:
+        values = self._observations.get((histogram, tags))
+        if values is None:
+            values = self._observations[(histogram, tags)] = []
+        values.append(value)
 
     # -- flushing -------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
         """Hand everything recorded so far to Ray."""
         with self._lock:
+            model, self._model = self._model, {}
             increments, self._increments = self._increments, {}
-            gauges, self._gauge_values = self._gauge_values, {}
-            observations, self._observations = self._observations, []
+            observations, self._observations = self._observations, {}
+            gauges = [(gauge, key, counts[key]) for gauge, counts, changed in (
+                (self._active, self._active_counts, self._active_changed),
+                (self._runs, self._run_counts, self._runs_changed),
+                (self._pending, self._pending_counts, self._pending_changed)) for key in changed]
+            for changed in (self._active_changed, self._runs_changed, self._pending_changed):
+                changed.clear()
+        for tags, (calls, inputs, outputs, cost, _) in model.items():
+            labels = dict(tags)
+            self._calls.inc(calls, labels)
+            if inputs:
+                self._tokens.inc(inputs, {**labels, "direction": "input"})
+            if outputs:
+                self._tokens.inc(outputs, {**labels, "direction": "output"})
+            if cost:
+                self._cost.inc(cost, labels)
         for (counter, tags), amount in increments.items():
             counter.inc(amount, dict(tags))
-        for (gauge, tags), value in gauges.items():
-            gauge.set(value, dict(tags))
-        for histogram, value, tags in observations:
-            self._recorder(histogram, tags)(value)
+        for gauge, key, count in gauges:
+            gauge.set(count, dict(zip(_GAUGE_TAGS[gauge is self._runs], key, strict=True)))
+        for tags, totals in model.items():
+            record = self._recorder(self._latency, tags)
+            for latency in totals[4]:
+                record(latency)
+        for (histogram, tags), values in observations.items():
+            record = self._recorder(histogram, tags)
+            for value in values:
+                record(value)
 
     def _recorder(self, histogram: Any, tags: _Tags) -> Callable[[float], None]:
         """``histogram.observe(value, tags)`` for one tag set, as a function of the value (made once per tag set)."""
@@ -303,7 +341,13 @@ class RayMetricsSink:
         if record is None:
             if len(self._recorders) >= _MAX_RECORDERS:  # tag sets that come and go (graph ids made per run)
                 self._recorders.clear()
-            record = self._recorders[key] = _histogram_recorder(histogram, dict(tags))
+            # Histograms leave ``run`` out (a model call's tags have it: one recorder per run and scope here).
+            labels = {name: value for name, value in tags if name != "run"}
+            bucketed = (histogram, tuple(labels.items()))
+            record = self._recorders.get(bucketed)
+            if record is None:
+                record = self._recorders[bucketed] = _histogram_recorder(histogram, labels)
+            self._recorders[key] = record
         return record
 
     def close(self) -> None:
@@ -317,6 +361,22 @@ class RayMetricsSink:
             except Exception as error:  # metrics must never take the host down
                 logger.warning("error=<%s> | could not export harness metrics to Ray", error)
 
+
+def _lost_job(counts: dict[tuple[str, ...], int], counted: tuple[str, ...], delta: int) -> tuple[str, ...]:
+    """Count an end (``delta`` < 0) for which ``counted`` (a key, its job last) has nothing running; return the key.
+
+    An end reported outside its start's context (a generator closed elsewhere) has lost the job: it ends a
+    running one of the same key instead, so the counts stay right per key. The caller holds the lock.
+    """
+    found = next((key for key, count in counts.items() if count and key[:-1] == counted[:-1]), None)
+    if found is not None:
+        counted = found
+    counts[counted] = max(0, counts.get(counted, 0) + delta)
+    return counted
+
+
+_GAUGE_TAGS = (("agent", "job"), ("kind", "name", "job"))
+"""The tag keys of the gauges' counted keys: the agent gauges', then ``runs_active``'s."""
 
 _MAX_RECORDERS = 10_000
 """Tag sets whose merged tags a sink keeps (it starts again past this: their number is the user's to bound)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -240,49 +241,98 @@ def _ray_sink() -> Any:
     return sink
 
 
+class _Handed:
+    """What a sink's flushes hand to Ray's counters and gauges: ``(metric, tags) -> amount / last value``."""
+
+    def __init__(self, sink: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sink = sink
+        self.increments: dict[tuple[Any, tuple[tuple[str, str], ...]], float] = {}
+        self.gauges: dict[tuple[Any, tuple[tuple[str, str], ...]], float] = {}
+        for metric in (sink._calls, sink._tokens, sink._cost, sink._tools, sink._rows):
+            monkeypatch.setattr(metric, "inc", functools.partial(self._inc, metric))
+        for metric in (sink._active, sink._pending, sink._runs):
+            monkeypatch.setattr(metric, "set", functools.partial(self._set, metric))
+
+    def _inc(self, metric: Any, amount: float, tags: dict[str, str]) -> None:
+        key = (metric, tuple(tags.items()))
+        self.increments[key] = self.increments.get(key, 0) + amount
+
+    def _set(self, metric: Any, value: float, tags: dict[str, str]) -> None:
+        self.gauges[(metric, tuple(tags.items()))] = value
+
+    def flushed(self) -> _Handed:
+        self.sink.flush()
+        return self
+
+
 def _carrier(job: str) -> dict[str, str]:
     return {"ray-harness-tags": json.dumps({"job": job})}
 
 
-def test_the_ray_sink_tags_what_a_call_brought_with_the_callers_job() -> None:
+def test_the_ray_sink_tags_what_a_call_brought_with_the_callers_job(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = _ray_sink()
+    handed = _Handed(sink, monkeypatch)
     try:
         with attached(_carrier("driver-2")):
             sink.model_call("a", {"inputTokens": 3, "outputTokens": 1}, 0.1, 0.0)
             sink.eval_row("", "nightly", "completed", 0)
         sink.model_call("a", {"inputTokens": 5}, 0.1, 0.0)  # the process's own work: the default tag (its job)
-        tokens = {tags: amount for (metric, tags), amount in sink._increments.items() if metric is sink._tokens}
+        increments = handed.flushed().increments
+        tokens = {tags: amount for (metric, tags), amount in increments.items() if metric is sink._tokens}
         assert tokens == {(("agent", "a"), ("job", "driver-2"), ("direction", "input")): 3,
                           (("agent", "a"), ("job", "driver-2"), ("direction", "output")): 1,
                           (("agent", "a"), ("direction", "input")): 5}
-        [rows] = [tags for metric, tags in sink._increments if metric is sink._rows]
+        calls = {tags: amount for (metric, tags), amount in increments.items() if metric is sink._calls}
+        assert calls == {(("agent", "a"), ("job", "driver-2")): 1, (("agent", "a"),): 1}
+        [rows] = [tags for metric, tags in increments if metric is sink._rows]
         assert dict(rows)["job"] == "driver-2"
     finally:
         sink.close()
 
 
-def test_the_ray_sinks_gauges_count_per_job() -> None:
+def test_the_ray_sinks_gauges_count_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = _ray_sink()
+    handed = _Handed(sink, monkeypatch)
 
-    def active() -> dict[str, float]:
-        return {dict(tags)["job"]: value for (metric, tags), value in sink._gauge_values.items()
-                if metric is sink._active}
+    def shown(gauge: Any) -> dict[str, float]:
+        """The gauge's values per job, as Ray holds them after a flush (each its last value set)."""
+        return {dict(tags)["job"]: value for (metric, tags), value in handed.flushed().gauges.items()
+                if metric is gauge}
 
     try:
         with attached(_carrier("driver-2")):
             sink.active_agents("a", 1)
             sink.interrupts_pending("a", 2)
         sink.active_agents("a", 1)
-        assert active() == {"driver-2": 1, "driver-1": 1}
+        assert shown(sink._active) == {"driver-2": 1, "driver-1": 1}
         with attached(_carrier("driver-2")):
             sink.active_agents("a", -1)
-        assert active() == {"driver-2": 0, "driver-1": 1}
+        assert shown(sink._active) == {"driver-2": 0, "driver-1": 1}
         with attached(_carrier("driver-3")):
             sink.active_agents("a", -1)  # an end that lost its context's job ends a running one of the agent
             sink.interrupts_pending("a", 0)  # the agent's pending count moves to driver-3: driver-2's is cleared
-        assert active() == {"driver-2": 0, "driver-1": 0}
-        pending = {dict(tags)["job"]: value for (metric, tags), value in sink._gauge_values.items()
-                   if metric is sink._pending}
-        assert pending == {"driver-2": 0, "driver-3": 0}
+        assert shown(sink._active) == {"driver-2": 0, "driver-1": 0}
+        assert shown(sink._pending) == {"driver-2": 0, "driver-3": 0}
+    finally:
+        sink.close()
+
+
+def test_the_ray_sink_sets_a_gauge_again_only_when_its_value_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = _ray_sink()
+    handed = _Handed(sink, monkeypatch)
+    try:
+        sink.interrupts_pending("a", 0)
+        sink.active_agents("a", 1)
+        sink.active_agents("a", -1)
+        handed.flushed()
+        assert handed.gauges == {(sink._pending, (("agent", "a"), ("job", "driver-1"))): 0,
+                                 (sink._active, (("agent", "a"), ("job", "driver-1"))): 0}
+        handed.gauges.clear()
+        sink.interrupts_pending("a", 0)  # reported at the end of every invocation: the same count
+        assert handed.flushed().gauges == {}
+        sink.interrupts_pending("a", 1)
+        sink.active_agents("a", 1)
+        assert handed.flushed().gauges == {(sink._pending, (("agent", "a"), ("job", "driver-1"))): 1,
+                                           (sink._active, (("agent", "a"), ("job", "driver-1"))): 1}
     finally:
         sink.close()

@@ -66,3 +66,40 @@ def test_a_tag_set_is_merged_and_checked_once(sink: Any, monkeypatch: pytest.Mon
         sink.rate_limit_wait("openai:gpt", 0.25)
         sink.flush()
     assert len(histogram._metric.calls) == 3 and len(checks) == 1
+
+
+def test_model_calls_are_counted_per_scope_and_their_latencies_recorded_without_the_run(
+        sink: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray_harness.telemetry.runs import node_scope, run_scope
+
+    counted: list[tuple[str, float, dict[str, str]]] = []
+    for name in ("_calls", "_tokens", "_cost"):
+        monkeypatch.setattr(getattr(sink, name), "inc", lambda amount, tags, name=name: counted.append(
+            (name, amount, tags)))
+    usage = {"inputTokens": 3, "outputTokens": 2}
+    observed: list[tuple[float, dict[str, str]]] = []
+    with run_scope("graph", "g", run_id="r1"):
+        for node, latency in (("a", 0.1), ("a", 0.2), ("b", 0.3)):  # the tags follow the scope, call by call
+            with node_scope(node):
+                sink.model_call("agent", usage, latency, 0.5)
+                observed.append((latency, {"agent": "agent", "graph": "g", "node": node}))
+    with run_scope("graph", "g", run_id="r2"), node_scope("a"):  # another run: the same latency series
+        sink.model_call("agent", {"inputTokens": 1}, 0.4, 0.0)
+        observed.append((0.4, {"agent": "agent", "graph": "g", "node": "a"}))
+    expected = _observe_calls(sink._latency, observed)
+    sink._latency._metric = _Inner()
+    sink.flush()
+    assert sink._latency._metric.calls == expected
+    scope = {"agent": "agent", "graph": "g"}
+    assert counted == [
+        ("_calls", 2, {**scope, "run": "r1", "node": "a"}),
+        ("_tokens", 6, {**scope, "run": "r1", "node": "a", "direction": "input"}),
+        ("_tokens", 4, {**scope, "run": "r1", "node": "a", "direction": "output"}),
+        ("_cost", 1.0, {**scope, "run": "r1", "node": "a"}),
+        ("_calls", 1, {**scope, "run": "r1", "node": "b"}),
+        ("_tokens", 3, {**scope, "run": "r1", "node": "b", "direction": "input"}),
+        ("_tokens", 2, {**scope, "run": "r1", "node": "b", "direction": "output"}),
+        ("_cost", 0.5, {**scope, "run": "r1", "node": "b"}),
+        ("_calls", 1, {**scope, "run": "r2", "node": "a"}),
+        ("_tokens", 1, {**scope, "run": "r2", "node": "a", "direction": "input"}),
+    ]
