@@ -88,18 +88,25 @@ def current_job() -> str:
     return current_tags().get("job") or own_job()
 
 
-@contextlib.contextmanager
-def scoped(tags: dict[str, str]) -> Iterator[None]:
+def scoped(tags: dict[str, str]) -> _Scoped:
     """Make ``tags`` (from another process, see propagation) current for the block; keys already set win."""
-    known = {key: str(value) for key, value in tags.items() if key in TAG_KEYS and value}
-    if not known:
-        yield
-        return
-    token = _tags.set({**known, **current_tags()})
-    try:
-        yield
-    finally:
-        _reset(_tags, token)
+    return _Scoped(tags)
+
+
+class _Scoped:
+    # A class, not a generator-based context manager: one is entered per call a host runs (per evaluation row).
+    __slots__ = ("_tags", "_token")
+
+    def __init__(self, tags: dict[str, str]) -> None:
+        self._tags = tags
+
+    def __enter__(self) -> None:
+        known = {key: str(value) for key, value in self._tags.items() if key in TAG_KEYS and value}
+        self._token = _tags.set({**known, **current_tags()}) if known else None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        if self._token is not None:
+            _reset(_tags, self._token)
 
 
 Outcome = Callable[[], object]
@@ -146,8 +153,11 @@ class _RunScope:
         self._nested = bool(inherited)  # part of the outer run: its report stays the outer run's
         # 16 random hex digits, as uuid4().hex[:16] gave, at a third of its cost (one run per graph invocation).
         run = self._run = inherited or self._run_id or os.urandom(8).hex()
-        self._token = _tags.set({**{key: value for key, value in outer.items() if key != "node"},
-                                 self._kind: self._name, "run": run})
+        tags = dict(outer)  # the outer scope's tags, less its node, with this run's (in the order they were set)
+        tags.pop("node", None)
+        tags[self._kind] = self._name
+        tags["run"] = run
+        self._token = _tags.set(tags)
         self._owner = _owner.set(self._name)
         if self._cancel is not None and not self._nested:
             # Before the start is reported: the report says whether the run can be cancelled from outside.
