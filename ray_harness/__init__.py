@@ -56,6 +56,7 @@ _MULTIAGENT = {"Graph", "GraphBuilder", "MultiAgentResult", "NodeResult", "Statu
 # Names Strands exports from its package root, where a switched `from strands import X` looks for them (not in
 # __all__: the contract's top level stays what API.md lists).
 _STRANDS_ROOT = {
+    "AgentBase": "ray_harness.agent.base",
     "ModelRetryStrategy": "ray_harness.agent.retry",
     "InterventionHandler": "ray_harness.interventions",
     "Sandbox": "ray_harness.sandbox",

@@ -4,13 +4,14 @@ from typing import Any
 
 from ray_harness.agent.agent import Agent
 from ray_harness.agent.agent_metadata import AgentMetadata
+from ray_harness.agent.base import AgentBase
 from ray_harness.agent.limits import Limits
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
 from ray_harness.agent.retry import ModelRetryStrategy
 from ray_harness.agent.state import AgentState
 
-__all__ = ["Agent", "AgentMetadata", "AgentResult", "AgentSnapshot", "AgentState", "EventLoopMetrics", "Limits",
-           "ModelRetryStrategy", "SnapshotDelta"]
+__all__ = ["Agent", "AgentBase", "AgentMetadata", "AgentResult", "AgentSnapshot", "AgentState", "EventLoopMetrics",
+           "Limits", "ModelRetryStrategy", "SnapshotDelta"]
 
 
 _CONVERSATION_MANAGERS = ("ConversationManager", "NullConversationManager", "SlidingWindowConversationManager",

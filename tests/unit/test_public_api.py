@@ -42,6 +42,7 @@ def test_importtime_lists_no_ray_module() -> None:
 def test_the_names_strands_exports_from_its_root_import_from_ours_too() -> None:
     # A switched `from strands import X` / `from strands.agent import X` keeps working (outside __all__).
     from ray_harness import (  # noqa: F401
+        AgentBase,
         InterventionHandler,
         ModelRetryStrategy,
         PosixShellSandbox,

@@ -20,6 +20,7 @@ from ray_harness.types import content
 
 # (Strands' module, the names a Strands program imports from it, the ray_harness package that holds them)
 PATHS = [
+    ("strands.agent.base", ["AgentBase"], agent),
     ("strands.agent.agent_metadata", ["AgentMetadata"], agent),
     ("strands.agent.agent_result", ["AgentResult"], agent),
     ("strands.agent.conversation_manager.conversation_manager", ["ConversationManager"], conversation_manager),
@@ -73,3 +74,15 @@ def test_tool_types_module_names_only_what_it_has() -> None:
     with pytest.raises(AttributeError, match="ToolWatcher"):
         tool_types.ToolWatcher  # noqa: B018 - the attribute access is the test
     assert tool_types.ToolContext is ray_harness.ToolContext
+
+
+def test_every_agent_kind_is_an_agent_base() -> None:
+    from ray_harness import AgentBase
+    from ray_harness.multiagent import GraphBuilder
+    from ray_harness.testing import ScriptedModel
+
+    builder = GraphBuilder()
+    builder.add_node(ray_harness.Agent(ScriptedModel()), "only")
+    assert isinstance(ray_harness.Agent(ScriptedModel()), AgentBase)
+    assert isinstance(builder.build(runtime="local"), AgentBase)  # a graph nests where an agent goes
+    assert not isinstance(ScriptedModel(), AgentBase)
