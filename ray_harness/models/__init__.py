@@ -7,9 +7,7 @@ package stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ray_harness._lazy import lazy_attributes
 from ray_harness.models.base import CacheConfig, CacheToolsConfig, Model, ModelPrices, estimate_tokens
 
 __all__ = ["AnthropicModel", "BedrockModel", "CacheConfig", "CacheToolsConfig", "Model", "ModelPrices", "OpenAIModel",
@@ -24,8 +22,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ray_harness.models' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -12,10 +12,10 @@ stream events nobody reads; ``stream_async`` yields them all.
 
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status
 from ray_harness.multiagent.builder import GraphBuilder
-from ray_harness.multiagent.graph import Graph
-from ray_harness.multiagent.graph_model import (
+from ray_harness.multiagent.graph import (
     EdgeCondition,
     EdgeConditionWithContext,
+    Graph,
     GraphEdge,
     GraphNode,
     GraphResult,

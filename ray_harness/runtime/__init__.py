@@ -214,9 +214,9 @@ completed with what those sent (see "Host loss" in
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import Any
+
+from ray_harness._lazy import lazy_attributes
 
 __all__ = (
     "DEFAULT_NAMESPACE",
@@ -257,13 +257,7 @@ def shutdown() -> None:
     disconnect()
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ray_harness.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -14,8 +14,9 @@ slot holding it is released (:mod:`ray_harness.sandbox._binding`).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ray_harness._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ray_harness.sandbox._validation import LANGUAGE_PATTERN
@@ -82,13 +83,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups find it without this function
-    return value
+__getattr__ = lazy_attributes(__name__, {name: f"{__name__}.{module}" for name, module in _MODULES.items()})
 
 
 def __dir__() -> list[str]:
