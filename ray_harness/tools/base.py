@@ -112,8 +112,34 @@ class AgentTool(ABC):
 
     @property
     def tool_type(self) -> str:
-        """A label for telemetry (``python``, ``mcp``, ``agent``, ...)."""
+        """A label for telemetry and display (``function``, ``python``, ``mcp``, ``agent``, ...)."""
         return "python"
+
+    # Class defaults, not set in __init__ as Strands does: subclasses need not call AgentTool.__init__.
+    _is_dynamic = False
+    _hot_reload = False
+
+    @property
+    def supports_hot_reload(self) -> bool:
+        """Whether this tool may replace a registered tool of its name (``ToolRegistry.register_tool``).
+
+        As in Strands: True for ``@tool`` functions and ``PythonAgentTool``s, False for the others (MCP tools,
+        agents as tools, custom ``AgentTool`` subclasses unless they override this property).
+        """
+        return self._hot_reload
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether the tool was marked as loaded at run time (:meth:`mark_dynamic`); ``False`` by default."""
+        return self._is_dynamic
+
+    def mark_dynamic(self) -> None:
+        """Mark the tool as loaded at run time: ``ToolRegistry.dynamic_tools`` lists it."""
+        self._is_dynamic = True
+
+    def get_display_properties(self) -> dict[str, str]:
+        """What a UI shows of the tool: ``{"Name": ..., "Type": ...}``; subclasses add their own entries."""
+        return {"Name": self.tool_name, "Type": self.tool_type}
 
     @abstractmethod
     def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:

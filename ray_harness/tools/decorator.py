@@ -38,6 +38,7 @@ class DecoratedFunctionTool(HeldSpecTool):
     """
 
     exposes_raw_call = True
+    _hot_reload = True  # as in Strands: a new version of the function may replace the tool (register_tool)
 
     def __init__(self, func: Callable[..., Any], *, name: str | None, description: str | None,
                  context: bool | str, inputSchema: dict[str, Any] | None = None) -> None:  # noqa: N803
@@ -62,6 +63,17 @@ class DecoratedFunctionTool(HeldSpecTool):
     def original_function(self) -> Callable[..., Any]:
         """The decorated function itself."""
         return self._func
+
+    @property
+    @override
+    def tool_type(self) -> str:
+        """Always ``"function"``, as in Strands."""
+        return "function"
+
+    @override
+    def get_display_properties(self) -> dict[str, str]:
+        """``Name``, ``Type`` and the decorated ``Function``'s name."""
+        return {**super().get_display_properties(), "Function": getattr(self._func, "__name__", self._name)}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function directly, as if it were not decorated."""

@@ -34,6 +34,8 @@ class PythonAgentTool(HeldSpecTool):
             or a function that is not callable.
     """
 
+    _hot_reload = True  # as in Strands: a new version may replace the tool (ToolRegistry.register_tool)
+
     def __init__(self, tool_name: str, tool_spec: ToolSpec, tool_func: Callable[..., Any]) -> None:
         self._name = checked_name(tool_name)
         self._spec = checked_spec(tool_spec, self._name)

@@ -55,9 +55,48 @@ class ToolRegistry:
             raise ValueError(f"cannot use {item!r} as a tool: expected @tool function, AgentTool, Agent or tool "
                              f"provider{_NOT_LOADED_HINT if isinstance(item, str) or inspect.ismodule(item) else ''}")
 
+    def register_tool(self, agent_tool: AgentTool) -> None:
+        """Register one tool, as Strands' ``register_tool``.
+
+        A tool whose ``supports_hot_reload`` is True (``@tool`` functions, ``PythonAgentTool``) replaces a
+        registered tool of its name, as Strands' hot reload does; any other tool of a registered name is refused.
+
+        Raises:
+            TypeError: ``agent_tool`` is not an ``AgentTool``.
+            ValueError: Its name is registered and it does not support hot reload, or it differs from a
+                registered name only by ``-`` and ``_``.
+        """
+        if not isinstance(agent_tool, AgentTool):
+            raise TypeError(f"register_tool takes an AgentTool, got {type(agent_tool).__name__}; use register() "
+                            f"for functions, agents and tool providers")
+        name = agent_tool.tool_name
+        if name in self._tools and not agent_tool.supports_hot_reload:
+            raise ValueError(f"tool name {name!r} is already registered; only a tool whose supports_hot_reload is "
+                             f"True (a @tool function, a PythonAgentTool) replaces one, or use replace()")
+        self._add(agent_tool, replace=True)
+
+    def replace(self, new_tool: AgentTool) -> None:
+        """Put ``new_tool`` in the place of the registered tool of its name (Strands' ``replace``).
+
+        Raises:
+            ValueError: No tool of its name is registered.
+        """
+        name = new_tool.tool_name
+        if name not in self._tools:
+            raise ValueError(f"cannot replace tool {name!r}: no tool of that name is registered")
+        self._tools[name] = new_tool
+
+    @property
+    def dynamic_tools(self) -> dict[str, AgentTool]:
+        """The registered tools marked as loaded at run time (``AgentTool.mark_dynamic()``), by name."""
+        return {name: agent_tool for name, agent_tool in self._tools.items() if agent_tool.is_dynamic}
+
     def _add(self, agent_tool: AgentTool, *, replace: bool = False) -> None:
         name = agent_tool.tool_name
+        if self._tools.get(name) is agent_tool:
+            return  # the same tool listed twice (tools=common + extra), as Strands accepts it
         if name in self._tools and not replace:
+            # NOTE: Strands keeps the last of two @tool functions of one name; one of them silently lost is a bug.
             raise ValueError(f"tool name {name!r} is already registered")
         # As in Strands: `agent.tool.my_tool` reaches `my-tool` too, so two names equal but for - and _ would clash.
         twin = next((known for known in self._tools if known != name

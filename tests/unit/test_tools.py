@@ -353,8 +353,16 @@ def test_tool_context_injection() -> None:
 def test_registry_rejects_duplicates_and_junk() -> None:
     registry = ToolRegistry()
     registry.register(weather)
+    registry.register(weather)  # the same tool listed twice is one tool, as in Strands
+    assert registry.names == ["weather"]
+
+    @tool(name="weather")
+    def other_weather(city: str) -> str:
+        return city
+
     with pytest.raises(ValueError, match="already registered"):
-        registry.register(weather)
+        registry.register(other_weather)  # Strands keeps the last one: the first would be lost without a word
+    assert registry.get("weather") is weather
     with pytest.raises(ValueError, match="cannot use"):
         registry.register(42)
     with pytest.raises(ValueError, match="not loaded from file paths, module paths or modules"):
