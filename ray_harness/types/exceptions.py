@@ -10,6 +10,7 @@ RayHarnessError
 ├── SessionException               a session store is unreadable or inconsistent
 ├── EventLoopException             the agent loop failed (wraps the cause)
 ├── ModelConfigurationError        no model, or a model that cannot be built (also ValueError)
+├── ProviderTokenCountError        a provider's native token count failed (count_tokens falls back)
 └── RemoteActorError               the Ray actor behind a handle died
 
 Other modules add their own, under the same base (and a built-in base where
@@ -41,6 +42,7 @@ __all__ = (
     "MaxTokensReachedException",
     "ModelConfigurationError",
     "ModelThrottledException",
+    "ProviderTokenCountError",
     "RayHarnessError",
     "RemoteActorError",
     "SessionException",
@@ -134,6 +136,13 @@ class MCPClientInitializationError(ToolProviderException, RuntimeError):
 
 class ModelConfigurationError(RayHarnessError, ValueError):
     """No model was configured, or a model string could not be resolved."""
+
+
+class ProviderTokenCountError(RayHarnessError):
+    """A provider's native token count failed; a model's ``count_tokens`` raises and catches it to fall back.
+
+    Strands' name, kept for custom models written against it: the estimate then stands in for the count.
+    """
 
 
 class RemoteActorError(RayHarnessError):

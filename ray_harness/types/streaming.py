@@ -4,6 +4,10 @@ A model's ``stream()`` yields dicts with exactly one of these keys:
 ``messageStart``, ``contentBlockStart``, ``contentBlockDelta``,
 ``contentBlockStop``, ``messageStop``, ``metadata`` (and provider-specific
 ``redactContent``). The agent loop assembles them into a message.
+
+Every public name of Strands' ``strands.types.streaming`` is here too; ``Usage``, ``Metrics`` and ``StopReason``
+live in :mod:`ray_harness.types.event_loop`, ``ContentBlockStart`` in :mod:`ray_harness.types.content` (as in
+Strands). Strands' ``ReasoningContentBlockDelta`` is ``ContentBlockDeltaReasoning``.
 """
 
 from __future__ import annotations
@@ -12,76 +16,42 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
+from ray_harness.types.citations import Citation, CitationLocation, CitationSourceContent
+from ray_harness.types.content import ContentBlockStart, ContentBlockStartToolUse, Role
+from ray_harness.types.event_loop import Metrics, StopReason, Usage
+
 __all__ = (
+    "CitationLocation",
+    "CitationSourceContentDelta",
+    "CitationsDelta",
     "ContentBlockDelta",
     "ContentBlockDeltaEvent",
+    "ContentBlockDeltaReasoning",
+    "ContentBlockDeltaText",
+    "ContentBlockDeltaToolUse",
     "ContentBlockStart",
     "ContentBlockStartEvent",
+    "ContentBlockStartToolUse",
     "ContentBlockStopEvent",
+    "ExceptionEvent",
     "MessageStartEvent",
     "MessageStopEvent",
-    "Metrics",
     "MetadataEvent",
+    "Metrics",
+    "ModelStreamErrorEvent",
+    "ReasoningContentBlockDelta",
+    "RedactContentEvent",
+    "Role",
     "StopReason",
     "StreamEvent",
+    "Trace",
     "Usage",
 )
-
-StopReason = Literal[
-    "end_turn",
-    "tool_use",
-    "max_tokens",
-    "stop_sequence",
-    "content_filtered",
-    "guardrail_intervened",
-    "interrupt",
-    "cancelled",
-    "checkpoint",
-    "limit_turns",
-    "limit_total_tokens",
-    "limit_output_tokens",
-    "limit_cost_usd",
-]
-
-
-class Usage(TypedDict):
-    """Token counts of a model call; ``inputTokens`` includes cached prompt tokens.
-
-    ``estimatedTokens`` (ray_harness) is how many of ``totalTokens`` are estimates, not provider reports.
-    """
-
-    inputTokens: int
-    outputTokens: int
-    totalTokens: int
-    cacheReadInputTokens: NotRequired[int]
-    cacheWriteInputTokens: NotRequired[int]
-    estimatedTokens: NotRequired[int]
-
-
-class Metrics(TypedDict):
-    """Timing of a model call, in milliseconds."""
-
-    latencyMs: int
-    timeToFirstByteMs: NotRequired[int]
-
 
 class MessageStartEvent(TypedDict):
     """The model started a message with ``role``."""
 
     role: Literal["user", "assistant"]
-
-
-class ContentBlockStartToolUse(TypedDict):
-    """The tool call a ``contentBlockStart`` opens."""
-
-    toolUseId: str
-    name: str
-
-
-class ContentBlockStart(TypedDict, total=False):
-    """What a content block starts with (a tool call; text blocks start empty)."""
-
-    toolUse: ContentBlockStartToolUse
 
 
 class ContentBlockStartEvent(TypedDict):
@@ -91,10 +61,24 @@ class ContentBlockStartEvent(TypedDict):
     contentBlockIndex: NotRequired[int]
 
 
+class ContentBlockDeltaText(TypedDict):
+    """A piece of streamed text."""
+
+    text: str
+
+
 class ContentBlockDeltaToolUse(TypedDict):
-    """A piece of a tool call's JSON input, as text."""
+    """A piece of a tool call's JSON input, as text (some providers name the call here, not at its start)."""
 
     input: str
+    toolUseId: NotRequired[str]
+    name: NotRequired[str]
+
+
+CitationSourceContentDelta = CitationSourceContent
+"""A piece of the cited source text (the shape of :class:`~ray_harness.types.citations.CitationSourceContent`)."""
+CitationsDelta = Citation
+"""A piece of a citation (the shape of :class:`~ray_harness.types.citations.Citation`): title, location, source."""
 
 
 class ContentBlockDeltaReasoning(TypedDict, total=False):
@@ -103,6 +87,10 @@ class ContentBlockDeltaReasoning(TypedDict, total=False):
     text: str
     signature: str
     redactedContent: bytes
+
+
+ReasoningContentBlockDelta = ContentBlockDeltaReasoning
+"""Strands' name of :class:`ContentBlockDeltaReasoning`."""
 
 
 class ContentBlockDelta(TypedDict, total=False):
@@ -134,11 +122,38 @@ class MessageStopEvent(TypedDict):
     additionalModelResponseFields: NotRequired[Any]
 
 
+class Trace(TypedDict):
+    """Bedrock's trace of a call: ``guardrail`` holds the guardrail's assessments of the input and output."""
+
+    guardrail: dict[str, Any]
+
+
 class MetadataEvent(TypedDict, total=False):
-    """Usage and timing of the call, sent last."""
+    """Usage and timing of the call, sent last (Bedrock adds a guardrail ``trace``)."""
 
     usage: Usage
     metrics: Metrics
+    trace: Trace | None
+
+
+class ExceptionEvent(TypedDict):
+    """An error the stream reports as an event (Bedrock's ``throttlingException``, ...): its ``message``."""
+
+    message: str
+
+
+class ModelStreamErrorEvent(ExceptionEvent):
+    """Bedrock's ``modelStreamErrorException``: also the provider's own message and HTTP status."""
+
+    originalMessage: str
+    originalStatusCode: int
+
+
+class RedactContentEvent(TypedDict, total=False):
+    """A guardrail's instruction to replace the user's input or the assistant's output by the given text."""
+
+    redactUserContentMessage: str | None
+    redactAssistantContentMessage: str | None
 
 
 class StreamEvent(TypedDict, total=False):
@@ -151,3 +166,8 @@ class StreamEvent(TypedDict, total=False):
     messageStop: MessageStopEvent
     metadata: MetadataEvent
     redactContent: dict[str, Any]
+    internalServerException: ExceptionEvent
+    modelStreamErrorException: ModelStreamErrorEvent
+    serviceUnavailableException: ExceptionEvent
+    throttlingException: ExceptionEvent
+    validationException: ExceptionEvent
