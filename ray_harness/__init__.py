@@ -64,6 +64,7 @@ _STRANDS_ROOT = {
     "SandboxTimeoutError": "ray_harness.sandbox",
     "SandboxPathNotFoundError": "ray_harness.sandbox",
     "Snapshot": "ray_harness.agent.field_snapshot",
+    "Plugin": "ray_harness.plugins",
 }
 
 

@@ -46,6 +46,7 @@ from ray_harness.types.validation import validate_messages
 if TYPE_CHECKING:
     from ray_harness.agent.field_snapshot import Snapshot
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
+    from ray_harness.plugins import Plugin
 
 __all__ = ("Agent", "run_sync")  # run_sync: imported from here by the packages that drive agents
 
@@ -75,6 +76,7 @@ class Agent:
         description: str | None = None,
         state: AgentState | dict[str, Any] | None = None,
         hooks: list[HookProvider | Callable[..., Any]] | None = None,
+        plugins: list[Plugin] | None = None,
         interventions: list[Any] | None = None,
         conversation_manager: ConversationManager | None = None,
         session_manager: Any = None,
@@ -99,7 +101,10 @@ class Agent:
         without it. ``callback_handler`` is called with each stream event's fields as keyword arguments, for
         ``agent(...)`` and ``invoke_async`` too; ``None`` (the default) prints nothing, where Strands' default
         prints the answer. ``concurrent_invocation_mode`` takes only Strands' default ``"throw"``: a second
-        invocation while one runs raises ``ConcurrencyException``.
+        invocation while one runs raises ``ConcurrencyException``. ``plugins`` are
+        :class:`~ray_harness.plugins.Plugin` objects: each one's ``init_agent`` runs, then its ``@hook`` and
+        ``@tool`` methods join this agent's hooks and tools (after ``hooks`` and before
+        ``AgentInitializedEvent``, as in Strands); two plugins may not share a name.
         """
         check_arguments(description=description, conversation_manager=conversation_manager,
                         session_manager=session_manager, tool_executor=tool_executor,
@@ -157,6 +162,10 @@ class Agent:
         for provider in (self.conversation_manager, session_manager):
             if provider is not None and is_hook_provider(provider):
                 provider.register_hooks(self.hooks, agent=self)
+        if plugins is not None:  # loaded only when used: most agents have none
+            from ray_harness.plugins.registry import register_plugins
+
+            self._plugin_registry = register_plugins(self, plugins)
         if self.hooks.has_callbacks(AgentInitializedEvent):  # agents are built per row: no event nobody hears
             self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
 

@@ -32,6 +32,7 @@ from tests.docs_snippets import DOCS, lines, pages_with_blocks, runnable_blocks
 PAGES = [
     "getting-started.md",
     "concepts/hooks.md",
+    "concepts/plugins.md",
     "concepts/middleware.md",
     "concepts/interventions.md",
     "concepts/interrupts.md",

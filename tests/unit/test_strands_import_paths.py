@@ -12,7 +12,7 @@ import importlib
 import pytest
 
 import ray_harness
-from ray_harness import agent, handlers, middleware, models, sandbox, session, telemetry, tools
+from ray_harness import agent, handlers, middleware, models, plugins, sandbox, session, telemetry, tools
 from ray_harness.agent import conversation_manager
 from ray_harness.multiagent import graph_model as multiagent_graph
 from ray_harness.tools import executors, mcp
@@ -37,6 +37,9 @@ PATHS = [
     ("strands.multiagent", ["EdgeCondition", "EdgeConditionWithContext"], multiagent_graph),
     ("strands.multiagent.graph", ["EdgeCondition", "EdgeConditionWithContext"], multiagent_graph),
     ("strands.models.model", ["Model", "CacheConfig", "CacheToolsConfig"], models),
+    ("strands.plugins", ["Plugin", "hook"], plugins),
+    ("strands.plugins.plugin", ["Plugin"], plugins),
+    ("strands.plugins.decorator", ["hook"], plugins),
     ("strands.sandbox.not_a_sandbox_local_environment", ["NotASandboxLocalEnvironment"], sandbox),
     ("strands.session.file_session_manager", ["FileSessionManager"], session),
     ("strands.session.repository_session_manager", ["RepositorySessionManager"], session),

@@ -1,0 +1,11 @@
+"""Plugins: hooks, tools and setup in one object, attached with ``Agent(plugins=[...])`` (Strands' plugins).
+
+:class:`Plugin` subclasses name themselves, mark methods with :func:`hook` (the event type comes from the
+annotation; a union subscribes to each event) and with :func:`ray_harness.tool`, and may override
+``init_agent(agent)`` (sync or async).
+"""
+
+from ray_harness.plugins.decorator import hook
+from ray_harness.plugins.plugin import Plugin
+
+__all__ = ["Plugin", "hook"]
