@@ -29,6 +29,7 @@ import inspect
 import re
 import threading
 import weakref
+from abc import abstractmethod
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -205,6 +206,15 @@ class SubAgentTool(AgentTool):
         """The tool's spec: one string ``input`` parameter and the agent's description."""
         return sub_agent_spec(self._name, self._description)
 
+    @property
+    @abstractmethod
+    def agent_name(self) -> str:
+        """The name of the agent the tool runs."""
+
+    def get_display_properties(self) -> dict[str, str]:
+        """``Name``, ``Type`` and the ``Agent`` the tool runs, as in Strands."""
+        return {**super().get_display_properties(), "Agent": self.agent_name}
+
     def _tool_result(self, use_id: str, result: Any, context: ToolContext) -> ToolResult:
         return sub_agent_result(self._name, use_id, result, context, self._delegate, self._parents)
 
@@ -230,6 +240,11 @@ class AgentAsTool(SubAgentTool):
     def agent(self) -> Agent:
         """The agent the tool runs."""
         return self._agent
+
+    @property
+    def agent_name(self) -> str:
+        """The name of the agent the tool runs."""
+        return self._agent.name
 
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         """Run the agent on the tool call's ``input``, streaming its events, then yield the tool result.

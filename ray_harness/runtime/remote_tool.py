@@ -56,6 +56,11 @@ class RemoteAgentAsTool(SubAgentTool):
         super().__init__(tool_name, text, preserve_context=preserve_context, delegate=delegate)
         self._remote = remote
 
+    @property
+    def agent_name(self) -> str:
+        """The name of the agent in the actor (asked once, when the tool was made)."""
+        return self._remote.agent_name
+
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         """Run one tool call in the child's actor; yields its tool result."""
         use_id = str(tool_use["toolUseId"])

@@ -396,6 +396,11 @@ class A2ATool(SubAgentTool):
                          preserve_context=False, delegate=False)
         self._remote = agent
 
+    @property
+    def agent_name(self) -> str:
+        """The remote agent's name (from its agent card)."""
+        return self._remote.name
+
     async def stream(self, tool_use: ToolUse, context: ToolContext) -> AsyncGenerator[Any, None]:
         use_id = str(tool_use["toolUseId"])
         parent = context.agent

@@ -33,6 +33,8 @@ def test_remote_agent_as_a_tool_with_context_reset() -> None:
                                      _answer_with_child_result), tools=[child])
         # The model picks tools by their descriptions: the remote agent's own, as for an in-process agent.
         assert parent.tool_registry.get("calculator").tool_spec["description"] == "Adds numbers exactly"
+        assert child.as_tool(name="calc").get_display_properties() == {"Name": "calc", "Type": "agent",
+                                                                        "Agent": "calculator"}
         result = parent("use the calculator")
         assert str(result) == "child said: 5 (success)\n"
         assert child.messages == []  # the child's context was reset after the call

@@ -191,6 +191,8 @@ def test_against_a_minimal_a2a_sdk_server(sdk_server: str) -> None:
     parent = Agent(ScriptedModel(tool_call("sdk_echo", {"input": "via tool"}), text("ok")), tools=[remote])
     parent("go")
     assert parent.messages[2]["content"][0]["toolResult"]["content"][0]["text"] == "sdk says via tool"
+    assert parent.tool_registry.get("sdk_echo").get_display_properties() == {"Name": "sdk_echo", "Type": "agent",
+                                                                               "Agent": "sdk echo"}
 
 
 def test_as_a_swarm_member_it_answers(replicas: Any) -> None:

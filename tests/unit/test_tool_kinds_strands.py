@@ -94,9 +94,15 @@ def test_a_tool_is_static_until_marked_dynamic(kind: str) -> None:
     ("python", {"Name": "lookup", "Type": "python"}),
     ("mcp", {"Name": "lookup", "Type": "mcp"}),  # Strands: "python" (see docs/coming-from-strands.md)
     ("custom", {"Name": "lookup", "Type": "custom"}),
+    ("agent", {"Name": "lookup", "Type": "agent", "Agent": "lookup"}),
 ])
 def test_display_properties_per_tool_kind(kind: str, expected: dict[str, str]) -> None:
     assert KINDS[kind]().get_display_properties() == expected
+
+
+def test_an_agent_as_tool_shows_its_agents_name_under_its_own_tool_name() -> None:
+    ask = Agent(ScriptedModel(), name="helper").as_tool(name="ask_helper")
+    assert ask.get_display_properties() == {"Name": "ask_helper", "Type": "agent", "Agent": "helper"}
 
 
 def test_a_decorated_tool_shows_its_functions_name_under_its_own_tool_name() -> None:
