@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from ray_harness.hooks.events import AfterNodeCallEvent, BeforeNodeCallEvent
 from ray_harness.interrupts import Interrupt
 from ray_harness.multiagent._persistence import save_state
-from ray_harness.multiagent._scheduling import should_continue_graph
 from ray_harness.multiagent.base import NodeResult, Status, add_usage
 from ray_harness.multiagent.events import (
     handoff_event,
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
     from ray_harness.multiagent.graph import Graph
 
 __all__ = ("run_nodes",)
+
+_IN_FLIGHT = (Status.DISPATCHED, Status.EXECUTING)
 
 # The graph's logger: its records keep the name they had when this loop was part of graph.py.
 logger = logging.getLogger("ray_harness.multiagent.graph")
@@ -177,12 +178,15 @@ async def _close_owed(graph: Graph, invocation_state: dict[str, Any]) -> None:
 
 
 def _abandon_unrecorded(graph: Graph) -> None:
-    """Nodes the run stopped without recording (it raised, or its caller left) end CANCELLED, not EXECUTING.
+    """Nodes the run stopped without recording (it raised, or its caller left) end CANCELLED, not in flight.
 
-    A normal end records every node it started, so this finds nothing then.
+    Only launched nodes can be in flight, and the scheduler keeps them running until they are recorded or
+    suspended: a normal end leaves none, so this looks at no node then.
     """
-    for node in graph.nodes.values():
-        if node.execution_status == Status.EXECUTING:
+    if not graph._scheduler.running:
+        return
+    for node in graph.nodes.values():  # in the graph's order, as they enter the results
+        if node.execution_status in _IN_FLIGHT:  # a task cancelled before its first step is still DISPATCHED
             stopped = NodeResult(result=Exception(f"Node '{node.node_id}' was cancelled"), status=Status.CANCELLED)
             node.execution_status, node.result = Status.CANCELLED, stopped
             graph.state.results[node.node_id] = stopped
@@ -265,8 +269,7 @@ def _done_of(node_id: str, task: asyncio.Task[_NodeDone]) -> _NodeDone:
 
 def _start_task(graph: Graph, node_id: str, node_input: Any, running: _Running,
                 invocation_state: dict[str, Any]) -> None:
-    node = graph.nodes[node_id]
-    node.execution_status = Status.EXECUTING
+    graph.nodes[node_id].execution_status = Status.DISPATCHED  # EXECUTING once its task starts (_node_task)
     queue = running.queue
     task = asyncio.create_task(_node_task(graph, node_id, node_input, running, invocation_state),
                                name=f"ray_harness-graph-{graph.id}-{node_id}")
@@ -288,10 +291,7 @@ async def _launch_ready(graph: Graph, running: _Running, invocation_state: dict[
     limited = graph.max_node_executions is not None or graph.execution_timeout is not None
     if ready and not graph._cancel_requested and limited:
         # Checked once per batch, as in Strands: a batch that starts under the limit runs whole.
-        go, reason = should_continue_graph(
-            launched=graph.state.launched, max_node_executions=graph.max_node_executions,
-            elapsed=graph.state.execution_time / 1000 + time.monotonic() - graph.state.start_time,
-            execution_timeout=graph.execution_timeout)
+        go, reason = graph.state.should_continue(graph.max_node_executions, graph.execution_timeout)
         if not go:
             logger.debug("reason=<%s> | stopping graph execution", reason)
             graph._stop_reason = reason
@@ -302,7 +302,7 @@ async def _launch_ready(graph: Graph, running: _Running, invocation_state: dict[
         graph._scheduler.launch(node_id)
         node = graph.nodes[node_id]
         if graph.reset_on_revisit and node in graph.state.completed_nodes:
-            graph._node_runner.reset_node(node_id)
+            graph._node_runner.reset_node(node_id)  # this graph's runner (a node built into two graphs has two)
             graph.state.completed_nodes.discard(node)
         graph._inputs[node_id] = (await graph._input_sources(node_id, invocation_state) if graph._conditional
                                   else graph._completed_sources(node_id))
@@ -310,7 +310,7 @@ async def _launch_ready(graph: Graph, running: _Running, invocation_state: dict[
         launches[node_id] = graph._node_input(node_id)
     if len(launches) == 1 and graph._quiet and not running.tasks:
         ((node_id, node_input),) = launches.items()
-        graph.nodes[node_id].execution_status = Status.EXECUTING
+        graph.nodes[node_id].execution_status = Status.DISPATCHED
         running.inline.append((node_id, node_input))
     else:
         for node_id, node_input in launches.items():
@@ -354,6 +354,8 @@ async def _node_task(graph: Graph, node_id: str, node_input: Any, running: _Runn
                      invocation_state: dict[str, Any]) -> _NodeDone:
     done = _NodeDone(node_id)
     quiet = graph._quiet
+    # Dispatched with its batch, in flight from then on; it executes from here (as Strands' _execute_node).
+    graph.nodes[node_id].execution_status = Status.EXECUTING
     try:
         if not quiet:
             running.queue.put_nowait(node_start_event(node_id, node_type(graph.nodes[node_id].executor)))

@@ -40,9 +40,14 @@ __all__ = (
 
 
 class Status(Enum):
-    """Execution status of a graph, a swarm or one of their nodes."""
+    """Execution status of a graph, a swarm or one of their nodes.
+
+    ``DISPATCHED`` (nodes only, as in Strands): the graph picked the node for its batch and has not started it
+    yet; like ``EXECUTING`` it is in flight, so a state saved then re-runs it on resume.
+    """
 
     PENDING = "pending"
+    DISPATCHED = "dispatched"
     EXECUTING = "executing"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -58,7 +63,8 @@ def zero_usage() -> dict[str, int]:
 def add_usage(target: dict[str, int], source: dict[str, Any]) -> None:
     """Add every integer counter of ``source`` into ``target`` (cache counters included)."""
     for key, value in source.items():
-        if isinstance(value, int) and not isinstance(value, bool):
+        # An exact int (every counter in practice) passes the first test alone: three per node of a row.
+        if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
             target[key] = target.get(key, 0) + value
 
 

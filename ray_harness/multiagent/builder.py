@@ -47,6 +47,9 @@ class GraphBuilder:
         self.nodes: dict[str, GraphNode] = {}
         self.edges: list[GraphEdge] = []
         self.entry_points: list[GraphNode] = []
+        # The executors added (their nodes keep them alive, so an id stays theirs): a duplicate is found in one
+        # lookup, not a scan of every node per add_node (quadratic in a large graph).
+        self._executor_ids: set[int] = set()
         self._max_node_executions: int | None = None
         self._execution_timeout: float | None = None
         self._node_timeout: float | None = None
@@ -62,7 +65,7 @@ class GraphBuilder:
         """Add an Agent, Graph, Swarm or any ``MultiAgentBase`` (each instance once)."""
         if not hasattr(executor, "stream_async"):
             raise TypeError(f"a graph node must be an Agent or a MultiAgentBase, got {executor!r}")
-        if any(node.executor is executor for node in self.nodes.values()):
+        if id(executor) in self._executor_ids:
             raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
         if node_id is None:
             node_id = getattr(executor, "name", None) or getattr(executor, "id", None) or f"node_{len(self.nodes)}"
@@ -72,6 +75,7 @@ class GraphBuilder:
             raise ValueError(f"Node '{node_id}' already exists")
         node = GraphNode(node_id=node_id, executor=executor)
         self.nodes[node_id] = node
+        self._executor_ids.add(id(executor))
         return node
 
     def add_edge(self, from_node: str | GraphNode, to_node: str | GraphNode,
@@ -80,7 +84,8 @@ class GraphBuilder:
         source = self._resolve(from_node, "Source")
         target = self._resolve(to_node, "Target")
         edge = GraphEdge(from_node=source, to_node=target, condition=condition)
-        self.edges = [e for e in self.edges if (e.from_node, e.to_node) != (source, target)]
+        # Compared by identity (the builder holds one node per id): GraphNode.__eq__ is a Python call per edge.
+        self.edges = [e for e in self.edges if e.from_node is not source or e.to_node is not target]
         self.edges.append(edge)
         target.dependencies.add(source)
         return edge

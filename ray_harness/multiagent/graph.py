@@ -62,8 +62,7 @@ class Graph(MultiAgentBase):
                  session_manager: Any = None, id: str = "default_graph", graph_id: str | None = None,
                  runtime: str = DEFAULT_RUNTIME, trace_attributes: dict[str, Any] | None = None) -> None:
         # ``id`` as Strands names it; ``graph_id``, this constructor's earlier name for it, still wins when given.
-        executors = [node.executor for node in nodes.values()]
-        if len({builtins.id(executor) for executor in executors}) != len(executors):
+        if len({builtins.id(node.executor) for node in nodes.values()}) != len(nodes):
             raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
         self.id = graph_id if graph_id is not None else id
         self.nodes = nodes
@@ -112,6 +111,8 @@ class Graph(MultiAgentBase):
         self._invocation_state: dict[str, Any] = {}
         self._node_runner = make_node_runner(runtime)
         self._node_runner.bind({node_id: node.executor for node_id, node in nodes.items()})
+        for node in nodes.values():
+            node._runner = self._node_runner  # its reset_executor_state() resets through it
         if self.hooks.has_callbacks(MultiAgentInitializedEvent):
             from ray_harness.agent.agent import run_sync
 

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ray_harness.multiagent._scheduling import should_continue_graph
 from ray_harness.multiagent.base import MultiAgentResult, NodeResult, Status, zero_usage
 
 __all__ = ("EdgeCondition", "EdgeConditionWithContext", "GraphEdge", "GraphNode", "GraphResult", "GraphState",
@@ -45,6 +46,26 @@ class GraphNode:
     dependencies: set[GraphNode] = field(default_factory=set)
     execution_status: Status = Status.PENDING
     result: NodeResult | None = None
+    _runner: Any = field(default=None, init=False, repr=False)
+    """The node runner of the graph this node belongs to (set by the Graph), which keeps the executor's first
+    state. The runner, not the graph: a graph refers to nothing that refers back to it, so it is freed as soon
+    as it is dropped (a graph built per row), without waiting for the cycle collector."""
+
+    def reset_executor_state(self) -> None:
+        """Give the executor back the conversation it had when the graph was built; the node becomes PENDING.
+
+        As Strands' method of that name (what ``reset_on_revisit`` does to a revisited node's agent): an agent's
+        messages, agent state and interrupt state are restored (through ``Agent.snapshot()``/``restore()``), a
+        nested Graph or Swarm keeps its own state, and the node's ``result`` is cleared.
+
+        Raises:
+            RuntimeError: The node is not part of a Graph yet (its first state is recorded when the graph is built).
+        """
+        if self._runner is None:
+            raise RuntimeError(f"node {self.node_id!r} is not part of a Graph yet: its executor's initial state is "
+                               "recorded when the graph is built")
+        self._runner.reset_node(self.node_id)
+        self.execution_status, self.result = Status.PENDING, None
 
     @property
     def execution_time(self) -> int:
@@ -133,6 +154,17 @@ class GraphState:
     total_nodes: int = 0
     edges: list[tuple[GraphNode, GraphNode]] = field(default_factory=list)
     entry_points: list[GraphNode] = field(default_factory=list)
+
+    def should_continue(self, max_node_executions: int | None, execution_timeout: float | None) -> tuple[bool, str]:
+        """May the graph start another batch? ``(False, reason)`` ends it FAILED (Strands' method and texts).
+
+        Counts the node executions started so far (``launched``) and the seconds run, earlier invocations of
+        a resumed run included; ``None`` is no limit.
+        """
+        return should_continue_graph(
+            launched=self.launched, max_node_executions=max_node_executions,
+            elapsed=self.execution_time / 1000 + time.monotonic() - self.start_time,
+            execution_timeout=execution_timeout)
 
 
 @dataclass

@@ -170,6 +170,7 @@ class LocalNodeRunner:
     def __init__(self) -> None:
         self._nodes: dict[str, Any] = {}
         self._initial: dict[str, _AgentConversation | AgentSnapshot] = {}
+        self._nested: set[str] = set()  # the nodes that are a Graph/Swarm (MultiAgentBase), not an agent
         self._running: set[str] = set()
         self._signals: dict[str, threading.Event] = {}
         self._cancelled = False
@@ -180,9 +181,14 @@ class LocalNodeRunner:
         The remembered conversation is what :meth:`reset_node` restores when ``reset_on_revisit`` is on.
         """
         self._nodes = dict(nodes)
-        # Agents, and whatever else can snapshot itself (e.g. a RemoteAgent, which asks its actor).
-        self._initial = {node_id: _initial_conversation(target) for node_id, target in self._nodes.items()
-                         if not isinstance(target, MultiAgentBase) and callable(getattr(target, "restore", None))}
+        # Nested orchestrators are told apart once, here, not at each run: isinstance of an ABC is a Python-level
+        # check (a graph built per row would pay it twice per node).
+        self._nested, self._initial = set(), {}
+        for node_id, target in self._nodes.items():
+            if isinstance(target, MultiAgentBase):
+                self._nested.add(node_id)
+            elif callable(getattr(target, "restore", None)):  # agents, and whatever else can snapshot itself
+                self._initial[node_id] = _initial_conversation(target)  # (e.g. a RemoteAgent: it asks its actor)
 
     def start_invocation(self) -> None:
         """Start a new graph/swarm invocation: forget a cancellation of the previous one."""
@@ -204,13 +210,13 @@ class LocalNodeRunner:
         """
         target = self._nodes[node_id]
         quiet = events == "result"
-        if quiet and not isinstance(target, MultiAgentBase):
+        if quiet and node_id not in self._nested:
             yield await self.node_result(node_id, node_input, invocation_state)
             return
         self._running.add(node_id)
         started = time.monotonic()
         try:
-            if isinstance(target, MultiAgentBase):
+            if node_id in self._nested:
                 if self._cancelled:
                     yield NodeResult(result=MultiAgentResult(status=Status.CANCELLED), status=Status.CANCELLED)
                     return
@@ -249,8 +255,7 @@ class LocalNodeRunner:
         A Graph's quiet invocation awaits this for each node when its node runner has it: no generator around the
         agent's run (for a chain built per row, one async generator and its first-iteration hook less per node).
         """
-        target = self._nodes[node_id]
-        if isinstance(target, MultiAgentBase):  # a nested Graph/Swarm: the generator's path, whose one item it is
+        if node_id in self._nested:  # a nested Graph/Swarm: the generator's path, whose one item it is
             items = self.run_node(node_id, node_input, invocation_state, events="result")
             try:
                 item = await anext(items)
@@ -259,6 +264,7 @@ class LocalNodeRunner:
             if not isinstance(item, NodeResult):  # pragma: no cover - a quiet run yields its result alone
                 raise RuntimeError(f"Node '{node_id}' did not produce a result")
             return item
+        target = self._nodes[node_id]
         self._running.add(node_id)
         started = time.monotonic()
         try:

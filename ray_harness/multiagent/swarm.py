@@ -28,7 +28,6 @@ from ray_harness.hooks.registry import HookRegistry
 from ray_harness.interrupts import Interrupt, InterruptState
 from ray_harness.multiagent._handoff import Handoff, HandoffTracker, build_swarm_node_text, make_handoff_tool
 from ray_harness.multiagent._persistence import load_state, restore_swarm, save_state, swarm_snapshot
-from ray_harness.multiagent._scheduling import should_continue_swarm
 from ray_harness.multiagent.base import MultiAgentBase, NodeResult, Status, add_usage
 from ray_harness.multiagent.events import (
     handoff_event,
@@ -102,6 +101,8 @@ class Swarm(MultiAgentBase):
         self._resume_pending = False
         self._node_runner = make_node_runner(runtime)
         self._node_runner.bind({node_id: node.executor for node_id, node in self.nodes.items()})
+        for member in self.nodes.values():
+            member._runner = self._node_runner  # its reset_executor_state() resets through it
         if self.hooks.has_callbacks(MultiAgentInitializedEvent):
             from ray_harness.agent.agent import run_sync
 
@@ -220,10 +221,11 @@ class Swarm(MultiAgentBase):
             if self._cancel_requested:
                 self.state.completion_status = Status.CANCELLED
                 return
-            go, reason = should_continue_swarm(
-                history=[n.node_id for n in self.state.node_history], max_handoffs=self.max_handoffs,
-                max_iterations=self.max_iterations, elapsed=self._elapsed(), execution_timeout=self.execution_timeout,
-                window=self.repetitive_handoff_detection_window, min_unique=self.repetitive_handoff_min_unique_agents)
+            go, reason = self.state.should_continue(
+                max_handoffs=self.max_handoffs, max_iterations=self.max_iterations,
+                execution_timeout=self.execution_timeout,
+                repetitive_handoff_detection_window=self.repetitive_handoff_detection_window,
+                repetitive_handoff_min_unique_agents=self.repetitive_handoff_min_unique_agents)
             if not go:
                 logger.debug("reason=<%s> | stopping swarm", reason)
                 self.state.stop_reason = reason
@@ -305,7 +307,7 @@ class Swarm(MultiAgentBase):
         else:
             node_input = self._node_input(node)
             if self.reset_members:
-                self._node_runner.reset_node(node.node_id)
+                node.reset_executor_state()
         started = time.monotonic()
         remaining = max(self.execution_timeout - self._elapsed(), 0.0)
         timeout = min(self.node_timeout, remaining)

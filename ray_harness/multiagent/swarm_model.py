@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ray_harness.multiagent._handoff import HANDOFF_TOOL_NAME
+from ray_harness.multiagent._scheduling import should_continue_swarm
 from ray_harness.multiagent.base import MultiAgentResult, NodeResult, Status, zero_usage
 
 __all__ = ("SharedContext", "SwarmNode", "SwarmResult", "SwarmState", "entry_member", "swarm_members")
@@ -19,6 +20,24 @@ class SwarmNode:
 
     node_id: str
     executor: Any
+    _runner: Any = field(default=None, init=False, repr=False)
+    """The node runner of the swarm the member belongs to (set by the Swarm), which keeps the agent's first state.
+    The runner, not the swarm: nothing the swarm holds refers back to it, so it is freed as soon as it is dropped."""
+
+    def reset_executor_state(self) -> None:
+        """Give the member's agent back the conversation it had when the swarm was built (Strands' method).
+
+        Messages, agent state and interrupt state are restored (through ``Agent.snapshot()``/``restore()``);
+        ``Swarm(reset_members=True)`` calls this before each member run that does not resume an interrupt (a
+        member interrupted in its own turn gets that turn's conversation back when the swarm's state is restored).
+
+        Raises:
+            RuntimeError: The member is not part of a Swarm.
+        """
+        if self._runner is None:
+            raise RuntimeError(f"node {self.node_id!r} is not part of a Swarm: its agent's initial state is "
+                               "recorded when the swarm is built")
+        self._runner.reset_node(self.node_id)
 
     def __hash__(self) -> int:
         return hash(self.node_id)
@@ -75,6 +94,16 @@ class SwarmState:
     """The member a handoff names next, from the end of the member's run until it becomes ``current_node``
     (``AfterNodeCallEvent`` hooks see it), else ``None``; as Strands' field."""
     stop_reason: str | None = None
+
+    def should_continue(self, *, max_handoffs: int, max_iterations: int, execution_timeout: float,
+                        repetitive_handoff_detection_window: int,
+                        repetitive_handoff_min_unique_agents: int) -> tuple[bool, str]:
+        """May the next member run? ``(False, reason)`` ends the swarm FAILED (Strands' method, checks and texts)."""
+        return should_continue_swarm(
+            history=[node.node_id for node in self.node_history], max_handoffs=max_handoffs,
+            max_iterations=max_iterations, elapsed=self.execution_time / 1000 + time.monotonic() - self.start_time,
+            execution_timeout=execution_timeout, window=repetitive_handoff_detection_window,
+            min_unique=repetitive_handoff_min_unique_agents)
 
 
 @dataclass
