@@ -13,6 +13,8 @@ import os
 from typing import Any
 
 from ray_harness.agent.conversation_manager.base import ConversationManager
+from ray_harness.agent.conversation_manager.sliding_window import SlidingWindowConversationManager
+from ray_harness.agent.limits import Limits, validate_limits
 from ray_harness.hooks.registry import is_hook_provider
 from ray_harness.models.base import Model
 from ray_harness.session.manager import SessionManager
@@ -20,7 +22,7 @@ from ray_harness.tools.executors import ToolExecutor
 from ray_harness.types.content import SystemContentBlock
 from ray_harness.types.exceptions import ModelConfigurationError
 
-__all__ = ("check_arguments", "check_identity", "check_system_prompt", "checked_sandbox",
+__all__ = ("check_arguments", "check_identity", "check_invocation", "check_system_prompt", "checked_sandbox",
            "default_conversation_manager", "default_sandbox", "resolve_model")
 
 
@@ -31,12 +33,7 @@ def check_arguments(*, description: Any, conversation_manager: Any, session_mana
     """Raise ``TypeError``/``ValueError`` naming the first argument that cannot work."""
     if description is not None and not isinstance(description, str):
         raise TypeError(f"description must be a string or None, got {_kind(description)}")
-    _instance("conversation_manager", conversation_manager, ConversationManager,
-              "e.g. SlidingWindowConversationManager()")
-    if not is_hook_provider(session_manager) or _from_strands(session_manager):  # a user's own HookProvider may persist
-        _instance("session_manager", session_manager, SessionManager, "e.g. FileSessionManager(session_id=...)")
-    if isinstance(tool_executor, type) or not callable(getattr(tool_executor, "execute", None)):
-        _instance("tool_executor", tool_executor, ToolExecutor, "ConcurrentToolExecutor() or SequentialToolExecutor()")
+    _check_components(conversation_manager, session_manager, tool_executor)
     if retry_strategy is not None and not (callable(getattr(retry_strategy, "delay", None))
                                            and hasattr(retry_strategy, "clock")):
         raise TypeError(f"retry_strategy must be a ModelRetryStrategy (or None for no retries), got "
@@ -66,6 +63,52 @@ def check_arguments(*, description: Any, conversation_manager: Any, session_mana
                          "Agent per invocation")
 
 
+def _check_components(conversation_manager: Any, session_manager: Any, tool_executor: Any) -> None:
+    # The defaults (None) are passed over without a call: agents are built per dataset row.
+    if conversation_manager is not None:
+        _instance("conversation_manager", conversation_manager, ConversationManager,
+                  "e.g. SlidingWindowConversationManager()")
+    if session_manager is not None and (not is_hook_provider(session_manager) or _from_strands(session_manager)):
+        # A user's own HookProvider may persist.
+        _instance("session_manager", session_manager, SessionManager, "e.g. FileSessionManager(session_id=...)")
+    if tool_executor is not None and (isinstance(tool_executor, type)
+                                      or not callable(getattr(tool_executor, "execute", None))):
+        _instance("tool_executor", tool_executor, ToolExecutor, "ConcurrentToolExecutor() or SequentialToolExecutor()")
+
+
+def check_invocation(agent: Any, invocation_state: Any, limits: Any, structured_output_model: Any,
+                     kwargs: dict[str, Any]) -> tuple[Limits | None, str | None, type | None]:
+    """An invocation's arguments checked: its limits, structured output prompt and model (the agent's by default).
+
+    Pops ``structured_output_prompt`` (Strands' per-call override) from ``kwargs``, so it does not land in the
+    invocation state with the other keyword arguments.
+
+    Raises:
+        TypeError: A wrong argument (named), or a cost limit on a model without prices.
+        ValueError: The structured output model has the name of one of the agent's tools.
+    """
+    checked_limits = validate_limits(limits) if limits is not None else None  # one call less for most invocations
+    output_prompt = kwargs.pop("structured_output_prompt", None)
+    if kwargs.pop("idempotency_token", None) is not None:
+        # Refused rather than kept as invocation state: a retried duplicate would get ConcurrencyException
+        # where Strands hands it the first call's result.
+        raise TypeError("idempotency_token is not supported: one agent runs one invocation at a time and a "
+                        "second call raises ConcurrencyException; deduplicate retried requests before the agent")
+    if output_prompt is not None and not isinstance(output_prompt, str):
+        raise TypeError(f"structured_output_prompt must be a str or None, got {type(output_prompt).__name__}")
+    if invocation_state is not None and not isinstance(invocation_state, dict):
+        raise TypeError(f"invocation_state must be a dict or None, got {type(invocation_state).__name__}")
+    if checked_limits is not None and "cost_usd" in checked_limits and getattr(agent.model, "prices", None) is None:
+        # Without prices every call costs 0: the budget would silently never stop the run.
+        raise TypeError("limits['cost_usd'] needs prices on the model: pass prices=ModelPrices(...) to it")
+    output_model = structured_output_model or agent.structured_output_model
+    if output_model is not None and agent.tool_registry.get(output_model.__name__) is not None:
+        # Two tool specs of one name: every provider refuses the request (Strands refuses it here too).
+        raise ValueError(f"Tool {output_model.__name__!r} already exists: the structured output model "
+                         "is offered to the model as a tool of its name; rename the model or the tool")
+    return checked_limits, output_prompt, output_model
+
+
 def check_identity(name: Any, agent_id: Any) -> tuple[str, str]:
     """``name`` and ``agent_id`` as the agent keeps them: ``None`` is the default, as in Strands.
 
@@ -78,7 +121,7 @@ def check_identity(name: Any, agent_id: Any) -> tuple[str, str]:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if not isinstance(agent_id, str) or not agent_id:
         raise ValueError(f"agent_id must be a non-empty string, got {agent_id!r}")
-    if any(separator in agent_id for separator in ("/", "\\", "\x00")):
+    if "/" in agent_id or "\\" in agent_id or "\x00" in agent_id:  # no generator: agents are built per row
         raise ValueError(f"agent_id {agent_id!r} must not contain path separators ('/' or '\\\\') or NUL")
     return name, agent_id
 
@@ -138,7 +181,9 @@ def resolve_model(model: Model | str | None) -> Model:
         from ray_harness.models import from_string
 
         return from_string(model)  # type: ignore[no-any-return]
-    if not isinstance(model, Model):
+    # A Model subclass is found in its MRO without ABCMeta's Python-level __instancecheck__ (agents are built per
+    # row); a class registered as a virtual subclass still passes the isinstance.
+    if Model not in type(model).__mro__ and not isinstance(model, Model):
         raise ModelConfigurationError(f"model must be a ray_harness Model or a model string, got {model!r}. "
                                       + _NO_MODEL_HELP)
     return model
@@ -162,11 +207,4 @@ def default_sandbox() -> Any:
 
 
 def default_conversation_manager() -> ConversationManager:
-    try:
-        from ray_harness.agent.conversation_manager import SlidingWindowConversationManager
-    except ImportError:
-        from ray_harness.agent.conversation_manager import NullConversationManager
-
-        return NullConversationManager()
     return SlidingWindowConversationManager()
-

@@ -107,14 +107,16 @@ async def _settle(agent: Agent, inv: Invocation, outcome: _Attempt, attempt: int
         Exception: the attempt's error, when neither a hook nor the retry strategy retries it.
     """
     stop, error = outcome.stop, outcome.error
+    hooked = agent.hooks.has_callbacks(AfterModelCallEvent)  # no event, nor coroutine, for nobody
     if stop is not None and stop.stop_reason == "cancelled":
         if stop.usage.get("totalTokens"):
             _account(agent, stop)  # a stream cut mid-way was still (partly) processed and billed
         # Hooks hear the call end, as in Strands (a BeforeModelCallEvent is always paired), but no
         # AfterModelCallEvent retry can undo a user's cancel.
-        await _after_model_call_retries(agent, inv, stop, None)
+        if hooked:
+            await _after_model_call_retries(agent, inv, stop, None)
         return stop
-    if await _after_model_call_retries(agent, inv, stop, error):
+    if hooked and await _after_model_call_retries(agent, inv, stop, error):
         if stop is not None and not outcome.vetoed:
             _account(agent, stop)  # the answer a hook discards was still processed and billed (as Strands)
         return None
@@ -272,7 +274,7 @@ async def _read_quietly(agent: Agent, inv: Invocation) -> ModelStopReason:
     if inv.structured is not None and inv.structured.value is None:
         specs.append(inv.structured.spec)
         tool_choice = inv.structured.tool_choice()
-    offered = _offered(inv, specs, tool_choice)
+    offered = specs if inv.structured is None else _offered(inv, specs, tool_choice)  # most invocations: no call
     stream = agent.model.stream(messages, offered or None, system_prompt, tool_choice=tool_choice,  # type: ignore[arg-type]
                                 **agent_metadata_kwargs(agent.model, agent.session_manager))
     stream = rate_limited(agent.model, stream, lambda: estimate_tokens(messages, system_prompt, offered or None))
@@ -321,9 +323,7 @@ async def _reduce_context(agent: Agent, overflow: ContextWindowOverflowException
 
 async def _after_model_call_retries(agent: Agent, inv: Invocation, stop: ModelStopReason | None,
                                     error: Exception | None) -> bool:
-    """Fire ``AfterModelCallEvent``; True when a hook asked to call the model again."""
-    if not agent.hooks.has_callbacks(AfterModelCallEvent):
-        return False
+    """Fire ``AfterModelCallEvent`` (the caller asked ``has_callbacks``); True when a hook asked to call again."""
     response = ModelStopResponse(message=stop.message, stop_reason=stop.stop_reason) if stop else None
     after, _ = await agent.hooks.invoke_callbacks_async(
         AfterModelCallEvent(agent=agent, invocation_state=inv.state, stop_response=response, exception=error)

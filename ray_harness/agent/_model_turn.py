@@ -107,6 +107,8 @@ async def _end_turn(agent: Agent, inv: Invocation, message: Message, stop_reason
             "again to continue.", partial_message=message,
         )
     if stop_reason != "tool_use" or not any("toolUse" in block for block in message["content"]):
+        if inv.structured is None:  # the usual end: no structured output to ask for, no coroutine for it
+            return inv.result(stop_reason, message)
         return await _finish_turn(agent, inv, message, stop_reason)  # None: structured output is asked for next
     if agent.checkpointing and not (inv.cancelled or inv.deferred_cancel):
         return inv.result("checkpoint", message,

@@ -26,6 +26,8 @@ def prepare_prompt(agent: Agent, prompt: Any, inv: Invocation) -> list[Message]:
     if state.activated:
         state.resume(prompt)  # TypeError / KeyError for bad responses
         return []
+    if isinstance(prompt, str):  # the usual prompt: neither interrupt responses nor a checkpoint, as prompt_messages
+        return _answering_open_tool_uses(agent, [{"role": "user", "content": [{"text": prompt}]}])
     state.resume(prompt)  # ValueError when responses arrive at an agent that is not interrupted
     checkpoint = _checkpoint_payload(prompt)
     if checkpoint is not _NO_CHECKPOINT:  # a None payload is a bad checkpoint, named as such, not a prompt

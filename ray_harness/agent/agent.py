@@ -20,7 +20,7 @@ from ray_harness.agent._arguments import (
 )
 from ray_harness.agent._sync import run_sync
 from ray_harness.agent.conversation_manager.base import ConversationManager
-from ray_harness.agent.limits import Limits, validate_limits
+from ray_harness.agent.limits import Limits
 from ray_harness.agent.result import AgentResult, EventLoopMetrics
 from ray_harness.agent.retry import ModelRetryStrategy
 from ray_harness.agent.state import AgentState
@@ -393,15 +393,17 @@ class Agent:
             The ``AgentResult``; ``stop_reason`` says why it ended (``end_turn``, ``interrupt``, ``cancelled``,
             a ``limit_*``, ...).
         """
-        result: AgentResult | None = None
         kwargs["structured_output_prompt"] = structured_output_prompt
-        async for event in self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal,
-                                        kwargs, quiet=True):
-            if event.get("type") == "result":
-                result = event["result"]
-        if result is None:  # pragma: no cover - the loop always ends with a result event
-            raise RuntimeError("agent loop ended without a result")
-        return result
+        if self.callback_handler is not None:  # it hears every event: the streamed invocation, ending with the result
+            events = self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal, kwargs,
+                                  quiet=True)
+            result: AgentResult = [event async for event in events if event.get("type") == "result"][-1]["result"]
+            return result
+        # Nobody hears the events: the invocation runs as plain coroutines (see _quiet_invocation).
+        from ray_harness.agent._quiet_invocation import invoke_quietly
+
+        return await invoke_quietly(self, prompt, invocation_state, limits, structured_output_model, cancel_signal,
+                                    kwargs)
 
     def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                      limits: Limits | None = None, structured_output_model: type | None = None,
@@ -423,64 +425,31 @@ class Agent:
     async def _stream(self, prompt: Any, invocation_state: dict[str, Any] | None, limits: Limits | None,
                       structured_output_model: type | None, cancel_signal: threading.Event | None,
                       kwargs: dict[str, Any], *, quiet: bool) -> AsyncGenerator[dict[str, Any], None]:
-        """The invocation behind ``stream_async`` and ``invoke_async``.
+        """The invocation behind ``stream_async`` (and ``invoke_async`` when a callback handler hears the events).
 
         ``quiet=True`` (for callers that only want the result) skips the per-chunk events — model
         events, deltas, ``message``, ``tool_start``, tool stream events — which otherwise travel up
         through every layer of the loop; ``tool_result``, ``interrupt`` and ``result`` still come.
         Hooks and middleware see exactly the same events either way.
         """
-        from ray_harness.agent.loop import Invocation, run_invocation
+        from ray_harness.agent.loop import begin_invocation, end_invocation, run_invocation
 
-        checked_limits = validate_limits(limits)
-        # Strands' per-call override; popped, so it does not land in invocation_state with the other kwargs.
-        output_prompt = kwargs.pop("structured_output_prompt", None)
-        if kwargs.pop("idempotency_token", None) is not None:
-            # Refused rather than kept as invocation state: a retried duplicate would get ConcurrencyException
-            # where Strands hands it the first call's result.
-            raise TypeError("idempotency_token is not supported: one agent runs one invocation at a time and a "
-                            "second call raises ConcurrencyException; deduplicate retried requests before the agent")
-        if output_prompt is not None and not isinstance(output_prompt, str):
-            raise TypeError(f"structured_output_prompt must be a str or None, got {type(output_prompt).__name__}")
-        if invocation_state is not None and not isinstance(invocation_state, dict):
-            raise TypeError(f"invocation_state must be a dict or None, got {type(invocation_state).__name__}")
-        if checked_limits is not None and "cost_usd" in checked_limits and getattr(self.model, "prices", None) is None:
-            # Without prices every call costs 0: the budget would silently never stop the run.
-            raise TypeError("limits['cost_usd'] needs prices on the model: pass prices=ModelPrices(...) to it")
-        output_model = structured_output_model or self.structured_output_model
-        if output_model is not None and self.tool_registry.get(output_model.__name__) is not None:
-            # Two tool specs of one name: every provider refuses the request (Strands refuses it here too).
-            raise ValueError(f"Tool {output_model.__name__!r} already exists: the structured output model "
-                             "is offered to the model as a tool of its name; rename the model or the tool")
         handler = self.callback_handler
         if handler is not None:
             quiet = False  # the handler hears every event, as in Strands
-        if not self._lock.acquire(blocking=False):
-            raise ConcurrencyException(
-                f"agent {self.name!r} is already running an invocation; wait for it or use another Agent"
-            )
+        invocation = begin_invocation(self, invocation_state, limits, structured_output_model, cancel_signal, kwargs,
+                                      quiet=quiet)
         try:
-            state = invocation_state if invocation_state is not None else {}
-            if kwargs:  # a new dict, as in Strands: the caller's invocation_state is not ours to change
-                state = {**state, **kwargs}
-            invocation = Invocation(self, cancel_signal or Signal(), state, checked_limits, output_model,
-                                    quiet=quiet, structured_output_prompt=output_prompt)
-            self._cancel_message = None
-            self._cancel_after_tools = False
-            self._invocation = invocation
+            generator = run_invocation(self, prompt, invocation)
             try:
-                generator = run_invocation(self, prompt, invocation)
-                try:
-                    async for event in generator:
-                        if handler is not None:
-                            handler(**event)
-                        yield event
-                finally:
-                    await generator.aclose()
+                async for event in generator:
+                    if handler is not None:
+                        handler(**event)
+                    yield event
             finally:
-                self._invocation = None
+                await generator.aclose()
         finally:
-            self._lock.release()
+            end_invocation(self)
 
     def structured_output(self, output_model: type, prompt: Any = None) -> Any:
         """The model's answer to the history plus ``prompt`` as an ``output_model`` instance (deprecated, as in Strands).

@@ -17,6 +17,9 @@ import time
 from collections.abc import AsyncGenerator, Awaitable
 from typing import TYPE_CHECKING, Any, cast
 
+from ray_harness._signal import Signal
+from ray_harness.agent._arguments import check_invocation
+from ray_harness.agent._history import rollback
 from ray_harness.agent._model_call import _cancelled_stop, reads_directly
 from ray_harness.agent._model_turn import ModelTurn, model_turn, model_turn_quiet
 from ray_harness.agent._prompt import prepare_prompt
@@ -32,12 +35,16 @@ from ray_harness.telemetry import metrics
 from ray_harness.telemetry.metrics import sinks as metric_sinks
 from ray_harness.telemetry.tracing import agent_attributes, get_tracer
 from ray_harness.types.content import Message
-from ray_harness.types.exceptions import MaxTokensReachedException, StructuredOutputException
+from ray_harness.types.exceptions import (
+    ConcurrencyException,
+    MaxTokensReachedException,
+    StructuredOutputException,
+)
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
 
-__all__ = ("Invocation", "run_invocation")
+__all__ = ("Invocation", "begin_invocation", "end_invocation", "run_invocation")
 
 
 class Invocation:
@@ -78,6 +85,11 @@ class Invocation:
     def cancelled(self) -> bool:
         """Whether a cancel of the invocation was requested."""
         return self.cancel_signal.is_set()
+
+    @property
+    def may_stop(self) -> bool:
+        """Whether a cycle's top may end the invocation (:func:`stop_at_cycle_top`): a cancel, or limits to check."""
+        return self.cancel_signal.is_set() or self.deferred_cancel or self.limits is not None
 
     def request_cancel(self, *, model_too: bool) -> None:
         """Request a cancel; ``model_too=False`` waits for the running model call to finish first."""
@@ -120,15 +132,46 @@ class Invocation:
                            state=self.agent.state, **extra)
 
 
+def begin_invocation(agent: Agent, invocation_state: dict[str, Any] | None, limits: Limits | None,
+                     structured_output_model: type | None, cancel_signal: threading.Event | None,
+                     kwargs: dict[str, Any], *, quiet: bool) -> Invocation:
+    """Check an invocation's arguments (``check_invocation``), take the agent and start the invocation.
+
+    The caller ends it with :func:`end_invocation`, whatever happens after this returned.
+
+    Raises:
+        ConcurrencyException: The agent is running another invocation.
+    """
+    checked_limits, output_prompt, output_model = check_invocation(agent, invocation_state, limits,
+                                                                   structured_output_model, kwargs)
+    if not agent._lock.acquire(blocking=False):
+        raise ConcurrencyException(
+            f"agent {agent.name!r} is already running an invocation; wait for it or use another Agent"
+        )
+    try:
+        state = invocation_state if invocation_state is not None else {}
+        if kwargs:  # a new dict, as in Strands: the caller's invocation_state is not ours to change
+            state = {**state, **kwargs}
+        invocation = Invocation(agent, cancel_signal or Signal(), state, checked_limits, output_model,
+                                quiet=quiet, structured_output_prompt=output_prompt)
+    except BaseException:
+        agent._lock.release()
+        raise
+    agent._cancel_message = None
+    agent._cancel_after_tools = False
+    agent._invocation = invocation
+    return invocation
+
+
+def end_invocation(agent: Agent) -> None:
+    """End the invocation :func:`begin_invocation` started: the agent is free for the next one."""
+    agent._invocation = None
+    agent._lock.release()
+
+
 async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
     """One invocation with its metrics and its ``invoke_agent`` span (one generator layer for both)."""
-    inv.extensions = chain = assemble_extensions(agent, inv)  # once per lead invocation / sub-agent execution
-    reporting = bool(metric_sinks())
-    if reporting:
-        metrics.active_agents(agent.name, 1)
-    tracer = inv.tracer
-    if tracer.enabled:
-        inv.agent_span = tracer.start_span(f"invoke_agent {agent.name}", None, agent_attributes(agent))
+    chain, reporting = open_invocation(agent, inv)
     final: AgentResult | None = None
     error: BaseException | None = None
     try:
@@ -148,11 +191,29 @@ async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGen
         error = caught
         raise
     finally:
-        if inv.agent_span is not None:
-            tracer.end_span(inv.agent_span, _invocation_attributes(agent, final, inv), error=error)
-        if reporting:
-            metrics.active_agents(agent.name, -1)
-            metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
+        close_invocation(agent, inv, final, error, reporting)
+
+
+def open_invocation(agent: Agent, inv: Invocation) -> tuple[ExtensionChain | None, bool]:
+    """Assemble the invocation's extensions, count the agent active and open its span: (extensions, reporting)."""
+    inv.extensions = chain = assemble_extensions(agent, inv)  # once per lead invocation / sub-agent execution
+    reporting = bool(metric_sinks())
+    if reporting:
+        metrics.active_agents(agent.name, 1)
+    tracer = inv.tracer
+    if tracer.enabled:
+        inv.agent_span = tracer.start_span(f"invoke_agent {agent.name}", None, agent_attributes(agent))
+    return chain, reporting
+
+
+def close_invocation(agent: Agent, inv: Invocation, final: AgentResult | None, error: BaseException | None,
+                     reporting: bool) -> None:
+    """End what :func:`open_invocation` opened: the span (with the result or error) and the agent's metrics."""
+    if inv.agent_span is not None:
+        inv.tracer.end_span(inv.agent_span, _invocation_attributes(agent, final, inv), error=error)
+    if reporting:
+        metrics.active_agents(agent.name, -1)
+        metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
 
 
 def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invocation) -> dict[str, Any]:
@@ -177,33 +238,17 @@ def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invoca
 
 
 async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGenerator[dict[str, Any], None]:
-    inv.loop = asyncio.get_running_loop()
-    inv.task = asyncio.current_task()
-    if not await _load_providers(inv):
+    if not await start_invocation(agent, inv):
         # Cancelled while an MCP server was starting: nothing was added to the history; the next call loads again.
         yield {"type": "result", "result": inv.result("cancelled", _cancelled_stop(agent).message)}
         return
-    agent.event_loop_metrics.start_invocation()
-    inv.last_before = agent.messages[-1] if agent.messages else None
     current: Any = prompt
     while True:
-        new_messages = prepare_prompt(agent, current, inv)
-        if inv.agent_span is not None and getattr(inv.tracer, "capture_content", False):
-            import json
-
-            inv.agent_span.set_attribute("gen_ai.input.messages", json.dumps(new_messages, default=str)[:8192])
-        start_length = len(agent.messages)
+        start_length, new_messages = round_prompt(agent, inv, current)
         result: AgentResult | None = None
-        resume: Any = None
         try:
-            veto, messages = await _before_invocation(agent, inv, new_messages)
-            if veto:
-                text = veto if isinstance(veto, str) else "invocation denied by hook"
-                # NOTE: not appended, so history keeps alternating roles (Strands appends it).
-                result = inv.result("end_turn", {"role": "assistant", "content": [{"text": text}]})
-            else:
-                for message in messages:
-                    await agent._append_message(message, inv.state)
+            result = await admit_prompt(agent, inv, new_messages)
+            if result is None:
                 cycles = _cycles(agent, inv) if inv.quiet else _lifecycle(inv, _cycles(agent, inv))
                 try:
                     async for event in cycles:
@@ -215,21 +260,71 @@ async def _run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGe
                     await cycles.aclose()
                 agent.conversation_manager.apply_management(agent)
         except BaseException as error:
-            if not isinstance(error, MaxTokensReachedException):  # that one keeps its partial answer (as Strands)
-                _rollback(agent, inv, start_length)
-            await agent.hooks.invoke_callbacks_async(AfterInvocationEvent(agent=agent, invocation_state=inv.state))
+            await round_failed(agent, inv, start_length, error)
             raise
-        if agent.hooks.has_callbacks(AfterInvocationEvent):
-            after, _ = await agent.hooks.invoke_callbacks_async(
-                AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
-            )
-            resume = after.resume
-        if resume is not None and result is not None:  # also after interrupts: a hook may answer them (Strands)
-            current = resume
-            continue
-        assert result is not None
-        yield {"type": "result", "result": result}
-        return
+        current = await resume_after(agent, inv, result) if agent.hooks.has_callbacks(AfterInvocationEvent) else None
+        if current is None:
+            assert result is not None
+            yield {"type": "result", "result": result}
+            return
+
+
+async def start_invocation(agent: Agent, inv: Invocation) -> bool:
+    """Bind the invocation to its task, load the tool providers and reset the per-invocation metrics.
+
+    False when a cancel stopped the providers' loading: nothing was started, the invocation ends ``cancelled``.
+    """
+    inv.loop = asyncio.get_running_loop()
+    inv.task = asyncio.current_task()
+    # Most agents have no tool provider: then no coroutine is made to load none.
+    if inv.cancel_signal.is_set() or (inv.agent.tool_registry.providers and not await _load_providers(inv)):
+        return False
+    agent.event_loop_metrics.start_invocation()
+    inv.last_before = agent.messages[-1] if agent.messages else None
+    return True
+
+
+def round_prompt(agent: Agent, inv: Invocation, prompt: Any) -> tuple[int, list[Message]]:
+    """The history's length before this round (where a failure rolls back to) and the messages ``prompt`` adds."""
+    new_messages = prepare_prompt(agent, prompt, inv)
+    if inv.agent_span is not None and getattr(inv.tracer, "capture_content", False):
+        import json
+
+        inv.agent_span.set_attribute("gen_ai.input.messages", json.dumps(new_messages, default=str)[:8192])
+    return len(agent.messages), new_messages
+
+
+async def admit_prompt(agent: Agent, inv: Invocation, new_messages: list[Message]) -> AgentResult | None:
+    """``BeforeInvocationEvent``, then the messages appended; a hook's veto ends the round with its result."""
+    # Events are built only for registered callbacks: most agents have none, and a graph row makes dozens.
+    veto, messages = await _before_invocation(agent, inv, new_messages) \
+        if agent.hooks.has_callbacks(BeforeInvocationEvent) else (None, new_messages)
+    if veto:
+        text = veto if isinstance(veto, str) else "invocation denied by hook"
+        # NOTE: not appended, so history keeps alternating roles (Strands appends it).
+        return inv.result("end_turn", {"role": "assistant", "content": [{"text": text}]})
+    for message in messages:
+        await agent._append_message(message, inv.state)
+    return None
+
+
+async def round_failed(agent: Agent, inv: Invocation, start_length: int, error: BaseException) -> None:
+    """A round raised ``error``: roll the history back and tell ``AfterInvocationEvent`` hooks (no result)."""
+    if not isinstance(error, MaxTokensReachedException):  # that one keeps its partial answer (as Strands)
+        rollback(agent, inv, start_length)
+    await agent.hooks.invoke_callbacks_async(AfterInvocationEvent(agent=agent, invocation_state=inv.state))
+
+
+async def resume_after(agent: Agent, inv: Invocation, result: AgentResult | None) -> Any:
+    """``AfterInvocationEvent``; the prompt a hook's ``resume`` runs next, None when the invocation ends.
+
+    Callers ask ``has_callbacks`` first: no event, nor coroutine, for nobody.
+    """
+    after, _ = await agent.hooks.invoke_callbacks_async(
+        AfterInvocationEvent(agent=agent, invocation_state=inv.state, result=result)
+    )
+    # Also after interrupts: a hook may answer them (Strands).
+    return after.resume if result is not None else None
 
 
 async def _lifecycle(inv: Invocation, cycles: AsyncGenerator[Any, None]) -> AsyncGenerator[Any, None]:
@@ -261,59 +356,10 @@ async def _load_providers(inv: Invocation) -> bool:
 
 async def _before_invocation(agent: Agent, inv: Invocation, messages: list[Message]) -> tuple[Any, list[Message]]:
     """``BeforeInvocationEvent``'s veto and the messages to add (a hook's ``None`` keeps the prompt, as Strands)."""
-    # Events are built only for registered callbacks: most agents have none, and a graph row makes dozens.
-    if not agent.hooks.has_callbacks(BeforeInvocationEvent):
-        return None, messages
     before, _ = await agent.hooks.invoke_callbacks_async(
         BeforeInvocationEvent(agent=agent, invocation_state=inv.state, messages=messages)
     )
     return before.cancel, messages if before.messages is None else before.messages
-
-
-def _rollback(agent: Agent, inv: Invocation, length: int) -> None:
-    """A failed invocation removes what it added, so the history stays valid for the next call.
-
-    The cut is at the first message this invocation appended, found by identity: a conversation manager
-    may have trimmed or summarized older messages meanwhile, which shifts positions.
-    """
-    if agent._interrupt_state.activated:
-        return  # the interrupted turn must stay so that it can be resumed
-    first = inv.first_appended
-    if first is not None:
-        found = _index_of(agent.messages, first)
-        if found is None and inv.last_before is not None:
-            # Not trimmed but replaced (a guide merged its text into the prompt's turn): it follows the
-            # history's last message from before the invocation, if that one is still there.
-            before = _index_of(agent.messages, inv.last_before)
-            if before is not None and before + 1 < len(agent.messages):
-                found = before + 1
-        if found is None:
-            # Trimmed away, with everything older than it but the manager's pinned prefix and summary.
-            manager = agent.conversation_manager
-            length = int(getattr(manager, "pinned_message_count", 0)) + int(
-                getattr(manager, "synthetic_message_count", 0))
-        elif _answers_earlier_tool_use(agent.messages, found):
-            length = found + 1  # a resume's results of tools that ran: they did, whatever failed after
-        else:
-            length = found
-    if len(agent.messages) > length:
-        del agent.messages[length:]
-        truncate = getattr(agent.session_manager, "on_history_truncated", None)
-        if callable(truncate):
-            truncate(agent, length)
-
-
-def _index_of(messages: list[Message], message: Message) -> int | None:
-    return next((i for i, candidate in enumerate(messages) if candidate is message), None)
-
-
-def _answers_earlier_tool_use(messages: list[Message], index: int) -> bool:
-    """Whether ``messages[index]`` holds only tool results for the tool uses of the message before it."""
-    if index == 0 or messages[index]["role"] != "user" or messages[index - 1]["role"] != "assistant":
-        return False
-    uses = {block["toolUse"]["toolUseId"] for block in messages[index - 1]["content"] if "toolUse" in block}
-    results = [block["toolResult"].get("toolUseId") for block in messages[index]["content"] if "toolResult" in block]
-    return bool(results) and len(results) == len(messages[index]["content"]) and set(results) <= uses
 
 
 async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
@@ -324,28 +370,19 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
     loop's finalizer would roll the history back, end its tools and close the model stream only after the agent
     had been released — and a next invocation started.
     """
-    metrics = agent.event_loop_metrics
     recursions: list[CycleNote] = []  # cycles whose "Recursive call" (Strands) lasts until the invocation ends
     try:
         while True:
-            stop = await _stop_at_cycle_top(agent, inv)
+            stop = await stop_at_cycle_top(agent, inv) if inv.may_stop else None  # no coroutine for most cycles
             if stop is not None:
                 yield stop
                 return
             ended = False
             cycle: AsyncGenerator[Any, None] | None = None
-            # One clock read starts the cycle's timing, its trace note and its model call's trace.
-            started = time.perf_counter()
-            inv.cycle_note = note = metrics.start_cycle(started)
-            tracer = inv.tracer
-            if tracer.enabled:
-                inv.cycle_span = tracer.start_span("execute_event_loop_cycle", inv.agent_span,
-                                                   {"gen_ai.operation.name": "execute_event_loop_cycle",
-                                                    "ray_harness.cycle_index": inv.cycle_index,
-                                                    **agent.trace_attributes})
+            started, note = open_cycle(agent, inv)
             error: BaseException | None = None
             try:
-                begun = await _begin_cycle(agent, inv)
+                begun = await begin_cycle(agent, inv)
                 if isinstance(begun, AgentResult):
                     ended = True
                     yield begun
@@ -360,18 +397,37 @@ async def _cycles(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]:
             finally:
                 if cycle is not None:
                     await cycle.aclose()
-                _end_cycle(inv, started, recursing=not ended and error is None, error=error)
+                end_cycle(inv, started, recursing=not ended and error is None, error=error)
             if ended:
                 return
             recursions.append(note)
     finally:
         if recursions:
-            now = time.perf_counter()
-            for recursion in recursions:
-                note_recursion_end(recursion, now)
+            end_recursions(recursions)
 
 
-def _end_cycle(inv: Invocation, started: float, *, recursing: bool, error: BaseException | None) -> None:
+def open_cycle(agent: Agent, inv: Invocation) -> tuple[float, CycleNote]:
+    """Start a cycle's timing, its trace note and its span: (its ``perf_counter`` start, its note)."""
+    # One clock read starts the cycle's timing, its trace note and its model call's trace.
+    started = time.perf_counter()
+    inv.cycle_note = note = agent.event_loop_metrics.start_cycle(started)
+    tracer = inv.tracer
+    if tracer.enabled:
+        inv.cycle_span = tracer.start_span("execute_event_loop_cycle", inv.agent_span,
+                                           {"gen_ai.operation.name": "execute_event_loop_cycle",
+                                            "ray_harness.cycle_index": inv.cycle_index,
+                                            **agent.trace_attributes})
+    return started, note
+
+
+def end_recursions(recursions: list[CycleNote]) -> None:
+    """The invocation ended: so do the "Recursive call"s of the cycles that went on to another one."""
+    now = time.perf_counter()
+    for recursion in recursions:
+        note_recursion_end(recursion, now)
+
+
+def end_cycle(inv: Invocation, started: float, *, recursing: bool, error: BaseException | None) -> None:
     """The cycle's duration, its trace note's end and its span's end."""
     stopped = time.perf_counter()  # the cycle's duration, its trace's end and its Recursive call's start
     inv.agent.event_loop_metrics.add_cycle_duration(stopped - started)
@@ -382,7 +438,7 @@ def _end_cycle(inv: Invocation, started: float, *, recursing: bool, error: BaseE
         inv.cycle_span = None
 
 
-async def _begin_cycle(agent: Agent, inv: Invocation) -> AgentResult | AsyncGenerator[Any, None] | None:
+async def begin_cycle(agent: Agent, inv: Invocation) -> AgentResult | AsyncGenerator[Any, None] | None:
     """The cycle's events to read (:func:`_cycle`), after its model turn when that one runs quietly.
 
     Nobody reads a quiet model turn's events (``reads_directly``): it runs here as plain coroutines, with no
@@ -417,7 +473,7 @@ async def _cycle(agent: Agent, inv: Invocation, message: Message | None,
     """One model → tools cycle; yields events and, when the invocation ends here, an ``AgentResult``.
 
     ``message``: the tool uses to run without calling the model — a resumed batch or checkpoint, or (``answered``)
-    the answer of the quiet model turn :func:`_begin_cycle` took.
+    the answer of the quiet model turn :func:`begin_cycle` took.
     """
     if not inv.quiet:  # Strands' lifecycle events of a cycle ("start" is its deprecated form)
         yield {"type": "start", "start": True}
@@ -471,7 +527,8 @@ def _tool_use_to_resume(agent: Agent, inv: Invocation) -> Message | None:
     return None
 
 
-async def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
+async def stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | None:
+    """The invocation's result when a cancel or a limit ends it at a cycle's top (callers ask ``inv.may_stop``)."""
     if agent._interrupt_state.activated:
         return None  # resuming an interrupted batch: its tools run before anything else is checked
     if inv.cancelled or inv.deferred_cancel:
@@ -483,6 +540,8 @@ async def _stop_at_cycle_top(agent: Agent, inv: Invocation) -> AgentResult | Non
             await agent._append_message(message, inv.state)
             return inv.result("cancelled", message)
         return inv.result("cancelled", _last_assistant(agent))
+    if inv.limits is None:  # most invocations have none: nothing to check at every cycle
+        return None
     reason = check_limits(inv.limits, agent.event_loop_metrics.invocation_cycles + inv.resumed_cycles,
                           agent.event_loop_metrics.invocation_usage, agent.event_loop_metrics.invocation_cost_usd)
     if reason is not None:
