@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +38,12 @@ and ``traces`` keep (the latest): an agent in an actor serves many, and its metr
 _TRIM_BATCH = 64
 
 
-def _zero_usage() -> dict[str, int]:
-    return {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+# Templates only ever copied: a bound ``dict.copy`` is a factory with no Python frame, and every agent (built per
+# dataset row) makes five of these dicts.
+_ZERO_USAGE: dict[str, int] = {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+_ZERO_LATENCY: dict[str, int] = {"latencyMs": 0}
+_zero_usage: Callable[[], dict[str, int]] = _ZERO_USAGE.copy
+_zero_latency: Callable[[], dict[str, int]] = _ZERO_LATENCY.copy
 
 
 def _add(target: dict[str, int], usage: dict[str, Any]) -> None:
@@ -99,13 +103,13 @@ class EventLoopMetrics:
     cycle_count: int = 0
     model_calls: int = 0
     accumulated_usage: dict[str, int] = field(default_factory=_zero_usage)
-    accumulated_metrics: dict[str, int] = field(default_factory=lambda: {"latencyMs": 0})
+    accumulated_metrics: dict[str, int] = field(default_factory=_zero_latency)
     accumulated_cost_usd: float = 0.0
     tool_metrics: dict[str, ToolMetrics] = field(default_factory=dict)
     invocation_usage: dict[str, int] = field(default_factory=_zero_usage)
     invocation_cycles: int = 0
     invocation_cost_usd: float = 0.0
-    invocation_metrics: dict[str, int] = field(default_factory=lambda: {"latencyMs": 0})
+    invocation_metrics: dict[str, int] = field(default_factory=_zero_latency)
     """The latest invocation's model latency (``accumulated_metrics`` counts every invocation)."""
     agent_invocations: list[AgentInvocation] = field(default_factory=list)
     """The latest invocations (up to ``KEPT_INVOCATIONS``), each with its cycles' usage."""
@@ -139,23 +143,26 @@ class EventLoopMetrics:
         self.invocation_usage = _zero_usage()
         self.invocation_cycles = 0
         self.invocation_cost_usd = 0.0
-        self.invocation_metrics = {"latencyMs": 0}
+        self.invocation_metrics = _zero_latency()
         self._cycle_usage = _zero_usage()
         self._invocation_timed_cycles = 0
         self._invocation_first_note = self._traced_cycles + 1
         # The invocation's entry shares ``invocation_usage``: one dict, counted once.
-        self.agent_invocations.append(AgentInvocation(usage=self.invocation_usage))
-        del self.agent_invocations[:-KEPT_INVOCATIONS]
+        invocations = self.agent_invocations
+        invocations.append(AgentInvocation(usage=self.invocation_usage))
+        if len(invocations) > KEPT_INVOCATIONS:
+            del invocations[:-KEPT_INVOCATIONS]
 
     def add_usage(self, usage: dict[str, int], latency_ms: int, cost_usd: float) -> None:
         """Add one model call: its token ``usage``, latency and cost, to the cumulative and invocation totals."""
         self.model_calls += 1
-        counts = _counts(usage)  # checked once for the three totals
-        for target in (self.accumulated_usage, self.invocation_usage, self._cycle_usage):
-            for key, value in counts:
-                target[key] = target.get(key, 0) + value
-        for metrics in (self.accumulated_metrics, self.invocation_metrics):
-            metrics["latencyMs"] = metrics.get("latencyMs", 0) + latency_ms
+        accumulated, invocation, cycle = self.accumulated_usage, self.invocation_usage, self._cycle_usage
+        for key, value in _counts(usage):  # checked once for the three totals
+            accumulated[key] = accumulated.get(key, 0) + value
+            invocation[key] = invocation.get(key, 0) + value
+            cycle[key] = cycle.get(key, 0) + value
+        self.accumulated_metrics["latencyMs"] = self.accumulated_metrics.get("latencyMs", 0) + latency_ms
+        self.invocation_metrics["latencyMs"] = self.invocation_metrics.get("latencyMs", 0) + latency_ms
         self.accumulated_cost_usd += cost_usd
         self.invocation_cost_usd += cost_usd
 

@@ -22,8 +22,9 @@ class AgentState:
         if initial is not None and not isinstance(initial, dict):
             raise ValueError(f"state must be an AgentState or a dict of JSON values, got {type(initial).__name__}")
         self._state: dict[str, Any] = {}
-        for key, value in (initial or {}).items():
-            self.set(key, value)
+        if initial:  # most agents start with none
+            for key, value in initial.items():
+                self.set(key, value)
 
     def set(self, key: str, value: Any) -> None:
         """Store ``value`` under ``key`` as the JSON value it is (a copy).

@@ -23,6 +23,7 @@ from ray_harness.types.exceptions import EventLoopException
 __all__ = ("StreamState", "process_stream", "read_stream")
 
 _NO_EVENTS: tuple[dict[str, Any], ...] = ()  # what a chunk without delta events gives
+_NUMBERS = (int, float)  # a tuple: ``int | float`` in an isinstance builds a union object at every test
 _STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filtered", "guardrail_intervened"}
 
 
@@ -130,10 +131,10 @@ class StreamState:
     def on_metadata(self, payload: dict[str, Any]) -> None:
         """Handle a ``metadata`` event: keep its usage (total filled in) and metrics."""
         if "usage" in payload:
-            self.usage = {k: int(v) for k, v in payload["usage"].items() if isinstance(v, int | float)}
+            self.usage = {k: int(v) for k, v in payload["usage"].items() if isinstance(v, _NUMBERS)}
             self.usage.setdefault("totalTokens", self.usage.get("inputTokens", 0) + self.usage.get("outputTokens", 0))
         if "metrics" in payload:
-            self.metrics = {k: int(v) for k, v in payload["metrics"].items() if isinstance(v, int | float)}
+            self.metrics = {k: int(v) for k, v in payload["metrics"].items() if isinstance(v, _NUMBERS)}
 
     def on_trailer(self, chunk: dict[str, Any]) -> None:
         """Handle what follows a message's stop: ``metadata``, and ``redactContent`` (a guardrail blocked content)."""

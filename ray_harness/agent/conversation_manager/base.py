@@ -74,7 +74,8 @@ class ConversationManager(ABC):
             ValueError: ``compression_threshold`` is not in (0, 1].
         """
         self.removed_message_count = 0
-        self.compression_threshold = parse_proactive_compression(proactive_compression)
+        self.compression_threshold = None if proactive_compression is None else parse_proactive_compression(
+            proactive_compression)  # the default taken as it is: every agent makes a manager
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         """Register hook callbacks (none here: the agent calls the manager's methods itself).

@@ -126,8 +126,7 @@ class _Mark:
 class ContextUsage:
     """Estimates how many tokens the next model call will send (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self._mark: _Mark | None = None
+    _mark: _Mark | None = None  # a class default: no __init__ frame for the manager every agent makes
 
     def measure(self, agent: Agent, removed: int) -> tuple[int, float]:
         """``(tokens, scale)``: the size now, and reported/estimated for later re-estimates."""
@@ -182,10 +181,12 @@ class SlidingWindowConversationManager(ConversationManager):
             raise ValueError(f"window_size must be a non-negative int, got {window_size!r}")
         self.window_size = window_size
         self.should_truncate_results = bool(should_truncate_results)
-        self.pin_first = validate_pin_first(pin_first)
+        # The defaults (None) are taken as they are: every agent makes one of these managers.
+        self.pin_first = None if pin_first is None else validate_pin_first(pin_first)
         if self.pin_first is not None and window_size and self.pin_first >= window_size:
             raise ValueError(f"pin_first ({self.pin_first}) must be smaller than window_size ({window_size})")
-        self.compression_threshold = parse_proactive_compression(proactive_compression)
+        if proactive_compression is not None:
+            self.compression_threshold = parse_proactive_compression(proactive_compression)
         if not isinstance(per_turn, bool) and (not isinstance(per_turn, int) or per_turn <= 0):
             raise ValueError(f"per_turn must be a positive int, True or False, got {per_turn!r}")
         self.per_turn = per_turn
@@ -227,8 +228,10 @@ class SlidingWindowConversationManager(ConversationManager):
 
     def before_model_call(self, agent: Agent, **kwargs: Any) -> None:
         """Trim before a model call: to the window when ``per_turn`` says so, below the proactive threshold."""
-        if self._per_turn_due():
+        if self.per_turn is not False and self._per_turn_due():  # tested here first: this runs before every call
             self.apply_management(agent)
+        if self.compression_threshold is None:
+            return
         limit = threshold_tokens(agent, self.compression_threshold)
         if limit is None:
             return
