@@ -7,10 +7,11 @@ import sys
 from typing import Any
 
 from ray_harness import Agent
+from ray_harness.multiagent import MultiAgentBase
 
 
-def generators_started(agent: Agent, prompt: str) -> list[str]:
-    """The names of the async generators one ``invoke_async`` starts."""
+def generators_started(agent: Agent | MultiAgentBase, prompt: str) -> list[str]:
+    """The names of the async generators one ``invoke_async`` (of an agent, a Graph or a Swarm) starts."""
     started: list[str] = []
 
     async def main() -> None:

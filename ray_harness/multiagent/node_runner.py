@@ -269,14 +269,19 @@ class LocalNodeRunner:
         started = time.monotonic()
         try:
             agent_result: AgentResult | None = None
-            run = getattr(target, "_quiet_stream", None) or target.stream_async
-            stream = run(node_input, invocation_state=invocation_state, cancel_signal=self._new_signal(node_id))
-            try:
-                async for event in stream:
-                    if event.get("type") == "result":
-                        agent_result = event["result"]
-            finally:
-                await stream.aclose()
+            signal = self._new_signal(node_id)
+            if isinstance(target, Agent):  # runs as plain coroutines when no callback handler listens: no generator
+                agent_result = await target.invoke_async(node_input, invocation_state=invocation_state,
+                                                         cancel_signal=signal)
+            else:  # another agent kind (a RemoteAgent, an A2AAgent, ...): its result is its stream's last event
+                run = getattr(target, "_quiet_stream", None) or target.stream_async
+                stream = run(node_input, invocation_state=invocation_state, cancel_signal=signal)
+                try:
+                    async for event in stream:
+                        if event.get("type") == "result":
+                            agent_result = event["result"]
+                finally:
+                    await stream.aclose()
             return node_result_from_agent(_produced(node_id, agent_result), started)
         finally:
             self._running.discard(node_id)

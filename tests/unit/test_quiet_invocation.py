@@ -34,6 +34,21 @@ def test_a_quiet_invocation_starts_none_of_the_loops_generator_layers() -> None:
     assert agent.messages[-1]["content"] == [{"text": "3"}]
 
 
+def test_a_quiet_graph_runs_its_agent_nodes_without_the_loops_generator_layers() -> None:
+    from ray_harness.multiagent import GraphBuilder
+
+    builder = GraphBuilder()
+    builder.add_node(_agent(text("draft", usage=USAGE), name="draft"), "draft")
+    builder.add_node(_agent(text("final", usage=USAGE), name="final"), "final")
+    builder.add_edge("draft", "final")
+    graph = builder.build(runtime="local")
+    started = generators_started(graph, "go")
+    # The Graph has a "_stream" of its own; an agent's "_stream" would start "run_invocation" too.
+    assert (LOOP_LAYERS - {"_stream"}).isdisjoint(started), started
+    assert [node.node_id for node in graph.state.execution_order] == ["draft", "final"]
+    assert graph.nodes["final"].executor.messages[-1]["content"] == [{"text": "final"}]
+
+
 def test_a_callback_handler_still_hears_every_event_of_invoke_async() -> None:
     heard: list[str] = []
     agent = _agent(text("hi"), callback_handler=lambda **event: heard.append(event["type"]))
