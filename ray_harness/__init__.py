@@ -65,6 +65,7 @@ _STRANDS_ROOT = {
     "SandboxPathNotFoundError": "ray_harness.sandbox",
     "Snapshot": "ray_harness.agent.field_snapshot",
     "Plugin": "ray_harness.plugins",
+    "MultiAgentPlugin": "ray_harness.plugins",
 }
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ray_harness.multiagent._scheduling import FAILURE_POLICIES, JOINS, SCHEDULINGS, has_cycle
 from ray_harness.multiagent.graph_model import EdgeCondition, GraphEdge, GraphNode
 from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME
+from ray_harness.plugins.multiagent_registry import check_multi_agent_plugins
 
 if TYPE_CHECKING:
     from ray_harness.multiagent.graph import Graph
@@ -58,6 +59,7 @@ class GraphBuilder:
         self._failure_policy = "fail_fast"
         self._scheduling = "batch"
         self._hooks: list[Any] = []
+        self._plugins: list[Any] = []
         self._session_manager: Any = None
         self._graph_id = "default_graph"
 
@@ -182,6 +184,16 @@ class GraphBuilder:
         self._hooks = list(hooks)
         return self
 
+    def set_plugins(self, plugins: list[Any]) -> GraphBuilder:
+        """:class:`~ray_harness.plugins.MultiAgentPlugin` objects for the graph (``Graph(plugins=...)``).
+
+        Raises:
+            TypeError: ``plugins`` is not a list of ``MultiAgentPlugin`` objects; the error names the entry.
+            ValueError: Two plugins share a name, or a name is empty.
+        """
+        self._plugins = check_multi_agent_plugins(plugins)
+        return self
+
     def set_session_manager(self, session_manager: Any) -> GraphBuilder:
         """Persist the graph's state after each node with ``session_manager``, and resume from it.
 
@@ -226,5 +238,5 @@ class GraphBuilder:
             max_node_executions=self._max_node_executions, execution_timeout=self._execution_timeout,
             node_timeout=self._node_timeout, reset_on_revisit=self._reset_on_revisit, join=self._join,
             failure_policy=self._failure_policy, scheduling=self._scheduling, hooks=self._hooks,
-            session_manager=self._session_manager, id=self._graph_id, runtime=runtime,
+            session_manager=self._session_manager, id=self._graph_id, runtime=runtime, plugins=self._plugins,
         )

@@ -41,6 +41,7 @@ from ray_harness.multiagent.graph_model import (
     build_node_input,
 )
 from ray_harness.multiagent.node_runner import DEFAULT_RUNTIME, make_node_runner
+from ray_harness.plugins.multiagent_registry import check_multi_agent_plugins, register_multi_agent_plugins
 from ray_harness.telemetry.runs import run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
@@ -60,7 +61,9 @@ class Graph(MultiAgentBase):
                  node_timeout: float | None = None, reset_on_revisit: bool = False, join: str = "any",
                  failure_policy: str = "fail_fast", scheduling: str = "batch", hooks: list[Any] | None = None,
                  session_manager: Any = None, id: str = "default_graph", graph_id: str | None = None,
-                 runtime: str = DEFAULT_RUNTIME, trace_attributes: dict[str, Any] | None = None) -> None:
+                 runtime: str = DEFAULT_RUNTIME, trace_attributes: dict[str, Any] | None = None,
+                 plugins: list[Any] | None = None) -> None:
+        plugin_list = check_multi_agent_plugins(plugins)  # a wrong entry is named before anything is built
         # ``id`` as Strands names it; ``graph_id``, this constructor's earlier name for it, still wins when given.
         if len({builtins.id(node.executor) for node in nodes.values()}) != len(nodes):
             raise ValueError("Duplicate node instance detected. Each node must have a unique object instance.")
@@ -113,6 +116,10 @@ class Graph(MultiAgentBase):
         self._node_runner.bind({node_id: node.executor for node_id, node in nodes.items()})
         for node in nodes.values():
             node._runner = self._node_runner  # its reset_executor_state() resets through it
+        # After hooks= (as in Strands) and the rest of the set-up: init_multi_agent sees a configured graph, and a
+        # plugin's hooks get its MultiAgentInitializedEvent.
+        if plugins is not None:  # as Agent(plugins=): most orchestrators (one per evaluation row) have none
+            self._plugin_registry = register_multi_agent_plugins(self, plugin_list)
         if self.hooks.has_callbacks(MultiAgentInitializedEvent):
             from ray_harness.agent.agent import run_sync
 

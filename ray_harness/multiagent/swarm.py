@@ -47,6 +47,7 @@ from ray_harness.multiagent.swarm_model import (
     entry_member,
     swarm_members,
 )
+from ray_harness.plugins.multiagent_registry import check_multi_agent_plugins, register_multi_agent_plugins
 from ray_harness.telemetry.runs import node_scope, run_scope
 from ray_harness.telemetry.tracing import span_scope
 from ray_harness.types.exceptions import ConcurrencyException
@@ -66,7 +67,9 @@ class Swarm(MultiAgentBase):
                  repetitive_handoff_detection_window: int = 0, repetitive_handoff_min_unique_agents: int = 0,
                  hooks: list[Any] | None = None, session_manager: Any = None, reset_members: bool = False,
                  runtime: str = DEFAULT_RUNTIME, id: str = "default_swarm",
-                 trace_attributes: dict[str, Any] | None = None) -> None:
+                 trace_attributes: dict[str, Any] | None = None,
+                 plugins: list[Any] | None = None) -> None:
+        plugin_list = check_multi_agent_plugins(plugins)  # named before the members get the handoff tool
         for name, value in (("max_handoffs", max_handoffs), ("max_iterations", max_iterations),
                             ("execution_timeout", execution_timeout), ("node_timeout", node_timeout)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
@@ -103,6 +106,10 @@ class Swarm(MultiAgentBase):
         self._node_runner.bind({node_id: node.executor for node_id, node in self.nodes.items()})
         for member in self.nodes.values():
             member._runner = self._node_runner  # its reset_executor_state() resets through it
+        # After hooks= (as in Strands) and the rest of the set-up: init_multi_agent sees a configured swarm, and a
+        # plugin's hooks get its MultiAgentInitializedEvent.
+        if plugins is not None:  # as Agent(plugins=): most orchestrators (one per evaluation row) have none
+            self._plugin_registry = register_multi_agent_plugins(self, plugin_list)
         if self.hooks.has_callbacks(MultiAgentInitializedEvent):
             from ray_harness.agent.agent import run_sync
 

@@ -8,11 +8,11 @@ when the agent is pickled into a Ray actor.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
-from ray_harness.plugins._discovery import discover_hooks, discover_tools
+from ray_harness.plugins._base import HookedPlugin
+from ray_harness.plugins._discovery import discover_tools
 from ray_harness.tools.decorator import DecoratedFunctionTool
 
 if TYPE_CHECKING:
@@ -21,13 +21,14 @@ if TYPE_CHECKING:
 __all__ = ("Plugin",)
 
 
-class Plugin(ABC):
+class Plugin(HookedPlugin):
     """Base class of agent plugins: a ``name``, ``@hook`` and ``@tool`` methods, and an optional ``init_agent``.
 
     ``name`` identifies the plugin (two plugins of one agent may not share it); a subclass sets it as a class
     attribute or a property. Decorated methods are found when the plugin is made, in declaration order with a
     parent class's methods first; an overriding method replaces its parent's (and drops it when the override
-    is not decorated).
+    is not decorated). A class may subclass :class:`~ray_harness.plugins.MultiAgentPlugin` too, to be passed
+    to agents and to orchestrators.
 
     Example:
         ```python
@@ -53,24 +54,11 @@ class Plugin(ABC):
         ```
     """
 
-    @property
-    @abstractmethod
-    def name(self) -> str:
-        """A stable identifier of the plugin, unique among the plugins of one agent."""
-
     def __init__(self) -> None:
         """Find the ``@hook`` and ``@tool`` methods (once, also under multiple inheritance)."""
-        if "_hooks" not in self.__dict__:
-            self._hooks: list[Callable[..., Any]] = discover_hooks(self)
+        super().__init__()
         if "_tools" not in self.__dict__:
             self._tools: list[DecoratedFunctionTool] = discover_tools(self)
-
-    @property
-    def hooks(self) -> list[Callable[..., Any]]:
-        """The hook callbacks the agent registers: the ``@hook`` methods, bound to this plugin."""
-        if "_hooks" not in self.__dict__:  # a subclass whose __init__ did not call super().__init__()
-            self._hooks = discover_hooks(self)
-        return self._hooks
 
     @property
     def tools(self) -> list[DecoratedFunctionTool]:
