@@ -16,7 +16,7 @@ from ray_harness.hooks.events import AfterModelCallEvent, BeforeModelCallEvent, 
 from ray_harness.middleware.types import InvokeModelContext, InvokeModelStage, MiddlewareError, ModelStopReason
 from ray_harness.models.base import estimate_tokens
 from ray_harness.models.rate_limit import rate_limited
-from ray_harness.telemetry.metrics import model_call as report_model_call, sinks as metric_sinks
+from ray_harness.telemetry.metrics import live_sinks, model_call as report_model_call
 from ray_harness.telemetry.tracing import chat_attributes, chat_result_attributes
 from ray_harness.types.exceptions import (
     ContextWindowOverflowException,
@@ -365,7 +365,7 @@ def _account(agent: Agent, stop: ModelStopReason) -> None:
     cost = prices.cost(stop.usage) if prices is not None else 0.0
     latency_ms = int(stop.metrics.get("latencyMs", 0))
     agent.event_loop_metrics.add_usage(stop.usage, latency_ms, cost)
-    if metric_sinks():
+    if live_sinks:
         report_model_call(agent.name, stop.usage, latency_ms / 1000, cost)
 
 

@@ -21,7 +21,7 @@ from ray_harness.agent.trace import note_tool
 from ray_harness.hooks.events import AfterToolCallEvent, AfterToolsEvent, BeforeToolCallEvent, BeforeToolsEvent
 from ray_harness.interrupts import Interrupt, InterruptException
 from ray_harness.middleware.types import ExecuteToolContext, ExecuteToolStage, MiddlewareError, ToolResultEvent
-from ray_harness.telemetry.metrics import sinks as metric_sinks, tool_call as report_tool_call
+from ray_harness.telemetry.metrics import live_sinks, tool_call as report_tool_call
 from ray_harness.telemetry.tracing import tool_attributes, tool_result_attributes
 from ray_harness.tools.base import ToolContext, error_result
 from ray_harness.tools.decorator import DecoratedFunctionTool
@@ -514,7 +514,7 @@ def _count_tool_call(agent: Agent, tool_use: ToolUse, status: str, started: floa
     elapsed = time.perf_counter() - started
     name = tool_use.get("name", "")
     agent.event_loop_metrics.add_tool(name, status == "success", elapsed, tool_use)
-    if metric_sinks():
+    if live_sinks:
         report_tool_call(agent.name, name, status, elapsed)
 
 

@@ -32,7 +32,7 @@ from ray_harness.checkpoint import Checkpoint
 from ray_harness.extensions._chain import ExtensionChain, assemble as assemble_extensions
 from ray_harness.hooks.events import AfterInvocationEvent, BeforeInvocationEvent
 from ray_harness.telemetry import metrics
-from ray_harness.telemetry.metrics import sinks as metric_sinks
+from ray_harness.telemetry.metrics import live_sinks
 from ray_harness.telemetry.tracing import agent_attributes, get_tracer
 from ray_harness.types.content import Message
 from ray_harness.types.exceptions import (
@@ -197,7 +197,7 @@ async def run_invocation(agent: Agent, prompt: Any, inv: Invocation) -> AsyncGen
 def open_invocation(agent: Agent, inv: Invocation) -> tuple[ExtensionChain | None, bool]:
     """Assemble the invocation's extensions, count the agent active and open its span: (extensions, reporting)."""
     inv.extensions = chain = assemble_extensions(agent, inv)  # once per lead invocation / sub-agent execution
-    reporting = bool(metric_sinks())
+    reporting = bool(live_sinks)
     if reporting:
         metrics.active_agents(agent.name, 1)
     tracer = inv.tracer
@@ -277,7 +277,7 @@ async def start_invocation(agent: Agent, inv: Invocation) -> bool:
     inv.loop = asyncio.get_running_loop()
     inv.task = asyncio.current_task()
     # Most agents have no tool provider: then no coroutine is made to load none.
-    if inv.cancel_signal.is_set() or (inv.agent.tool_registry.providers and not await _load_providers(inv)):
+    if inv.cancel_signal.is_set() or (inv.agent.tool_registry.has_providers and not await _load_providers(inv)):
         return False
     agent.event_loop_metrics.start_invocation()
     inv.last_before = agent.messages[-1] if agent.messages else None

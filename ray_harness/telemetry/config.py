@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from typing import Any
@@ -117,29 +116,36 @@ def ensure_configured_from_env() -> None:
 
 def tracing_enabled() -> bool:
     """Whether spans are recorded: a real ``TracerProvider`` is installed or configured by ``OTEL_*``."""
-    trace = _otel_trace()
-    # Asked several times per agent invocation. get_tracer_provider() reads os.environ on every call until a
-    # provider is installed, so the installed one (OpenTelemetry's module global) is looked at first.
+    # Asked per agent invocation and per graph node (get_tracer, span_scope): module globals, not cached calls.
+    trace = _trace if _trace is not None else _load_otel()
+    # get_tracer_provider() reads os.environ on every call until a provider is installed, so the installed one
+    # (OpenTelemetry's module global) is looked at first.
     provider = getattr(trace, "_TRACER_PROVIDER", None)
     if provider is None:
-        if not _provider_from_env():
+        if not _provider_from_env:
             return False
         provider = trace.get_tracer_provider()
     return _is_sdk_provider(provider)
 
 
-@functools.cache
-def _otel_trace() -> Any:
-    """OpenTelemetry's ``trace`` module, imported once: an import statement per call costs ≈1 µs, per node and per turn."""
+_trace: Any = None
+"""OpenTelemetry's ``trace`` module once :func:`_load_otel` imported it."""
+_provider_from_env = False
+"""Whether ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider, as :func:`_load_otel` read it."""
+
+
+def _load_otel() -> Any:
+    """OpenTelemetry's ``trace`` module, imported once: an import statement per call costs ≈1 µs, per node and per turn.
+
+    Also reads once whether ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider: one named by environment is
+    configured at start-up, not in the middle of a run.
+    """
+    global _provider_from_env, _trace
     from opentelemetry import trace
 
+    _provider_from_env = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+    _trace = trace  # last: a thread that sees _trace set sees _provider_from_env set too
     return trace
-
-
-@functools.cache
-def _provider_from_env() -> bool:
-    # Read once: a provider named by environment is configured at start-up, not in the middle of a run.
-    return "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def _is_sdk_provider(provider: Any) -> bool:

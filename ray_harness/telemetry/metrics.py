@@ -22,7 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ("BaseSink", "MetricsSink", "OtelMetricsSink", "add_sink", "enable_otel_metrics", "remove_sink", "sinks")
+__all__ = ("BaseSink", "MetricsSink", "OtelMetricsSink", "add_sink", "enable_otel_metrics", "live_sinks", "remove_sink",
+           "sinks")
 
 
 class MetricsSink(Protocol):
@@ -70,6 +71,9 @@ class BaseSink:
 
 _lock = threading.Lock()
 _sinks: list[MetricsSink] = []
+live_sinks = _sinks
+"""The installed sinks, the list :func:`sinks` returns: changed in place, never rebound, so the name imported stays
+current. The loop tests ``if live_sinks:`` (no call) per invocation, model call, tool call and node; do not mutate it."""
 _REPORTS = ("model_call", "tool_call", "active_agents", "interrupts_pending", "run_started", "run_finished",
             "nested_run_started", "nested_run_finished", "node_started", "node_finished", "eval_row", "rate_limit_wait")
 _NO_OPS = frozenset(getattr(base, name) for base in (BaseSink, MetricsSink) for name in _REPORTS if hasattr(base, name))

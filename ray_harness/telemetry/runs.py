@@ -172,7 +172,7 @@ class _RunScope:
         if self._cancel is not None and not self._nested:
             with _cancellers_guard:
                 _cancellers.pop(self._run, None)
-        if metrics.sinks():  # the status is for the sinks (none in most processes)
+        if metrics.live_sinks:  # the status is for the sinks (none in most processes)
             report = metrics.nested_run_finished if self._nested else metrics.run_finished
             report(self._run, self._kind, self._name, _status(kind, self._outcome))
 
@@ -228,7 +228,7 @@ class _NodeScope:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         _reset(_tags, self._token)
-        if metrics.sinks():  # the status and duration are for the sinks (none in most processes: one per node)
+        if metrics.live_sinks:  # the status and duration are for the sinks (none in most processes: one per node)
             metrics.node_finished(self._run, self._node, _status(kind, self._outcome),
                                   time.perf_counter() - self._started)
 

@@ -133,6 +133,11 @@ class ToolRegistry:
         """The registered tool providers."""
         return list(self._providers)
 
+    @property
+    def has_providers(self) -> bool:
+        """Whether any tool provider is registered (asked per invocation: no copy of :attr:`providers`)."""
+        return bool(self._providers)
+
     def remove(self, name: str) -> None:
         """Unregister the tool ``name`` (an absent name is ignored)."""
         self._tools.pop(name, None)
