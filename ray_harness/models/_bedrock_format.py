@@ -114,6 +114,9 @@ def _format_block(block: ContentBlock, include_status: bool = True, json_as_text
     return {key: block[key] for key in keys}  # type: ignore[literal-required]
 
 
+_CONVERSE_SPEC_KEYS = ("name", "description", "inputSchema", "strict")
+
+
 def format_tool_config(tool_specs: list[ToolSpec] | None, tool_choice: ToolChoice | None, *,
                        strict: bool = False) -> dict[str, Any] | None:
     """Bedrock ``toolConfig``; its ``toolChoice`` has exactly our Converse shape.
@@ -123,8 +126,12 @@ def format_tool_config(tool_specs: list[ToolSpec] | None, tool_choice: ToolChoic
     """
     if not tool_specs:
         return None
-    specs = [{**spec, "inputSchema": {"json": strict_schema(spec["inputSchema"]["json"])}, "strict": True}
-             if strict else dict(spec) for spec in tool_specs]
+    # Only the keys Converse's ToolSpecification has: a spec's outputSchema / annotations (Strands' ToolSpec has
+    # both) would fail the request in botocore's validation (Strands sends these keys alone too).
+    specs = [{key: spec[key] for key in _CONVERSE_SPEC_KEYS if key in spec} for spec in tool_specs]  # type: ignore[literal-required]
+    if strict:
+        specs = [{**spec, "inputSchema": {"json": strict_schema(spec["inputSchema"]["json"])}, "strict": True}
+                 for spec in specs]
     config: dict[str, Any] = {"tools": [{"toolSpec": spec} for spec in specs]}
     if tool_choice:
         if not set(tool_choice) <= {"auto", "any", "tool"} or len(tool_choice) != 1:

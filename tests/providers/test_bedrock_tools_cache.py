@@ -48,6 +48,18 @@ async def test_strict_tools_marks_each_spec_and_closes_every_object(bedrock_serv
     assert plain["toolConfig"]["tools"] == [{"toolSpec": SPEC}]
 
 
+async def test_a_spec_sends_only_the_keys_converse_knows(bedrock_server: BedrockServer) -> None:
+    # Strands' ToolSpec has outputSchema and annotations; botocore refuses any key Converse's ToolSpecification lacks.
+    bedrock_server.script(text("ok"), text("ok"))
+    full = {**SPEC, "outputSchema": {"json": {"type": "object"}}, "annotations": {"readOnlyHint": True}}
+
+    plain = await send(bedrock_server, bedrock_model(bedrock_server), TOOL_TURNS[:1], [full])
+    strict = await send(bedrock_server, bedrock_model(bedrock_server, strict_tools=True), TOOL_TURNS[:1], [full])
+
+    assert plain["toolConfig"]["tools"] == [{"toolSpec": SPEC}]
+    assert set(strict["toolConfig"]["tools"][0]["toolSpec"]) == {"name", "description", "inputSchema", "strict"}
+
+
 @pytest.mark.parametrize(("model_id", "setting", "sent"), [
     ("us.anthropic.claude-test-v1:0", "auto", True), ("amazon.nova-pro-v1:0", "auto", False),
     ("amazon.nova-pro-v1:0", True, True), ("anthropic.claude-test-v1:0", False, False),
