@@ -154,11 +154,24 @@ def _unpicklable_message(orchestrator: MultiAgentBase, table: dict[tuple[str, ..
             what = "the hook registry" if kind == "hooks" else (f"node {key[2]!r}" if kind == "target"
                                                                else f"the condition of edge #{key[2]}")
             culprits.append(f"{what}{place} ({type(value).__name__}: {part_error})")
+    culprits.extend(_unpicklable_plugins(orchestrator))
     named = "; ".join(culprits) if culprits else f"{type(error).__name__}: {error}"
     kind = type(orchestrator).__name__
     return (f"{kind} {orchestrator.id!r} cannot be shipped to its orchestration host (runtime='ray'): "
             f"{named}. Use runtime='local', or make the part picklable (e.g. build clients lazily, pass "
             "factories or module-level functions).")
+
+
+def _unpicklable_plugins(orchestrator: MultiAgentBase) -> list[str]:
+    """The orchestrator's plugins that do not pickle, named: their hooks make "the hook registry" fail above."""
+    registry = getattr(orchestrator, "_plugin_registry", None)  # only an orchestrator given plugins= has one
+    found = []
+    for name, plugin in (registry.plugins.items() if registry is not None else ()):
+        try:
+            _pickling.dumps(plugin)
+        except Exception as part_error:
+            found.append(f"plugin {name!r} ({type(plugin).__name__}: {part_error})")
+    return found
 
 
 class _SessionRelay:

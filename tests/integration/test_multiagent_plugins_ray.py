@@ -47,3 +47,23 @@ async def test_a_graph_plugin_is_shipped_and_its_hooks_run_on_the_orchestration_
     trail: Any = graph._invocation_state["trail"]  # the end state came back from the orchestration host
     assert trail == ["init", "a", "b"]  # the shipped plugin kept its state between the two hooks
     assert plugin.finished == ["init"]  # the driver's plugin saw no node
+
+
+async def test_an_unpicklable_graph_plugin_is_named_in_the_error(tmp_path: Any) -> None:
+    class FileLog(MultiAgentPlugin):
+        name = "file-log"
+
+        def __init__(self, handle: Any) -> None:
+            super().__init__()
+            self.handle = handle  # an open file: it does not pickle
+
+        @hook
+        def done(self, event: AfterNodeCallEvent) -> None:
+            self.handle.write(event.node_id)
+
+    with open(tmp_path / "log.txt", "w", encoding="utf-8") as handle:  # noqa: ASYNC230 - never written here
+        builder = GraphBuilder()
+        builder.add_node(make_agent("a", text("x")), "a")
+        graph = builder.set_plugins([FileLog(handle)]).build(runtime="ray")
+        with pytest.raises(TypeError, match=r"plugin 'file-log' \(FileLog: .*runtime='local'"):
+            await graph.invoke_async("t")
