@@ -116,6 +116,11 @@ def ensure_configured_from_env() -> None:
 
 def tracing_enabled() -> bool:
     """Whether spans are recorded: a real ``TracerProvider`` is installed or configured by ``OTEL_*``."""
+    return sdk_provider() is not None
+
+
+def sdk_provider() -> Any:
+    """The installed SDK ``TracerProvider`` (the one spans go to), or None when tracing is off."""
     # Asked per agent invocation and per graph node (get_tracer, span_scope): module globals, not cached calls.
     trace = _trace if _trace is not None else _load_otel()
     # get_tracer_provider() reads os.environ on every call until a provider is installed, so the installed one
@@ -123,9 +128,9 @@ def tracing_enabled() -> bool:
     provider = getattr(trace, "_TRACER_PROVIDER", None)
     if provider is None:
         if not _provider_from_env:
-            return False
+            return None
         provider = trace.get_tracer_provider()
-    return _is_sdk_provider(provider)
+    return provider if _is_sdk_provider(provider) else None
 
 
 _trace: Any = None

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ray_harness.telemetry.config import capture_content_enabled, ensure_configured_from_env, tracing_enabled
+from ray_harness.telemetry.config import capture_content_enabled, ensure_configured_from_env, sdk_provider
 from ray_harness.telemetry.runs import outcome_status
 
 __all__ = ("NOOP", "Tracer", "get_tracer", "span_scope")
@@ -54,13 +54,14 @@ NOOP = Tracer()
 class _OtelTracer(Tracer):
     enabled = True
 
-    def __init__(self) -> None:
+    def __init__(self, provider: Any, capture_content: bool) -> None:
         from opentelemetry import context, trace
 
         self._trace = trace
         self._context = context
-        self._tracer = trace.get_tracer("ray_harness")
-        self.capture_content = capture_content_enabled()
+        self.provider = provider
+        self._tracer = provider.get_tracer("ray_harness")
+        self.capture_content = capture_content
 
     def start_span(self, name: str, parent: Any = None, attributes: dict[str, Any] | None = None) -> Any:
         ctx = self._trace.set_span_in_context(parent) if parent is not None else None
@@ -147,11 +148,31 @@ def _span_scope(tracer: Tracer, name: str, attributes: dict[str, Any] | None,
 
 
 def get_tracer() -> Tracer:
-    """The tracer for this process: recording spans when tracing is enabled, else the no-op ``NOOP``."""
+    """The tracer for this process: recording spans when tracing is enabled, else the no-op ``NOOP``.
+
+    One recording tracer serves every call while the provider and the content-capture setting stay the same:
+    making one (the provider's ``get_tracer``) costs as much as a span, and an invocation asks two or three times.
+    """
     ensure_configured_from_env()
-    if not tracing_enabled():
+    provider = sdk_provider()
+    if provider is None:
         return NOOP
-    return _OtelTracer()
+    capture = capture_content_enabled()
+    cached = _recording
+    if cached is not None and cached.provider is provider and cached.capture_content == capture:
+        return cached
+    return _recording_tracer(provider, capture)
+
+
+_recording: _OtelTracer | None = None
+"""The last tracer :func:`get_tracer` made, for its provider and content-capture setting."""
+
+
+def _recording_tracer(provider: Any, capture: bool) -> _OtelTracer:
+    global _recording
+    tracer = _OtelTracer(provider, capture)
+    _recording = tracer
+    return tracer
 
 
 def agent_attributes(agent: Any) -> dict[str, Any]:

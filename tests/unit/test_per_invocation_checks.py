@@ -77,3 +77,30 @@ def test_tracing_follows_a_provider_installed_after_the_first_check(monkeypatch:
         assert telemetry_config.tracing_enabled() and get_tracer().enabled
     finally:
         provider.shutdown()
+
+
+def test_one_recording_tracer_serves_calls_until_the_provider_or_capture_setting_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    monkeypatch.setitem(telemetry_config._state, "env_checked", True)
+    monkeypatch.setitem(telemetry_config._state, "capture_content", None)
+    monkeypatch.delenv("RAY_HARNESS_CAPTURE_CONTENT", raising=False)
+    first, second = TracerProvider(), TracerProvider()
+    exported = InMemorySpanExporter()
+    second.add_span_processor(SimpleSpanProcessor(exported))
+    try:
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", first)
+        tracer = get_tracer()
+        assert get_tracer() is tracer and not tracer.capture_content
+        monkeypatch.setitem(telemetry_config._state, "capture_content", True)
+        capturing = get_tracer()
+        assert capturing is not tracer and capturing.capture_content
+        monkeypatch.setattr(trace, "_TRACER_PROVIDER", second)  # a provider installed later gets the spans
+        Agent(ScriptedModel(text("ok")), callback_handler=None)("hi")
+        assert get_tracer() is not capturing
+        assert "invoke_agent" in {span.name.split(" ")[0] for span in exported.get_finished_spans()}
+    finally:
+        first.shutdown()
+        second.shutdown()
