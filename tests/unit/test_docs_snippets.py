@@ -33,6 +33,7 @@ PAGES = [
     "getting-started.md",
     "concepts/hooks.md",
     "concepts/plugins.md",
+    "concepts/context-injection.md",
     "concepts/middleware.md",
     "concepts/interventions.md",
     "concepts/interrupts.md",

@@ -1,0 +1,5 @@
+"""Ready-made plugins (Strands' ``strands.vended_plugins``): import each from its module.
+
+- :mod:`ray_harness.vended_plugins.context_injector` — ``ContextInjector``: just-in-time text folded into each
+  model call's input, never into the history.
+"""
