@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
 
 __all__ = ("ALL_SNAPSHOT_FIELDS", "SNAPSHOT_SCHEMA_VERSION", "Snapshot", "SnapshotField", "load_snapshot",
-           "resolve_snapshot_fields", "take_snapshot")
+           "resolve_snapshot_fields", "restore_fields", "take_snapshot")
 
 SnapshotField = Literal["messages", "state", "conversation_manager_state", "interrupt_state", "system_prompt",
                         "model_state"]
@@ -130,13 +130,22 @@ def load_snapshot(agent: Agent, snapshot: Snapshot) -> None:
 
     Everything is checked before the agent changes, so a bad snapshot leaves it as it was.
     """
+    if agent._lock.locked():
+        raise ConcurrencyException(f"agent {agent.name!r} is running an invocation; load a snapshot when idle")
+    restore_fields(agent, snapshot)
+
+
+def restore_fields(agent: Agent, snapshot: Snapshot) -> None:
+    """:func:`load_snapshot` without its idle check, for a hook that rewinds its own running agent.
+
+    ``GoalLoop(preserve_context=False)`` rewinds in ``AfterInvocationEvent``, between the rounds of one
+    invocation (Strands' ``load_snapshot`` has no idle check).
+    """
     from ray_harness.agent._arguments import check_system_prompt
     from ray_harness.agent.state import AgentState
     from ray_harness.interrupts import InterruptState
     from ray_harness.types.validation import validate_messages
 
-    if agent._lock.locked():
-        raise ConcurrencyException(f"agent {agent.name!r} is running an invocation; load a snapshot when idle")
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"load_snapshot() takes a Snapshot, got {type(snapshot).__name__}")
     snapshot.validate()
