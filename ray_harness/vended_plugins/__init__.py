@@ -2,4 +2,6 @@
 
 - :mod:`ray_harness.vended_plugins.context_injector` — ``ContextInjector``: just-in-time text folded into each
   model call's input, never into the history.
+- :mod:`ray_harness.vended_plugins.goal` — ``GoalLoop``: validate each answer against a goal (a judge agent or a
+  validator function) and retry until it is met.
 """

@@ -34,6 +34,7 @@ PAGES = [
     "concepts/hooks.md",
     "concepts/plugins.md",
     "concepts/context-injection.md",
+    "concepts/goal.md",
     "concepts/middleware.md",
     "concepts/interventions.md",
     "concepts/interrupts.md",
