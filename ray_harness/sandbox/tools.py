@@ -9,6 +9,7 @@ model can read, never as exceptions that end the turn.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -24,11 +25,11 @@ from ray_harness.tools.base import AgentTool, ToolContext, ToolStreamEvent, unti
 from ray_harness.types.validation import describe_validation_error
 
 if TYPE_CHECKING:
-    from ray_harness.sandbox.base import Sandbox
+    from ray_harness.sandbox.base import Sandbox, Stream
     from ray_harness.types.content import ToolResult, ToolUse
     from ray_harness.types.tools import ToolSpec
 
-__all__ = ("DEFAULT_SHELL_TIMEOUT_S", "SandboxFileEditorTool", "SandboxShellTool", "sandbox_tools")
+__all__ = ("DEFAULT_SHELL_TIMEOUT_S", "SandboxFileEditorTool", "SandboxShellTool", "sandbox_tools", "until_cancelled")
 
 DEFAULT_SHELL_TIMEOUT_S: Final = 300.0
 """Timeout of a ``sandbox_shell`` call that does not ask for one: a model must not hang the agent forever."""
@@ -105,22 +106,10 @@ class SandboxShellTool(AgentTool):
         assert isinstance(parsed, _ShellInput)
         timeout = parsed.timeout or DEFAULT_SHELL_TIMEOUT_S
         final: ExecutionResult | None = None
-        # A cancel must reach a command that prints nothing too (`sleep 600`): the next item is awaited
-        # against the signal, not only checked between items.
-        cancelled = asyncio.ensure_future(until_set(context.cancel_signal))
+        stream = until_cancelled(self.sandbox.execute_streaming(parsed.command, timeout=timeout), context.cancel_signal)
         try:
-            async with aclosing(self.sandbox.execute_streaming(parsed.command, timeout=timeout)) as items:
-                while final is None and not context.cancel_signal.is_set():
-                    step = asyncio.ensure_future(items.__anext__())
-                    await asyncio.wait((step, cancelled), return_when=asyncio.FIRST_COMPLETED)
-                    if not step.done():
-                        step.cancel()  # the command's stream stops here; leaving the `async with` kills it
-                        await asyncio.gather(step, return_exceptions=True)
-                        break
-                    try:
-                        item = step.result()
-                    except StopAsyncIteration:
-                        break
+            async with aclosing(stream) as items:
+                async for item in items:
                     if isinstance(item, ExecutionResult):
                         final = item
                     else:
@@ -132,13 +121,38 @@ class SandboxShellTool(AgentTool):
         except (ValueError, OSError) as error:
             yield _result(use_id, f"Error: {error}", ok=False)
             return
-        finally:
-            cancelled.cancel()
         if final is None:
             yield _result(use_id, "Error: command cancelled", ok=False)
             return
         yield _result(use_id, _format(final.stdout, final.stderr, f"exit code: {final.exit_code}"),
                       ok=final.exit_code == 0)
+
+
+async def until_cancelled(stream: Stream, cancel_signal: threading.Event) -> Stream:
+    """``stream``'s items until its ``ExecutionResult``, or until ``cancel_signal`` is set: then it just ends.
+
+    Closing this closes ``stream``, which kills its command. A cancel must reach a command that prints nothing
+    too (`sleep 600`): the next item is awaited against the signal, not only checked between items.
+    """
+    cancelled = asyncio.ensure_future(until_set(cancel_signal))
+    try:
+        async with aclosing(stream) as items:
+            while not cancel_signal.is_set():
+                step = asyncio.ensure_future(items.__anext__())
+                await asyncio.wait((step, cancelled), return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():
+                    step.cancel()  # the command's stream stops here; leaving the `async with` kills it
+                    await asyncio.gather(step, return_exceptions=True)
+                    return
+                try:
+                    item = step.result()
+                except StopAsyncIteration:
+                    return
+                yield item
+                if isinstance(item, ExecutionResult):
+                    return
+    finally:
+        cancelled.cancel()
 
 
 def _format(stdout: str, stderr: str, status: str) -> str:
