@@ -35,6 +35,7 @@ PAGES = [
     "concepts/plugins.md",
     "concepts/context-injection.md",
     "concepts/goal.md",
+    "concepts/vended-tools.md",
     "concepts/middleware.md",
     "concepts/interventions.md",
     "concepts/interrupts.md",
