@@ -2,6 +2,8 @@
 
 - :mod:`ray_harness.vended_plugins.context_injector` — ``ContextInjector``: just-in-time text folded into each
   model call's input, never into the history.
+- :mod:`ray_harness.vended_plugins.context_offloader` — ``ContextOffloader``: oversized tool results stored per
+  block (memory, files, S3) and replaced by a preview the agent can search back through a tool.
 - :mod:`ray_harness.vended_plugins.goal` — ``GoalLoop``: validate each answer against a goal (a judge agent or a
   validator function) and retry until it is met.
 """

@@ -34,6 +34,7 @@ PAGES = [
     "concepts/hooks.md",
     "concepts/plugins.md",
     "concepts/context-injection.md",
+    "concepts/context-offloading.md",
     "concepts/goal.md",
     "concepts/vended-tools.md",
     "concepts/middleware.md",
