@@ -42,12 +42,16 @@ class DecoratedFunctionTool(HeldSpecTool):
 
     def __init__(self, func: Callable[..., Any], *, name: str | None, description: str | None,
                  context: bool | str, inputSchema: dict[str, Any] | None = None) -> None:  # noqa: N803
+        self._setup(func, name, description, context, inputSchema, None)
+
+    def _setup(self, func: Callable[..., Any], name: str | None, description: str | None, context: bool | str,
+               inputSchema: dict[str, Any] | None, hints: dict[str, Any] | None) -> None:  # noqa: N803
         self._func = func
         self._options = (name, description, context, inputSchema)
         self._name = checked_name(name or func.__name__)
         self._context_param = _context_param(context)
         summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
-        self._input_model = _input_model(func, self._name, arg_docs, self._context_param)
+        self._input_model = _input_model(func, self._name, arg_docs, self._context_param, hints)
         self._input_fields = tuple(self._input_model.model_fields)  # read per call: the class property costs more
         # As in Strands, a parameter named ``agent`` is not an input: the calling agent is passed in it.
         self._takes_agent = "agent" in inspect.signature(func).parameters and self._context_param != "agent"
@@ -103,7 +107,11 @@ class DecoratedFunctionTool(HeldSpecTool):
         if target is self and not replaced:
             return (_tool_by_reference, (self._func.__module__, self._func.__qualname__))
         name, description, context, schema = self._options
-        return (_rebuild_tool, (self._func, name, description, context, schema, self._spec if replaced else None))
+        # The annotations resolved here, where the function's module is: a function shipped by value carries only
+        # the globals its code uses, so string annotations (``from __future__ import annotations``) naming the
+        # script's own types or ``ToolContext`` would not resolve on the other side.
+        return (_rebuild_tool, (self._func, name, description, context, schema, self._spec if replaced else None,
+                                _type_hints(self._func)))
 
     def validate_input(self, tool_input: Any) -> dict[str, Any]:
         """Validate against the schema; raise ``ValueError`` naming the offending field."""
@@ -191,8 +199,10 @@ def _tool_by_reference(module: str, qualname: str) -> Any:
 
 
 def _rebuild_tool(func: Callable[..., Any], name: str | None, description: str | None, context: bool | str,
-                  schema: dict[str, Any] | None, spec: ToolSpec | None = None) -> DecoratedFunctionTool:
-    rebuilt = DecoratedFunctionTool(func, name=name, description=description, context=context, inputSchema=schema)
+                  schema: dict[str, Any] | None, spec: ToolSpec | None = None,
+                  hints: dict[str, Any] | None = None) -> DecoratedFunctionTool:
+    rebuilt = DecoratedFunctionTool.__new__(DecoratedFunctionTool)
+    rebuilt._setup(func, name, description, context, schema, hints)
     if spec is not None:
         rebuilt.tool_spec = spec
     return rebuilt
@@ -281,10 +291,19 @@ def tool(
     return decorate
 
 
-def _input_model(func: Callable[..., Any], name: str, docs: dict[str, str], context_param: str | None) -> type[BaseModel]:
+def _type_hints(func: Callable[..., Any]) -> dict[str, Any] | None:
+    """``func``'s annotations resolved (``None`` when they do not resolve)."""
     try:
-        hints = get_type_hints(func, include_extras=True)
-    except Exception:  # unresolvable annotations: fall back to raw ones
+        return get_type_hints(func, include_extras=True)
+    except Exception:
+        return None
+
+
+def _input_model(func: Callable[..., Any], name: str, docs: dict[str, str], context_param: str | None,
+                 hints: dict[str, Any] | None = None) -> type[BaseModel]:
+    if hints is None:
+        hints = _type_hints(func)
+    if hints is None:  # unresolvable annotations: fall back to raw ones
         hints = dict(getattr(func, "__annotations__", {}))
     fields: dict[str, Any] = {}
     for param in inspect.signature(func).parameters.values():

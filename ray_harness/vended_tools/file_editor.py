@@ -7,8 +7,8 @@ is ``sandbox_file_editor``'s text (line-numbered views, short edit confirmations
 not Strands' ``cat -n`` wording and edit snippets.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 import posixpath
 import re

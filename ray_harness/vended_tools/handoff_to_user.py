@@ -6,8 +6,8 @@ with ``stop_reason == "interrupt"``; the caller answers with an ``interruptRespo
 tool's result. The interrupt name stays the same when the tool is renamed, so callers can match on it.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 from typing import Any
 

@@ -8,8 +8,8 @@ with a ``client`` does not pickle (a live client holds sockets), so it cannot sh
 tool does.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 from typing import TYPE_CHECKING, Annotated, Literal, TypedDict
 

@@ -6,8 +6,8 @@ with ``old_str`` replaces its first occurrence, with ``insert_line`` — a line 
 after that line) and ``clear``. The notebooks travel with the agent's state: sessions and snapshots keep them.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 from typing import Annotated, Literal
 

@@ -6,8 +6,8 @@ binds a sandbox or picks the interpreter; without a sandbox each call uses the c
 Unlike Strands', ``agent.cancel()`` kills running code.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 from typing import Annotated
 

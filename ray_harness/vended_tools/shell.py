@@ -6,8 +6,8 @@ the working directory do not carry over. A non-zero exit code is a result, not a
 result carrying the partial output. Unlike Strands', ``agent.cancel()`` kills a running command.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 from typing import Annotated
 

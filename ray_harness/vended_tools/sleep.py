@@ -5,8 +5,8 @@ Strands' ``strands.vended_tools.sleep``. ray_harness does not cancel a running t
 cancelled sleep returns an error result ("Error: sleep cancelled") right away instead of running out its time.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 import asyncio
 import math

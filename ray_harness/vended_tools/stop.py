@@ -5,8 +5,8 @@ the other tools of the same batch still run, then the loop ends with ``stop_reas
 message as the last assistant message. The tool's result (what the history shows for the call) is the message too.
 """
 
-# No `from __future__ import annotations`: a tool function's annotations must be objects, not names, so a
-# factory-made tool that cloudpickle ships by value rebuilds its input model on the Ray host.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 
 from ray_harness.tools.base import ToolContext
 from ray_harness.tools.decorator import DecoratedFunctionTool, tool

@@ -5,8 +5,8 @@ enters the conversation, a ``BeforeModelCallEvent`` hook drives ``InMemoryStorag
 ``@tool`` method, ``retrieve_offloaded_content``, reads an offloaded block back.
 """
 
-# No ``from __future__ import annotations``: the retrieval tool's annotations must be objects, not names,
-# because a pickled agent ships the bound tool method by value and rebuilds its schema from them elsewhere.
+# Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
+# built from them.
 import inspect
 import logging
 import weakref

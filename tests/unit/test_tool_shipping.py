@@ -1,0 +1,89 @@
+"""Tools whose annotations are strings (``from __future__ import annotations``) survive shipping by value.
+
+cloudpickle ships a function by value (a script's ``__main__``, a nested function, a module registered by value)
+with only the globals its code uses; the names its string annotations use — the script's own types,
+``ToolContext`` — are not among them, so the tool's input model could not be built where it arrived.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import cloudpickle
+import pytest
+
+from ray_harness import Agent
+from ray_harness.testing import ScriptedModel, text, tool_call
+
+_MODULE = '''
+from __future__ import annotations
+
+from typing_extensions import TypedDict
+
+from ray_harness import tool
+from ray_harness.plugins import Plugin
+from ray_harness.tools import ToolContext
+
+
+class Range(TypedDict):
+    start: int
+    end: int
+
+
+def make_tool():
+    @tool(context=True)
+    def pick(r: Range, tool_context: ToolContext) -> str:
+        """Pick a range."""
+        return f"{r['start']}-{r['end']} for {tool_context.agent.name}"
+
+    return pick
+
+
+class Picker(Plugin):
+    name = "picker"
+
+    @tool(context=True)
+    def pick(self, r: Range, tool_context: ToolContext) -> str:
+        """Pick a range."""
+        return f"{r['start']}-{r['end']} for {tool_context.agent.name}"
+'''
+
+
+@pytest.fixture
+def future_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    (tmp_path / "shipped_tools_mod.py").write_text(textwrap.dedent(_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("shipped_tools_mod")
+    yield module
+    sys.modules.pop("shipped_tools_mod", None)
+
+
+def _round_trip(agent: Agent) -> str:
+    shipped: Agent = pickle.loads(cloudpickle.dumps(agent))  # as runtime="ray" ships agents to hosts
+    shipped("go")
+    result = shipped.messages[2]["content"][0]["toolResult"]
+    assert result["status"] == "success", result
+    return str(result["content"][0]["text"])
+
+
+def _agent(**kwargs: object) -> Agent:
+    model = ScriptedModel(tool_call("pick", {"r": {"start": 1, "end": 2}}), text("ok"))
+    return Agent(model, name="shipper", callback_handler=None, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_nested_tool_with_string_annotations_ships_by_value(future_module: ModuleType) -> None:
+    assert _round_trip(_agent(tools=[future_module.make_tool()])) == "1-2 for shipper"
+
+
+def test_a_plugin_tool_of_a_module_shipped_by_value_keeps_its_input_model(future_module: ModuleType) -> None:
+    cloudpickle.register_pickle_by_value(future_module)  # as a script's classes ship: by value
+    try:
+        assert _round_trip(_agent(plugins=[future_module.Picker()])) == "1-2 for shipper"
+    finally:
+        cloudpickle.unregister_pickle_by_value(future_module)
