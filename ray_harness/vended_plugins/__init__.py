@@ -6,4 +6,6 @@
   block (memory, files, S3) and replaced by a preview the agent can search back through a tool.
 - :mod:`ray_harness.vended_plugins.goal` — ``GoalLoop``: validate each answer against a goal (a judge agent or a
   validator function) and retry until it is met.
+- :mod:`ray_harness.vended_plugins.skills` — ``AgentSkills``: Agent Skills (``SKILL.md``) listed in the system
+  prompt and loaded on demand through a ``skills`` tool.
 """
