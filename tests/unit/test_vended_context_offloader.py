@@ -313,10 +313,11 @@ def test_file_storage_is_bound_to_the_agents_sandbox(tmp_path: Any) -> None:
 
 def test_the_default_storage_is_in_memory_and_belongs_to_one_agent() -> None:
     offloader = ContextOffloader()
-    Agent(model=ScriptedModel([]), plugins=[offloader])
+    first = Agent(model=ScriptedModel([]), plugins=[offloader])  # kept: the storage is bound to a live agent
     assert isinstance(offloader._storage, InMemoryStorage)
     with pytest.raises(ValueError, match="InMemoryStorage cannot be shared across multiple agents"):
         Agent(model=ScriptedModel([]), plugins=[offloader])
+    assert first.name
 
 
 def test_in_memory_entries_unused_for_evict_after_turns_cycles_are_evicted() -> None:
