@@ -105,13 +105,13 @@ class DecoratedFunctionTool(HeldSpecTool):
             target = getattr(target, part, None)
         replaced = self._spec_replaced  # a replaced spec ships with the tool: by value
         if target is self and not replaced:
-            return (_tool_by_reference, (self._func.__module__, self._func.__qualname__))
+            return (_tool_by_reference, (self._func.__module__, self._func.__qualname__, self._is_dynamic))
         name, description, context, schema = self._options
         # The annotations resolved here, where the function's module is: a function shipped by value carries only
         # the globals its code uses, so string annotations (``from __future__ import annotations``) naming the
         # script's own types or ``ToolContext`` would not resolve on the other side.
         return (_rebuild_tool, (self._func, name, description, context, schema, self._spec if replaced else None,
-                                _type_hints(self._func)))
+                                _type_hints(self._func), self._is_dynamic))
 
     def validate_input(self, tool_input: Any) -> dict[str, Any]:
         """Validate against the schema; raise ``ValueError`` naming the offending field."""
@@ -191,18 +191,22 @@ class DecoratedFunctionTool(HeldSpecTool):
         yield RawReturn(await self._call(kwargs))
 
 
-def _tool_by_reference(module: str, qualname: str) -> Any:
+def _tool_by_reference(module: str, qualname: str, dynamic: bool = False) -> Any:
     target: Any = importlib.import_module(module)
     for part in qualname.split("."):
         target = getattr(target, part)
+    if dynamic:  # marked where it was pickled: the module's tool here is the same tool, so it is marked too
+        target.mark_dynamic()
     return target
 
 
 def _rebuild_tool(func: Callable[..., Any], name: str | None, description: str | None, context: bool | str,
                   schema: dict[str, Any] | None, spec: ToolSpec | None = None,
-                  hints: dict[str, Any] | None = None) -> DecoratedFunctionTool:
+                  hints: dict[str, Any] | None = None, dynamic: bool = False) -> DecoratedFunctionTool:
     rebuilt = DecoratedFunctionTool.__new__(DecoratedFunctionTool)
     rebuilt._setup(func, name, description, context, schema, hints)
+    if dynamic:
+        rebuilt.mark_dynamic()
     if spec is not None:
         rebuilt.tool_spec = spec
     return rebuilt

@@ -45,6 +45,12 @@ def make_tool():
     return pick
 
 
+@tool
+def stamp(r: Range) -> str:
+    """Stamp a range."""
+    return f"{r['start']}-{r['end']}"
+
+
 class Picker(Plugin):
     name = "picker"
 
@@ -87,3 +93,19 @@ def test_a_plugin_tool_of_a_module_shipped_by_value_keeps_its_input_model(future
         assert _round_trip(_agent(plugins=[future_module.Picker()])) == "1-2 for shipper"
     finally:
         cloudpickle.unregister_pickle_by_value(future_module)
+
+
+def test_a_dynamic_mark_ships_with_the_tool_by_value_and_by_reference(future_module: ModuleType) -> None:
+    nested = future_module.make_tool()
+    nested.mark_dynamic()
+    assert pickle.loads(cloudpickle.dumps(nested)).is_dynamic
+    module_tool = future_module.stamp
+    assert not module_tool.is_dynamic
+    try:
+        module_tool.mark_dynamic()
+        data = cloudpickle.dumps(module_tool)  # by reference: a host imports the module and gets its tool unmarked
+        module_tool._is_dynamic = False  # as in that host's fresh import
+        shipped = pickle.loads(data)
+        assert shipped is module_tool and shipped.is_dynamic
+    finally:
+        module_tool._is_dynamic = False
