@@ -41,6 +41,7 @@ PAGES = [
     "concepts/middleware.md",
     "concepts/interventions.md",
     "concepts/interrupts.md",
+    "concepts/human-in-the-loop.md",
     "concepts/cancel-and-limits.md",
     "concepts/sessions.md",
     "concepts/extensions.md",
