@@ -1,0 +1,55 @@
+"""The vended packages a Strands program imports exist under ``ray_harness`` with every public name Strands' have.
+
+Listed literally (Strands 1.62's ``__all__``), so the test runs without Strands; with Strands installed it also
+checks the lists are still Strands' own. What ray_harness leaves out on purpose is listed as such.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+VENDED = {
+    "injection": ["InjectionConfig", "InjectionContext", "InjectionTrigger"],
+    "vended_plugins.context_injector": ["ContextInjector", "InjectionContext", "InjectionTrigger"],
+    "vended_plugins.context_offloader": ["ContextOffloader", "FileStorage", "InMemoryStorage", "S3Storage",
+                                         "ShouldOffload", "Storage"],
+    "vended_plugins.goal": ["GoalAttempt", "GoalLoop", "GoalResult", "GoalStopReason", "JUDGE_SYSTEM_PROMPT",
+                            "JudgeConfig", "JudgeOutcome", "ValidationOutcome", "Validator", "build_judge_prompt"],
+    "vended_plugins.skills": ["AgentSkills", "Skill", "SkillSource", "SkillSources"],
+    "vended_tools": ["HANDOFF_INTERRUPT_NAME", "file_editor", "handoff_to_user", "http_request", "make_file_editor",
+                     "make_handoff_to_user", "make_http_request", "make_mcp_router", "make_notebook",
+                     "make_python_repl", "make_shell", "make_sleep", "make_stop", "make_subagent", "make_swarm",
+                     "notebook", "python_repl", "shell", "sleep", "stop", "subagent", "swarm"],
+    "vended_interventions": ["CedarAuthorization", "HumanInTheLoop"],
+    "vended_interventions.hitl": ["HumanInTheLoop", "HumanInTheLoopClassifier", "LLMClassifierConfig"],
+}
+NOT_PROVIDED = {
+    "vended_tools": {"make_mcp_router", "make_subagent", "make_swarm", "subagent", "swarm"},
+    "vended_interventions": {"CedarAuthorization"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(VENDED))
+def test_a_switched_vended_import_finds_every_name(module: str) -> None:
+    ours = importlib.import_module(f"ray_harness.{module}")
+    missing = [name for name in VENDED[module] if name not in NOT_PROVIDED.get(module, set()) and
+               not hasattr(ours, name)]
+    assert not missing, f"ray_harness.{module} lacks {missing}"
+
+
+def test_the_names_left_out_fail_at_once() -> None:
+    from ray_harness import vended_interventions, vended_tools
+
+    with pytest.raises(ImportError, match="CedarAuthorization"):
+        vended_interventions.CedarAuthorization  # noqa: B018 - the attribute access is the test
+    with pytest.raises(AttributeError):
+        vended_tools.subagent  # type: ignore[attr-defined]  # noqa: B018
+
+
+@pytest.mark.parametrize("module", sorted(VENDED))
+def test_the_lists_are_strands_own(module: str) -> None:
+    pytest.importorskip("strands")  # a bench dependency: without it the literal lists above stand
+    theirs = importlib.import_module(f"strands.{module}")
+    assert sorted(theirs.__all__) == sorted(VENDED[module])
