@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from ray_harness.evaluation._gc import GcTuning
 from ray_harness.evaluation._records import ResultFields, mark_spent, result_fields
 
 __all__ = ("Backend", "LocalBackend", "RayBackend", "resolve_factory")
@@ -58,6 +59,13 @@ class LocalBackend(Backend):
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
         self._running: dict[str, Any] = {}
+        self._gc = GcTuning()
+
+    async def start(self) -> None:
+        self._gc.enter()  # rows in flight would set off full collections at the default threshold (see _gc)
+
+    async def close(self) -> None:
+        self._gc.leave()
 
     async def run(self, run_id: str, prompt: Any, limits: Any) -> Any:
         target = self._factory()
