@@ -99,7 +99,7 @@ class DecoratedFunctionTool(HeldSpecTool):
         # else is rebuilt from the function (cloudpickle ships such functions by value). A script's
         # ``__main__`` is another module in an actor process, so its tools ship by value too.
         module_name = getattr(self._func, "__module__", "") or ""
-        module = sys.modules.get(module_name) if module_name != "__main__" else None
+        module = sys.modules.get(module_name) if module_name != "__main__" and not _by_value(module_name) else None
         target: Any = module
         for part in getattr(self._func, "__qualname__", "").split("."):
             target = getattr(target, part, None)
@@ -189,6 +189,19 @@ class DecoratedFunctionTool(HeldSpecTool):
             yield RawReturn(last)
             return
         yield RawReturn(await self._call(kwargs))
+
+
+def _by_value(module_name: str) -> bool:
+    """Whether cloudpickle (the package's or Ray's copy) was told to ship ``module_name`` by value.
+
+    Such a module is not importable where it goes (``register_pickle_by_value``), so its tools ship by value too.
+    Asked of the picklers already imported only: a tool's pickling never imports one.
+    """
+    for pickler_name in ("cloudpickle", "ray.cloudpickle"):
+        listed = getattr(sys.modules.get(pickler_name), "list_registry_pickle_by_value", None)
+        if listed is not None and any(module_name == name or module_name.startswith(name + ".") for name in listed()):
+            return True
+    return False
 
 
 def _tool_by_reference(module: str, qualname: str, dynamic: bool = False) -> Any:

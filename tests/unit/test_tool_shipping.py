@@ -109,3 +109,18 @@ def test_a_dynamic_mark_ships_with_the_tool_by_value_and_by_reference(future_mod
         assert shipped is module_tool and shipped.is_dynamic
     finally:
         module_tool._is_dynamic = False
+
+
+def test_a_module_tool_of_a_module_registered_by_value_ships_by_value(future_module: ModuleType,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    cloudpickle.register_pickle_by_value(future_module)  # its host cannot import it
+    try:
+        data = cloudpickle.dumps(future_module.stamp)
+    finally:
+        cloudpickle.unregister_pickle_by_value(future_module)
+    monkeypatch.delitem(sys.modules, "shipped_tools_mod")
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if "shipped" not in entry and
+                                      not (Path(entry) / "shipped_tools_mod.py").exists()])
+    shipped = pickle.loads(data)  # by reference this would import the module: ModuleNotFoundError
+    assert shipped({"start": 3, "end": 4}) == "3-4"
+    assert "shipped_tools_mod" not in sys.modules
