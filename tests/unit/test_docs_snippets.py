@@ -43,6 +43,7 @@ PAGES = [
     "concepts/interrupts.md",
     "concepts/human-in-the-loop.md",
     "concepts/cancel-and-limits.md",
+    "concepts/model-routing.md",
     "concepts/sessions.md",
     "concepts/extensions.md",
 ]
