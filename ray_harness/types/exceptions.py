@@ -8,6 +8,8 @@ RayHarnessError
 ├── CheckpointException            a checkpoint dict failed validation
 ├── StructuredOutputException      the model never produced the structured output
 ├── SessionException               a session store is unreadable or inconsistent
+├── AggregateMemoryError           memory store operations failed (``errors``: each one)
+├── StorageError                   a ray_harness.storage backend failed, or a key was invalid
 ├── EventLoopException             the agent loop failed (wraps the cause)
 ├── ModelConfigurationError        no model, or a model that cannot be built (also ValueError)
 ├── ProviderTokenCountError        a provider's native token count failed (count_tokens falls back)
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "ActorStoppedError",
+    "AggregateMemoryError",
     "CheckpointException",
     "ConcurrencyException",
     "ContextWindowOverflowException",
@@ -47,6 +50,7 @@ __all__ = (
     "RemoteActorError",
     "SessionException",
     "SnapshotException",
+    "StorageError",
     "StructuredOutputException",
     "ToolProviderException",
 )
@@ -107,6 +111,22 @@ class StructuredOutputException(RayHarnessError):
 
 class SessionException(RayHarnessError):
     """A session could not be read or written consistently."""
+
+
+class StorageError(RayHarnessError):
+    """A :mod:`ray_harness.storage` operation failed (Strands' name): an invalid key, or the backend's error.
+
+    Backends wrap their own failures (file system, S3) in it, the cause chained, so a caller handles every
+    backend the same way.
+    """
+
+
+class AggregateMemoryError(RayHarnessError):
+    """One or more memory store operations failed (Strands' name); ``errors`` holds each store's exception."""
+
+    def __init__(self, message: str, errors: list[BaseException]) -> None:
+        super().__init__(message)
+        self.errors = list(errors)
 
 
 class SnapshotException(RayHarnessError):

@@ -20,6 +20,8 @@ def _instance(cls: type[BaseException]) -> BaseException:
         return cls("slow down", retry_after=2.5)
     if cls is exc.RemoteActorError:
         return cls("actor died", actor_name="ray_harness:agent:a")
+    if cls is exc.AggregateMemoryError:
+        return cls("memory store(s) failed: notes", [ValueError("bad entry")])
     return cls("boom")
 
 
@@ -33,6 +35,8 @@ def test_every_exception_pickles_with_its_attributes(cls: type[BaseException]) -
     for key, value in error.__dict__.items():
         if isinstance(value, BaseException):
             assert type(getattr(clone, key)) is type(value)
+        elif isinstance(value, list) and value and isinstance(value[0], BaseException):  # AggregateMemoryError.errors
+            assert [(type(e), str(e)) for e in getattr(clone, key)] == [(type(e), str(e)) for e in value]
         else:
             assert getattr(clone, key) == value
 

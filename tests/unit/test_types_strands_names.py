@@ -37,14 +37,14 @@ STRANDS_NAMES = {
                   "DocumentChunkLocation", "DocumentChunkLocationDict", "DocumentPageLocation",
                   "DocumentPageLocationDict", "SearchResultLocation", "SearchResultLocationDict", "WebLocation",
                   "WebLocationDict"],
-    # Not here on purpose (the features are not provided, see docs/coming-from-strands.md): AggregateMemoryError
-    # (strands.memory), IdempotencyAbortedError (idempotency_token=), StorageError (strands.storage).
-    "exceptions": ["CheckpointException", "ConcurrencyException", "ContextWindowOverflowException",
+    # Not here on purpose (the feature is not provided, see docs/coming-from-strands.md): IdempotencyAbortedError
+    # (idempotency_token=).
+    "exceptions": ["AggregateMemoryError", "CheckpointException", "ConcurrencyException", "ContextWindowOverflowException",
                    "EventLoopException", "MCPClientInitializationError", "MaxTokensReachedException",
                    "ModelThrottledException", "ProviderTokenCountError", "SessionException", "SnapshotException",
-                   "StructuredOutputException", "ToolProviderException"],
+                   "StorageError", "StructuredOutputException", "ToolProviderException"],
 }
-LEFT_OUT = {"exceptions": {"AggregateMemoryError", "IdempotencyAbortedError", "StorageError"}}
+LEFT_OUT = {"exceptions": {"IdempotencyAbortedError"}}
 
 # Strands' shapes ray_harness differs from on purpose (name → why); every other TypedDict has Strands' keys.
 SHAPE_DIFFERENCES = {

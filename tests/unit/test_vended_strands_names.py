@@ -24,6 +24,9 @@ VENDED = {
                      "notebook", "python_repl", "shell", "sleep", "stop", "subagent", "swarm"],
     "vended_interventions": ["CedarAuthorization", "HumanInTheLoop"],
     "vended_interventions.hitl": ["HumanInTheLoop", "HumanInTheLoopClassifier", "LLMClassifierConfig"],
+    "storage": ["InMemoryStorage", "LocalFileStorage", "S3Storage", "Storage"],
+    "storage.search": ["Bm25SearchStrategy", "Bm25SearchStrategyConfig", "KeywordSearchStrategy", "SearchStrategy",
+                       "StorageSearchResult"],
 }
 NOT_PROVIDED = {
     "vended_tools": {"make_mcp_router", "make_subagent", "make_swarm", "subagent", "swarm"},

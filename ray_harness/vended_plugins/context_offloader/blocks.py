@@ -11,11 +11,12 @@ blocks that were kept.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ray_harness.types.content import ToolResult, ToolResultContent
-from ray_harness.vended_plugins.context_offloader.storage import Storage
+from ray_harness.vended_plugins.context_offloader.unified import AnyStorage, store_content
 
 __all__ = ("Stored", "decode_full", "offloaded_result", "preview_source", "store_blocks")
 
@@ -44,9 +45,13 @@ def preview_source(content: list[ToolResultContent]) -> str:
     return "\n".join(parts)
 
 
-async def store_blocks(storage: Storage, tool_use_id: str,
-                       content: list[ToolResultContent]) -> list[Stored | None]:
-    """Store each block; ``None`` for a block that is not stored (kept in the result as it is)."""
+async def store_blocks(storage: AnyStorage, tool_use_id: str, content: list[ToolResultContent],
+                       on_stored: Callable[[str], None] | None = None) -> list[Stored | None]:
+    """Store each block; ``None`` for a block that is not stored (kept in the result as it is).
+
+    ``on_stored`` hears each reference as soon as its block is stored, so one stored before a later block
+    failed is still known (and evicted in time).
+    """
     stored: list[Stored | None] = []
     for index, block in enumerate(content):
         payload = _payload(block)
@@ -54,7 +59,9 @@ async def store_blocks(storage: Storage, tool_use_id: str,
             stored.append(None)
             continue
         data, content_type, description = payload
-        reference = await storage.store(f"{tool_use_id}_{index}", data, content_type)
+        reference = await store_content(storage, f"{tool_use_id}_{index}", data, content_type)
+        if on_stored is not None:
+            on_stored(reference)
         stored.append(Stored(reference, description))
     return stored
 

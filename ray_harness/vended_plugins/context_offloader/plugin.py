@@ -1,8 +1,9 @@
 """The ``ContextOffloader`` plugin (Strands' ``strands.vended_plugins.context_offloader``).
 
 It works where Strands' does: an ``AfterToolCallEvent`` hook replaces an oversized result before the result
-enters the conversation, a ``BeforeModelCallEvent`` hook drives ``InMemoryStorage``'s eviction, and a
-``@tool`` method, ``retrieve_offloaded_content``, reads an offloaded block back.
+enters the conversation, a ``BeforeModelCallEvent`` hook drives eviction (``InMemoryStorage``'s own, or the
+plugin's for a :mod:`ray_harness.storage` ``Storage``), and a ``@tool`` method, ``retrieve_offloaded_content``,
+reads an offloaded block back.
 """
 
 # Annotations stay objects here (no ``from __future__ import annotations``): the tools' input models are
@@ -11,7 +12,7 @@ import inspect
 import logging
 import weakref
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from typing_extensions import TypedDict
 
@@ -19,6 +20,7 @@ from ray_harness.agent.as_tool import SubAgentTool
 from ray_harness.hooks.events import AfterToolCallEvent, BeforeModelCallEvent
 from ray_harness.models.base import estimate_tokens
 from ray_harness.plugins import Plugin, hook
+from ray_harness.storage.storage import _NAMESPACED, _NamespacedStorage
 from ray_harness.tools.base import ToolContext
 from ray_harness.tools.decorator import tool
 from ray_harness.types.content import Message
@@ -30,10 +32,17 @@ from ray_harness.vended_plugins.context_offloader.blocks import (
     store_blocks,
 )
 from ray_harness.vended_plugins.context_offloader.search import is_searchable, search_text
-from ray_harness.vended_plugins.context_offloader.storage import InMemoryStorage, Storage
+from ray_harness.vended_plugins.context_offloader.storage import InMemoryStorage
+from ray_harness.vended_plugins.context_offloader.unified import (
+    AnyStorage,
+    is_offloader_storage,
+    is_unified_storage,
+    retrieve_content,
+)
 
 if TYPE_CHECKING:
     from ray_harness.agent.agent import Agent
+    from ray_harness.storage import Storage as UnifiedStorage
 
 __all__ = ("ContextOffloader", "LineRange", "ShouldOffload")
 
@@ -69,59 +78,74 @@ class ContextOffloader(Plugin):
     When storing fails, the original result is kept (logged).
 
     Args:
-        storage: Where blocks go: ``InMemoryStorage`` (the default when ``None``), ``FileStorage`` (bound to
-            each agent's ``agent.sandbox``), ``S3Storage``, or your own :class:`Storage`.
+        storage: Where blocks go. An offloader storage of this package: ``InMemoryStorage``, ``FileStorage``
+            (bound to each agent's ``agent.sandbox``), ``S3Storage``, or your own ``store``/``retrieve``
+            :class:`Storage`. Or a :mod:`ray_harness.storage` ``Storage`` (``LocalFileStorage``, ...): blocks go
+            under ``offloader/`` in it unless it is a ``namespace(...)`` already, keyed ``<toolUseId>_<n>`` (the
+            reference); a ``LocalFileStorage`` is bound to each agent's sandbox. ``None``: the agent's
+            ``storage`` when it has one (under ``offloader/``), else an ``InMemoryStorage`` of this package.
         max_result_tokens: Results above this many tokens are offloaded (default 2,500).
         preview_tokens: Tokens of preview kept in context (default 1,000); less than ``max_result_tokens``.
         include_retrieval_tool: Give the agent the ``retrieve_offloaded_content`` tool (default ``True``).
         should_offload: ``(tool_name, token_count, **kwargs) -> bool`` (may be async), asked for each oversized
             result; ``False`` keeps it. One that raises is logged and the result offloaded.
-        evict_after_cycles: Strands' eviction age for its unified ``strands.storage`` backends, validated
-            and kept for compatibility; these backends evict themselves (``InMemoryStorage(evict_after_turns=)``).
+        evict_after_cycles: For a :mod:`ray_harness.storage` ``Storage``: a block neither stored nor retrieved
+            in the last this many agent cycles is deleted before the next model call (default 20; ``None``
+            keeps everything). Offloader storages evict themselves (``InMemoryStorage(evict_after_turns=)``).
+            The plugin tracks the ages per agent in this process: a pickled copy starts with none.
 
     Raises:
         TypeError: A token count or ``evict_after_cycles`` is not an ``int``, or ``should_offload`` is not
             callable.
         ValueError: ``max_result_tokens`` is not positive, ``preview_tokens`` is negative or not below
-            ``max_result_tokens``, or ``evict_after_cycles`` is not positive; ``storage`` has no
-            ``store``/``retrieve``.
+            ``max_result_tokens``, or ``evict_after_cycles`` is not positive; ``storage`` has neither
+            ``store``/``retrieve`` nor ``write``/``read``/``delete``.
     """
 
     name = "context_offloader"
 
-    def __init__(self, storage: Storage | None = None, max_result_tokens: int = 2_500, preview_tokens: int = 1_000,
-                 *, include_retrieval_tool: bool = True, should_offload: ShouldOffload | None = None,
-                 evict_after_cycles: int | None = 20) -> None:
+    def __init__(self, storage: AnyStorage | None = None, max_result_tokens: int = 2_500,
+                 preview_tokens: int = 1_000, *, include_retrieval_tool: bool = True,
+                 should_offload: ShouldOffload | None = None, evict_after_cycles: int | None = 20) -> None:
         _check_arguments(storage, max_result_tokens, preview_tokens, should_offload, evict_after_cycles)
-        self._storage = storage
+        self._storage: AnyStorage | None = _scoped(storage) if storage is not None else None
         self._max_result_tokens = max_result_tokens
         self._preview_tokens = preview_tokens
         self._include_retrieval_tool = include_retrieval_tool
         self._should_offload = should_offload
         self._evict_after_cycles = evict_after_cycles
-        self._storage_by_agent: weakref.WeakKeyDictionary[Any, Storage] = weakref.WeakKeyDictionary()
+        self._storage_by_agent: weakref.WeakKeyDictionary[Any, AnyStorage] = weakref.WeakKeyDictionary()
+        # agent -> {reference: the cycle it was last stored or retrieved in}, for a unified Storage's eviction
+        self._stored_cycles: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
         super().__init__()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        del state["_storage_by_agent"]  # weak references do not pickle; a copy binds its agent on first use
+        # Weak references do not pickle: a copy binds its agent on first use and tracks ages from then on.
+        del state["_storage_by_agent"], state["_stored_cycles"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._storage_by_agent = weakref.WeakKeyDictionary()
+        self._stored_cycles = weakref.WeakKeyDictionary()
 
     def init_agent(self, agent: "Agent") -> None:
-        """Resolve the storage, bind it to ``agent``, and drop the retrieval tool unless it is wanted."""
+        """Resolve the storage, bind it to ``agent``, and drop the retrieval tool unless it is wanted.
+
+        The storage is resolved once, by the first agent: one plugin is not meant for agents with different
+        storages.
+        """
         if self._storage is None:
-            self._storage = InMemoryStorage()
+            shared = getattr(agent, "storage", None)  # an agent-level storage, where the agent has one
+            self._storage = _scoped(shared) if shared is not None else InMemoryStorage()
         if isinstance(self._storage, InMemoryStorage):
             self._storage._bind(id(agent))
         self._storage_for(agent)
         if not self._include_retrieval_tool:
             self._tools = [each for each in self.tools if each.tool_name != _RETRIEVAL_TOOL]
 
-    def _storage_for(self, agent: Any) -> Storage:
+    def _storage_for(self, agent: Any) -> AnyStorage:
         """The storage of ``agent``: one with ``for_sandbox`` is bound to the agent's sandbox once."""
         if self._storage is None:
             raise RuntimeError("ContextOffloader storage not initialized; call init_agent first")
@@ -134,10 +158,39 @@ class ContextOffloader(Plugin):
         return bound
 
     @hook
-    def _on_before_model_call(self, event: BeforeModelCallEvent) -> None:
-        """Let ``InMemoryStorage`` evict what went unused for its number of cycles."""
+    async def _on_before_model_call(self, event: BeforeModelCallEvent) -> None:
+        """Evict what went unused: ``InMemoryStorage`` itself, a unified Storage's blocks by the plugin."""
+        cycle = event.agent.event_loop_metrics.cycle_count
         if isinstance(self._storage, InMemoryStorage):
-            self._storage._evict(event.agent.event_loop_metrics.cycle_count)
+            self._storage._evict(cycle)
+            return
+        if self._storage is None or is_offloader_storage(self._storage) or self._evict_after_cycles is None:
+            return
+        ages = self._stored_cycles.get(event.agent)
+        stale = [ref for ref, used in (ages or {}).items() if used < cycle - self._evict_after_cycles]
+        if not ages or not stale:
+            return
+        storage: Any = self._storage_for(event.agent)
+        evicted = 0
+        for reference in stale:
+            try:
+                await storage.delete(reference)
+            except Exception as error:  # kept, and tried again before the next model call
+                logger.debug("key=<%s>, error=<%s> | failed to evict stale entry", reference, error)
+                continue
+            del ages[reference]
+            evicted += 1
+        if evicted:
+            logger.debug("evicted=<%d>, cycle=<%d> | stale entries removed", evicted, cycle)
+
+    def _note_used(self, agent: Any, reference: str) -> None:
+        """Record that ``reference`` was stored or retrieved this cycle (unified Storage only)."""
+        if self._storage is None or is_offloader_storage(self._storage):
+            return
+        ages = self._stored_cycles.get(agent)
+        if ages is None:
+            ages = self._stored_cycles[agent] = {}
+        ages[reference] = agent.event_loop_metrics.cycle_count
 
     @hook
     async def _on_after_tool_call(self, event: AfterToolCallEvent) -> None:
@@ -152,7 +205,8 @@ class ContextOffloader(Plugin):
         if tokens <= self._max_result_tokens or not await self._wanted(name, tokens, use_id):
             return
         try:
-            stored = await store_blocks(self._storage_for(event.agent), use_id, result["content"])
+            stored = await store_blocks(self._storage_for(event.agent), use_id, result["content"],
+                                        on_stored=lambda reference: self._note_used(event.agent, reference))
         except Exception:
             logger.warning("tool_use_id=<%s> | failed to offload tool result, keeping original", use_id,
                            exc_info=True)
@@ -200,9 +254,10 @@ class ContextOffloader(Plugin):
             context_lines: Lines shown before and after each match (default 5); alone, the first this many lines.
         """
         try:
-            data, content_type = await self._storage_for(tool_context.agent).retrieve(reference)
+            data, content_type = await retrieve_content(self._storage_for(tool_context.agent), reference)
         except KeyError as error:
             raise ValueError(f"reference not found: {reference}") from error
+        self._note_used(tool_context.agent, reference)  # content in active use outlives evict_after_cycles
         if pattern is None and line_range is None and context_lines is None:
             return decode_full(data, content_type, reference)
         if not is_searchable(content_type):
@@ -245,5 +300,14 @@ def _check_arguments(storage: object, max_result_tokens: object, preview_tokens:
         raise ValueError(f"evict_after_cycles must be a positive integer or None, got {evict_after_cycles!r}")
     if should_offload is not None and not callable(should_offload):
         raise TypeError(f"should_offload must be callable, got {should_offload!r}")
-    if storage is not None and not isinstance(storage, Storage):
-        raise ValueError(f"storage must have async store() and retrieve() methods, got {type(storage).__name__}")
+    if storage is not None and not (is_offloader_storage(storage) or is_unified_storage(storage)):
+        raise ValueError("storage must have async store() and retrieve() methods (an offloader storage) or "
+                         "write(), read() and delete() (a ray_harness.storage Storage), got "
+                         f"{type(storage).__name__}")
+
+
+def _scoped(storage: AnyStorage) -> AnyStorage:
+    """An offloader storage as it is; a unified Storage under ``offloader/`` unless scoped already."""
+    if is_offloader_storage(storage) or getattr(storage, "_namespaced", None) is _NAMESPACED:
+        return storage
+    return _NamespacedStorage(cast("UnifiedStorage[Any, Any]", storage), "offloader")
