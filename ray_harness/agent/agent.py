@@ -63,6 +63,8 @@ class Agent:
     structured_output_prompt: str | None = None
     """The user message that asks for the structured output when the model answered without it (None: Strands')."""
     _session_id: str | None = None  # made on first read of ``session_id`` when no session manager has one
+    memory_manager: Any = None
+    """The agent's :class:`~ray_harness.memory.MemoryManager` (``memory_manager=``), or ``None``."""
 
     def __init__(
         self,
@@ -91,6 +93,7 @@ class Agent:
         callback_handler: Callable[..., Any] | None = None,
         structured_output_prompt: str | None = None,
         concurrent_invocation_mode: str = "throw",
+        memory_manager: Any = None,
     ) -> None:
         """Configure an agent as in Strands; every argument is checked here, and a wrong one is named.
 
@@ -104,7 +107,9 @@ class Agent:
         invocation while one runs raises ``ConcurrencyException``. ``plugins`` are
         :class:`~ray_harness.plugins.Plugin` objects: each one's ``init_agent`` runs, then its ``@hook`` and
         ``@tool`` methods join this agent's hooks and tools (after ``hooks`` and before
-        ``AgentInitializedEvent``, as in Strands); two plugins may not share a name.
+        ``AgentInitializedEvent``, as in Strands); two plugins may not share a name. ``memory_manager`` is a
+        :class:`~ray_harness.memory.MemoryManager` or a ``MemoryManagerConfig`` dict, registered after ``plugins``;
+        ``agent(...)`` waits for the background saves it started before returning.
         """
         check_arguments(description=description, conversation_manager=conversation_manager,
                         session_manager=session_manager, tool_executor=tool_executor,
@@ -162,12 +167,21 @@ class Agent:
         for provider in (self.conversation_manager, session_manager):
             if provider is not None and is_hook_provider(provider):
                 provider.register_hooks(self.hooks, agent=self)
-        if plugins is not None:  # loaded only when used: most agents have none
+        if plugins is not None or memory_manager is not None:
+            self._register_plugins(plugins, memory_manager)
+        if self.hooks.has_callbacks(AgentInitializedEvent):  # agents are built per row: no event nobody hears
+            self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
+
+    def _register_plugins(self, plugins: list[Plugin] | None, memory_manager: Any) -> None:
+        """``plugins``, then the memory manager (a plugin too); their packages load only for agents that have them."""
+        if plugins is not None:
             from ray_harness.plugins.registry import register_plugins
 
             self._plugin_registry = register_plugins(self, plugins)
-        if self.hooks.has_callbacks(AgentInitializedEvent):  # agents are built per row: no event nobody hears
-            self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
+        if memory_manager is not None:
+            from ray_harness.memory.memory_manager import attach_memory_manager
+
+            self.memory_manager = attach_memory_manager(self, memory_manager)
 
     def _init_runtime_fields(self) -> None:
         self._lock = threading.Lock()
@@ -287,11 +301,18 @@ class Agent:
             provider.close()
 
     def shutdown(self) -> None:
-        """End of the agent's life (Strands' name): :meth:`cleanup`. Safe to call more than once."""
+        """End of the agent's life (Strands' name): :meth:`cleanup`, after the memory manager's saves (``flush``).
+
+        Safe to call more than once.
+        """
+        if self.memory_manager is not None:
+            run_sync(self.memory_manager.flush())
         self.cleanup()
 
     async def shutdown_async(self) -> None:
         """:meth:`shutdown` for async code."""
+        if self.memory_manager is not None:
+            await self.memory_manager.flush()
         self.cleanup()
 
     def __enter__(self) -> Agent:
@@ -370,6 +391,8 @@ class Agent:
                                       structured_output_model=structured_output_model,
                                       structured_output_prompt=structured_output_prompt,
                                       cancel_signal=cancel_signal, **kwargs)
+        if self.memory_manager is not None:  # this call's event loop ends with it and would cancel pending saves
+            coroutine = _settled(coroutine, self.memory_manager)
         result: AgentResult = run_sync(coroutine)
         return result
 
@@ -562,3 +585,11 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, agent_id={self.agent_id!r}, tools={self.tool_names})"
+
+
+async def _settled(coroutine: Any, memory_manager: Any) -> Any:
+    """Run ``coroutine``, then wait for the memory saves it started (also when it raised)."""
+    try:
+        return await coroutine
+    finally:
+        await memory_manager.settle()

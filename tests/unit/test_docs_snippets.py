@@ -35,6 +35,7 @@ PAGES = [
     "concepts/plugins.md",
     "concepts/context-injection.md",
     "concepts/context-offloading.md",
+    "concepts/memory.md",
     "concepts/goal.md",
     "concepts/skills.md",
     "concepts/vended-tools.md",

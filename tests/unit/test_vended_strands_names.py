@@ -27,10 +27,19 @@ VENDED = {
     "storage": ["InMemoryStorage", "LocalFileStorage", "S3Storage", "Storage"],
     "storage.search": ["Bm25SearchStrategy", "Bm25SearchStrategyConfig", "KeywordSearchStrategy", "SearchStrategy",
                        "StorageSearchResult"],
+    "memory": ["AddMessagesContext", "AggregateMemoryError", "ExtractionConfig", "ExtractionResult",
+               "ExtractionTrigger", "ExtractionTriggerContext", "Extractor", "ExtractorContext", "InjectionConfig",
+               "InjectionContext", "InjectionFormatContext", "InjectionQueryContext", "InjectionTrigger",
+               "IntervalTrigger", "InvocationTrigger", "MemoryAddOptions", "MemoryAddToolConfig",
+               "MemoryContentBlockType", "MemoryEntry", "MemoryInjectionConfig", "MemoryManager",
+               "MemoryManagerConfig", "MemoryMessageFilter", "MemorySearchOptions", "MemoryStore", "MemoryStoreConfig",
+               "MemoryToolConfig", "ModelExtractor", "SearchOptions"],
+    "vended_memory_stores": ["BedrockKnowledgeBaseStore", "FileMemoryStore", "TestMemoryStore"],
 }
 NOT_PROVIDED = {
     "vended_tools": {"make_mcp_router", "make_subagent", "make_swarm", "subagent", "swarm"},
     "vended_interventions": {"CedarAuthorization"},
+    "vended_memory_stores": {"BedrockKnowledgeBaseStore"},
 }
 
 
@@ -47,6 +56,10 @@ def test_the_names_left_out_fail_at_once() -> None:
 
     with pytest.raises(ImportError, match="CedarAuthorization"):
         vended_interventions.CedarAuthorization  # noqa: B018 - the attribute access is the test
+    from ray_harness import vended_memory_stores
+
+    with pytest.raises(ImportError, match="BedrockKnowledgeBaseStore"):
+        vended_memory_stores.BedrockKnowledgeBaseStore  # noqa: B018
     with pytest.raises(AttributeError):
         vended_tools.subagent  # type: ignore[attr-defined]  # noqa: B018
 
