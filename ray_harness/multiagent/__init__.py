@@ -10,6 +10,7 @@ pooled host actors, with the same semantics (see
 stream events nobody reads; ``stream_async`` yields them all.
 """
 
+from ray_harness._lazy import lazy_attributes
 from ray_harness.multiagent.base import MultiAgentBase, MultiAgentResult, NodeResult, Status
 from ray_harness.multiagent.builder import GraphBuilder
 from ray_harness.multiagent.graph import (
@@ -26,22 +27,36 @@ from ray_harness.multiagent.swarm import Swarm
 from ray_harness.multiagent.swarm_model import SharedContext, SwarmNode, SwarmResult
 
 __all__ = [
+    "AgentSpec",
+    "Choice",
     "EdgeCondition",
     "EdgeConditionWithContext",
+    "Fixed",
     "Graph",
     "GraphBuilder",
     "GraphEdge",
     "GraphNode",
     "GraphResult",
     "GraphState",
+    "Inherit",
     "LocalNodeRunner",
     "MultiAgentBase",
     "MultiAgentResult",
     "NodeRunner",
     "NodeResult",
+    "Open",
+    "Option",
+    "Preset",
     "SharedContext",
     "Status",
     "Swarm",
     "SwarmNode",
     "SwarmResult",
 ]
+
+# The authority modes of model-driven multi-agent tools (Strands exports them here too): loaded on first use,
+# as a host running graphs never needs them.
+_LAZY = dict.fromkeys(("AgentSpec", "Choice", "Fixed", "Inherit", "Open", "Option", "Preset"),
+                      "ray_harness.multiagent.spec")
+
+__getattr__ = lazy_attributes(__name__, _LAZY)

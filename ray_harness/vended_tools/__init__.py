@@ -7,10 +7,11 @@
 - ``shell`` / ``make_shell``, ``file_editor`` / ``make_file_editor``, ``python_repl`` / ``make_python_repl`` —
   commands, files and Python in the agent's sandbox (``agent.sandbox``) or one bound with ``sandbox=``.
 - ``http_request`` / ``make_http_request`` — raw HTTP calls through ``httpx``.
+- ``subagent`` / ``make_subagent``, ``swarm`` / ``make_swarm`` — the model configures and runs a child agent, or a
+  team of them, within authority modes the developer sets (:mod:`ray_harness.multiagent.spec`).
 
-Not provided: ``web_fetch``, ``make_a2a_client``, ``make_mcp_router``, ``subagent`` and ``swarm`` (an agent is a
-tool by itself: ``tools=[other_agent]``). Every tool here pickles, so an agent holding them ships to a Ray host.
-See ``docs/concepts/vended-tools.md``.
+Not provided: ``web_fetch``, ``make_a2a_client`` and ``make_mcp_router``. Every tool here pickles, so an agent
+holding them ships to a Ray host. See ``docs/concepts/vended-tools.md``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from ray_harness.vended_tools.python_repl import make_python_repl, python_repl
 from ray_harness.vended_tools.shell import make_shell, shell
 from ray_harness.vended_tools.sleep import make_sleep, sleep
 from ray_harness.vended_tools.stop import make_stop, stop
+from ray_harness.vended_tools.subagent import make_subagent, subagent
+from ray_harness.vended_tools.swarm import make_swarm, swarm
 
 __all__ = [
     "HANDOFF_INTERRUPT_NAME",
@@ -40,9 +43,13 @@ __all__ = [
     "make_shell",
     "make_sleep",
     "make_stop",
+    "make_subagent",
+    "make_swarm",
     "notebook",
     "python_repl",
     "shell",
     "sleep",
     "stop",
+    "subagent",
+    "swarm",
 ]

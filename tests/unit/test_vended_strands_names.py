@@ -37,7 +37,7 @@ VENDED = {
     "vended_memory_stores": ["BedrockKnowledgeBaseStore", "FileMemoryStore", "TestMemoryStore"],
 }
 NOT_PROVIDED = {
-    "vended_tools": {"make_mcp_router", "make_subagent", "make_swarm", "subagent", "swarm"},
+    "vended_tools": {"make_mcp_router"},
     "vended_interventions": {"CedarAuthorization"},
     "vended_memory_stores": {"BedrockKnowledgeBaseStore"},
 }
@@ -61,7 +61,7 @@ def test_the_names_left_out_fail_at_once() -> None:
     with pytest.raises(ImportError, match="BedrockKnowledgeBaseStore"):
         vended_memory_stores.BedrockKnowledgeBaseStore  # noqa: B018
     with pytest.raises(AttributeError):
-        vended_tools.subagent  # type: ignore[attr-defined]  # noqa: B018
+        vended_tools.make_mcp_router  # type: ignore[attr-defined]  # noqa: B018
 
 
 @pytest.mark.parametrize("module", sorted(VENDED))
