@@ -43,10 +43,11 @@ class _Attempt:
     error: Exception | None = None
     overflowed: bool = False
     """The context overflowed and the conversation manager reduced it: the call is made again."""
-    # Not a field: set on the rare vetoed attempt only, so every other attempt is made as cheaply as before the
-    # veto moved in here (a quiet turn makes one per model call). A BeforeModelCallEvent hook cancelled the call:
-    # ``stop`` is its text, and nothing is accounted.
+    # Not fields: set on the rare vetoed or retried attempt only, so every other attempt is made as cheaply as
+    # before (a quiet turn makes one per model call). ``vetoed``: a BeforeModelCallEvent hook cancelled the call
+    # (``stop`` is its text, and nothing is accounted). ``waited``: the seconds the retry strategy slept after it.
     vetoed = False
+    waited: float | None = None
 
 
 def reads_directly(agent: Agent, inv: Invocation) -> bool:
@@ -74,6 +75,8 @@ async def call_model(agent: Agent, inv: Invocation) -> AsyncGenerator[Any, None]
         if stop is not None:
             yield stop
             return
+        if outcome.waited is not None:  # Strands' throttle event, after the wait, before the call again
+            yield {"type": "event_loop_throttled", "event_loop_throttled_delay": outcome.waited}
 
 
 async def call_model_quiet(agent: Agent, inv: Invocation) -> ModelStopReason:
@@ -121,7 +124,8 @@ async def _settle(agent: Agent, inv: Invocation, outcome: _Attempt, attempt: int
             _account(agent, stop)  # the answer a hook discards was still processed and billed (as Strands)
         return None
     if error is not None:
-        if await _wait_to_retry(agent, inv, error, attempt):
+        outcome.waited = await _wait_to_retry(agent, inv, error, attempt)
+        if inv.cancelled:
             return _cancelled_stop(agent)
         return None
     assert stop is not None
@@ -331,8 +335,8 @@ async def _after_model_call_retries(agent: Agent, inv: Invocation, stop: ModelSt
     return bool(after.retry)
 
 
-async def _wait_to_retry(agent: Agent, inv: Invocation, error: Exception, attempt: int) -> bool:
-    """Sleep the retry strategy's delay before calling again; True when the invocation was cancelled meanwhile.
+async def _wait_to_retry(agent: Agent, inv: Invocation, error: Exception, attempt: int) -> float:
+    """Sleep the retry strategy's delay before calling again; return the delay (check ``inv.cancelled`` after).
 
     Raises:
         Exception: ``error`` itself, when the strategy does not retry it.
@@ -341,7 +345,7 @@ async def _wait_to_retry(agent: Agent, inv: Invocation, error: Exception, attemp
     if delay is None:
         raise error
     await _sleep_unless_cancelled(agent, inv, delay)
-    return inv.cancelled
+    return delay
 
 
 def _retry_delay(agent: Agent, error: Exception, attempt: int) -> float | None:

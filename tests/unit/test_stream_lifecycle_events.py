@@ -80,3 +80,33 @@ def test_a_reader_that_stops_at_force_stop_still_gets_the_rollback() -> None:
     assert agent.messages == []
     agent.model = ScriptedModel(text("back"))
     assert str(agent("again")).strip() == "back"  # the agent was released
+
+
+def test_a_throttled_call_is_heard_as_strands_throttle_event_after_the_wait() -> None:
+    from ray_harness.agent.retry import ModelRetryStrategy
+    from ray_harness.testing import FakeClock
+    from ray_harness.types.exceptions import ModelThrottledException
+
+    clock = FakeClock()
+    heard: list[dict[str, Any]] = []
+    model = ScriptedModel(ModelThrottledException("429"), ModelThrottledException("429", retry_after=30), text("ok"))
+    agent = Agent(model, retry_strategy=ModelRetryStrategy(max_attempts=4, initial_delay=2, max_delay=60, clock=clock),
+                  callback_handler=lambda **event: heard.append(event))
+    assert str(agent("x")) == "ok\n"
+    throttles = [event for event in heard if "event_loop_throttled_delay" in event]
+    assert throttles == [{"type": "event_loop_throttled", "event_loop_throttled_delay": 2.0},
+                         {"type": "event_loop_throttled", "event_loop_throttled_delay": 30.0}]
+    types = [event["type"] for event in heard]
+    assert types.index("event_loop_throttled") < types.index("message")  # before the answer that came after
+
+
+def test_a_quiet_invocation_retries_the_same_without_the_event() -> None:
+    from ray_harness.agent.retry import ModelRetryStrategy
+    from ray_harness.testing import FakeClock
+    from ray_harness.types.exceptions import ModelThrottledException
+
+    clock = FakeClock()
+    agent = Agent(ScriptedModel(ModelThrottledException("429"), text("ok")),
+                  retry_strategy=ModelRetryStrategy(initial_delay=1, clock=clock))
+    assert str(asyncio.run(agent.invoke_async("x"))) == "ok\n"
+    assert clock.sleeps == [1]
