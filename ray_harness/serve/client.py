@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import threading
 import uuid
@@ -68,12 +69,26 @@ class A2AAgent:
         auth_token: Sent as ``Authorization: Bearer <token>``.
         name: Overrides the card's name (also the tool name, sanitized).
         timeout: Seconds an HTTP call may take (a streamed call counts between events).
+        client_config: a2a-sdk's ``ClientConfig`` for the calls (Strands' ``client_config``): its transports and
+            streaming preference, and its ``httpx_client`` if set (then used for every call, never closed; its
+            headers and auth also fetch the card; its timeout, not ``timeout``, applies). Such an agent does not
+            pickle: a live client holds sockets.
     """
 
     def __init__(self, url: str, auth_token: str | None = None, *, name: str | None = None,
-                 timeout: float = 300.0) -> None:
+                 timeout: float = 300.0, client_config: Any = None) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be an http(s) URL, got {url!r}")
+        if client_config is not None:
+            from a2a.client import ClientConfig
+
+            if not isinstance(client_config, ClientConfig):
+                raise ValueError(f"client_config must be an a2a.client.ClientConfig, got "
+                                 f"{type(client_config).__name__}")
+            if auth_token is not None and client_config.httpx_client is not None:
+                raise ValueError("give auth_token or a client_config with an httpx_client, not both: "
+                                 "set the token on that client")
+        self._client_config = client_config
         self.url = url.rstrip("/")
         self._token = auth_token
         self._timeout = timeout
@@ -92,12 +107,15 @@ class A2AAgent:
         # Shipped to a Ray actor (a node on its Graph/Swarm's orchestration host, a tool of a RemoteAgent's agent):
         # the call's lock and cancel flag belong to this process. The card is a protobuf whose generated class
         # pickle cannot name: it travels as its wire bytes, so the copy does not fetch it again.
+        if self._given_http() is not None:
+            raise TypeError(f"A2AAgent {self.url!r} does not pickle: its client_config holds a live httpx_client")
         state = self.__dict__.copy()
         del state["_cancel"], state["_busy"]
         state["_card"] = None if self._card is None else self._card.SerializeToString()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_client_config", None)  # pickled before there was one
         self.__dict__.update(state)
         if self._card is not None:
             from a2a.types.a2a_pb2 import AgentCard
@@ -118,6 +136,10 @@ class A2AAgent:
 
     # -- the card ---------------------------------------------------------------------------------------
 
+    def _given_http(self) -> Any:
+        """The caller's ``httpx.AsyncClient`` from ``client_config``, if any."""
+        return None if self._client_config is None else self._client_config.httpx_client
+
     def _headers(self) -> dict[str, str]:
         headers = {"A2A-Version": "1.0"}
         if self._token:
@@ -136,8 +158,12 @@ class A2AAgent:
         from a2a.client.card_resolver import parse_agent_card
 
         card_url = f"{self.url}/.well-known/agent-card.json"
+        given = self._given_http()
+        # A sync request (the card is read from sync code too) with what the caller's async client would send.
+        headers, auth = ({**given.headers, **self._headers()}, given.auth) if given is not None else \
+            (self._headers(), None)
         try:
-            response = httpx.get(card_url, headers=self._headers(), timeout=self._timeout)
+            response = httpx.get(card_url, headers=headers, auth=auth, timeout=self._timeout)
         except httpx.HTTPError as error:  # unreachable, refused, timed out, ...
             raise A2AError(f"agent card at {card_url}: {type(error).__name__}: {error}") from error
         if response.status_code != 200:
@@ -252,8 +278,7 @@ class A2AAgent:
 
     async def _exchange(self, text: str, data: Any, task_id: str | None, outcome: _Outcome,
                         cancel_signal: threading.Event | None) -> AsyncGenerator[dict[str, Any], None]:
-        import httpx
-        from a2a.client import ClientConfig, ClientFactory
+        from a2a.client import ClientFactory
         from a2a.types.a2a_pb2 import CancelTaskRequest, Message, Part, Role, SendMessageRequest
         from google.protobuf.json_format import ParseDict
         from google.protobuf.struct_pb2 import Value
@@ -267,8 +292,8 @@ class A2AAgent:
             parts.append(Part(data=ParseDict({"interruptResponses": data}, Value())))
         message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, context_id=self.context_id,
                           task_id=task_id or "", parts=parts)
-        async with httpx.AsyncClient(headers=self._headers(), timeout=self._timeout) as http:
-            client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
+        async with contextlib.AsyncExitStack() as stack:
+            client = ClientFactory(await self._sdk_config(stack)).create(card)
             cancel_sent = asyncio.Event()
 
             async def send_cancel() -> None:
@@ -295,6 +320,19 @@ class A2AAgent:
             finally:
                 for watcher in watchers:
                     watcher.cancel()
+
+
+    async def _sdk_config(self, stack: contextlib.AsyncExitStack) -> Any:
+        """The a2a-sdk ``ClientConfig`` of one call: the caller's, with our own ``httpx`` client unless it has one."""
+        import httpx
+        from a2a.client import ClientConfig
+
+        http = self._given_http()
+        if http is None:
+            http = await stack.enter_async_context(httpx.AsyncClient(headers=self._headers(), timeout=self._timeout))
+        if self._client_config is None:
+            return ClientConfig(httpx_client=http, streaming=True)
+        return dataclasses.replace(self._client_config, httpx_client=http)
 
 
 def _prompt_text(prompt: Any) -> str:

@@ -9,9 +9,15 @@
 - ``http_request`` / ``make_http_request`` — raw HTTP calls through ``httpx``.
 - ``subagent`` / ``make_subagent``, ``swarm`` / ``make_swarm`` — the model configures and runs a child agent, or a
   team of them, within authority modes the developer sets (:mod:`ray_harness.multiagent.spec`).
+- ``web_fetch`` / ``make_web_fetch`` — fetch a page; an analyst agent answers the model's prompt about it, or the
+  model reads it as markdown (``mode="markdown"``).
+- ``make_a2a_client`` — the model discovers and messages remote A2A agents the developer allowed.
+- ``make_mcp_router`` — the model connects to MCP servers the developer allowed, lists and calls their tools.
 
-Not provided: ``web_fetch``, ``make_a2a_client`` and ``make_mcp_router``. Every tool here pickles, so an agent
-holding them ships to a Ray host. See ``docs/concepts/vended-tools.md``.
+As in Strands, ``web_fetch``, ``make_web_fetch`` and ``make_a2a_client`` are attributes of this package but not
+in ``__all__`` (Strands loads them lazily, for their optional extras; ray_harness needs no extra). Every tool here
+pickles, so an agent holding them ships to a Ray host (except one made with a live HTTP client). See
+``docs/concepts/vended-tools.md``.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ from __future__ import annotations
 # Each tool is bound after its module (of the same name) is imported, so the package attribute is the tool,
 # as in Strands: `from ray_harness.vended_tools import shell` is the tool, `from ray_harness.vended_tools.shell import ShellOutput`
 # takes the module's type.
+from ray_harness.vended_tools.a2a_client import make_a2a_client as make_a2a_client  # not in __all__, as in Strands
 from ray_harness.vended_tools.file_editor import file_editor, make_file_editor
 from ray_harness.vended_tools.handoff_to_user import HANDOFF_INTERRUPT_NAME, handoff_to_user, make_handoff_to_user
 from ray_harness.vended_tools.http_request import http_request, make_http_request
+from ray_harness.vended_tools.mcp_router import make_mcp_router
 from ray_harness.vended_tools.notebook import make_notebook, notebook
 from ray_harness.vended_tools.python_repl import make_python_repl, python_repl
 from ray_harness.vended_tools.shell import make_shell, shell
@@ -29,6 +37,10 @@ from ray_harness.vended_tools.sleep import make_sleep, sleep
 from ray_harness.vended_tools.stop import make_stop, stop
 from ray_harness.vended_tools.subagent import make_subagent, subagent
 from ray_harness.vended_tools.swarm import make_swarm, swarm
+from ray_harness.vended_tools.web_fetch import (  # not in __all__, as in Strands
+    make_web_fetch as make_web_fetch,
+    web_fetch as web_fetch,
+)
 
 __all__ = [
     "HANDOFF_INTERRUPT_NAME",
@@ -38,6 +50,7 @@ __all__ = [
     "make_file_editor",
     "make_handoff_to_user",
     "make_http_request",
+    "make_mcp_router",
     "make_notebook",
     "make_python_repl",
     "make_shell",

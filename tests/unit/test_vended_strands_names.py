@@ -37,7 +37,6 @@ VENDED = {
     "vended_memory_stores": ["BedrockKnowledgeBaseStore", "FileMemoryStore", "TestMemoryStore"],
 }
 NOT_PROVIDED = {
-    "vended_tools": {"make_mcp_router"},
     "vended_interventions": {"CedarAuthorization"},
     "vended_memory_stores": {"BedrockKnowledgeBaseStore"},
 }
@@ -52,7 +51,7 @@ def test_a_switched_vended_import_finds_every_name(module: str) -> None:
 
 
 def test_the_names_left_out_fail_at_once() -> None:
-    from ray_harness import vended_interventions, vended_tools
+    from ray_harness import vended_interventions
 
     with pytest.raises(ImportError, match="CedarAuthorization"):
         vended_interventions.CedarAuthorization  # noqa: B018 - the attribute access is the test
@@ -60,8 +59,15 @@ def test_the_names_left_out_fail_at_once() -> None:
 
     with pytest.raises(ImportError, match="BedrockKnowledgeBaseStore"):
         vended_memory_stores.BedrockKnowledgeBaseStore  # noqa: B018
-    with pytest.raises(AttributeError):
-        vended_tools.make_mcp_router  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_lazily_loaded_strands_names_are_here_too() -> None:
+    # Strands keeps these out of __all__ and loads them on first access (they need its optional extras).
+    from ray_harness import vended_tools
+
+    assert {"web_fetch", "make_web_fetch", "make_a2a_client"} <= set(vars(vended_tools))
+    assert {"web_fetch", "make_web_fetch", "make_a2a_client"}.isdisjoint(vended_tools.__all__)
+    assert vended_tools.web_fetch.tool_name == "web_fetch"  # the tool, not its module
 
 
 @pytest.mark.parametrize("module", sorted(VENDED))

@@ -241,7 +241,7 @@ def test_an_agent_with_the_tools_pickles_and_the_copy_calls_them() -> None:
 
 # -- Strands' surface ---------------------------------------------------------------------------------------------
 
-NOT_PROVIDED = {"make_mcp_router"}
+NOT_PROVIDED: set[str] = set()
 
 
 def test_strands_names_factories_and_tool_specs_are_ours() -> None:
