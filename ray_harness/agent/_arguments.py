@@ -22,8 +22,9 @@ from ray_harness.tools.executors import ToolExecutor
 from ray_harness.types.content import SystemContentBlock
 from ray_harness.types.exceptions import ModelConfigurationError
 
-__all__ = ("check_arguments", "check_identity", "check_invocation", "check_system_prompt", "checked_sandbox",
-           "default_conversation_manager", "default_sandbox", "resolve_model")
+__all__ = ("check_arguments", "check_identity", "check_invocation", "check_system_prompt", "checked_baggage",
+           "checked_sandbox", "checked_storage", "default_conversation_manager", "default_sandbox", "resolve_aux_model",
+           "resolve_model")
 
 
 def check_arguments(*, description: Any, conversation_manager: Any, session_manager: Any, tool_executor: Any,
@@ -187,6 +188,55 @@ def resolve_model(model: Model | str | None) -> Model:
         raise ModelConfigurationError(f"model must be a ray_harness Model or a model string, got {model!r}. "
                                       + _NO_MODEL_HELP)
     return model
+
+
+def resolve_aux_model(aux_model: Any) -> Model | None:
+    """``aux_model`` as the agent keeps it: ``None``, or a model (a string is resolved as ``model=``'s is).
+
+    A string is a ray_harness model string (``"anthropic:<id>"``, ...), not Strands' Bedrock model id: the same
+    string means the same model for ``model=`` and ``aux_model=``. A ``ModelRouter`` is refused, as in Strands.
+    """
+    if aux_model is None:
+        return None
+    if isinstance(aux_model, str):
+        from ray_harness.models import from_string
+
+        try:
+            return from_string(aux_model)  # type: ignore[no-any-return]
+        except ModelConfigurationError as error:
+            raise ModelConfigurationError(f"aux_model: {error}") from error
+    if not isinstance(aux_model, Model):
+        raise TypeError(f"aux_model must be a ray_harness Model, a model string or None, got {_kind(aux_model)}")
+    from ray_harness.models.routing.router import ModelRouter  # only for agents given an aux_model
+
+    if isinstance(aux_model, ModelRouter):
+        # As in Strands: side calls (summaries, judges, classifiers) are single requests, not the agent's turns a
+        # router spreads over its candidates; give one concrete model.
+        raise TypeError("aux_model must not be a ModelRouter: side calls take one concrete model (e.g. one of the "
+                        "router's candidates)")
+    return aux_model
+
+
+def checked_storage(storage: Any) -> Any:
+    """``storage`` given to ``Agent(storage=...)``: a :mod:`ray_harness.storage` ``Storage`` instance."""
+    if isinstance(storage, type) or not all(callable(getattr(storage, name, None))
+                                            for name in ("write", "read", "delete", "list")):
+        what = f"the class {storage.__qualname__}" if isinstance(storage, type) else _kind(storage)
+        raise TypeError(f"storage must be a ray_harness.storage Storage instance (InMemoryStorage(), "
+                        f"LocalFileStorage(...), S3Storage(...)) or None, got {what}")
+    return storage
+
+
+def checked_baggage(baggage_attributes: Any) -> dict[str, str]:
+    """``baggage_attributes`` as the agent keeps them: a new dict of string keys and values (OTel baggage is text)."""
+    if not hasattr(baggage_attributes, "items") or isinstance(baggage_attributes, type):
+        raise TypeError(f"baggage_attributes must be a mapping of strings to strings or None, got "
+                        f"{_kind(baggage_attributes)}")
+    checked = dict(baggage_attributes.items())
+    for key, value in checked.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise TypeError(f"baggage_attributes must map non-empty strings to strings, got {key!r}: {value!r}")
+    return checked
 
 
 def checked_sandbox(sandbox: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ray_harness._signal import Signal
@@ -13,9 +13,12 @@ from ray_harness.agent._arguments import (
     check_arguments,
     check_identity,
     check_system_prompt,
+    checked_baggage,
     checked_sandbox,
+    checked_storage,
     default_conversation_manager,
     default_sandbox,
+    resolve_aux_model,
     resolve_model,
 )
 from ray_harness.agent._sync import run_sync
@@ -65,6 +68,9 @@ class Agent:
     _session_id: str | None = None  # made on first read of ``session_id`` when no session manager has one
     memory_manager: Any = None
     """The agent's :class:`~ray_harness.memory.MemoryManager` (``memory_manager=``), or ``None``."""
+    _aux_model: Model | None = None  # aux_model=; the agent's model answers side calls without one
+    _storage: Any = None  # storage=
+    _baggage_attributes: dict[str, str] | None = None  # baggage_attributes=; a dict is made on first read only
 
     def __init__(
         self,
@@ -94,6 +100,9 @@ class Agent:
         structured_output_prompt: str | None = None,
         concurrent_invocation_mode: str = "throw",
         memory_manager: Any = None,
+        aux_model: Model | str | None = None,
+        storage: Any = None,
+        baggage_attributes: Mapping[str, str] | None = None,
     ) -> None:
         """Configure an agent as in Strands; every argument is checked here, and a wrong one is named.
 
@@ -110,6 +119,15 @@ class Agent:
         ``AgentInitializedEvent``, as in Strands); two plugins may not share a name. ``memory_manager`` is a
         :class:`~ray_harness.memory.MemoryManager` or a ``MemoryManagerConfig`` dict, registered after ``plugins``;
         ``agent(...)`` waits for the background saves it started before returning.
+
+        ``aux_model`` answers the side calls made outside the agent loop — the summarizing conversation
+        manager's summary, memory extraction, the HITL risk classifier, the goal judge — each of which uses its
+        own ``model=`` first, then ``aux_model``, then the agent's model (as in Strands). It is a ``Model`` or a
+        model string resolved as ``model=``'s is (``"anthropic:<id>"``, ...; not Strands' bare Bedrock id); a
+        ``ModelRouter`` is refused. ``storage`` (a :mod:`ray_harness.storage` ``Storage``) is the default of
+        subsystems without their own: a ``ContextOffloader()`` keeps its blocks there, under ``offloader/``.
+        ``baggage_attributes`` are OpenTelemetry baggage (string keys and values) current during each
+        invocation: span processors and the processes the invocation calls (with the trace context) see them.
         """
         check_arguments(description=description, conversation_manager=conversation_manager,
                         session_manager=session_manager, tool_executor=tool_executor,
@@ -167,10 +185,23 @@ class Agent:
         for provider in (self.conversation_manager, session_manager):
             if provider is not None and is_hook_provider(provider):
                 provider.register_hooks(self.hooks, agent=self)
-        if plugins is not None or memory_manager is not None:
+        # Only when one is given: the class-level defaults stand otherwise (agents are built per row).
+        if (plugins is not None or memory_manager is not None
+                or aux_model is not None or storage is not None or baggage_attributes is not None):
+            self._set_side_arguments(aux_model, storage, baggage_attributes)  # before the plugins: they may read them
             self._register_plugins(plugins, memory_manager)
         if self.hooks.has_callbacks(AgentInitializedEvent):  # agents are built per row: no event nobody hears
             self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
+
+    def _set_side_arguments(self, aux_model: Model | str | None, storage: Any,
+                            baggage_attributes: Mapping[str, str] | None) -> None:
+        """``aux_model``, ``storage`` and ``baggage_attributes`` where given (before plugins, which may read them)."""
+        if aux_model is not None:
+            self._aux_model = resolve_aux_model(aux_model)
+        if storage is not None:
+            self._storage = checked_storage(storage)
+        if baggage_attributes is not None:
+            self._baggage_attributes = checked_baggage(baggage_attributes) or None
 
     def _register_plugins(self, plugins: list[Plugin] | None, memory_manager: Any) -> None:
         """``plugins``, then the memory manager (a plugin too); their packages load only for agents that have them."""
@@ -199,6 +230,36 @@ class Agent:
     @model.setter
     def model(self, value: Model | str | None) -> None:
         self._model = resolve_model(value)
+
+    @property
+    def aux_model(self) -> Model:
+        """The model of side calls (summaries, memory extraction, classifiers, judges): ``aux_model=``, else ``model``.
+
+        Assign a ``Model`` or a model string; ``None`` makes side calls follow ``model`` again.
+        """
+        aux = self._aux_model
+        return aux if aux is not None else self._model
+
+    @aux_model.setter
+    def aux_model(self, value: Model | str | None) -> None:
+        self._aux_model = resolve_aux_model(value)
+
+    @property
+    def storage(self) -> Any:
+        """The default :mod:`ray_harness.storage` ``Storage`` of subsystems without their own (``storage=``), or None."""
+        return self._storage
+
+    @property
+    def baggage_attributes(self) -> dict[str, str]:
+        """The OpenTelemetry baggage each invocation sets (``baggage_attributes=``); change it between invocations."""
+        baggage = self._baggage_attributes
+        if baggage is None:
+            baggage = self._baggage_attributes = {}
+        return baggage
+
+    @baggage_attributes.setter
+    def baggage_attributes(self, value: Mapping[str, str] | None) -> None:
+        self._baggage_attributes = checked_baggage(value) or None if value is not None else None
 
     @property
     def system_prompt(self) -> str | list[SystemContentBlock] | None:

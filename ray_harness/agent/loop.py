@@ -81,6 +81,9 @@ class Invocation:
         self.cycle_note: CycleNote | None = None  # the running cycle's notes for EventLoopMetrics.traces
         self.extensions: ExtensionChain | None = None  # contributed middleware of this chain
 
+    baggage_token: Any = None
+    """The context token of ``Agent(baggage_attributes=...)``'s baggage while the invocation runs (class default)."""
+
     @property
     def cancelled(self) -> bool:
         """Whether a cancel of the invocation was requested."""
@@ -200,6 +203,11 @@ def open_invocation(agent: Agent, inv: Invocation) -> tuple[ExtensionChain | Non
     reporting = bool(live_sinks)
     if reporting:
         metrics.active_agents(agent.name, 1)
+    baggage = agent._baggage_attributes
+    if baggage:  # before the span starts: span processors see it (as in Strands)
+        from ray_harness.telemetry.baggage import attach_baggage
+
+        inv.baggage_token = attach_baggage(baggage)
     tracer = inv.tracer
     if tracer.enabled:
         inv.agent_span = tracer.start_span(f"invoke_agent {agent.name}", None, agent_attributes(agent))
@@ -214,6 +222,11 @@ def close_invocation(agent: Agent, inv: Invocation, final: AgentResult | None, e
     if reporting:
         metrics.active_agents(agent.name, -1)
         metrics.interrupts_pending(agent.name, len(agent._interrupt_state.pending()))
+    if inv.baggage_token is not None:
+        from ray_harness.telemetry.baggage import detach_baggage
+
+        detach_baggage(inv.baggage_token)
+        inv.baggage_token = None
 
 
 def _invocation_attributes(agent: Agent, result: AgentResult | None, inv: Invocation) -> dict[str, Any]:

@@ -147,7 +147,7 @@ class MemoryManager(Plugin):
             if has_method(store, "initialize"):
                 await store.initialize()
         if self._extraction_stores:
-            coordinator = ExtractionCoordinator(self._extraction_stores, agent.model)
+            coordinator = ExtractionCoordinator(self._extraction_stores, agent.aux_model)
             self._coordinator = coordinator
             agent.add_hook(coordinator.on_message_added, MessageAddedEvent)
             for binding in self._extraction_stores:

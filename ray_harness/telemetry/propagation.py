@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from ray_harness.telemetry.runs import current_tags, own_job, scoped, task_label
 _TAGS_KEY = "ray-harness-tags"  # carried as one JSON string: carriers are str -> str
 TASK_KEY = "ray-harness-task"  # the node or row the call runs (see runs.task_label): names the Ray task
 _EXTENSIONS_KEY = "ray-harness-extensions"  # a JSON list of entry-point names
+_BAGGAGE_MODULE = "ray_harness.telemetry.baggage"  # loaded by the first agent given baggage_attributes
 
 __all__ = ("TASK_KEY", "attached", "current_carrier")
 
@@ -34,8 +36,10 @@ def current_carrier() -> dict[str, str] | None:
     """The current span context as W3C ``traceparent``/``tracestate`` headers, the metric tags and the task.
 
     The task is the node or row being run. The tags always hold the job when there is one (see
-    :func:`~ray_harness.telemetry.runs.current_job`). None when tracing is off, no run scope is open and
-    there is no job (no runtime).
+    :func:`~ray_harness.telemetry.runs.current_job`). OpenTelemetry baggage (``Agent(baggage_attributes=...)``)
+    goes with the trace context, and without it when tracing is off but an agent of this process set baggage
+    (see :mod:`ray_harness.telemetry.baggage`). None when tracing is off, no run scope is open and there is
+    no job (no runtime).
     """
     carrier: dict[str, str] = {}
     tags = current_tags()
@@ -54,7 +58,12 @@ def current_carrier() -> dict[str, str] | None:
     if tracing_enabled():
         from opentelemetry.propagate import inject
 
-        inject(carrier)
+        inject(carrier)  # the global propagator: W3C trace context and baggage unless OTEL_PROPAGATORS says otherwise
+    elif (baggage := sys.modules.get(_BAGGAGE_MODULE)) is not None and baggage.baggage_set_here():
+        # Tracing off, but an agent here set Agent(baggage_attributes=...): the baggage still crosses.
+        from opentelemetry.baggage.propagation import W3CBaggagePropagator
+
+        W3CBaggagePropagator().inject(carrier)
     return carrier or None
 
 

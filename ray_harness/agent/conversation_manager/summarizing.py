@@ -3,9 +3,9 @@
 On a context-window overflow (or, with ``proactive_compression``, once the context is that full)
 the oldest ``summary_ratio`` of the unpinned messages is summarized, never touching the last
 ``preserve_recent_messages`` nor splitting a ``toolUse``/``toolResult`` pair. The summary comes
-from a separate call — the agent's own model, or ``summarization_agent`` — that sees a plain-text
-transcript of the messages and leaves no trace in the agent's history (the summarization agent's
-own history is restored afterwards). The summary is a user message placed right after the pinned
+from a separate call — ``summarization_agent``, else the agent's ``aux_model`` (its model unless it has
+one) — that sees a plain-text transcript of the messages and leaves no trace in the agent's history (the
+summarization agent's own history is restored afterwards). The summary is a user message placed right after the pinned
 prefix; summarizing again folds the previous summary into the new one.
 
 Usage of the summarization call counts towards the agent's metrics (and so its token limits).
@@ -56,7 +56,8 @@ class SummarizingConversationManager(ConversationManager):
     Args:
         summary_ratio: Fraction (0 < r <= 1) of the unpinned messages summarized per reduction.
         preserve_recent_messages: The most recent messages that are never summarized.
-        summarization_agent: An Agent that writes the summary (default: the agent's own model).
+        summarization_agent: An Agent that writes the summary (default: a call to ``agent.aux_model``: the agent's
+            ``aux_model``, else its model, as in Strands).
         summarization_system_prompt: System prompt of the summary call (not with ``summarization_agent``).
         pin_first: Number of leading messages that are never summarized.
         proactive_compression: ``True`` (threshold 0.7) or ``{"compression_threshold": x}``.
@@ -222,14 +223,15 @@ class SummarizingConversationManager(ConversationManager):
         from ray_harness.middleware.types import ModelStopReason
 
         system_prompt = self.summarization_system_prompt or DEFAULT_SUMMARIZATION_PROMPT
-        chunks = agent.model.stream([{"role": "user", "content": [{"text": request}]}], None, system_prompt)
+        model = agent.aux_model
+        chunks = model.stream([{"role": "user", "content": [{"text": request}]}], None, system_prompt)
         stop: ModelStopReason | None = None
         async for event in process_stream(chunks):  # type: ignore[arg-type]
             if isinstance(event, ModelStopReason):
                 stop = event
         if stop is None:
             raise ContextWindowOverflowException("the summarization call produced no message")
-        prices = getattr(agent.model, "prices", None)
+        prices = getattr(model, "prices", None)
         cost = prices.cost(stop.usage) if prices is not None else 0.0
         agent.event_loop_metrics.add_usage(stop.usage, int(stop.metrics.get("latencyMs", 0)), cost)
         return "".join(block["text"] for block in stop.message["content"] if "text" in block)

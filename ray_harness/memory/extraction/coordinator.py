@@ -55,7 +55,7 @@ class ExtractionCoordinator:
 
     Args:
         bindings: The stores with extraction and their configs (store names are unique: they key the state).
-        default_model: The model of extractors without their own (the agent's model).
+        default_model: The model of extractors without their own (``agent.aux_model``).
     """
 
     def __init__(self, bindings: list[ExtractionBinding], default_model: Model | None) -> None:

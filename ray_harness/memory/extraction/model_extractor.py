@@ -33,7 +33,7 @@ class ModelExtractor:
     """An :class:`~ray_harness.memory.Extractor` that asks a model for the facts worth keeping.
 
     Args:
-        model: The model to ask; default: :attr:`ExtractorContext.default_model` (the agent's model).
+        model: The model to ask; default: :attr:`ExtractorContext.default_model` (``agent.aux_model``).
         system_prompt: What counts as a fact (default :data:`DEFAULT_SYSTEM_PROMPT`); the JSON output format is
             always appended.
 

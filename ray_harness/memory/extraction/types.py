@@ -47,8 +47,8 @@ class ExtractorContext:
     """What :meth:`Extractor.extract` gets besides the messages.
 
     Attributes:
-        default_model: The model an extractor without its own uses: the agent's model (ray_harness agents have no
-            ``aux_model``, Strands' first choice).
+        default_model: The model an extractor without its own uses: ``agent.aux_model`` (the agent's
+            ``aux_model``, else its model, as in Strands).
     """
 
     default_model: Model | None = None

@@ -51,8 +51,8 @@ class LLMClassifierConfig:
 
     Attributes:
         system_prompt: The risk criteria; :data:`DEFAULT_CLASSIFIER_PROMPT` when ``None`` or empty.
-        model: The classifier's model (a ``Model`` or a model id); the guarded agent's own model when ``None``
-            (ray_harness agents have no ``aux_model``, Strands' second choice).
+        model: The classifier's model (a ``Model`` or a model id); when ``None``, the guarded agent's
+            ``aux_model``, else its model (Strands' order).
     """
 
     system_prompt: str | None = None
@@ -113,7 +113,7 @@ class LLMRiskClassifier:
         """
         from ray_harness.agent.agent import Agent  # the agent package imports the interventions: import late
 
-        model = self.model if self.model is not None else event.agent.model
+        model = self.model if self.model is not None else event.agent.aux_model
         if model is None:
             raise ValueError("the LLM risk classifier has no model: pass LLMClassifierConfig(model=...) "
                              "or give the agent a model")

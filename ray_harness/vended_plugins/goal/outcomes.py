@@ -77,7 +77,7 @@ class JudgeConfig:
     """Settings of the judge agent built when the goal is a text (ignored for a validator function).
 
     Attributes:
-        model: The judge's model; by default the agent's own model (ray_harness agents have no ``aux_model``).
+        model: The judge's model; by default ``agent.aux_model`` (the agent's ``aux_model``, else its model).
         system_prompt: The judge's system prompt; :data:`JUDGE_SYSTEM_PROMPT` by default.
     """
 

@@ -74,7 +74,7 @@ class GoalLoop(Plugin):
     is not judged: the call that answers the interrupts goes on with the run.
 
     Args:
-        goal: A natural-language goal, judged by an agent built on the agent's model (see ``judge``), or a
+        goal: A natural-language goal, judged by an agent built on ``agent.aux_model`` (see ``judge``), or a
             :class:`~ray_harness.vended_plugins.goal.Validator` function ``(response, agent)`` (sync or async).
         judge: The judge's model and system prompt (:class:`JudgeConfig`); ignored for a validator function.
         max_attempts: Validated attempts before the run stops (``"max_attempts"``); unbounded by default.
@@ -220,7 +220,7 @@ class GoalLoop(Plugin):
         """A fresh judge agent reads the goal and the transcript and answers with a :class:`JudgeOutcome`."""
         from ray_harness.agent.agent import Agent
 
-        judge = Agent(model=self._judge.model or agent.model, system_prompt=self._judge.system_prompt,
+        judge = Agent(model=self._judge.model or agent.aux_model, system_prompt=self._judge.system_prompt,
                       structured_output_model=JudgeOutcome)
         result = await judge.invoke_async(build_judge_prompt(goal, agent.messages))
         verdict = result.structured_output
