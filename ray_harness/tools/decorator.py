@@ -51,7 +51,10 @@ class DecoratedFunctionTool(HeldSpecTool):
         self._name = checked_name(name or func.__name__)
         self._context_param = _context_param(context)
         summary, arg_docs = _parse_docstring(inspect.getdoc(func) or "")
-        self._input_model = _input_model(func, self._name, arg_docs, self._context_param, hints)
+        # Kept: a copy of a function shipped by value holds only the globals its code uses, so its annotations may
+        # not resolve where it was rebuilt (a plugin's @tool method crossing two processes) — its tool ships these.
+        self._hints = hints if hints is not None else _type_hints(func)
+        self._input_model = _input_model(func, self._name, arg_docs, self._context_param, self._hints)
         self._input_fields = tuple(self._input_model.model_fields)  # read per call: the class property costs more
         # As in Strands, a parameter named ``agent`` is not an input: the calling agent is passed in it.
         self._takes_agent = "agent" in inspect.signature(func).parameters and self._context_param != "agent"
@@ -111,7 +114,7 @@ class DecoratedFunctionTool(HeldSpecTool):
         # the globals its code uses, so string annotations (``from __future__ import annotations``) naming the
         # script's own types or ``ToolContext`` would not resolve on the other side.
         return (_rebuild_tool, (self._func, name, description, context, schema, self._spec if replaced else None,
-                                _type_hints(self._func), self._is_dynamic))
+                                self._hints, self._is_dynamic))
 
     def validate_input(self, tool_input: Any) -> dict[str, Any]:
         """Validate against the schema; raise ``ValueError`` naming the offending field."""

@@ -95,6 +95,16 @@ def test_a_plugin_tool_of_a_module_shipped_by_value_keeps_its_input_model(future
         cloudpickle.unregister_pickle_by_value(future_module)
 
 
+def test_a_plugin_tool_method_ships_twice(future_module: ModuleType) -> None:
+    """Driver → orchestration host → node host: the copy of the first hop ships again.
+
+    A plugin's ``@tool`` method ships its function by value (the class attribute is the tool, not the function), so
+    the copy's function has only the globals its code uses; the annotations resolved where it was built go along.
+    """
+    once: Agent = pickle.loads(cloudpickle.dumps(_agent(plugins=[future_module.Picker()])))
+    assert _round_trip(once) == "1-2 for shipper"
+
+
 def test_a_dynamic_mark_ships_with_the_tool_by_value_and_by_reference(future_module: ModuleType) -> None:
     nested = future_module.make_tool()
     nested.mark_dynamic()
