@@ -36,12 +36,15 @@ import functools
 import gc
 import logging
 import os
+import pickle
 import threading
+import traceback
 import warnings
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import cloudpickle
 import ray
 from ray.experimental import internal_kv
 
@@ -222,6 +225,7 @@ class AgentHost:
             from ray_harness.evaluation._records import mark_spent
 
             mark_spent(error, runner.agent)  # a failed run's tokens were billed: its caller accounts for them
+            _raise_portable(error)
             raise
         finally:
             self._unregister(request.invocation_id)
@@ -242,6 +246,9 @@ class AgentHost:
             try:
                 async for slot_item in slot_run:
                     yield slot_item
+            except Exception as error:
+                _raise_portable(error)
+                raise
             finally:
                 await slot_run.aclose()  # closed by its caller: the run ends before this returns
             return
@@ -256,6 +263,9 @@ class AgentHost:
             try:
                 async for item in run:
                     yield item
+            except Exception as error:
+                _raise_portable(error)
+                raise
             finally:
                 await run.aclose()
         finally:
@@ -537,18 +547,43 @@ def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] 
     from ray_harness.evaluation._records import SPENT_ATTRIBUTE  # failures only: see AgentHost.run
 
     spent = getattr(error, SPENT_ATTRIBUTE, None)
-    try:
-        return run_id, False, _pickling.dumps(error), spent
-    except Exception:
-        return run_id, False, _pickling.dumps(RuntimeError(f"{type(error).__name__}: {error}")), spent
+    return run_id, False, _pickled_error(error), spent
 
 
 def _pickled_error(error: BaseException) -> bytes:
-    """A multiplexed run's exception for the wire (as the run's own call would raise it, or its text)."""
+    """A run's exception for the wire: as the run's own call would raise it, or its text when it cannot travel."""
     try:
-        return bytes(_pickling.dumps(error))
+        data = bytes(_pickling.dumps(error))
+        _pickling.loads(data)  # some exceptions pickle but do not unpickle (pydantic's PydanticUserError)
+        return data
     except Exception:
-        return bytes(_pickling.dumps(RuntimeError(f"{type(error).__name__}: {error}")))
+        return bytes(_pickling.dumps(_stand_in(error)))
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` when its caller can unpickle it, else :func:`_stand_in`.
+
+    Ray pickles what an actor method raised for its caller; an exception that pickles but does not unpickle
+    would reach the caller as Ray's "Failed to deserialize exception", hiding what went wrong.
+    """
+    try:
+        pickle.loads(cloudpickle.dumps(error))  # as Ray sends it (its copy of cloudpickle)
+        return error
+    except Exception:
+        return _stand_in(error)
+
+
+def _raise_portable(error: BaseException) -> None:
+    """Raise :func:`_stand_in` of ``error`` when its caller could not unpickle it; else return (re-raise it)."""
+    portable = _portable(error)
+    if portable is not error:
+        raise portable from None
+
+
+def _stand_in(error: BaseException) -> RuntimeError:
+    """A ``RuntimeError`` naming ``error``'s type and message, with where it was raised (the host's traceback)."""
+    where = "".join(traceback.format_exception(error)[-6:]).rstrip()
+    return RuntimeError(f"{type(error).__name__}: {error}\n\nRaised on the host:\n{where}")
 
 
 def _rss_bytes() -> int:
