@@ -66,6 +66,7 @@ _STRANDS_ROOT = {
     "Snapshot": "ray_harness.agent.field_snapshot",
     "Plugin": "ray_harness.plugins",
     "MultiAgentPlugin": "ray_harness.plugins",
+    "BackgroundTasksConfig": "ray_harness.background_tasks",
 }
 
 

@@ -263,6 +263,11 @@ async def execute_tool(agent: Agent, inv: Invocation, tool_use: ToolUse) -> Asyn
         yield {"type": "tool_start", "tool_use": attempt.call}
         started = time.perf_counter()
         attempt.result = _settled_without_call(inv, attempt)
+        if attempt.result is None and agent._background_tasks is not None:
+            acknowledged = await _to_background(agent, inv, attempt)
+            if acknowledged is not None:
+                yield _ToolDone(tool_use, acknowledged)
+                return
         if attempt.result is None:
             async with contextlib.aclosing(_call_selected(agent, inv, attempt, started)) as events:
                 async for event in events:
@@ -284,6 +289,10 @@ async def execute_tool_quiet(agent: Agent, inv: Invocation, tool_use: ToolUse) -
             return attempt
         started = time.perf_counter()
         attempt.result = _settled_without_call(inv, attempt)
+        if attempt.result is None and agent._background_tasks is not None:
+            acknowledged = await _to_background(agent, inv, attempt)
+            if acknowledged is not None:
+                return _ToolDone(tool_use, acknowledged)
         if attempt.result is None:
             await _call_selected_quiet(agent, inv, attempt, started)
             if attempt.interrupts is not None:
@@ -339,6 +348,17 @@ def _settled_without_call(inv: Invocation, attempt: _Attempt) -> ToolResult | No
     if attempt.selected is None:
         return error_result(use_id, f"Unknown tool: {attempt.name}")
     return None
+
+
+async def _to_background(agent: Agent, inv: Invocation, attempt: _Attempt) -> ToolResult | None:
+    """``Agent(background_tasks=...)``: the dispatch acknowledgement when the call goes to the background, else None.
+
+    As in Strands, an acknowledged call gets no ``AfterToolCallEvent`` here (its background run does) and is not
+    counted as a tool call; a foreground call loses the model's ``_background_execution`` flag from its input.
+    """
+    acknowledged: ToolResult | None = await agent._background_tasks.admit(inv, attempt.call, attempt.registered,
+                                                                          attempt.selected)
+    return acknowledged
 
 
 async def _close_attempt(agent: Agent, inv: Invocation, attempt: _Attempt, started: float) -> ToolResult | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 import uuid
@@ -49,6 +50,7 @@ from ray_harness.types.validation import validate_messages
 if TYPE_CHECKING:
     from ray_harness.agent.field_snapshot import Snapshot
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
+    from ray_harness.background_tasks import BackgroundTasksConfig
     from ray_harness.plugins import Plugin
 
 __all__ = ("Agent", "run_sync")  # run_sync: imported from here by the packages that drive agents
@@ -68,6 +70,7 @@ class Agent:
     _session_id: str | None = None  # made on first read of ``session_id`` when no session manager has one
     memory_manager: Any = None
     """The agent's :class:`~ray_harness.memory.MemoryManager` (``memory_manager=``), or ``None``."""
+    _background_tasks: Any = None  # background_tasks=: the plugin that runs tool calls in the background
     _aux_model: Model | None = None  # aux_model=; the agent's model answers side calls without one
     _storage: Any = None  # storage=
     _baggage_attributes: dict[str, str] | None = None  # baggage_attributes=; a dict is made on first read only
@@ -100,6 +103,7 @@ class Agent:
         structured_output_prompt: str | None = None,
         concurrent_invocation_mode: str = "throw",
         memory_manager: Any = None,
+        background_tasks: bool | BackgroundTasksConfig | None = None,
         aux_model: Model | str | None = None,
         storage: Any = None,
         baggage_attributes: Mapping[str, str] | None = None,
@@ -118,7 +122,9 @@ class Agent:
         ``@tool`` methods join this agent's hooks and tools (after ``hooks`` and before
         ``AgentInitializedEvent``, as in Strands); two plugins may not share a name. ``memory_manager`` is a
         :class:`~ray_harness.memory.MemoryManager` or a ``MemoryManagerConfig`` dict, registered after ``plugins``;
-        ``agent(...)`` waits for the background saves it started before returning.
+        ``agent(...)`` waits for the background saves it started before returning. ``background_tasks``
+        (``True`` or a :class:`~ray_harness.background_tasks.BackgroundTasksConfig`) lets the model run tools in
+        the background and get their results when they finish (see :mod:`ray_harness.background_tasks`).
 
         ``aux_model`` answers the side calls made outside the agent loop — the summarizing conversation
         manager's summary, memory extraction, the HITL risk classifier, the goal judge — each of which uses its
@@ -186,10 +192,10 @@ class Agent:
             if provider is not None and is_hook_provider(provider):
                 provider.register_hooks(self.hooks, agent=self)
         # Only when one is given: the class-level defaults stand otherwise (agents are built per row).
-        if (plugins is not None or memory_manager is not None
+        if (plugins is not None or memory_manager is not None or background_tasks is not None
                 or aux_model is not None or storage is not None or baggage_attributes is not None):
             self._set_side_arguments(aux_model, storage, baggage_attributes)  # before the plugins: they may read them
-            self._register_plugins(plugins, memory_manager)
+            self._register_plugins(plugins, memory_manager, background_tasks)
         if self.hooks.has_callbacks(AgentInitializedEvent):  # agents are built per row: no event nobody hears
             self.hooks.invoke_callbacks(AgentInitializedEvent(agent=self))
 
@@ -203,8 +209,9 @@ class Agent:
         if baggage_attributes is not None:
             self._baggage_attributes = checked_baggage(baggage_attributes) or None
 
-    def _register_plugins(self, plugins: list[Plugin] | None, memory_manager: Any) -> None:
-        """``plugins``, then the memory manager (a plugin too); their packages load only for agents that have them."""
+    def _register_plugins(self, plugins: list[Plugin] | None, memory_manager: Any, background_tasks: Any = None
+                          ) -> None:
+        """``plugins``, the memory manager, then background tasks (plugins too); each package loads only when used."""
         if plugins is not None:
             from ray_harness.plugins.registry import register_plugins
 
@@ -213,6 +220,10 @@ class Agent:
             from ray_harness.memory.memory_manager import attach_memory_manager
 
             self.memory_manager = attach_memory_manager(self, memory_manager)
+        if background_tasks is not None and background_tasks is not False:  # after the plugins, as in Strands
+            from ray_harness.background_tasks._plugin import attach_background_tasks
+
+            self._background_tasks = attach_background_tasks(self, background_tasks)
 
     def _init_runtime_fields(self) -> None:
         self._lock = threading.Lock()
@@ -364,14 +375,18 @@ class Agent:
     def shutdown(self) -> None:
         """End of the agent's life (Strands' name): :meth:`cleanup`, after the memory manager's saves (``flush``).
 
-        Safe to call more than once.
+        Safe to call more than once. Background tasks (``background_tasks=``) are cancelled and their thread ends.
         """
+        if self._background_tasks is not None:
+            self._background_tasks.shutdown()
         if self.memory_manager is not None:
             run_sync(self.memory_manager.flush())
         self.cleanup()
 
     async def shutdown_async(self) -> None:
         """:meth:`shutdown` for async code."""
+        if self._background_tasks is not None:
+            await asyncio.to_thread(self._background_tasks.shutdown)  # joins the runner thread: not on this loop
         if self.memory_manager is not None:
             await self.memory_manager.flush()
         self.cleanup()
@@ -432,8 +447,10 @@ class Agent:
 
         On an idle agent this does nothing: the next invocation starts clean (differs from Strands).
         ``message`` ends the history with that assistant text; ``after_current_tools`` lets the
-        running tool batch finish first.
+        running tool batch finish first. Background tasks (``background_tasks=``) are cancelled, also when idle.
         """
+        if self._background_tasks is not None:
+            self._background_tasks.cancel_all()
         invocation = self._invocation
         if invocation is None:
             return

@@ -36,6 +36,7 @@ PAGES = [
     "concepts/context-injection.md",
     "concepts/context-offloading.md",
     "concepts/memory.md",
+    "concepts/background-tasks.md",
     "concepts/goal.md",
     "concepts/skills.md",
     "concepts/vended-tools.md",
