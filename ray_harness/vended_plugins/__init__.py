@@ -8,4 +8,6 @@
   validator function) and retry until it is met.
 - :mod:`ray_harness.vended_plugins.skills` — ``AgentSkills``: Agent Skills (``SKILL.md``) listed in the system
   prompt and loaded on demand through a ``skills`` tool.
+- :mod:`ray_harness.vended_plugins.steering` — Strands' steering import path: :mod:`ray_harness.steering`'s
+  ``SteeringHandler`` and decisions under Strands' names (``Proceed``, ``Guide``, ``Interrupt``).
 """

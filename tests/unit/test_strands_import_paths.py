@@ -8,11 +8,28 @@ Strands' guides and most programs written for it import from modules below the p
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 
 import ray_harness
-from ray_harness import agent, handlers, middleware, models, plugins, sandbox, session, telemetry, tools
+from ray_harness import (
+    agent,
+    checkpoint as checkpoints,
+    handlers,
+    hooks,
+    middleware,
+    models,
+    plugins,
+    sandbox,
+    session,
+    steering,
+    telemetry,
+    tools,
+    vended_tools,
+)
 from ray_harness.agent import conversation_manager
 from ray_harness.multiagent import graph_model as multiagent_graph
 from ray_harness.tools import executors, mcp
@@ -65,6 +82,12 @@ PATHS = [
     ("strands.types.tools", ["ToolUse", "ToolResult", "ToolResultContent", "ToolResultStatus", "ImageContent",
                              "DocumentContent"], content),
     ("strands.types.tools", ["ToolContext", "AgentTool"], tools),
+    ("strands.vended_plugins.steering", ["SteeringHandler"], steering),
+    ("strands.vended_plugins.steering.core", ["SteeringHandler", "SteeringContext"], steering),
+    ("strands.vended_plugins.steering.core.handler", ["SteeringHandler"], steering),
+    ("strands.vended_plugins.steering.core.context", ["SteeringContext"], steering),
+    ("strands.experimental.checkpoint", ["Checkpoint", "CheckpointPosition", "CHECKPOINT_SCHEMA_VERSION"],
+     checkpoints),
 ]
 
 
@@ -96,3 +119,115 @@ def test_every_agent_kind_is_an_agent_base() -> None:
     assert isinstance(ray_harness.Agent(ScriptedModel()), AgentBase)
     assert isinstance(builder.build(runtime="local"), AgentBase)  # a graph nests where an agent goes
     assert not isinstance(ScriptedModel(), AgentBase)
+
+
+# Strands' steering decisions under their Strands names: (module below ray_harness, Strands' name, ray_harness's own)
+RENAMED = [(module, name, own) for module in ("vended_plugins.steering", "vended_plugins.steering.core",
+                                              "vended_plugins.steering.core.action")
+           for name, own in (("Proceed", steering.SteerProceed), ("Interrupt", steering.SteerInterrupt),
+                             ("ToolSteeringAction", steering.SteeringAction))]
+
+
+@pytest.mark.parametrize(("module", "name", "own"), RENAMED, ids=[f"{m}:{n}" for m, n, _ in RENAMED])
+def test_strands_steering_decisions_are_ray_harness_own_under_strands_names(module: str, name: str, own: Any) -> None:
+    ours = importlib.import_module(f"ray_harness.{module}")
+    assert getattr(ours, name) is own
+    assert name in ours.__all__
+
+
+def test_a_strands_guide_is_a_steer_guide_built_from_its_reason() -> None:
+    from ray_harness.testing import ScriptedModel, text, tool_call
+    from ray_harness.vended_plugins.steering import Guide, Proceed, SteeringHandler
+    from ray_harness.vended_plugins.steering.core import ModelSteeringAction
+
+    guide = Guide(reason="use the other tool")
+    assert isinstance(guide, steering.SteerGuide) and guide.message == guide.reason == "use the other tool"
+    assert set(ModelSteeringAction.__args__) == {steering.SteerProceed, steering.SteerGuide}
+
+    @ray_harness.tool
+    def erase(path: str) -> str:
+        """Erase a file."""
+        return f"erased {path}"
+
+    class NoErasing(SteeringHandler):
+        def steer_before_tool(self, event: hooks.BeforeToolCallEvent) -> object:
+            return Guide(reason="use the other tool") if event.tool_use["name"] == "erase" else Proceed(reason="ok")
+
+    agent = ray_harness.Agent(ScriptedModel(tool_call("erase", {"path": "a"}), text("done")), tools=[erase],
+                              hooks=[NoErasing()])
+    agent("clean up")
+    assert agent.messages[2]["content"][0]["toolResult"]["content"][0]["text"] == "use the other tool"
+
+
+# Strands' deprecated experimental aliases: (module below ray_harness, Strands' name, ray_harness's own object)
+MOVED = [
+    ("experimental.hooks", "BeforeToolInvocationEvent", hooks.BeforeToolCallEvent),
+    ("experimental.hooks", "AfterToolInvocationEvent", hooks.AfterToolCallEvent),
+    ("experimental.hooks", "BeforeModelInvocationEvent", hooks.BeforeModelCallEvent),
+    ("experimental.hooks", "AfterModelInvocationEvent", hooks.AfterModelCallEvent),
+    ("experimental.tools", "ToolProvider", tools.ToolProvider),
+    ("experimental.tools", "stop", vended_tools.stop),
+    ("experimental.tools", "make_stop", vended_tools.make_stop),
+    ("experimental.steering", "SteeringHandler", steering.SteeringHandler),
+    ("experimental.steering", "Proceed", steering.SteerProceed),
+    ("experimental.steering", "Interrupt", steering.SteerInterrupt),
+    ("experimental.steering", "ToolSteeringAction", steering.SteeringAction),
+]
+MOVED_LEFT_OUT = ["SteeringContextCallback", "SteeringContextProvider", "LedgerBeforeToolCall", "LedgerAfterToolCall",
+                  "LedgerProvider", "LLMSteeringHandler", "LLMPromptMapper"]
+
+
+@pytest.mark.parametrize(("module", "name", "own"), MOVED, ids=[f"{m}:{n}" for m, n, _ in MOVED])
+def test_a_deprecated_experimental_name_gives_ray_harness_own_object_and_warns(module: str, name: str,
+                                                                               own: Any) -> None:
+    ours = importlib.import_module(f"ray_harness.{module}")
+    with pytest.deprecated_call(match=name):
+        assert getattr(ours, name) is own
+
+
+def test_the_experimental_steering_aliases_are_strands_own_and_the_left_out_ones_fail_saying_so() -> None:
+    from ray_harness.experimental import steering as experimental_steering
+    from ray_harness.vended_plugins import steering as vended_steering
+
+    with pytest.deprecated_call():
+        assert experimental_steering.Guide is vended_steering.Guide
+        assert experimental_steering.ModelSteeringAction is vended_steering.ModelSteeringAction
+    for name in MOVED_LEFT_OUT:
+        with pytest.raises(ImportError, match=f"does not provide Strands' {name}"):
+            getattr(experimental_steering, name)
+    aliased = {name for module, name, _ in MOVED if module == "experimental.steering"}
+    assert aliased | {"Guide", "ModelSteeringAction"} == set(vended_steering.__all__)  # every name is checked
+    pytest.importorskip("strands")
+    import strands.experimental.steering as theirs
+    import strands.vended_plugins.steering as their_vended
+
+    assert theirs.__all__ == [] and experimental_steering.__all__ == ()
+    with pytest.deprecated_call():  # Strands serves exactly the names of its vended steering, as ray_harness does
+        assert all(getattr(theirs, name) is getattr(their_vended, name) for name in their_vended.__all__)
+
+
+def test_the_multiagent_events_module_warns_when_imported_and_holds_the_hooks_events() -> None:
+    sys.modules.pop("ray_harness.experimental.hooks.multiagent", None)
+    with pytest.deprecated_call(match="ray_harness.hooks"):
+        multiagent = importlib.import_module("ray_harness.experimental.hooks.multiagent")
+    for name in multiagent.__all__:
+        assert getattr(multiagent, name) is getattr(hooks, name), name
+
+
+def test_the_experimental_submodules_are_attributes_of_the_package() -> None:
+    from ray_harness import experimental
+
+    assert experimental.checkpoint.Checkpoint is checkpoints.Checkpoint
+    assert experimental.steering is importlib.import_module("ray_harness.experimental.steering")
+    with pytest.raises(AttributeError, match="context_manager"):
+        experimental.context_manager  # noqa: B018 - the attribute access is the test
+
+
+def test_importing_ray_harness_and_its_packages_loads_none_of_these_paths() -> None:
+    code = ("import sys, ray_harness, ray_harness.experimental, ray_harness.vended_plugins, ray_harness.hooks\n"
+            "print(' '.join(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    paths = ("ray_harness.vended_plugins.steering", "ray_harness.experimental.steering",
+             "ray_harness.experimental.hooks", "ray_harness.experimental.checkpoint", "ray_harness.experimental.tools",
+             "ray_harness.steering")
+    assert not [m for m in done.stdout.split() if m.startswith(paths)]
