@@ -90,11 +90,6 @@ def check_invocation(agent: Any, invocation_state: Any, limits: Any, structured_
     """
     checked_limits = validate_limits(limits) if limits is not None else None  # one call less for most invocations
     output_prompt = kwargs.pop("structured_output_prompt", None)
-    if kwargs.pop("idempotency_token", None) is not None:
-        # Refused rather than kept as invocation state: a retried duplicate would get ConcurrencyException
-        # where Strands hands it the first call's result.
-        raise TypeError("idempotency_token is not supported: one agent runs one invocation at a time and a "
-                        "second call raises ConcurrencyException; deduplicate retried requests before the agent")
     if output_prompt is not None and not isinstance(output_prompt, str):
         raise TypeError(f"structured_output_prompt must be a str or None, got {type(output_prompt).__name__}")
     if invocation_state is not None and not isinstance(invocation_state, dict):

@@ -48,6 +48,7 @@ from ray_harness.types.exceptions import ConcurrencyException
 from ray_harness.types.validation import validate_messages
 
 if TYPE_CHECKING:
+    from ray_harness.agent._idempotency import Inflight
     from ray_harness.agent.field_snapshot import Snapshot
     from ray_harness.agent.snapshot import AgentSnapshot, SnapshotDelta
     from ray_harness.background_tasks import BackgroundTasksConfig
@@ -74,6 +75,7 @@ class Agent:
     _aux_model: Model | None = None  # aux_model=; the agent's model answers side calls without one
     _storage: Any = None  # storage=
     _baggage_attributes: dict[str, str] | None = None  # baggage_attributes=; a dict is made on first read only
+    _inflight: Inflight | None = None  # the running invocation's idempotency_token (see _idempotency)
 
     def __init__(
         self,
@@ -117,7 +119,8 @@ class Agent:
         without it. ``callback_handler`` is called with each stream event's fields as keyword arguments, for
         ``agent(...)`` and ``invoke_async`` too; ``None`` (the default) prints nothing, where Strands' default
         prints the answer. ``concurrent_invocation_mode`` takes only Strands' default ``"throw"``: a second
-        invocation while one runs raises ``ConcurrencyException``. ``plugins`` are
+        invocation while one runs raises ``ConcurrencyException`` — unless it names the running one's
+        ``idempotency_token`` (see :meth:`invoke_async`). ``plugins`` are
         :class:`~ray_harness.plugins.Plugin` objects: each one's ``init_agent`` runs, then its ``@hook`` and
         ``@tool`` methods join this agent's hooks and tools (after ``hooks`` and before
         ``AgentInitializedEvent``, as in Strands); two plugins may not share a name. ``memory_manager`` is a
@@ -321,7 +324,7 @@ class Agent:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for key in ("_lock", "_invocation"):
+        for key in ("_lock", "_invocation", "_inflight"):
             state.pop(key, None)
         return state
 
@@ -463,12 +466,12 @@ class Agent:
     def __call__(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                  limits: Limits | None = None, structured_output_model: type | None = None,
                  structured_output_prompt: str | None = None, cancel_signal: threading.Event | None = None,
-                 **kwargs: Any) -> AgentResult:
-        """Invoke synchronously (from a thread with no running event loop, or from any thread)."""
+                 idempotency_token: Any = None, **kwargs: Any) -> AgentResult:
+        """Invoke synchronously (from a thread with no running event loop, or from any thread); see :meth:`invoke_async`."""
         coroutine = self.invoke_async(prompt, invocation_state=invocation_state, limits=limits,
                                       structured_output_model=structured_output_model,
                                       structured_output_prompt=structured_output_prompt,
-                                      cancel_signal=cancel_signal, **kwargs)
+                                      cancel_signal=cancel_signal, idempotency_token=idempotency_token, **kwargs)
         if self.memory_manager is not None:  # this call's event loop ends with it and would cancel pending saves
             coroutine = _settled(coroutine, self.memory_manager)
         result: AgentResult = run_sync(coroutine)
@@ -477,7 +480,7 @@ class Agent:
     async def invoke_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                            limits: Limits | None = None, structured_output_model: type | None = None,
                            structured_output_prompt: str | None = None, cancel_signal: threading.Event | None = None,
-                           **kwargs: Any) -> AgentResult:
+                           idempotency_token: Any = None, **kwargs: Any) -> AgentResult:
         """Run one invocation to the end and return its result (stream events are not collected).
 
         Args:
@@ -487,13 +490,32 @@ class Agent:
             structured_output_model: A pydantic model the final answer must fill (``result.structured_output``).
             structured_output_prompt: The message that asks for the structured output when the model answered
                 without it, for this call (default: the agent's ``structured_output_prompt``).
-            cancel_signal: An event that cancels the invocation when set.
+            cancel_signal: An event that cancels the invocation when set. A call waiting on an
+                ``idempotency_token`` does not observe it; only the invocation it waits on does.
+            idempotency_token: Any object comparable with ``==`` (it need not be hashable) that names this
+                request, so a retry of it does not run the agent twice (as Strands'). A call whose token equals
+                the running invocation's does not raise ``ConcurrencyException``: it waits for that invocation
+                and returns the same ``AgentResult`` (the callback handler hears only that result), or raises
+                the exception that invocation raised. ``None`` (the default): no deduplication.
             **kwargs: More invocation state.
 
         Returns:
             The ``AgentResult``; ``stop_reason`` says why it ended (``end_turn``, ``interrupt``, ``cancelled``,
             a ``limit_*``, ...).
+
+        Raises:
+            ConcurrencyException: Another invocation of this agent is running (with another token, or none).
+            IdempotencyAbortedError: The invocation this call's token waited on was stopped without a result
+                (its task cancelled, its stream closed early); ``agent.cancel()`` gives it one
+                (``stop_reason="cancelled"``).
         """
+        if idempotency_token is not None:  # the only cost to a call without one
+            from ray_harness.agent._idempotency import invoke_once
+
+            return await invoke_once(self, idempotency_token, lambda: self.invoke_async(
+                prompt, invocation_state=invocation_state, limits=limits,
+                structured_output_model=structured_output_model, structured_output_prompt=structured_output_prompt,
+                cancel_signal=cancel_signal, **kwargs))
         kwargs["structured_output_prompt"] = structured_output_prompt
         if self.callback_handler is not None:  # it hears every event: the streamed invocation, ending with the result
             events = self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal, kwargs,
@@ -509,8 +531,19 @@ class Agent:
     def stream_async(self, prompt: Any = None, *, invocation_state: dict[str, Any] | None = None,
                      limits: Limits | None = None, structured_output_model: type | None = None,
                      structured_output_prompt: str | None = None, cancel_signal: threading.Event | None = None,
-                     **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
-        """Run one invocation, yielding typed events; the last is ``{"type": "result", "result": AgentResult}``."""
+                     idempotency_token: Any = None, **kwargs: Any) -> AsyncGenerator[dict[str, Any], None]:
+        """Run one invocation, yielding typed events; the last is ``{"type": "result", "result": AgentResult}``.
+
+        The arguments are :meth:`invoke_async`'s. A call waiting on the running invocation of its
+        ``idempotency_token`` yields only that invocation's result event.
+        """
+        if idempotency_token is not None:  # the only cost to a call without one
+            from ray_harness.agent._idempotency import stream_once
+
+            return stream_once(self, idempotency_token, lambda: self.stream_async(
+                prompt, invocation_state=invocation_state, limits=limits,
+                structured_output_model=structured_output_model, structured_output_prompt=structured_output_prompt,
+                cancel_signal=cancel_signal, **kwargs))
         kwargs["structured_output_prompt"] = structured_output_prompt
         return self._stream(prompt, invocation_state, limits, structured_output_model, cancel_signal, kwargs,
                             quiet=False)

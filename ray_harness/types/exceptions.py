@@ -5,6 +5,7 @@ RayHarnessError
 ├── ContextWindowOverflowException the conversation no longer fits the model
 ├── MaxTokensReachedException      the model hit its output limit mid-answer
 ├── ConcurrencyException           a second concurrent invocation of one agent
+├── IdempotencyAbortedError        the invocation a duplicate idempotency_token waited on ended without a result
 ├── CheckpointException            a checkpoint dict failed validation
 ├── StructuredOutputException      the model never produced the structured output
 ├── SessionException               a session store is unreadable or inconsistent
@@ -41,6 +42,7 @@ __all__ = (
     "ConcurrencyException",
     "ContextWindowOverflowException",
     "EventLoopException",
+    "IdempotencyAbortedError",
     "MCPClientInitializationError",
     "MaxTokensReachedException",
     "ModelConfigurationError",
@@ -99,6 +101,13 @@ class MaxTokensReachedException(RayHarnessError):
 
 class ConcurrencyException(RayHarnessError):
     """An agent was invoked while another invocation of it was running."""
+
+
+class IdempotencyAbortedError(RayHarnessError):
+    """A call that waited on the running invocation of its ``idempotency_token`` got no result from it.
+
+    That invocation was stopped before it had one: its task was cancelled, or its stream was closed early.
+    """
 
 
 class CheckpointException(RayHarnessError):

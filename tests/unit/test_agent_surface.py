@@ -260,14 +260,6 @@ async def test_structured_output_prompt_per_call_overrides_the_agents_as_strands
         agent("x", structured_output_model=Person, structured_output_prompt=3)  # type: ignore[arg-type]
 
 
-def test_idempotency_token_is_refused_not_silently_kept_as_invocation_state() -> None:
-    agent = Agent(ScriptedModel(text("ok")))
-    with pytest.raises(TypeError, match="idempotency_token is not supported"):
-        agent("x", idempotency_token="req-1")
-    assert agent.messages == []
-    assert str(agent("x", idempotency_token=None)) == "ok\n"  # Strands' default
-
-
 def test_concurrent_invocation_mode_takes_only_throw() -> None:
     Agent(ScriptedModel(), concurrent_invocation_mode="throw")
     with pytest.raises(ValueError, match="concurrent_invocation_mode must be 'throw'"):
