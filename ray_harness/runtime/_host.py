@@ -44,8 +44,8 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import cloudpickle
 import ray
+from ray import cloudpickle as _ray_pickler
 from ray.experimental import internal_kv
 
 from ray_harness.agent.result import AgentResult
@@ -89,6 +89,7 @@ DEDICATED_KEY = "dedicated"
 
 HOST_ACTOR_PREFIX = "ray_harness:host:"
 ORCHESTRATION_HOST_PREFIX = "ray_harness:orchestrator:"
+_RAY_CLOUDPICKLE: Any = _ray_pickler  # Ray's own copy (the cloudpickle package is a dev dependency only)
 _CONTROL_GROUP = "control"
 # cancel (and stats) run in their own group: never queued behind invocations that fill the default group.
 _ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
@@ -567,7 +568,7 @@ def _portable(error: BaseException) -> BaseException:
     would reach the caller as Ray's "Failed to deserialize exception", hiding what went wrong.
     """
     try:
-        pickle.loads(cloudpickle.dumps(error))  # as Ray sends it (its copy of cloudpickle)
+        pickle.loads(_RAY_CLOUDPICKLE.dumps(error))  # as Ray sends it
         return error
     except Exception:
         return _stand_in(error)
