@@ -7,22 +7,30 @@ unreachable actor becomes :class:`~ray_harness.types.exceptions.RemoteActorError
 naming the actor; one stopped on purpose (``shutdown()``, ``kill()``, ``ray.kill``, from any process) becomes its
 subclass :class:`~ray_harness.types.exceptions.ActorStoppedError`, so a call cut short by a shutdown does not
 read as a crash.
+
+On the actor's side, :func:`raise_portable` and :func:`pickled_error` make sure what an actor raises can be
+unpickled by its caller: an exception that pickles but does not unpickle travels as a ``RuntimeError`` naming it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import pickle
+import traceback
 from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar
 
 import ray
-from ray import exceptions as ray_exceptions
+from ray import cloudpickle as _ray_pickler, exceptions as ray_exceptions
 
+from ray_harness.runtime import _pickling
 from ray_harness.types.exceptions import ActorStoppedError, RemoteActorError
 
-__all__ = ("await_ref", "call_sync", "mark_stopped", "raise_translated", "translate")
+__all__ = ("await_ref", "call_sync", "mark_stopped", "pickled_error", "raise_portable", "raise_translated", "translate")
 
 T = TypeVar("T")
+
+_RAY_CLOUDPICKLE: Any = _ray_pickler  # Ray's own copy (the cloudpickle package is a dev dependency only)
 
 _KILLED = "killed by `ray.kill`"
 """How Ray's GCS states, in an ``ActorDiedError``, that the actor was killed on purpose (any process)."""
@@ -99,3 +107,42 @@ def _summary(error: BaseException) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+# -- on the actor's side: what an actor raises must reach its caller -------------------------------------
+
+
+def pickled_error(error: BaseException) -> bytes:
+    """A run's exception for the wire: as the run's own call would raise it, or its text when it cannot travel."""
+    try:
+        data = bytes(_pickling.dumps(error))
+        _pickling.loads(data)  # some exceptions pickle but do not unpickle (pydantic's PydanticUserError)
+        return data
+    except Exception:
+        return bytes(_pickling.dumps(_stand_in(error)))
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` when its caller can unpickle it, else :func:`_stand_in`.
+
+    Ray pickles what an actor method raised for its caller; an exception that pickles but does not unpickle
+    would reach the caller as Ray's "Failed to deserialize exception", hiding what went wrong.
+    """
+    try:
+        pickle.loads(_RAY_CLOUDPICKLE.dumps(error))  # as Ray sends it
+        return error
+    except Exception:
+        return _stand_in(error)
+
+
+def raise_portable(error: BaseException) -> None:
+    """Raise :func:`_stand_in` of ``error`` when its caller could not unpickle it; else return (re-raise it)."""
+    portable = _portable(error)
+    if portable is not error:
+        raise portable from None
+
+
+def _stand_in(error: BaseException) -> RuntimeError:
+    """A ``RuntimeError`` naming ``error``'s type and message, with where it was raised (the host's traceback)."""
+    where = "".join(traceback.format_exception(error)[-6:]).rstrip()
+    return RuntimeError(f"{type(error).__name__}: {error}\n\nRaised on the host:\n{where}")

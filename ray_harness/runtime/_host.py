@@ -36,16 +36,13 @@ import functools
 import gc
 import logging
 import os
-import pickle
 import threading
-import traceback
 import warnings
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray import cloudpickle as _ray_pickler
 from ray.experimental import internal_kv
 
 from ray_harness.agent.result import AgentResult
@@ -58,6 +55,7 @@ from ray_harness.models.rate_limit import (
 )
 from ray_harness.runtime import _asyncgens as asyncgens, _pickling, _sandbox_owner as sandboxes
 from ray_harness.runtime._early import EarlyCancels
+from ray_harness.runtime._errors import pickled_error, raise_portable
 from ray_harness.runtime._host_slots import HostSlots, RunInFlight, register_when_free
 from ray_harness.runtime._idle_gc import idle_collector
 from ray_harness.runtime._multiplex import Entry, multiplex
@@ -89,7 +87,6 @@ DEDICATED_KEY = "dedicated"
 
 HOST_ACTOR_PREFIX = "ray_harness:host:"
 ORCHESTRATION_HOST_PREFIX = "ray_harness:orchestrator:"
-_RAY_CLOUDPICKLE: Any = _ray_pickler  # Ray's own copy (the cloudpickle package is a dev dependency only)
 _CONTROL_GROUP = "control"
 # cancel (and stats) run in their own group: never queued behind invocations that fill the default group.
 _ACTOR_OPTIONS: dict[str, Any] = {"concurrency_groups": {_CONTROL_GROUP: 4}}
@@ -226,7 +223,7 @@ class AgentHost:
             from ray_harness.evaluation._records import mark_spent
 
             mark_spent(error, runner.agent)  # a failed run's tokens were billed: its caller accounts for them
-            _raise_portable(error)
+            raise_portable(error)
             raise
         finally:
             self._unregister(request.invocation_id)
@@ -248,7 +245,7 @@ class AgentHost:
                 async for slot_item in slot_run:
                     yield slot_item
             except Exception as error:
-                _raise_portable(error)
+                raise_portable(error)
                 raise
             finally:
                 await slot_run.aclose()  # closed by its caller: the run ends before this returns
@@ -265,7 +262,7 @@ class AgentHost:
                 async for item in run:
                     yield item
             except Exception as error:
-                _raise_portable(error)
+                raise_portable(error)
                 raise
             finally:
                 await run.aclose()
@@ -290,7 +287,7 @@ class AgentHost:
                    for request, spec in zip(requests, specs, strict=True)}
         if len(streams) != len(requests):
             raise ValueError("requests: invocation ids must be distinct within one call")
-        async for group in multiplex(streams, _pickled_error):
+        async for group in multiplex(streams, pickled_error):
             self._calls["stream_many_groups"] += 1
             yield group
 
@@ -548,43 +545,7 @@ def _outcome(run_id: str, task: asyncio.Task[Any], digest: Callable[[Any], Any] 
     from ray_harness.evaluation._records import SPENT_ATTRIBUTE  # failures only: see AgentHost.run
 
     spent = getattr(error, SPENT_ATTRIBUTE, None)
-    return run_id, False, _pickled_error(error), spent
-
-
-def _pickled_error(error: BaseException) -> bytes:
-    """A run's exception for the wire: as the run's own call would raise it, or its text when it cannot travel."""
-    try:
-        data = bytes(_pickling.dumps(error))
-        _pickling.loads(data)  # some exceptions pickle but do not unpickle (pydantic's PydanticUserError)
-        return data
-    except Exception:
-        return bytes(_pickling.dumps(_stand_in(error)))
-
-
-def _portable(error: BaseException) -> BaseException:
-    """``error`` when its caller can unpickle it, else :func:`_stand_in`.
-
-    Ray pickles what an actor method raised for its caller; an exception that pickles but does not unpickle
-    would reach the caller as Ray's "Failed to deserialize exception", hiding what went wrong.
-    """
-    try:
-        pickle.loads(_RAY_CLOUDPICKLE.dumps(error))  # as Ray sends it
-        return error
-    except Exception:
-        return _stand_in(error)
-
-
-def _raise_portable(error: BaseException) -> None:
-    """Raise :func:`_stand_in` of ``error`` when its caller could not unpickle it; else return (re-raise it)."""
-    portable = _portable(error)
-    if portable is not error:
-        raise portable from None
-
-
-def _stand_in(error: BaseException) -> RuntimeError:
-    """A ``RuntimeError`` naming ``error``'s type and message, with where it was raised (the host's traceback)."""
-    where = "".join(traceback.format_exception(error)[-6:]).rstrip()
-    return RuntimeError(f"{type(error).__name__}: {error}\n\nRaised on the host:\n{where}")
+    return run_id, False, pickled_error(error), spent
 
 
 def _rss_bytes() -> int:
